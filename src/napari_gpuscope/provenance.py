@@ -30,9 +30,7 @@ def _version(dist: str) -> str | None:
 
 def software_versions() -> dict[str, str | None]:
     """Versions of the packages that determine a result (``None`` when not installed)."""
-    cupy = next(
-        (v for d in ("cupy-cuda12x", "cupy-cuda13x", "cupy") if (v := _version(d))), None
-    )
+    cupy = next((v for d in ("cupy-cuda12x", "cupy-cuda13x", "cupy") if (v := _version(d))), None)
     return {
         "napari-gpuscope": _version("napari-gpuscope"),
         "torch": _version("torch"),

@@ -106,9 +106,7 @@ def fluorescence_phantom_3d(
     """
     rng = np.random.default_rng(seed + 1)
     nz, ny, nx = shape
-    zz, yy, xx = np.meshgrid(
-        *(np.arange(n, dtype=np.float32) for n in shape), indexing="ij"
-    )
+    zz, yy, xx = np.meshgrid(*(np.arange(n, dtype=np.float32) for n in shape), indexing="ij")
     z, y, x = zz / nz, yy / ny, xx / nx
     vol = 0.08 + 0.10 * x + 0.05 * z
     vol += 0.45 * (((z - 0.5) / 0.35) ** 2 + ((y - 0.3) / 0.14) ** 2 + ((x - 0.3) / 0.14) ** 2 < 1)
@@ -150,8 +148,14 @@ def simulate_camera(
         uint16 array of the same shape.
     """
     rng = np.random.default_rng(seed + 7)
-    photons = rng.poisson(camera.peak_photons * phantom.astype(np.float64) + camera.background_photons)
-    adu = camera.gain * photons + camera.offset + camera.read_noise * rng.standard_normal(phantom.shape)
+    photons = rng.poisson(
+        camera.peak_photons * phantom.astype(np.float64) + camera.background_photons
+    )
+    adu = (
+        camera.gain * photons
+        + camera.offset
+        + camera.read_noise * rng.standard_normal(phantom.shape)
+    )
     return np.clip(np.rint(adu), 0, 65535).astype(np.uint16)
 
 

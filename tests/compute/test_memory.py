@@ -1,0 +1,86 @@
+"""Chunk planning from a memory budget and out-of-memory retries, exercised on the CPU."""
+
+import pytest
+import torch
+
+from napari_gpuscope.compute.jobs import Progress, run_job
+from napari_gpuscope.compute.memory import (
+    BUDGET_ENV,
+    DeviceMemoryError,
+    available_bytes,
+    is_out_of_memory,
+    plan_chunk,
+    run_in_chunks,
+)
+
+
+def test_plan_chunk_fits_the_budget():
+    assert plan_chunk(100, 1000, "cpu", budget=10_500) == 10
+    assert plan_chunk(100, 1000, "cpu", fixed_bytes=2_000, budget=10_500) == 8
+    assert plan_chunk(5, 1000, "cpu", budget=10**9) == 5
+
+
+def test_plan_chunk_reports_needed_and_available_bytes():
+    with pytest.raises(DeviceMemoryError) as info:
+        plan_chunk(10, 4 * 1024**2, "cpu", budget=1024**2, what="TV denoising")
+    err = info.value
+    assert err.needed_bytes == 4 * 1024**2 and err.available_bytes == 1024**2
+    assert "4.00 MiB" in str(err) and "1.00 MiB" in str(err) and "TV denoising" in str(err)
+
+
+def test_budget_from_environment(monkeypatch):
+    monkeypatch.setenv(BUDGET_ENV, "2M")
+    assert available_bytes("cpu") == 2 * 1024**2
+    monkeypatch.setenv(BUDGET_ENV, "lots")
+    with pytest.raises(ValueError, match=BUDGET_ENV):
+        available_bytes("cpu")
+
+
+def test_cpu_without_budget_reports_positive_ram():
+    assert available_bytes("cpu") > 0
+
+
+def test_out_of_memory_detection():
+    assert is_out_of_memory(torch.OutOfMemoryError("CUDA out of memory"))
+    assert is_out_of_memory(DeviceMemoryError(2, 1))
+    assert not is_out_of_memory(ValueError("bad"))
+
+
+def test_run_in_chunks_halves_on_oom_and_covers_every_item():
+    done, attempts = [], []
+
+    def process(start, stop):
+        attempts.append(stop - start)
+        if stop - start > 3:  # this "device" fits at most 3 items at a time
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        done.extend(range(start, stop))
+        yield Progress(1.0, f"{start}:{stop}")
+
+    messages = []
+    chunks = run_job(
+        run_in_chunks(10, 8, process, device="cpu", bytes_per_item=1),
+        on_progress=lambda u: messages.append(u.message),
+    )
+    assert sorted(done) == list(range(10))
+    assert attempts[:3] == [8, 4, 2]
+    assert chunks == 5
+    assert any("retrying" in m for m in messages)
+
+
+def test_run_in_chunks_gives_up_with_the_needed_bytes():
+    def process(start, stop):
+        raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        yield  # pragma: no cover
+
+    with pytest.raises(DeviceMemoryError) as info:
+        run_job(run_in_chunks(4, 4, process, device="cpu", bytes_per_item=3 * 1024**2))
+    assert info.value.needed_bytes == 3 * 1024**2
+
+
+def test_other_errors_are_not_swallowed():
+    def process(start, stop):
+        raise ValueError("a real bug")
+        yield  # pragma: no cover
+
+    with pytest.raises(ValueError, match="a real bug"):
+        run_job(run_in_chunks(4, 2, process, device="cpu", bytes_per_item=1))
