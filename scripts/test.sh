@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Runs everything CI runs: set-up, lint, manifest validation and the whole test suite under a
+# virtual X server (pytest-xvfb starts Xvfb; napari needs real OpenGL, so Qt must not be
+# "offscreen"). Extra arguments go to pytest, e.g. `bash scripts/test.sh tests/compute -x`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+unset QT_QPA_PLATFORM
+echo "== ruff"
+.venv/bin/ruff check src tests benchmarks examples
+echo "== npe2 validate"
+.venv/bin/npe2 validate napari-gpuscope
+echo "== pytest"
+exec .venv/bin/python -m pytest "$@"
