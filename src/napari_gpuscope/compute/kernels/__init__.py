@@ -1,0 +1,98 @@
+"""Fused CUDA kernels with torch twins, verifiable without a GPU.
+
+Each fused operation is a :class:`FusedOp`: a small *launcher* that runs a kernel from a ``.cu``
+file in this folder, paired with a pure-torch *twin* with the same in-place semantics. The
+``.cu`` files ship as package data and follow one set of rules: ``extern "C" __global__``
+kernels, one thread per output element with a grid-stride loop over a ``long long`` count, no
+``#include``, no shared memory and no atomics. That keeps them valid for NVRTC, ``nvcc`` and
+g++ alike.
+
+Dispatch
+--------
+``op(*args, **kwargs)`` looks at the tensors among the arguments:
+
+1. ``NAPARI_GPUSCOPE_NO_FUSED`` set (anything but ``""``/``"0"``) -> the torch twin;
+2. all tensors CUDA, float32, contiguous, on one device, and CuPy importable -> the kernel,
+   compiled with ``cupy.RawModule`` (NVRTC), cached per device, and launched on torch's current
+   stream with zero-copy DLPack views (:class:`CupyBackend`);
+3. ``NAPARI_GPUSCOPE_HOST_KERNELS=1``, all tensors CPU float32 contiguous, and g++ on PATH ->
+   the same kernel source emulated on the CPU (:class:`HostBackend`), so tests can run a whole
+   solver through the real kernels;
+4. otherwise -> the twin.
+
+Paths 2 and 3 first run a self-test on the op's small example inputs, once per device: the
+kernel's outputs must match the twin's within the op's tolerances. A mismatch or a compile
+error disables the kernel on that device with one :class:`FusedKernelWarning`, and the twin is
+used from then on. ``op.calls`` counts the paths taken, ``op.disabled_devices`` lists failures.
+
+Verification on the CPU
+-----------------------
+No GPU is needed to check a kernel. :class:`HostBackend` compiles the unchanged ``.cu`` file with
+``g++ -include host_shim.h``; the shim maps ``__global__``, ``__device__``, ``threadIdx``,
+``blockIdx``, ``blockDim``, ``gridDim`` and CUDA math built-ins onto plain C++ and adds a ctypes
+entry point per kernel that loops over the grid (optionally in reverse, to expose kernels whose
+threads read what other threads write) and checks each argument against the kernel's C
+parameter types. Tests compare every kernel with its twin this way and compile every ``.cu``
+file with ``nvcc -ptx`` (:func:`nvcc_compile_check`) when nvcc is installed.
+
+Writing an op
+-------------
+::
+
+    SOURCE = KernelSource("axpby.cu")
+
+    def _launch(backend, x, y, out, a, b):
+        fn = backend.function(SOURCE, "axpby")
+        backend.launch(fn, out.numel(), [backend.array(x), backend.array(y), backend.array(out),
+                                         np.float32(a), np.float32(b), np.int64(out.numel())])
+
+    axpby = FusedOp("axpby", launch=_launch, twin=_twin, example=_example, outputs=(2,))
+"""
+
+from ._backends import (
+    BLOCK_SIZE,
+    MAX_BLOCKS,
+    Backend,
+    CupyBackend,
+    HostBackend,
+    HostFunction,
+    KernelCompileError,
+    grid_size,
+    host_emulation_available,
+    nvcc_available,
+    nvcc_compile_check,
+)
+from ._dispatch import (
+    HOST_KERNELS_ENV,
+    KILL_SWITCH_ENV,
+    FusedKernelWarning,
+    FusedOp,
+    default_backend_factory,
+    host_kernels_requested,
+    kill_switch_active,
+)
+from ._source import KERNEL_DIR, KernelSource, kernel_files
+
+__all__ = [
+    "BLOCK_SIZE",
+    "HOST_KERNELS_ENV",
+    "KERNEL_DIR",
+    "KILL_SWITCH_ENV",
+    "MAX_BLOCKS",
+    "Backend",
+    "CupyBackend",
+    "FusedKernelWarning",
+    "FusedOp",
+    "HostBackend",
+    "HostFunction",
+    "KernelCompileError",
+    "KernelSource",
+    "default_backend_factory",
+    "grid_size",
+    "host_emulation_available",
+    "host_kernels_requested",
+    "kernel_files",
+    "kill_switch_active",
+    "nvcc_available",
+    "nvcc_compile_check",
+]

@@ -1,0 +1,418 @@
+"""Backends that compile and launch a :class:`KernelSource`: CuPy on a GPU, g++ on the host."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import warnings
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import torch
+
+from ._source import KERNEL_DIR, KernelSource
+
+__all__ = [
+    "BLOCK_SIZE",
+    "MAX_BLOCKS",
+    "Backend",
+    "CupyBackend",
+    "HostBackend",
+    "HostFunction",
+    "KernelCompileError",
+    "grid_size",
+    "host_emulation_available",
+    "nvcc_compile_check",
+]
+
+BLOCK_SIZE = 256
+"""Threads per block of every 1-D launch."""
+
+MAX_BLOCKS = 65535 * 4
+"""Upper bound on the 1-D grid; kernels cover larger inputs with a grid-stride loop."""
+
+HOST_SHIM = KERNEL_DIR / "host_shim.h"
+_HOST_CXX_FLAGS = ("-O2", "-std=c++17", "-shared", "-fPIC")
+_NVCC_ARCH = "compute_75"  # the oldest architecture CUDA 13 still supports
+
+
+class KernelCompileError(RuntimeError):
+    """A kernel source failed to compile; the message carries the compiler log."""
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What an op's launcher needs: compiled functions, array views and a 1-D launch."""
+
+    def function(self, source: KernelSource, name: str) -> Any:
+        """Return the compiled kernel ``name`` of ``source`` (compiled once, then cached)."""
+        ...
+
+    def array(self, tensor: torch.Tensor) -> Any:
+        """Return a zero-copy view of a contiguous tensor the kernel can read and write."""
+        ...
+
+    def launch(self, function: Any, n_threads: int, args: Sequence[Any]) -> None:
+        """Launch ``function`` with up to ``n_threads`` threads; grid-stride loops do the rest.
+
+        ``args`` are arrays from :meth:`array` and NumPy scalars (``np.float32``, ``np.int32``,
+        ``np.int64``, ...) whose dtype matches the C parameter type exactly.
+        """
+        ...
+
+
+def grid_size(n_threads: int, block: int = BLOCK_SIZE, max_blocks: int = MAX_BLOCKS) -> int:
+    """Number of blocks of a 1-D launch: enough for ``n_threads``, capped at ``max_blocks``."""
+    return max(0, min(-(-n_threads // block), max_blocks))
+
+
+# --------------------------------------------------------------------------------------------
+# Host emulation (g++ + host_shim.h + ctypes)
+# --------------------------------------------------------------------------------------------
+
+
+def _compiler() -> str | None:
+    return shutil.which(os.environ.get("CXX", "g++")) or shutil.which("g++")
+
+
+def host_emulation_available() -> bool:
+    """Whether a C++ compiler (``$CXX`` or ``g++``) is on PATH to emulate kernels on the CPU."""
+    return _compiler() is not None
+
+
+@functools.cache
+def _compiler_version(compiler: str) -> str:
+    result = subprocess.run(
+        [compiler, "--version"], capture_output=True, text=True, check=False, timeout=60
+    )
+    return result.stdout
+
+
+def _cache_dir() -> Path:
+    """Where compiled host libraries live: ``$NAPARI_GPUSCOPE_CACHE_DIR`` or the user cache."""
+    override = os.environ.get("NAPARI_GPUSCOPE_CACHE_DIR")
+    if override:
+        base = Path(override)
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "napari-gpuscope"
+    candidates = [base / "host-kernels", Path(tempfile.gettempdir()) / "napari-gpuscope-kernels"]
+    for directory in candidates:
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            continue
+        if os.access(directory, os.W_OK):
+            return directory
+    raise KernelCompileError("no writable cache directory for host-compiled kernels")
+
+
+def _host_translation_unit(source: KernelSource) -> str:
+    """The kernel source followed by one ctypes entry point per kernel (see host_shim.h)."""
+    launchers = "".join(f"GPUSCOPE_HOST_LAUNCHER({name})\n" for name in source.kernel_names)
+    return (
+        f'#line 1 "{source.path}"\n{source.text}\n'
+        f'#line 1 "<napari-gpuscope host launchers>"\n{launchers}'
+    )
+
+
+_host_lock = threading.Lock()
+_host_libraries: dict[str, ctypes.CDLL] = {}
+
+
+def _build_host_library(source: KernelSource) -> ctypes.CDLL:
+    compiler = _compiler()
+    if compiler is None:
+        raise KernelCompileError("no C++ compiler (g++) on PATH for host emulation")
+    unit = _host_translation_unit(source)
+    shim = HOST_SHIM.read_text(encoding="utf-8")
+    key_text = "\0".join([unit, shim, *_HOST_CXX_FLAGS, _compiler_version(compiler)])
+    key = hashlib.sha256(key_text.encode("utf-8")).hexdigest()[:24]
+    with _host_lock:
+        if key in _host_libraries:
+            return _host_libraries[key]
+        directory = _cache_dir()
+        library = directory / f"{source.path.stem}-{key}.so"
+        if not library.exists():
+            # Build under unique names, then rename: concurrent processes never see half a file.
+            with tempfile.TemporaryDirectory(dir=directory) as work:
+                unit_path = Path(work) / f"{source.path.stem}.cpp"
+                unit_path.write_text(unit, encoding="utf-8")
+                built = Path(work) / library.name
+                command = [
+                    compiler,
+                    *_HOST_CXX_FLAGS,
+                    "-include",
+                    str(HOST_SHIM),
+                    str(unit_path),
+                    "-o",
+                    str(built),
+                ]
+                result = subprocess.run(
+                    command, capture_output=True, text=True, check=False, timeout=300
+                )
+                if result.returncode != 0:
+                    raise KernelCompileError(
+                        f"host compile of {source.name} failed:\n{' '.join(command)}\n"
+                        f"{result.stderr}"
+                    )
+                os.replace(built, library)
+        handle = ctypes.CDLL(str(library))
+        _host_libraries[key] = handle
+        return handle
+
+
+@dataclass(frozen=True)
+class HostFunction:
+    """A host-compiled kernel: its ctypes launcher and its C parameter type codes."""
+
+    name: str
+    launcher: Any
+    signature: tuple[str, ...]
+
+
+# numpy dtype -> (type code used by host_shim.h, ctypes type for a by-value scalar)
+_CTYPES: dict[np.dtype, tuple[str, Any]] = {
+    np.dtype(np.float32): ("f32", ctypes.c_float),
+    np.dtype(np.float64): ("f64", ctypes.c_double),
+    np.dtype(np.int8): ("i8", ctypes.c_int8),
+    np.dtype(np.uint8): ("u8", ctypes.c_uint8),
+    np.dtype(np.int16): ("i16", ctypes.c_int16),
+    np.dtype(np.uint16): ("u16", ctypes.c_uint16),
+    np.dtype(np.int32): ("i32", ctypes.c_int32),
+    np.dtype(np.uint32): ("u32", ctypes.c_uint32),
+    np.dtype(np.int64): ("i64", ctypes.c_int64),
+    np.dtype(np.uint64): ("u64", ctypes.c_uint64),
+    np.dtype(np.bool_): ("bool", ctypes.c_bool),
+}
+
+
+class HostBackend:
+    """Run the ``.cu`` kernels on the CPU: g++ with ``host_shim.h``, loaded through ctypes.
+
+    Verification only (threads run one after another). Besides emulating CUDA it checks every
+    argument against the kernel's C parameter types, which CUDA itself does not do.
+
+    Parameters
+    ----------
+    block : int
+        Threads per block.
+    max_blocks : int
+        Grid cap; tests lower it to exercise grid-stride loops on small inputs.
+    reverse : bool
+        Run the emulated threads last-to-first. A kernel whose result depends on the order is
+        reading values that other threads write (a race on a GPU).
+    """
+
+    kind = "host"
+
+    def __init__(
+        self, *, block: int = BLOCK_SIZE, max_blocks: int = MAX_BLOCKS, reverse: bool = False
+    ) -> None:
+        self.block = block
+        self.max_blocks = max_blocks
+        self.reverse = reverse
+
+    def function(self, source: KernelSource, name: str) -> HostFunction:
+        if name not in source.kernel_names:
+            raise KeyError(f"{source.name} defines no kernel {name!r}: {source.kernel_names}")
+        library = _build_host_library(source)
+        launcher = getattr(library, f"gpuscope_launch_{name}")
+        launcher.argtypes = [
+            ctypes.c_uint,
+            ctypes.c_uint,
+            ctypes.POINTER(ctypes.c_void_p),
+            ctypes.c_int,
+        ]
+        launcher.restype = None
+        describe = getattr(library, f"gpuscope_signature_{name}")
+        describe.restype = ctypes.c_char_p
+        signature = describe().decode("ascii")
+        return HostFunction(name, launcher, tuple(signature.split(",")) if signature else ())
+
+    def array(self, tensor: torch.Tensor) -> np.ndarray:
+        if tensor.device.type != "cpu":
+            raise ValueError(f"HostBackend needs CPU tensors, got one on {tensor.device}")
+        if not tensor.is_contiguous():
+            raise ValueError("kernels need contiguous tensors")
+        return tensor.detach().numpy()
+
+    def launch(self, function: HostFunction, n_threads: int, args: Sequence[Any]) -> None:
+        if len(args) != len(function.signature):
+            raise TypeError(
+                f"kernel {function.name} takes {len(function.signature)} arguments "
+                f"({','.join(function.signature)}), got {len(args)}"
+            )
+        holders = []
+        pointers = (ctypes.c_void_p * max(1, len(args)))()
+        for index, (value, expected) in enumerate(zip(args, function.signature, strict=True)):
+            holder = self._argument(function.name, index, value, expected)
+            holders.append(holder)  # keeps the ctypes values alive during the call
+            pointers[index] = ctypes.addressof(holder)
+        grid = grid_size(n_threads, self.block, self.max_blocks)
+        if grid:
+            function.launcher(grid, self.block, pointers, int(self.reverse))
+
+    @staticmethod
+    def _argument(kernel: str, index: int, value: Any, expected: str) -> Any:
+        where = f"kernel {kernel}, argument {index}"
+        if isinstance(value, np.ndarray):
+            code = _CTYPES.get(value.dtype, (str(value.dtype), None))[0] + "*"
+            if code != expected:
+                raise TypeError(f"{where}: a {value.dtype} array does not match C type {expected}")
+            if not value.flags.c_contiguous:
+                raise ValueError(f"{where}: array is not C-contiguous")
+            return ctypes.c_void_p(value.ctypes.data)
+        if isinstance(value, np.generic):
+            code, ctype = _CTYPES.get(value.dtype, (str(value.dtype), None))
+            if code != expected or ctype is None:
+                raise TypeError(f"{where}: a {value.dtype} scalar does not match C type {expected}")
+            return ctype(value.item())
+        raise TypeError(
+            f"{where}: pass backend arrays or NumPy scalars (np.float32, np.int64, ...) so the C "
+            f"type is explicit, got {type(value).__name__}"
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# CUDA (CuPy RawModule on torch's current stream)
+# --------------------------------------------------------------------------------------------
+
+_cupy_lock = threading.Lock()
+_cupy_modules: dict[tuple[str, str, int], Any] = {}
+
+
+class CupyBackend:
+    """Compile with ``cupy.RawModule`` (NVRTC, cached per device) and launch on torch's stream.
+
+    Parameters
+    ----------
+    device : str or torch.device
+        A CUDA device, e.g. ``"cuda:0"``.
+    block, max_blocks : int
+        Launch geometry, as for :class:`HostBackend`.
+    """
+
+    kind = "cuda"
+
+    def __init__(
+        self,
+        device: str | torch.device,
+        *,
+        block: int = BLOCK_SIZE,
+        max_blocks: int = MAX_BLOCKS,
+    ) -> None:
+        dev = torch.device(device)
+        if dev.type != "cuda":
+            raise ValueError(f"CupyBackend needs a CUDA device, got {dev}")
+        self.index = dev.index if dev.index is not None else torch.cuda.current_device()
+        self.block = block
+        self.max_blocks = max_blocks
+
+    @contextlib.contextmanager
+    def _on_torch_stream(self) -> Iterator[None]:
+        """Make this device and torch's current stream on it current for CuPy."""
+        import cupy
+
+        torch_stream = torch.cuda.current_stream(self.index)
+        with cupy.cuda.Device(self.index):
+            if hasattr(cupy.cuda.Stream, "from_external"):  # CuPy >= 14
+                stream = cupy.cuda.Stream.from_external(torch_stream)
+            else:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    stream = cupy.cuda.ExternalStream(torch_stream.cuda_stream, self.index)
+            with stream:
+                yield
+
+    def function(self, source: KernelSource, name: str) -> Any:
+        import cupy
+
+        key = (str(source.path), source.digest, self.index)
+        with _cupy_lock, cupy.cuda.Device(self.index):
+            module = _cupy_modules.get(key)
+            if module is None:
+                module = cupy.RawModule(code=source.text, options=("--std=c++14",))
+                try:
+                    module.compile()
+                except Exception as exc:  # NVRTC errors come as CompileException
+                    raise KernelCompileError(
+                        f"NVRTC compile of {source.name} failed: {exc}"
+                    ) from exc
+                _cupy_modules[key] = module
+            return module.get_function(name)
+
+    def array(self, tensor: torch.Tensor) -> Any:
+        import cupy
+
+        if tensor.device != torch.device("cuda", self.index):
+            raise ValueError(f"tensor on {tensor.device}, backend on cuda:{self.index}")
+        if not tensor.is_contiguous():
+            raise ValueError("kernels need contiguous tensors")
+        with self._on_torch_stream():  # so the DLPack exchange needs no stream sync
+            return cupy.from_dlpack(tensor.detach())
+
+    def launch(self, function: Any, n_threads: int, args: Sequence[Any]) -> None:
+        grid = grid_size(n_threads, self.block, self.max_blocks)
+        if grid:
+            with self._on_torch_stream():
+                function((grid,), (self.block,), tuple(args))
+
+
+# --------------------------------------------------------------------------------------------
+# nvcc compile check
+# --------------------------------------------------------------------------------------------
+
+
+def nvcc_available() -> bool:
+    """Whether ``nvcc`` is on PATH."""
+    return shutil.which("nvcc") is not None
+
+
+def nvcc_compile_check(source: KernelSource, arch: str = _NVCC_ARCH) -> tuple[bool, str]:
+    """Compile ``source`` to PTX with ``nvcc`` (no GPU needed).
+
+    Parameters
+    ----------
+    source : KernelSource
+        The file to check.
+    arch : str
+        Virtual architecture, default ``"compute_75"``.
+
+    Returns
+    -------
+    ok : bool
+        Whether nvcc succeeded.
+    log : str
+        The command line and nvcc's output.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``nvcc`` is not on PATH.
+    """
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        raise FileNotFoundError("nvcc is not on PATH")
+    with tempfile.TemporaryDirectory() as work:
+        command = [
+            nvcc,
+            "-ptx",
+            f"-arch={arch}",
+            "-std=c++14",
+            str(source.path),
+            "-o",
+            str(Path(work) / f"{source.path.stem}.ptx"),
+        ]
+        result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=300)
+    log = " ".join(command) + "\n" + result.stdout + result.stderr
+    return result.returncode == 0, log

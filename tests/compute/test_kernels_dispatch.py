@@ -1,0 +1,211 @@
+"""FusedOp dispatch: kill switch, host emulation, twin fallback and the first-use self-test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from napari_gpuscope.compute.kernels import (
+    HOST_KERNELS_ENV,
+    KILL_SWITCH_ENV,
+    Backend,
+    FusedKernelWarning,
+    FusedOp,
+    HostBackend,
+    KernelSource,
+    host_emulation_available,
+    kill_switch_active,
+)
+from napari_gpuscope.compute.kernels import axpby as axpby_module
+from napari_gpuscope.compute.kernels.axpby import axpby
+
+needs_gxx = pytest.mark.skipif(not host_emulation_available(), reason="g++ not on PATH")
+
+
+@pytest.fixture(autouse=True)
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.delenv(KILL_SWITCH_ENV, raising=False)
+    monkeypatch.delenv(HOST_KERNELS_ENV, raising=False)
+    axpby.reset()
+    yield
+    axpby.reset()
+
+
+def _inputs(n: int = 777) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(n)
+    return torch.randn(n, generator=generator), torch.randn(n, generator=generator), torch.empty(n)
+
+
+def _expected(x: torch.Tensor, y: torch.Tensor, a: float, b: float) -> np.ndarray:
+    return np.float32(a) * x.numpy() + np.float32(b) * y.numpy()
+
+
+def _op_with_source(source: KernelSource, **overrides) -> FusedOp:
+    """An axpby op whose launcher uses another kernel file (same kernel name and signature)."""
+
+    def launch(backend: Backend, x, y, out, a, b) -> None:
+        n = out.numel()
+        args = [backend.array(x), backend.array(y), backend.array(out)]
+        backend.launch(
+            backend.function(source, "axpby"),
+            n,
+            [*args, np.float32(a), np.float32(b), np.int64(n)],
+        )
+
+    settings = {
+        "name": "axpby-variant",
+        "launch": launch,
+        "twin": axpby_module.axpby_twin,
+        "example": axpby_module._example,
+        "outputs": (2,),
+    }
+    settings.update(overrides)
+    return FusedOp(**settings)
+
+
+def _write_kernel(tmp_path: Path, expression: str) -> KernelSource:
+    path = tmp_path / "variant.cu"
+    path.write_text(
+        'extern "C" __global__ void axpby(const float* x, const float* y, float* out,\n'
+        "                                 const float a, const float b, const long long n) {\n"
+        "    const long long stride = (long long)blockDim.x * gridDim.x;\n"
+        "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;\n"
+        f"         i += stride) out[i] = {expression};\n"
+        "}\n"
+    )
+    return KernelSource(path)
+
+
+@pytest.mark.parametrize(
+    ("value", "active"), [("", False), ("0", False), ("1", True), ("yes", True)]
+)
+def test_kill_switch_values(monkeypatch: pytest.MonkeyPatch, value: str, active: bool) -> None:
+    monkeypatch.setenv(KILL_SWITCH_ENV, value)
+    assert kill_switch_active() is active
+
+
+def test_cpu_tensors_use_the_twin_by_default() -> None:
+    x, y, out = _inputs()
+    axpby(x, y, out, 2.0, -1.0)
+    assert axpby.calls == {"twin": 1}
+    np.testing.assert_allclose(out.numpy(), _expected(x, y, 2.0, -1.0), rtol=1e-6)
+
+
+@needs_gxx
+def test_host_emulation_runs_the_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(HOST_KERNELS_ENV, "1")
+    x, y, out = _inputs()
+    axpby(x, y, out, 2.0, -1.0)
+    axpby(x, y, out, 2.0, -1.0)
+    assert axpby.calls == {"host": 2}
+    assert not axpby.disabled_devices
+    twin_out = torch.empty_like(out)
+    axpby_module.axpby_twin(x, y, twin_out, 2.0, -1.0)
+    torch.testing.assert_close(out, twin_out, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(out.numpy(), _expected(x, y, 2.0, -1.0), rtol=1e-6)
+
+
+@needs_gxx
+def test_kill_switch_beats_host_emulation(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(HOST_KERNELS_ENV, "1")
+    monkeypatch.setenv(KILL_SWITCH_ENV, "1")
+    x, y, out = _inputs()
+    axpby(x, y, out, 2.0, -1.0)
+    assert axpby.calls == {"twin": 1}
+
+
+@needs_gxx
+@pytest.mark.parametrize("case", ["float64", "non-contiguous", "no-tensors"])
+def test_ineligible_tensors_use_the_twin(monkeypatch: pytest.MonkeyPatch, case: str) -> None:
+    monkeypatch.setenv(HOST_KERNELS_ENV, "1")
+    x, y, out = _inputs(64)
+    if case == "float64":
+        x, y, out = x.double(), y.double(), out.double()
+    elif case == "non-contiguous":
+        x, y, out = (t.reshape(8, 8).T for t in (x, y, out))
+    if case == "no-tensors":
+        assert axpby.select_device(1.0, 2.0) is None
+        return
+    axpby(x, y, out, 0.5, 0.5)
+    assert axpby.calls == {"twin": 1}
+    expected = 0.5 * x.numpy() + 0.5 * y.numpy()
+    np.testing.assert_allclose(out.numpy(), expected, rtol=1e-6)
+
+
+@needs_gxx
+def test_wrong_kernel_is_disabled_once_and_twin_keeps_results_right(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv(HOST_KERNELS_ENV, "1")
+    op = _op_with_source(_write_kernel(tmp_path, "a * x[i] - b * y[i]"))  # sign error
+    x, y, out = _inputs()
+    with pytest.warns(FusedKernelWarning) as record:
+        for _ in range(3):
+            op(x, y, out, 2.0, -1.0)
+    messages = [str(w.message) for w in record if issubclass(w.category, FusedKernelWarning)]
+    assert len(messages) == 1
+    assert "disabled on cpu: max abs diff" in messages[0]
+    assert "using the torch twin" in messages[0]
+    assert op.disabled_devices == {"cpu"}
+    assert op.calls == {"twin": 3}
+    np.testing.assert_allclose(out.numpy(), _expected(x, y, 2.0, -1.0), rtol=1e-6)
+
+
+@needs_gxx
+def test_compile_error_counts_as_self_test_failure(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv(HOST_KERNELS_ENV, "1")
+    op = _op_with_source(_write_kernel(tmp_path, "a * x[i] + b * y[i] +"))  # syntax error
+    x, y, out = _inputs()
+    with pytest.warns(FusedKernelWarning, match="KernelCompileError"):
+        op(x, y, out, 2.0, -1.0)
+    assert op.calls == {"twin": 1}
+    np.testing.assert_allclose(out.numpy(), _expected(x, y, 2.0, -1.0), rtol=1e-6)
+
+
+@needs_gxx
+def test_broken_twin_disables_the_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(HOST_KERNELS_ENV, "1")
+
+    def off_by_one_twin(x, y, out, a, b) -> None:
+        axpby_module.axpby_twin(x, y, out, a, b)
+        out += 1.0
+
+    op = _op_with_source(axpby_module.SOURCE, twin=off_by_one_twin)
+    with pytest.warns(FusedKernelWarning, match=r"max abs diff 1 vs twin"):
+        op(*_inputs(), 1.0, 1.0)
+    assert op.disabled_devices == {"cpu"}
+    assert op.calls == {"twin": 1}
+
+
+def test_backend_factory_is_replaceable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(
+        "napari_gpuscope.compute.kernels._dispatch.host_emulation_available", lambda: True
+    )
+    monkeypatch.setenv(HOST_KERNELS_ENV, "1")
+    built: list[torch.device] = []
+
+    def no_backend(device: torch.device) -> Backend:
+        built.append(device)
+        raise RuntimeError("no backend here")
+
+    op = _op_with_source(axpby_module.SOURCE, backend_factory=no_backend)
+    x, y, out = _inputs()
+    with pytest.warns(FusedKernelWarning, match="RuntimeError: no backend here"):
+        op(x, y, out, 1.0, 2.0)
+    op(x, y, out, 1.0, 2.0)
+    assert built == [torch.device("cpu")]  # tried once, then remembered as disabled
+    assert op.calls == {"twin": 2}
+    np.testing.assert_allclose(out.numpy(), _expected(x, y, 1.0, 2.0), rtol=1e-6)
+
+
+@needs_gxx
+def test_self_test_passes_for_the_shipped_kernel() -> None:
+    ok, detail = axpby.self_test(HostBackend(), torch.device("cpu"))
+    assert ok, detail
+    assert detail.startswith("max abs diff")
