@@ -1,0 +1,197 @@
+"""File-menu commands (``napari/file/io_utilities``): screenshot and TIFF export with dialogs.
+
+``napari.yaml`` points the commands ``napari-gpuscope.export_screenshot`` and
+``napari-gpuscope.save_result_tiff`` here; napari injects the viewer. Every question asked of
+the user can be answered by an argument instead (``path=``, ``scale=``, ``dtype=``...), which
+is how scripts and tests skip the dialogs. Failures become napari notifications; nothing is
+raised into the Qt event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from napari.layers import Image, Layer
+from napari.utils.notifications import show_error, show_info, show_warning
+from napari.viewer import Viewer
+
+from napari_gpuscope.export._dialogs import (
+    ScreenshotOptions,
+    ScreenshotOptionsDialog,
+    TiffOptions,
+    TiffOptionsDialog,
+    ask_save_path,
+)
+from napari_gpuscope.export.screenshot import ScreenshotFiles, export_screenshot
+from napari_gpuscope.export.tiff import save_layer_tiff
+from napari_gpuscope.provenance import PROVENANCE_KEY
+
+__all__ = [
+    "SAVE_TIFF_COMMAND",
+    "SCREENSHOT_COMMAND",
+    "default_export_layer",
+    "export_screenshot_dialog",
+    "save_tiff_dialog",
+]
+
+SCREENSHOT_COMMAND = "napari-gpuscope.export_screenshot"
+SAVE_TIFF_COMMAND = "napari-gpuscope.save_result_tiff"
+
+_log = logging.getLogger(__name__)
+
+
+def _save_folder() -> Path:
+    from napari.utils.history import get_save_history
+
+    return Path(get_save_history()[0])
+
+
+def _remember_folder(path: Path) -> None:
+    from napari.utils.history import update_save_history
+
+    update_save_history(str(path))
+
+
+def _safe_file_stem(name: str) -> str:
+    stem = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name).strip("._")
+    return stem or "image"
+
+
+def default_export_layer(viewer: Viewer) -> Image | None:
+    """The layer "Save result as TIFF" saves when none is given.
+
+    The active or a selected image layer carrying a provenance record (a result) wins; otherwise
+    the active image layer; otherwise ``None``.
+    """
+    selection = viewer.layers.selection
+    active = selection.active
+    candidates = [active, *sorted(selection, key=lambda layer: layer.name)]
+    for layer in candidates:
+        if isinstance(layer, Image) and PROVENANCE_KEY in layer.metadata:
+            return layer
+    return active if isinstance(active, Image) else None
+
+
+def export_screenshot_dialog(
+    viewer: Viewer,
+    *,
+    path: str | Path | None = None,
+    scale: float | None = None,
+    colorbar: bool | None = None,
+    scale_bar: bool | None = None,
+) -> ScreenshotFiles | None:
+    """Ask for a PNG path and options, then export the canvas with provenance.
+
+    Parameters
+    ----------
+    viewer : napari.Viewer
+        The viewer to capture (injected by napari).
+    path : str or Path, optional
+        Output PNG; skips the file dialog.
+    scale : float, optional
+        Resolution factor; when given, the options dialog is skipped and ``colorbar`` /
+        ``scale_bar`` take their given values or defaults (off / on).
+    colorbar, scale_bar : bool, optional
+        See :func:`~napari_gpuscope.export.export_screenshot`.
+
+    Returns
+    -------
+    ScreenshotFiles or None
+        ``None`` when cancelled or when the export failed (an error notification is shown).
+    """
+    try:
+        if path is None:
+            path = ask_save_path(
+                "Export screenshot with provenance",
+                _save_folder() / "screenshot.png",
+                "PNG image (*.png)",
+                ".png",
+            )
+            if path is None:
+                return None
+        defaults = ScreenshotOptions(
+            scale=1.0 if scale is None else float(scale),
+            colorbar=bool(colorbar) if colorbar is not None else False,
+            scale_bar=bool(scale_bar) if scale_bar is not None else True,
+        )
+        options = defaults if scale is not None else ScreenshotOptionsDialog.ask(defaults)
+        if options is None:
+            return None
+        files = export_screenshot(
+            viewer,
+            path,
+            scale=options.scale,
+            colorbar=options.colorbar,
+            scale_bar=options.scale_bar,
+        )
+    except Exception as exc:
+        _log.exception("Screenshot export failed")
+        show_error(f"Could not export the screenshot: {exc}")
+        return None
+    _remember_folder(files.png)
+    show_info(f"Saved {files.png.name} and {files.sidecar.name}")
+    return files
+
+
+def save_tiff_dialog(
+    viewer: Viewer,
+    layer: Layer | None = None,
+    *,
+    path: str | Path | None = None,
+    dtype: str | None = None,
+    uint16_scaling: str | None = None,
+) -> Path | None:
+    """Ask for a TIFF path and sample type, then save an image layer with its provenance.
+
+    Parameters
+    ----------
+    viewer : napari.Viewer
+        The viewer (injected by napari).
+    layer : napari.layers.Layer, optional
+        Layer to save; defaults to :func:`default_export_layer`.
+    path : str or Path, optional
+        Output file; skips the file dialog.
+    dtype : {"float32", "uint16"}, optional
+        When given, the options dialog is skipped.
+    uint16_scaling : {"clip", "minmax"}, optional
+        Scaling for uint16 output (default ``"clip"``).
+
+    Returns
+    -------
+    Path or None
+        The written file, or ``None`` when cancelled, when no image layer is available, or
+        when saving failed (a notification is shown).
+    """
+    try:
+        if layer is None:
+            layer = default_export_layer(viewer)
+        if not isinstance(layer, Image):
+            show_warning("Select an image layer to save as TIFF.")
+            return None
+        if path is None:
+            path = ask_save_path(
+                f"Save {layer.name!r} as TIFF",
+                _save_folder() / f"{_safe_file_stem(layer.name)}.tif",
+                "TIFF image (*.tif *.tiff)",
+                ".tif",
+            )
+            if path is None:
+                return None
+        defaults = TiffOptions(
+            dtype=dtype or "float32",
+            uint16_scaling=uint16_scaling or "clip",
+        )
+        options = defaults if dtype is not None else TiffOptionsDialog.ask(defaults)
+        if options is None:
+            return None
+        written = save_layer_tiff(
+            layer, path, dtype=options.dtype, uint16_scaling=options.uint16_scaling
+        )
+    except Exception as exc:
+        _log.exception("TIFF export failed")
+        show_error(f"Could not save the TIFF file: {exc}")
+        return None
+    _remember_folder(written)
+    show_info(f"Saved {written.name}")
+    return written
