@@ -1,0 +1,106 @@
+"""The device row shared by every dock: a combo of usable CUDA GPUs and a refresh button.
+
+The plugin is a GPU tool, so the combo lists CUDA GPUs only -- there is no CPU entry and no CPU
+toggle. Without a GPU the row shows :func:`~napari_gpuscope.compute.devices.no_gpu_message` and
+reports that nothing can run, so the dock disables Run and live preview.
+
+Tests need a device on machines without a GPU. For them, :data:`_TEST_ONLY_DEVICES` holds extra
+``(label, device)`` entries that only the ``cpu_device`` pytest fixture (``tests/conftest.py``)
+appends to; nothing in the UI can add one.
+"""
+
+from __future__ import annotations
+
+from qtpy.QtCore import Signal
+from qtpy.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+
+from napari_gpuscope.compute import devices as _compute_devices
+
+__all__ = ["DeviceRow", "available_devices"]
+
+_TEST_ONLY_DEVICES: list[tuple[str, str]] = []
+"""Extra ``(label, device)`` entries. Appended to ONLY by the ``cpu_device`` test fixture."""
+
+
+def available_devices() -> list[tuple[str, str]]:
+    """List the devices a dock may offer, as ``(label, device)`` pairs.
+
+    Returns
+    -------
+    list of tuple of str
+        One entry per CUDA GPU that passed a probe allocation, e.g.
+        ``("cuda:0 - NVIDIA RTX 4090 - 21.3 / 24.0 GB free", "cuda:0")``, followed by any
+        test-only entries. Empty on a machine without a usable GPU.
+    """
+    gpus = [(gpu.label, gpu.device) for gpu in _compute_devices.list_gpus()]
+    return gpus + list(_TEST_ONLY_DEVICES)
+
+
+class DeviceRow(QWidget):
+    """Device combo, refresh button and (when no GPU is usable) a prominent explanation.
+
+    Signals
+    -------
+    availability_changed(bool)
+        Emitted after every refresh with whether at least one device is available.
+    """
+
+    availability_changed = Signal(bool)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.combo = QComboBox()
+        self.combo.setToolTip("CUDA GPU the computation runs on (free / total memory)")
+        self.refresh_button = QPushButton("Refresh")
+        self.refresh_button.setToolTip("Probe the GPUs again (e.g. after freeing memory)")
+        self.refresh_button.clicked.connect(self.refresh)
+        self.message = QLabel()
+        self.message.setWordWrap(True)
+        self.message.setObjectName("gpuscope_no_gpu_message")
+        # Red and bold: this is the one thing a user without a GPU must read.
+        self.message.setStyleSheet("color: #e04040; font-weight: bold;")
+
+        row = QHBoxLayout()
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(QLabel("Device:"))
+        row.addWidget(self.combo, stretch=1)
+        row.addWidget(self.refresh_button)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addLayout(row)
+        layout.addWidget(self.message)
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Re-probe the devices, keeping the current selection when it is still available."""
+        previous = self.device
+        entries = available_devices()
+        self.combo.blockSignals(True)
+        self.combo.clear()
+        for label, device in entries:
+            self.combo.addItem(label, device)
+        if previous is not None:
+            index = self.combo.findData(previous)
+            if index >= 0:
+                self.combo.setCurrentIndex(index)
+        self.combo.blockSignals(False)
+        available = bool(entries)
+        self.combo.setEnabled(available)
+        self.message.setText("" if available else _compute_devices.no_gpu_message())
+        self.message.setVisible(not available)
+        self.availability_changed.emit(available)
+
+    @property
+    def available(self) -> bool:
+        """Whether at least one device can run work."""
+        return self.combo.count() > 0
+
+    @property
+    def device(self) -> str | None:
+        """The selected device string (``"cuda:0"``), or None when there is none."""
+        data = self.combo.currentData()
+        return None if data is None else str(data)
+
+    def offered_devices(self) -> list[str]:
+        """Device strings currently in the combo (for tests and scripting)."""
+        return [str(self.combo.itemData(i)) for i in range(self.combo.count())]

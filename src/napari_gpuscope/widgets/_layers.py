@@ -1,0 +1,191 @@
+"""Layer helpers shared by the docks: input checks, output naming and inherited geometry.
+
+Kept free of Qt so they are trivially unit-testable; they only read napari layer attributes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import napari.layers
+
+__all__ = [
+    "check_image_layer",
+    "is_time_axis",
+    "output_name",
+    "spacing_from_layer",
+    "spatial_kwargs",
+]
+
+_TIME_UNITS = {"s", "ms", "us", "µs", "ns", "min", "h", "second", "millisecond", "minute", "hour"}
+_TIME_LABELS = {"t", "time", "frame", "frames", "timepoint", "timepoints"}
+
+
+def output_name(input_name: str, method_title: str, *, preview: bool = False) -> str:
+    """Name of a result layer: ``"<input> [<method_title>]"`` (``"... preview]"`` for previews)."""
+    suffix = f"{method_title} preview" if preview else method_title
+    return f"{input_name} [{suffix}]"
+
+
+def _unit_text(unit: Any) -> str:
+    """A layer unit (pint unit, string or None) as lower-case text."""
+    if unit is None:
+        return ""
+    return str(unit).strip().lower()
+
+
+def is_time_axis(label: Any, unit: Any) -> bool:
+    """Whether an axis is time, judged from its napari axis label or unit.
+
+    Parameters
+    ----------
+    label : str or None
+        Axis label, e.g. ``"t"`` or ``"time"``.
+    unit : object
+        Axis unit (napari stores pint units; ``"second"``, ``"ms"``...).
+
+    Returns
+    -------
+    bool
+    """
+    text = str(label or "").strip().lower()
+    if text in _TIME_LABELS:
+        return True
+    unit_text = _unit_text(unit)
+    return unit_text in _TIME_UNITS or unit_text.endswith("second")
+
+
+def spacing_from_layer(layer: napari.layers.Layer) -> tuple[float, ...]:
+    """Per-axis TV spacing weights ``s_a = x_pixel / scale_a`` from a layer's scale.
+
+    The last axis (x) is the reference, so ``s_x = 1``; e.g. a 0.5 µm z-step with 0.1 µm pixels
+    gives ``s_z = 0.2``. Time axes (by label or unit) get 0, i.e. frames are denoised
+    independently.
+
+    Parameters
+    ----------
+    layer : napari.layers.Layer
+
+    Returns
+    -------
+    tuple of float
+        One weight per layer axis.
+    """
+    scale = np.asarray(layer.scale, dtype=float)
+    labels = list(getattr(layer, "axis_labels", None) or [None] * len(scale))
+    units = list(getattr(layer, "units", None) or [None] * len(scale))
+    reference = float(scale[-1]) if scale[-1] > 0 else 1.0
+    weights = []
+    for step, label, unit in zip(scale, labels, units, strict=False):
+        if is_time_axis(label, unit):
+            weights.append(0.0)
+        elif step > 0:
+            weights.append(reference / float(step))
+        else:
+            weights.append(1.0)
+    return tuple(weights)
+
+
+def spatial_kwargs(
+    layer: napari.layers.Layer, ndim: int | None = None, *, axes: Sequence[int] | None = None
+) -> dict[str, Any]:
+    """Geometry an output layer inherits from its input: scale, translate, units, axis labels.
+
+    Parameters
+    ----------
+    layer : napari.layers.Layer
+        The input layer.
+    ndim : int, optional
+        Dimensionality of the output. When smaller than the layer's, the trailing axes are used
+        (napari aligns layers of different dimensionality on their trailing axes).
+    axes : sequence of int, optional
+        Explicit input axes the output keeps (overrides ``ndim``).
+
+    Returns
+    -------
+    dict
+        Keyword arguments for ``napari.layers.Image``.
+    """
+    if axes is None:
+        ndim = layer.ndim if ndim is None else ndim
+        axes = range(layer.ndim - ndim, layer.ndim)
+    axes = list(axes)
+    kwargs: dict[str, Any] = {
+        "scale": tuple(float(layer.scale[a]) for a in axes),
+        "translate": tuple(float(layer.translate[a]) for a in axes),
+    }
+    units = getattr(layer, "units", None)
+    if units is not None:
+        kwargs["units"] = tuple(str(units[a]) for a in axes)
+    labels = getattr(layer, "axis_labels", None)
+    if labels is not None:
+        kwargs["axis_labels"] = tuple(str(labels[a]) for a in axes)
+    return kwargs
+
+
+def check_image_layer(
+    layer: Any, *, min_ndim: int = 2, max_ndim: int = 4, allow_nan: bool = False
+) -> np.ndarray:
+    """Validate a method's input layer and return its data (never a copy).
+
+    Parameters
+    ----------
+    layer : object
+        The candidate input layer.
+    min_ndim, max_ndim : int
+        Accepted dimensionality.
+    allow_nan : bool
+        Whether NaN/inf values are acceptable.
+
+    Returns
+    -------
+    array-like
+        ``layer.data`` as is (NumPy, dask, zarr) -- read-only use; the input is never modified.
+
+    Raises
+    ------
+    ValueError
+        With a message that names the layer and says what is valid.
+    """
+    from napari.layers import Image
+
+    valid = (
+        f"an Image layer with {min_ndim} to {max_ndim} dimensions (e.g. YX, ZYX, TZYX), "
+        "single-channel, real-valued"
+    )
+    if layer is None:
+        raise ValueError(f"No input layer selected: choose {valid}.")
+    name = getattr(layer, "name", repr(layer))
+    if not isinstance(layer, Image):
+        kind = layer.__class__.__name__  # not type(): napari hands plugins proxies
+        raise ValueError(f"Layer '{name}' is a {kind} layer; the input must be {valid}.")
+    if layer.rgb:
+        raise ValueError(
+            f"Layer '{name}' is RGB; the input must be {valid}. "
+            "Split the colour channels into separate layers first."
+        )
+    if layer.multiscale:
+        raise ValueError(f"Layer '{name}' is multiscale; the input must be {valid}.")
+    if not min_ndim <= layer.ndim <= max_ndim:
+        raise ValueError(f"Layer '{name}' has {layer.ndim} dimensions; the input must be {valid}.")
+    data = layer.data
+    dtype = np.dtype(data.dtype)
+    if dtype.kind == "c" or not (np.issubdtype(dtype, np.number) or dtype == np.bool_):
+        raise ValueError(f"Layer '{name}' has dtype {dtype}; the input must be {valid}.")
+    # Only in-memory arrays are scanned here; lazy (dask/zarr) data are checked by the compute
+    # job in its worker thread, so the GUI never waits for a volume to load.
+    if (
+        not allow_nan
+        and isinstance(data, np.ndarray)
+        and np.issubdtype(dtype, np.floating)
+        and not np.isfinite(data).all()
+    ):
+        raise ValueError(
+            f"Layer '{name}' contains NaN or infinite values; the input must be {valid} "
+            "with finite values (replace or crop the invalid pixels first)."
+        )
+    return data

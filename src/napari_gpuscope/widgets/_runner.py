@@ -1,0 +1,241 @@
+"""Run one job at a time in a worker thread and relay its updates to the GUI thread.
+
+:class:`JobRunner` wraps napari's ``GeneratorWorker`` (superqt underneath):
+
+- the device is entered *inside* the worker thread (CUDA's current device is per thread);
+- every start bumps a generation counter; updates of an older generation (a cancelled or
+  superseded job whose last yield was already queued) are dropped;
+- cancel is ``worker.quit()`` -- the job stops at its next yield and its generator is closed in
+  the worker thread, so its ``finally`` blocks free device memory there;
+- errors never reach the Qt event loop (``_ignore_errors=True``); they are relayed through
+  :attr:`JobRunner.failed` for the dock to show in plain words;
+- a ``napari.utils.progress`` bar (the activity dock) is created, updated and closed on the GUI
+  thread.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Generator
+from typing import Any
+
+from napari.qt.threading import GeneratorWorker, create_worker
+from qtpy.QtCore import QObject, QTimer, Signal
+
+from napari_gpuscope.compute import devices as _compute_devices
+from napari_gpuscope.compute.jobs import Job, Progress
+
+__all__ = ["JobRunner"]
+
+_PROGRESS_STEPS = 1000
+
+
+class _ClosingGeneratorWorker(GeneratorWorker):
+    """A GeneratorWorker that closes its generator in the worker thread when it stops.
+
+    superqt's loop just stops iterating on ``quit()``; the generator would otherwise be closed
+    later by the garbage collector, in whatever thread drops the last reference.
+    """
+
+    def work(self) -> Any:
+        try:
+            return super().work()
+        finally:
+            self._gen.close()
+
+
+class _JobError(Exception):
+    """Carries a job's exception out of the worker.
+
+    superqt takes a ``RuntimeError`` raised by the generator for "the worker was deleted" and
+    then emits neither ``errored`` nor ``finished`` -- but torch reports CUDA failures as
+    RuntimeError, so every job exception is wrapped.
+    """
+
+    def __init__(self, original: BaseException) -> None:
+        super().__init__(str(original))
+        self.original = original
+
+
+def _drive(job: Job[Any], device: str) -> Generator[Progress, None, tuple[Any, float]]:
+    """Run ``job`` with ``device`` current in this (worker) thread; return (result, seconds)."""
+    start = time.perf_counter()
+    try:
+        with _compute_devices.device_context(device):
+            result = yield from job
+    except Exception as exc:
+        raise _JobError(exc) from exc
+    return result, time.perf_counter() - start
+
+
+class JobRunner(QObject):
+    """Runs at most one job at a time; newer jobs supersede older ones.
+
+    Signals (emitted on the GUI thread, only for the current generation)
+    -------------------------------------------------------------------
+    progressed(Progress)
+        One update of the running job.
+    succeeded(object, float)
+        The job's result and its run time in seconds (measured in the worker).
+    failed(object)
+        The exception the job raised.
+    stopped()
+        The job ended in any way (after succeeded/failed, or after cancel).
+    """
+
+    progressed = Signal(object)
+    succeeded = Signal(object, float)
+    failed = Signal(object)
+    stopped = Signal()
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.generation = 0
+        self.started_jobs = 0
+        self._worker: GeneratorWorker | None = None
+        self._pbar: Any = None
+        self._started_at: float | None = None
+        self._latest: Progress | None = None
+        self.tag: Any = None
+        self._pbar_timer = QTimer(self)
+        self._pbar_timer.setInterval(200)
+        self._pbar_timer.timeout.connect(self._sync_progress)
+
+    # -- public API ----------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        """Whether a current (not cancelled) job is running."""
+        return self._worker is not None
+
+    @property
+    def started_at(self) -> float | None:
+        """``time.perf_counter()`` at the start of the current job (None when idle)."""
+        return self._started_at
+
+    def start(self, job: Job[Any], device: str, *, description: str, tag: Any = None) -> int:
+        """Start ``job`` on ``device``, superseding (cancelling) any running job.
+
+        Parameters
+        ----------
+        job : generator
+            A job generator (see :mod:`napari_gpuscope.compute.jobs`). It is only iterated in
+            the worker thread.
+        device : str
+            Device string, entered with :func:`~napari_gpuscope.compute.devices.device_context`
+            inside the worker.
+        description : str
+            Label of the napari activity progress bar.
+        tag : object, optional
+            Free-form marker of what is running (the docks store ``"run"``/``"preview"``).
+
+        Returns
+        -------
+        int
+            The generation number of the new job.
+        """
+        self.cancel()
+        self.generation += 1
+        generation = self.generation
+        self.started_jobs += 1
+        self.tag = tag
+        worker = create_worker(
+            _drive,
+            job,
+            device,
+            _worker_class=_ClosingGeneratorWorker,
+            _ignore_errors=True,
+        )
+        worker.yielded.connect(lambda update, g=generation: self._on_yielded(g, update))
+        worker.returned.connect(lambda value, g=generation: self._on_returned(g, value))
+        worker.errored.connect(lambda exc, g=generation: self._on_errored(g, exc))
+        worker.finished.connect(lambda g=generation: self._on_finished(g))
+        self._worker = worker
+        self._started_at = time.perf_counter()
+        self._open_progress(description)
+        worker.start()
+        return generation
+
+    def cancel(self) -> bool:
+        """Ask the running job to stop at its next yield and forget it.
+
+        Returns
+        -------
+        bool
+            True if a job was running.
+        """
+        worker = self._worker
+        if worker is None:
+            return False
+        self.generation += 1  # late updates of the cancelled job are now stale
+        worker.quit()
+        self._worker = None
+        self._started_at = None
+        self.tag = None
+        self._close_progress()
+        self.stopped.emit()
+        return True
+
+    # -- worker callbacks (GUI thread) ---------------------------------------------------
+    def _is_current(self, generation: int) -> bool:
+        return generation == self.generation and self._worker is not None
+
+    def _on_yielded(self, generation: int, update: Any) -> None:
+        if not self._is_current(generation) or not isinstance(update, Progress):
+            return
+        # The napari activity bar calls processEvents() whenever it changes, which would
+        # deliver later updates re-entrantly (out of order); so it is synced from a timer.
+        self._latest = update
+        self.progressed.emit(update)
+
+    def _on_returned(self, generation: int, value: tuple[Any, float]) -> None:
+        if not self._is_current(generation):
+            return
+        result, seconds = value
+        self._finish()
+        self.succeeded.emit(result, seconds)
+        self.stopped.emit()
+
+    def _on_errored(self, generation: int, exc: BaseException) -> None:
+        if not self._is_current(generation):
+            return
+        self._finish()
+        self.failed.emit(exc.original if isinstance(exc, _JobError) else exc)
+        self.stopped.emit()
+
+    def _on_finished(self, generation: int) -> None:
+        # A job that ended without returned/errored (e.g. aborted from napari's task manager).
+        if self._is_current(generation):
+            self._finish()
+            self.stopped.emit()
+
+    def _finish(self) -> None:
+        self._worker = None
+        self._started_at = None
+        self.tag = None
+        self._close_progress()
+
+    # -- napari activity progress (GUI thread only) -------------------------------------
+    def _open_progress(self, description: str) -> None:
+        from napari.utils import progress
+
+        self._close_progress()
+        self._latest = None
+        self._pbar = progress(total=_PROGRESS_STEPS, desc=description)
+        self._pbar_timer.start()
+
+    def _sync_progress(self) -> None:
+        pbar, update = self._pbar, self._latest
+        if pbar is None or update is None:
+            return
+        self._latest = None
+        target = round(update.fraction * _PROGRESS_STEPS)
+        if update.message:
+            pbar.set_description(update.message)
+        if self._pbar is pbar and target > pbar.n:
+            pbar.update(target - pbar.n)
+
+    def _close_progress(self) -> None:
+        self._pbar_timer.stop()
+        pbar, self._pbar = self._pbar, None
+        if pbar is not None:
+            pbar.close()

@@ -1,0 +1,291 @@
+"""The MethodDock base, driven by a tiny fake method (tests/widgets/conftest.py::FakeDock)."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from napari_gpuscope.provenance import PROVENANCE_KEY
+
+PROVENANCE_KEYS = {
+    "method",
+    "parameters",
+    "result",
+    "input",
+    "device",
+    "software",
+    "timestamp",
+    "elapsed_seconds",
+}
+
+
+@pytest.fixture
+def image(viewer):
+    data = np.arange(48, dtype=np.float32).reshape(6, 8) + 1
+    return viewer.add_image(
+        data,
+        name="cells",
+        scale=(2.0, 0.5),
+        translate=(10.0, -3.0),
+        units=("um", "um"),
+        axis_labels=("y", "x"),
+    )
+
+
+def _finish(dock, qtbot, timeout=10_000):
+    qtbot.waitUntil(lambda: not dock.runner.running, timeout=timeout)
+
+
+def test_full_run_streams_then_stores_provenance(viewer, qtbot, image, fake_dock, cpu_device):
+    dock = fake_dock()
+    original = image.data.copy()
+    inserted, seen = [], []
+    viewer.layers.events.inserted.connect(lambda e: inserted.append(e.value.name))
+
+    def watch(event):
+        layer = event.value
+        if layer.name == "cells [Fake]":
+            seen.append(float(np.asarray(layer.data).flat[0]))
+            layer.events.data.connect(lambda _: seen.append(float(layer.data.flat[0])))
+
+    viewer.layers.events.inserted.connect(watch)
+    assert dock.run() is True
+    _finish(dock, qtbot)
+
+    assert inserted == ["cells [Fake]"]  # the first update added the layer; no more layers
+    factor, first = 2.0, float(original.flat[0])
+    streamed = [first * factor * k / 4 for k in range(1, 5)]
+    assert seen[:4] == pytest.approx(streamed)  # yield order, each update replaced the data
+    result = viewer.layers["cells [Fake]"]
+    np.testing.assert_allclose(result.data, original * factor)
+    np.testing.assert_array_equal(image.data, original)  # input untouched
+
+    record = result.metadata[PROVENANCE_KEY]
+    assert set(record) == PROVENANCE_KEYS
+    assert record["method"] == "fake"
+    assert record["parameters"] == {"factor": 2.0}
+    assert record["result"] == {"steps": 4}
+    assert record["input"] == "cells"
+    assert record["device"].startswith("cpu")
+    assert set(record["software"]) >= {"napari-gpuscope", "torch", "cupy", "numpy"}
+    assert record["elapsed_seconds"] >= 0
+    assert "Fake done in 4 steps." in dock.status_label.text()
+    assert dock.progress_bar.value() == 1000
+    assert dock.last_result_layer.name == result.name
+
+    # geometry is inherited
+    assert tuple(result.scale) == (2.0, 0.5)
+    assert tuple(result.translate) == (10.0, -3.0)
+    assert tuple(result.axis_labels) == ("y", "x")
+    assert [str(u) for u in result.units] == [str(u) for u in image.units]
+
+
+def test_region_updates_fill_a_host_buffer(viewer, qtbot, image, fake_dock, cpu_device):
+    dock = fake_dock()
+    dock.regions = True
+    dock.gate = threading.Event()
+    dock.run()
+    qtbot.waitUntil(lambda: "cells [Fake]" in viewer.layers)
+    partial = np.asarray(viewer.layers["cells [Fake]"].data)
+    assert partial.shape == image.data.shape
+    np.testing.assert_allclose(partial[:1], image.data[:1] * 2.0 / 4)
+    assert not partial[1:].any()  # rows not computed yet are still empty
+    dock.gate.set()
+    _finish(dock, qtbot)
+    np.testing.assert_allclose(viewer.layers["cells [Fake]"].data, image.data * 2.0)
+
+
+def test_cancel_mid_run_removes_the_layer_it_created(viewer, qtbot, image, fake_dock, cpu_device):
+    dock = fake_dock()
+    dock.gate = threading.Event()
+    original = image.data.copy()
+    dock.run()
+    qtbot.waitUntil(lambda: "cells [Fake]" in viewer.layers)
+    changes = []
+    viewer.layers.events.connect(lambda e: changes.append(e.type))
+    dock.cancel()
+    assert "cells [Fake]" not in viewer.layers
+    changes.clear()
+    dock.gate.set()  # the job now yields a late update, then stops at that yield
+    qtbot.waitUntil(dock.closed.is_set)
+    qtbot.wait(100)  # let any queued late signal arrive (it must be dropped)
+    assert changes == []
+    assert [ly.name for ly in viewer.layers] == ["cells"]
+    np.testing.assert_array_equal(image.data, original)
+    assert "Cancelled" in dock.status_label.text()
+    assert not dock.cancel_button.isEnabled() and dock.run_button.isEnabled()
+    assert len(dock.starts) == 1
+
+
+def test_cancel_keeps_the_previous_result(viewer, qtbot, image, fake_dock, cpu_device):
+    dock = fake_dock()
+    dock.run()
+    _finish(dock, qtbot)
+    result = viewer.layers["cells [Fake]"]
+    previous_data = result.data
+    previous_record = result.metadata[PROVENANCE_KEY]
+
+    dock.factor.value = 5.0
+    dock.gate = threading.Event()
+    dock.run()
+    qtbot.waitUntil(lambda: result.data is not previous_data)  # streaming replaced the data
+    dock.cancel()
+    dock.gate.set()
+    qtbot.waitUntil(dock.closed.is_set)
+    qtbot.wait(100)
+    assert [ly.name for ly in viewer.layers] == ["cells", "cells [Fake]"]
+    assert result.data is previous_data
+    assert result.metadata[PROVENANCE_KEY] == previous_record
+    assert len(viewer.layers) == 2
+
+
+def test_live_preview_runs_once_for_a_burst(viewer, qtbot, image, fake_dock, cpu_device):
+    dock = fake_dock()
+    dock.live_preview.setChecked(True)
+    qtbot.waitUntil(lambda: "cells [Fake preview]" in viewer.layers)
+    dock.starts.clear()
+    for value in (3.0, 3.5, 4.0, 4.5, 5.0):
+        dock.factor.value = value
+        qtbot.wait(20)  # well inside the debounce interval
+    qtbot.waitUntil(lambda: bool(dock.starts) and not dock.runner.running, timeout=5000)
+    qtbot.wait(400)  # no further (late) start
+    assert [s["factor"] for s in dock.starts] == [5.0]
+    assert all(s["preview"] for s in dock.starts)
+    preview = viewer.layers["cells [Fake preview]"]
+    np.testing.assert_allclose(preview.data, image.data * 5.0)
+    # switching live preview off removes the preview layer
+    dock.live_preview.setChecked(False)
+    assert "cells [Fake preview]" not in viewer.layers
+
+
+def test_new_preview_supersedes_a_running_one(viewer, qtbot, image, fake_dock, cpu_device):
+    dock = fake_dock()
+    dock.gate = threading.Event()
+    dock.live_preview.setChecked(True)
+    qtbot.waitUntil(lambda: "cells [Fake preview]" in viewer.layers)
+    first_closed = dock.closed
+    dock.closed = threading.Event()
+    dock.factor.value = 7.0
+    qtbot.waitUntil(lambda: len(dock.starts) == 2, timeout=5000)
+    dock.gate.set()
+    qtbot.waitUntil(lambda: not dock.runner.running, timeout=5000)
+    qtbot.waitUntil(first_closed.is_set)
+    qtbot.wait(100)
+    np.testing.assert_allclose(viewer.layers["cells [Fake preview]"].data, image.data * 7.0)
+
+
+def test_errors_become_notifications(viewer, qtbot, image, fake_dock, cpu_device, errors):
+    dock = fake_dock()
+    dock.fail_at = 3
+    dock.run()
+    _finish(dock, qtbot)
+    assert len(errors) == 1
+    assert "Fake failed on 'cells'" in errors[0] and "diverged" in errors[0]
+    assert "diverged" in dock.status_label.text()
+    assert "cells [Fake]" not in viewer.layers  # the partial result was rolled back
+
+    errors.clear()
+    dock.factor.value = 0.0
+    assert dock.run() is False
+    assert errors == ["Factor must not be 0."]
+
+    errors.clear()
+    dock.factor.value = 1.0
+    dock.image_combo.choices = []  # no input
+    assert dock.run() is False
+    assert errors and "No input layer" in errors[0]
+
+
+def test_preview_errors_are_not_repeated(viewer, qtbot, image, fake_dock, cpu_device, errors):
+    dock = fake_dock()
+    dock.factor.value = 0.0
+    dock.live_preview.setChecked(True)
+    qtbot.wait(300)
+    dock.request_preview()
+    qtbot.wait(300)
+    assert errors == ["Factor must not be 0."]
+    assert "Factor must not be 0." in dock.status_label.text()
+
+
+def test_device_is_entered_and_job_closed_in_the_worker_thread(
+    viewer, qtbot, image, fake_dock, cpu_device, monkeypatch
+):
+    import contextlib
+
+    from napari_gpuscope.widgets import _runner
+
+    entered = []
+
+    @contextlib.contextmanager
+    def recording_context(device):
+        entered.append((device, threading.get_ident()))
+        yield device
+
+    monkeypatch.setattr(_runner._compute_devices, "device_context", recording_context)
+    dock = fake_dock()
+    closed_in = []
+    original_job = dock._job
+
+    def job(*args):
+        try:
+            yield from original_job(*args)
+        finally:
+            closed_in.append(threading.get_ident())
+
+    dock._job = job
+    dock.gate = threading.Event()
+    dock.run()
+    qtbot.waitUntil(lambda: "cells [Fake]" in viewer.layers)
+    dock.cancel()
+    dock.gate.set()
+    qtbot.waitUntil(lambda: bool(closed_in))
+    main = threading.get_ident()
+    assert entered == [("cpu", entered[0][1])] and entered[0][1] != main
+    assert closed_in[0] != main  # the cancelled job's finally ran in the worker thread
+
+
+def test_changing_the_plane_re_runs_the_preview(viewer, qtbot, fake_dock, cpu_device):
+    viewer.add_image(np.ones((5, 6, 8), np.float32), name="vol")
+    dock = fake_dock()
+    dock.live_preview.setChecked(True)
+    qtbot.waitUntil(lambda: len(dock.starts) == 1 and not dock.runner.running, timeout=5000)
+    viewer.dims.set_current_step(0, 3)
+    qtbot.waitUntil(lambda: len(dock.starts) == 2 and not dock.runner.running, timeout=5000)
+    assert all(s["preview"] for s in dock.starts)
+
+
+def test_export_buttons_call_the_export_commands(
+    viewer, qtbot, image, fake_dock, cpu_device, monkeypatch
+):
+    import sys
+    import types
+
+    calls = []
+    fake = types.ModuleType("napari_gpuscope.export.commands")
+    fake.export_screenshot_dialog = lambda v: calls.append(("screenshot", v))
+    fake.save_tiff_dialog = lambda v, layer=None: calls.append(("tiff", layer.name))
+    monkeypatch.setitem(sys.modules, "napari_gpuscope.export.commands", fake)
+    dock = fake_dock()
+    dock.run()
+    _finish(dock, qtbot)
+    dock.export_screenshot_button.click()
+    dock.save_tiff_button.click()
+    assert calls[0][0] == "screenshot" and calls[1] == ("tiff", "cells [Fake]")
+
+
+def test_export_failure_is_a_notification(viewer, qtbot, fake_dock, errors, monkeypatch):
+    import sys
+    import types
+
+    fake = types.ModuleType("napari_gpuscope.export.commands")
+
+    def broken(viewer):
+        raise OSError("disk full")
+
+    fake.export_screenshot_dialog = broken
+    monkeypatch.setitem(sys.modules, "napari_gpuscope.export.commands", fake)
+    dock = fake_dock()
+    dock.export_screenshot_button.click()
+    assert errors and "disk full" in errors[0]

@@ -1,0 +1,152 @@
+"""The TV denoise dock on the CPU test device, checked against independent references."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from skimage.restoration import denoise_tv_chambolle
+
+from napari_gpuscope.provenance import PROVENANCE_KEY
+from napari_gpuscope.widgets._layers import spacing_from_layer
+from napari_gpuscope.widgets.tv_dock import TVDenoiseDock
+
+pytest.importorskip("napari_gpuscope.compute.tv")
+
+
+def _noisy(shape, sigma=0.1, seed=0):
+    rng = np.random.default_rng(seed)
+    clean = np.zeros(shape, np.float32)
+    clean[..., shape[-2] // 4 : 3 * shape[-2] // 4, shape[-1] // 4 : 3 * shape[-1] // 4] = 1.0
+    return (clean + rng.normal(0, sigma, shape)).astype(np.float32)
+
+
+@pytest.fixture
+def dock(viewer, qtbot, cpu_device):
+    widget = TVDenoiseDock(viewer)
+    qtbot.addWidget(widget)
+    return widget
+
+
+def _select(dock, layer_name):
+    dock.reset_choices()
+    dock.image_combo.value = next(c for c in dock.image_combo.choices if c.name == layer_name)
+
+
+def test_spacing_from_layer_scale(viewer, dock):
+    viewer.add_image(np.zeros((4, 8, 8), np.float32), name="vol", scale=(0.5, 0.1, 0.1))
+    _select(dock, "vol")
+    assert [w.value for w in dock.spacing] == pytest.approx([0.2, 1.0, 1.0])
+    movie = viewer.add_image(
+        _noisy((3, 4, 8, 8)),
+        name="movie",
+        scale=(2.0, 0.3, 0.1, 0.1),
+        axis_labels=("t", "z", "y", "x"),
+    )
+    assert spacing_from_layer(movie) == pytest.approx((0.0, 1 / 3, 1.0, 1.0))
+    _select(dock, "movie")
+    assert [w.value for w in dock.spacing] == pytest.approx([0.0, 1 / 3, 1.0, 1.0], abs=1e-4)
+    dock.spacing[1].value = 0.5  # editable
+    assert dock.collect_parameters()["spacing"] == pytest.approx((0.0, 0.5, 1.0, 1.0))
+
+
+def test_weight_is_strength_times_estimated_sigma(viewer, dock):
+    viewer.add_image(_noisy((128, 128), sigma=0.1), name="img")
+    _select(dock, "img")
+    dock.strength.value = 2.0
+    params = dock.collect_parameters()
+    assert params["sigma_hat"] == pytest.approx(0.1, rel=0.1)
+    assert params["weight"] == pytest.approx(2.0 * params["sigma_hat"])
+    assert f"{params['weight']:.4g}" in dock.weight_label.value
+    dock.noise_model.value = "poisson"  # Anscombe units: the noise std is 1
+    assert dock.collect_parameters()["weight"] == pytest.approx(2.0)
+    assert dock.gain.visible is False or dock.gain.native.isVisibleTo(dock)
+
+
+def test_full_run_matches_scikit_image_and_has_provenance(viewer, qtbot, dock):
+    data = _noisy((48, 48))
+    layer = viewer.add_image(data.copy(), name="img", scale=(0.2, 0.2), units=("um", "um"))
+    _select(dock, "img")
+    dock.method.value = "chambolle"
+    dock.tolerance.value = 2e-4
+    assert dock.run()
+    qtbot.waitUntil(lambda: not dock.runner.running, timeout=30_000)
+
+    result = viewer.layers["img [TV denoise]"]
+    params = result.metadata[PROVENANCE_KEY]["parameters"]
+    expected = denoise_tv_chambolle(data, weight=params["weight"], eps=2e-4, max_num_iter=200)
+    np.testing.assert_allclose(result.data, expected, atol=2e-3)
+    np.testing.assert_array_equal(layer.data, data)  # input untouched
+    record = result.metadata[PROVENANCE_KEY]
+    assert record["method"] == "tv" and record["input"] == "img"
+    assert record["result"]["iterations"] >= 1
+    assert tuple(result.scale) == pytest.approx((0.2, 0.2))
+    status = dock.status_label.text()
+    assert "iterations" in status and "relative gap" in status
+
+
+def test_live_preview_of_a_volume_shows_the_current_plane(viewer, qtbot, dock):
+    viewer.add_image(_noisy((12, 32, 32)), name="vol")
+    _select(dock, "vol")
+    viewer.dims.set_current_step(0, 5)
+    dock.live_preview.setChecked(True)
+    qtbot.waitUntil(lambda: "vol [TV denoise preview]" in viewer.layers, timeout=10_000)
+    qtbot.waitUntil(lambda: not dock.runner.running, timeout=10_000)
+    preview = viewer.layers["vol [TV denoise preview]"]
+    assert preview.data.shape == (32, 32)
+    assert preview.metadata[PROVENANCE_KEY]["result"]["preview"] is True
+    # the preview plane is much closer to the clean plane than the noisy plane is
+    clean = _noisy((12, 32, 32), sigma=0.0)[5]
+    noisy_plane = viewer.layers["vol"].data[5]
+    rmse = lambda a: float(np.sqrt(np.mean((a - clean) ** 2)))  # noqa: E731
+    assert rmse(preview.data) < 0.5 * rmse(noisy_plane)
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (lambda v: v.add_image(np.zeros((8, 8, 3), np.uint8), name="bad", rgb=True), "RGB"),
+        (lambda v: v.add_image(np.zeros((2,) * 5, np.float32), name="bad"), "5 dimensions"),
+        (
+            lambda v: v.add_image(np.where(np.eye(8) > 0, np.nan, 1.0), name="bad"),
+            "NaN",
+        ),
+    ],
+)
+def test_bad_inputs_are_reported_not_raised(viewer, dock, errors, make, expected):
+    make(viewer)
+    _select(dock, "bad")
+    assert dock.run() is False
+    assert len(errors) == 1
+    assert "'bad'" in errors[0] and expected in errors[0] and "Image layer with 2 to 4" in errors[0]
+    assert [ly.name for ly in viewer.layers] == ["bad"]
+
+
+def test_non_image_input_is_reported(viewer, dock, errors, monkeypatch):
+    labels = viewer.add_labels(np.zeros((8, 8), np.uint8), name="bad")
+    monkeypatch.setattr(dock, "input_layer", lambda: labels)  # napari 0.9 has no 1D images
+    assert dock.run() is False
+    assert len(errors) == 1
+    assert "'bad' is a Labels layer" in errors[0] and "Image layer with 2 to 4" in errors[0]
+
+
+def test_preview_of_a_time_lapse_volume_solves_one_frame(viewer, qtbot, dock, monkeypatch):
+    from napari_gpuscope.compute import tv
+
+    viewer.add_image(_noisy((3, 10, 16, 16)), name="movie", axis_labels=("t", "z", "y", "x"))
+    _select(dock, "movie")
+    viewer.dims.set_current_step(0, 2)
+    viewer.dims.set_current_step(1, 9)
+    solved = []
+    real = tv.iter_denoise
+
+    def spy(image, weight, **kwargs):
+        solved.append((image.shape, kwargs["spacing"], kwargs["max_iterations"]))
+        return real(image, weight, **kwargs)
+
+    monkeypatch.setattr(tv, "iter_denoise", spy)
+    dock.live_preview.setChecked(True)
+    qtbot.waitUntil(lambda: "movie [TV denoise preview]" in viewer.layers, timeout=10_000)
+    qtbot.waitUntil(lambda: not dock.runner.running, timeout=10_000)
+    # frame t=2 only (time is uncoupled), z slab clipped at the last plane: z 6..9
+    assert solved == [((4, 16, 16), (1.0, 1.0, 1.0), 50)]
+    assert viewer.layers["movie [TV denoise preview]"].data.shape == (16, 16)
