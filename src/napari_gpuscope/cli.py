@@ -80,6 +80,7 @@ def _headless_demo(out: Path, device: str | None, methods: Sequence[str] | None)
     from .compute.devices import NoGPUError, resolve_device
     from .demos import DEMOS
     from .export import save_tiff
+    from .export.tiff import axes_from_labels
 
     try:
         resolved = str(resolve_device(device))
@@ -110,7 +111,7 @@ def _headless_demo(out: Path, device: str | None, methods: Sequence[str] | None)
                 result,
                 scale=kwargs.get("scale"),
                 units=kwargs.get("units"),
-                axes=kwargs.get("axis_labels"),
+                axes=axes_from_labels(kwargs.get("axis_labels") or (), result.ndim),
                 provenance=run.provenance,
             )
             png = out / f"{run.slug}.png"

@@ -12,14 +12,6 @@ from napari_gpuscope.compute.memory import DeviceMemoryError
 from napari_gpuscope.sample_data import fluorescence_phantom_3d
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 def plane_bytes(shape_yx, n_coupled=3):
     return shape_yx[0] * shape_yx[1] * tv._bytes_per_element("fgp", n_coupled)
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 from skimage.metrics import peak_signal_noise_ratio
 from skimage.restoration import denoise_tv_chambolle
 
@@ -24,15 +23,6 @@ from napari_gpuscope.sample_data import (
     fluorescence_phantom_3d,
     simulate_camera,
 )
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # The test machine has 2 busy cores; torch's intra-op threads then slow small ops ~10x.
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
 
 
 def rof_energy(u: np.ndarray, f: np.ndarray, weight: float, spacing=None) -> float:
