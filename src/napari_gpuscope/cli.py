@@ -60,17 +60,22 @@ def _interactive_demo() -> int:
 
 def _screenshot(run, path: Path) -> None:
     import napari
+    from qtpy.QtWidgets import QApplication
 
     from .export import export_screenshot
 
     viewer = napari.Viewer(show=True, title=f"napari-gpuscope demo: {run.slug}")
     try:
-        data, kwargs, _ = run.input_layer
-        viewer.add_image(data, **kwargs)
-        result, result_kwargs, _ = run.result_layer
-        viewer.add_image(result, **result_kwargs)
+        viewer.window.resize(1200, 720)
+        for data, kwargs, _ in (run.input_layer, run.result_layer):
+            layer = viewer.add_image(data, **kwargs)
+            if hasattr(layer, "name_overlay"):  # label each grid panel with its layer name
+                layer.name_overlay.visible = True
         viewer.canvas.grid.enabled = True  # input and result side by side
+        # The canvas gets its final size only once Qt has processed the resize.
+        QApplication.processEvents()
         viewer.reset_view()
+        QApplication.processEvents()
         export_screenshot(viewer, path, scale=1.0)
     finally:
         viewer.close()
