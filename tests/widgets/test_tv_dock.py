@@ -150,3 +150,27 @@ def test_preview_of_a_time_lapse_volume_solves_one_frame(viewer, qtbot, dock, mo
     # frame t=2 only (time is uncoupled), z slab clipped at the last plane: z 6..9
     assert solved == [((4, 16, 16), (1.0, 1.0, 1.0), 50)]
     assert viewer.layers["movie [TV denoise preview]"].data.shape == (16, 16)
+
+
+def test_cancelling_a_real_tv_run_keeps_the_previous_result(viewer, qtbot, dock):
+    data = _noisy((192, 192))
+    layer = viewer.add_image(data.copy(), name="img")
+    _select(dock, "img")
+    assert dock.run()
+    qtbot.waitUntil(lambda: not dock.runner.running, timeout=30_000)
+    result = viewer.layers["img [TV denoise]"]
+    previous_data, previous_record = result.data, result.metadata[PROVENANCE_KEY]
+
+    # A run that cannot converge on its own (tolerance ~0, huge budget) must be stopped by Cancel.
+    dock.tolerance.value = 1e-6
+    dock.max_iterations.value = 100_000
+    dock.strength.value = 3.0
+    assert dock.run()
+    qtbot.waitUntil(lambda: result.data is not previous_data, timeout=30_000)  # it streams
+    dock.cancel()
+    qtbot.waitUntil(lambda: not dock.runner.running, timeout=30_000)
+    qtbot.wait(200)  # late updates of the cancelled job, if any, must be dropped
+    assert result.data is previous_data
+    assert result.metadata[PROVENANCE_KEY] == previous_record
+    assert [ly.name for ly in viewer.layers] == ["img", "img [TV denoise]"]
+    np.testing.assert_array_equal(layer.data, data)

@@ -325,7 +325,10 @@ class CupyBackend:
 
         torch_stream = torch.cuda.current_stream(self.index)
         with cupy.cuda.Device(self.index):
-            if hasattr(cupy.cuda.Stream, "from_external"):  # CuPy >= 14
+            # CuPy >= 14 takes the CUDA stream protocol; older torch streams lack it.
+            if hasattr(cupy.cuda.Stream, "from_external") and hasattr(
+                torch_stream, "__cuda_stream__"
+            ):
                 stream = cupy.cuda.Stream.from_external(torch_stream)
             else:
                 with warnings.catch_warnings():
