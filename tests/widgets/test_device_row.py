@@ -19,6 +19,19 @@ def no_gpus(monkeypatch):
     monkeypatch.setattr(compute_devices, "list_gpus", list)
 
 
+def _words(text):
+    return " ".join(text.split())
+
+
+def _shown_text(label):
+    """What a (rich-text) QLabel displays, whitespace-normalised."""
+    from qtpy.QtGui import QTextDocument
+
+    document = QTextDocument()
+    document.setHtml(label.text())
+    return _words(document.toPlainText())
+
+
 def test_no_gpu_shows_message_and_offers_nothing(qtbot, no_gpus):
     row = DeviceRow()
     qtbot.addWidget(row)
@@ -26,7 +39,7 @@ def test_no_gpu_shows_message_and_offers_nothing(qtbot, no_gpus):
     assert row.offered_devices() == []
     assert row.device is None
     assert not row.available
-    assert row.message.text() == no_gpu_message()
+    assert _shown_text(row.message) == _words(no_gpu_message())
     assert not row.message.isHidden()
 
 
@@ -67,7 +80,7 @@ def test_tv_dock_without_gpu_disables_run_and_preview(viewer, qtbot, no_gpus, er
     qtbot.addWidget(dock)
     assert not dock.run_button.isEnabled()
     assert not dock.live_preview.isEnabled()
-    assert dock.device_row.message.text() == no_gpu_message()
+    assert _shown_text(dock.device_row.message) == _words(no_gpu_message())
     # even if triggered programmatically, nothing runs and the user is told why
     viewer.add_image(np.arange(16.0).reshape(4, 4), name="img")
     assert dock.run() is False
@@ -80,3 +93,17 @@ def test_tv_dock_with_cpu_fixture_enables_run(viewer, qtbot, no_gpus, cpu_device
     assert dock.run_button.isEnabled()
     assert dock.live_preview.isEnabled()
     assert dock.device == "cpu"
+
+
+def test_no_gpu_message_is_readable_and_copyable(qtbot, no_gpus):
+    from qtpy.QtCore import Qt
+
+    row = DeviceRow()
+    qtbot.addWidget(row)
+    message = no_gpu_message()
+    text = row.message.text()
+    headline = text.split("<br>")[0]
+    # only the headline is alarm-red and bold; the instructions are plain (and selectable)
+    assert headline.startswith("<b") and "#e04040" in headline and headline.endswith("</b>")
+    assert _words(message).startswith(_shown_text(type(row.message)(headline)))
+    assert row.message.textInteractionFlags() & Qt.TextInteractionFlag.TextSelectableByMouse

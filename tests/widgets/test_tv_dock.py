@@ -174,3 +174,77 @@ def test_cancelling_a_real_tv_run_keeps_the_previous_result(viewer, qtbot, dock)
     assert result.metadata[PROVENANCE_KEY] == previous_record
     assert [ly.name for ly in viewer.layers] == ["img", "img [TV denoise]"]
     np.testing.assert_array_equal(layer.data, data)
+
+
+def _spacing_axis_names(dock):
+    row = dock.spacing_row.layout()
+    widgets = [row.itemAt(i).widget() for i in range(row.count())]
+    return [w.text() for w in widgets if hasattr(w, "text") and not hasattr(w, "value")]
+
+
+def test_spacing_boxes_are_labelled_with_their_axes(viewer, dock):
+    viewer.add_image(np.zeros((4, 8, 8), np.float32), name="vol")  # napari's default labels
+    _select(dock, "vol")
+    assert _spacing_axis_names(dock) == ["z", "y", "x"]
+    viewer.add_image(
+        np.zeros((2, 4, 8, 8), np.float32), name="movie", axis_labels=("t", "z", "y", "x")
+    )
+    _select(dock, "movie")
+    assert _spacing_axis_names(dock) == ["t", "z", "y", "x"]
+    assert "independently" in dock.spacing[0].tooltip  # t defaults to 0: frames apart
+
+
+def test_every_control_explains_itself(viewer, dock):
+    viewer.add_image(np.zeros((4, 8, 8), np.float32), name="vol")
+    _select(dock, "vol")
+    controls = [
+        dock.image_combo,
+        dock.strength,
+        dock.noise_model,
+        dock.gain,
+        dock.offset,
+        dock.read_noise,
+        dock.method,
+        dock.tolerance,
+        dock.max_iterations,
+        dock.nonnegative,
+        *dock.spacing,
+    ]
+    assert all(len(control.tooltip or "") > 20 for control in controls)
+    assert "noise" in dock.strength.tooltip and "duality gap" in dock.tolerance.tooltip
+    assert "scikit-image" in dock.method.tooltip
+
+
+def test_poisson_camera_fields_say_what_is_estimated(viewer, dock):
+    viewer.add_image(_noisy((32, 32)) + 2.0, name="img")
+    _select(dock, "img")
+    dock.noise_model.value = "poisson"
+    assert dock.gain.native.text() == "auto"
+    assert not dock.offset.enabled and not dock.read_noise.enabled  # estimated with the gain
+    params = dock.collect_parameters()
+    assert params["gain"] is params["offset"] is params["read_noise"] is None
+    dock.gain.value = 2.0
+    dock.offset.value = 100.0
+    assert dock.offset.enabled and dock.read_noise.enabled
+    params = dock.collect_parameters()
+    assert (params["gain"], params["offset"], params["read_noise"]) == (2.0, 100.0, 0.0)
+
+
+def test_status_line_says_whether_the_run_converged(viewer, qtbot, dock):
+    viewer.add_image(_noisy((48, 48)), name="img")
+    _select(dock, "img")
+    dock.max_iterations.value = 3  # far too few for 1e-3 on any solver
+    assert dock.run()
+    qtbot.waitUntil(lambda: not dock.runner.running, timeout=30_000)
+    status = dock.status_label.text()
+    assert "Stopped at the iteration limit (3)" in status and "tolerance 1e-03" in status
+    assert "Took" in status and status.rstrip().endswith("s.")
+
+    dock.max_iterations.value = 5000
+    dock.tolerance.value = 1e-2
+    assert dock.run()
+    qtbot.waitUntil(lambda: not dock.runner.running, timeout=30_000)
+    record = viewer.layers["img [TV denoise]"].metadata[PROVENANCE_KEY]["result"]
+    status = dock.status_label.text()
+    assert record["converged"] is True
+    assert f"Converged in {record['iterations']} iterations" in status

@@ -50,13 +50,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-from qtpy.QtCore import QTimer
+from qtpy.QtCore import Qt, QTimer
 from qtpy.QtWidgets import (
     QCheckBox,
     QHBoxLayout,
     QLabel,
     QProgressBar,
     QPushButton,
+    QSizePolicy,
     QVBoxLayout,
     QWidget,
 )
@@ -165,16 +166,34 @@ class MethodDock(QWidget):
         self.run_button.setToolTip(f"Run {self.method_title} on the whole input layer")
         self.run_button.clicked.connect(self.run)
         self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setToolTip(
+            "Stop the running job; a full run's partial result is discarded and any earlier "
+            "result is kept"
+        )
         self.cancel_button.clicked.connect(self.cancel)
         self.progress_bar = QProgressBar()
         self.progress_bar.setRange(0, 1000)
         self.progress_bar.setTextVisible(False)
+        self.progress_bar.setMaximumHeight(12)
+        self.progress_bar.setToolTip("Progress of the running job (preview or full run)")
         self.elapsed_label = QLabel("")
+        self.elapsed_label.setToolTip("Elapsed time of the running (or last) job")
         self.status_label = QLabel("Ready.")
         self.status_label.setWordWrap(True)
-        self.export_screenshot_button = QPushButton("Export screenshot...")
+        # Copyable (users paste it into notes and bug reports), and a long status line wraps
+        # instead of widening the dock.
+        self.status_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.status_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.export_screenshot_button = QPushButton("Screenshot...")
+        self.export_screenshot_button.setToolTip(
+            "Save the canvas as a PNG, with the processing parameters (provenance) saved alongside"
+        )
         self.export_screenshot_button.clicked.connect(self._export_screenshot)
-        self.save_tiff_button = QPushButton("Save result as TIFF...")
+        self.save_tiff_button = QPushButton("Save TIFF...")
+        self.save_tiff_button.setToolTip(
+            "Save the latest result layer as a TIFF file (float32 or uint16), with its pixel "
+            "size and processing parameters"
+        )
         self.save_tiff_button.clicked.connect(self._save_tiff)
 
         buttons = QHBoxLayout()
@@ -386,7 +405,7 @@ class MethodDock(QWidget):
             return
         self.progress_bar.setValue(1000)
         prefix = "Preview: " if preview else ""
-        self._set_status(f"{prefix}{self.describe_result(result)} ({elapsed:.2f} s)")
+        self._set_status(f"{prefix}{self.describe_result(result)}. Took {elapsed:.2f} s.")
 
     def _apply_result(self, stream: _Stream, result: Any, elapsed: float, *, preview: bool) -> None:
         summary_fn = getattr(result, "summary", None)

@@ -11,8 +11,19 @@ appends to; nothing in the UI can add one.
 
 from __future__ import annotations
 
-from qtpy.QtCore import Signal
-from qtpy.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+import html
+import re
+
+from qtpy.QtCore import Qt, Signal
+from qtpy.QtWidgets import (
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
 
 from napari_gpuscope.compute import devices as _compute_devices
 
@@ -36,6 +47,23 @@ def available_devices() -> list[tuple[str, str]]:
     return gpus + list(_TEST_ONLY_DEVICES)
 
 
+def _message_html(message: str) -> str:
+    """The no-GPU message as rich text: a bold red headline, then the details in plain text.
+
+    A whole paragraph of bold red text is hard to read; only the headline (the text before the
+    first colon or full stop, kept) needs to alarm; the instructions need to be readable and
+    copyable (the label is selectable; links are not made clickable because the theme's link
+    colour is unreadable on napari's dark background).
+    """
+    split = re.search(r"[:.]\s", message)
+    if split is None:
+        head, rest = message, ""
+    else:
+        head, rest = message[: split.start() + 1], message[split.end() :]
+    rest = html.escape(rest)
+    return f'<b style="color:#e04040">{html.escape(head)}</b><br>{rest}'
+
+
 class DeviceRow(QWidget):
     """Device combo, refresh button and (when no GPU is usable) a prominent explanation.
 
@@ -51,14 +79,21 @@ class DeviceRow(QWidget):
         super().__init__(parent)
         self.combo = QComboBox()
         self.combo.setToolTip("CUDA GPU the computation runs on (free / total memory)")
+        self.combo.setPlaceholderText("no usable GPU")
         self.refresh_button = QPushButton("Refresh")
         self.refresh_button.setToolTip("Probe the GPUs again (e.g. after freeing memory)")
         self.refresh_button.clicked.connect(self.refresh)
         self.message = QLabel()
         self.message.setWordWrap(True)
         self.message.setObjectName("gpuscope_no_gpu_message")
-        # Red and bold: this is the one thing a user without a GPU must read.
-        self.message.setStyleSheet("color: #e04040; font-weight: bold;")
+        self.message.setTextFormat(Qt.TextFormat.RichText)
+        # Selectable: the fix is a pip command the user will want to copy.
+        self.message.setTextInteractionFlags(
+            Qt.TextInteractionFlag.TextSelectableByMouse
+            | Qt.TextInteractionFlag.LinksAccessibleByMouse
+        )
+        # A long word-wrapped text must wrap to the dock, not widen it.
+        self.message.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
 
         row = QHBoxLayout()
         row.setContentsMargins(0, 0, 0, 0)
@@ -83,10 +118,12 @@ class DeviceRow(QWidget):
             index = self.combo.findData(previous)
             if index >= 0:
                 self.combo.setCurrentIndex(index)
+        if self.combo.currentIndex() < 0 and entries:  # with a placeholder Qt selects nothing
+            self.combo.setCurrentIndex(0)
         self.combo.blockSignals(False)
         available = bool(entries)
         self.combo.setEnabled(available)
-        self.message.setText("" if available else _compute_devices.no_gpu_message())
+        self.message.setText("" if available else _message_html(_compute_devices.no_gpu_message()))
         self.message.setVisible(not available)
         self.availability_changed.emit(available)
 

@@ -16,9 +16,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from magicgui.widgets import CheckBox, ComboBox, Container, FloatSlider, FloatSpinBox, Label
+from magicgui.widgets import CheckBox, ComboBox, FloatSlider, FloatSpinBox, Label
 from magicgui.widgets import SpinBox as IntSpinBox
-from qtpy.QtWidgets import QVBoxLayout, QWidget
+from qtpy.QtWidgets import (
+    QAbstractSpinBox,
+    QComboBox,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QVBoxLayout,
+    QWidget,
+)
 from superqt import QCollapsible
 
 from napari_gpuscope.compute.jobs import Job, Progress
@@ -36,11 +44,82 @@ PREVIEW_TOLERANCE = 1e-2
 PREVIEW_HALF_SLAB = 3
 """Planes on each side of the current one in a 3D preview slab (7 planes in total)."""
 
-_METHODS = [("FGP (fast, default)", "fgp"), ("Chambolle (scikit-image parity)", "chambolle")]
-_NOISE_MODELS = [
-    ("Gaussian", "gaussian"),
-    ("Poisson (camera: gain, offset, read noise)", "poisson"),
-]
+_METHODS = [("FGP (fast)", "fgp"), ("Chambolle (= scikit-image)", "chambolle")]
+_NOISE_MODELS = [("Gaussian", "gaussian"), ("Poisson (photon counts)", "poisson")]
+_SPACING_TOOLTIP = (
+    "How strongly neighbouring pixels are coupled along each axis: x pixel size ÷ step along "
+    "that axis, filled in from the layer scale (e.g. 0.1 µm pixels and 0.4 µm z-steps give "
+    "z = 0.25). 0 = planes/frames along that axis are denoised independently (the default "
+    "for time)."
+)
+_DEFAULT_AXIS_NAMES = ("x", "y", "z")
+"""Names of the trailing axes when a layer has napari's default ("-1", "-2"...) axis labels."""
+
+
+def _axis_names(layer: napari.layers.Layer) -> list[str]:
+    """Short display names of the layer's axes: its axis labels, or z/y/x for default labels."""
+    labels = [str(label) for label in (getattr(layer, "axis_labels", None) or ())]
+    if len(labels) != layer.ndim:
+        labels = [str(axis - layer.ndim) for axis in range(layer.ndim)]
+    names = []
+    for axis, label in enumerate(labels):
+        from_end = layer.ndim - 1 - axis
+        if label.lstrip("-").isdigit():  # napari's default label: name it by position
+            label = (
+                _DEFAULT_AXIS_NAMES[from_end]
+                if from_end < len(_DEFAULT_AXIS_NAMES)
+                else f"axis {axis}"
+            )
+        names.append(label)
+    return names
+
+
+def _axis_tooltip(name: str, weight: float, step: float, x_step: float) -> str:
+    """Plain-words tooltip of one spacing box."""
+    if weight == 0:
+        origin = f"0: {name} planes/frames are denoised independently (time axis)."
+    else:
+        origin = f"x pixel size / {name} step = {x_step:g} / {step:g} = {weight:.3g} (layer scale)."
+    return (
+        f"Smoothing weight along {name}. Default {origin} "
+        "0 = no smoothing across this axis; 1 = as strong as along x."
+    )
+
+
+def _compact_combo(combo: QComboBox, characters: int = 12) -> None:
+    """Let a combo box shrink below its longest entry so it does not widen the dock."""
+    combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+    combo.setMinimumContentsLength(characters)
+
+
+class _Form(QWidget):
+    """A two-column form whose labels line up (magicgui's own label widths do not, under
+    napari's style sheet) and whose rows can be hidden as a whole."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.form = QFormLayout(self)
+        self.form.setContentsMargins(0, 0, 0, 0)
+        self.form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        self._labels: dict[int, QLabel] = {}
+
+    def add_widget(self, label: str, field: QWidget, tooltip: str = "") -> QLabel:
+        """Add a row with a plain Qt field."""
+        label_widget = QLabel(label)
+        if tooltip:
+            label_widget.setToolTip(tooltip)
+        self.form.addRow(label_widget, field)
+        self._labels[id(field)] = label_widget
+        return label_widget
+
+    def add(self, widget: Any) -> QLabel:
+        """Add a row for a magicgui widget, labelled with its label and sharing its tooltip."""
+        return self.add_widget(widget.label, widget.native, widget.tooltip or "")
+
+    def set_row_visible(self, widget: Any, visible: bool) -> None:
+        """Show or hide a magicgui widget together with its label."""
+        widget.visible = visible
+        self._labels[id(widget.native)].setVisible(visible)
 
 
 @dataclass
@@ -90,6 +169,9 @@ class TVDenoiseDock(MethodDock):
 
     def __init__(self, viewer: napari.viewer.Viewer) -> None:
         self._sigma_cache: dict[tuple[int, int], float] = {}
+        # (max_iterations, tolerance) of the latest full run (False) and preview (True) started,
+        # for the status line
+        self._limits: dict[bool, tuple[int, float]] = {}
         super().__init__(viewer)
         self._on_input_changed()
 
@@ -97,79 +179,157 @@ class TVDenoiseDock(MethodDock):
     def build_parameters(self) -> QWidget:
         """Input layer, strength, noise model, spacing, and an "Advanced" section."""
         self.image_combo = ComboBox(label="Input", choices=self._image_layer_choices)
+        self.image_combo.tooltip = (
+            "Image layer to denoise (2D, 3D or 4D, single channel). It is never modified: "
+            "the result goes to a new layer."
+        )
         self.strength = FloatSlider(
-            label="Strength (× σ̂)",
+            label="Strength",
             min=0.05,
             max=5.0,
             step=0.05,
             value=1.0,
-            tooltip="Solver weight = strength × estimated noise level σ̂",
+            tooltip=(
+                "How strongly to smooth, as a multiple of the noise level estimated from the "
+                "image: weight = strength × noise σ. Higher = smoother and flatter; 1 is a "
+                "good start, 0.8-1.4 is usually best."
+            ),
         )
-        self.weight_label = Label(label="Weight", value="")
+        self.weight_label = Label(value="")
+        self.weight_label.tooltip = (
+            "Noise standard deviation σ estimated from the input (in its intensity units) and "
+            "the absolute TV weight the solver uses. In Poisson mode the image is "
+            "variance-stabilised first, so σ = 1 there."
+        )
         self.noise_model = ComboBox(label="Noise model", choices=_NOISE_MODELS, value="gaussian")
+        self.noise_model.tooltip = (
+            "Gaussian: noise of the same strength everywhere (e.g. electron microscopy, "
+            "background-dominated images).\nPoisson: photon-counting camera noise that grows "
+            "with brightness (fluorescence); the image is variance-stabilised with the camera "
+            "gain, offset and read noise before smoothing."
+        )
         self.gain = FloatSpinBox(
-            label="Gain (ADU/photon)",
+            label="Camera gain",
             min=0.0,
             max=1e6,
             step=0.1,
             value=0.0,
-            tooltip="0 = estimate from the image",
+            tooltip=(
+                "Grey values (ADU) per detected photon. 'auto' (0) = estimate gain, offset and "
+                "read noise from the image. Set it to enter the camera's calibration instead."
+            ),
         )
         self.offset = FloatSpinBox(
-            label="Offset (ADU)",
+            label="Offset",
             min=0.0,
             max=1e6,
             step=1.0,
             value=0.0,
-            tooltip="0 = estimate from the image",
+            tooltip=(
+                "Camera offset (bias) in ADU: the grey value of a pixel that received no light. "
+                "Used only with a known gain; with gain 'auto' it is estimated."
+            ),
         )
         self.read_noise = FloatSpinBox(
-            label="Read noise (ADU)",
+            label="Read noise",
             min=0.0,
             max=1e6,
             step=0.1,
             value=0.0,
-            tooltip="0 = estimate from the image",
+            tooltip=(
+                "Standard deviation of the camera read noise in ADU. Used only with a known "
+                "gain; with gain 'auto' it is estimated."
+            ),
         )
-        self.spacing = Container(label="Spacing weights", layout="horizontal", labels=False)
-        self.spacing.tooltip = (
-            "Per-axis TV weights, x pixel size / axis step (from the layer scale). "
-            "Time axes default to 0 (frames denoised independently)."
-        )
-        self.main_parameters = Container(
-            widgets=[
-                self.image_combo,
-                self.strength,
-                self.weight_label,
-                self.noise_model,
-                self.gain,
-                self.offset,
-                self.read_noise,
-                self.spacing,
-            ]
-        )
+        self.gain.native.setSpecialValueText("auto")  # shown at 0 = estimate from the image
+        self.gain.native.setSuffix(" ADU/photon")
+        self.offset.native.setSuffix(" ADU")
+        self.read_noise.native.setSuffix(" ADU")
+        self.spacing: list[FloatSpinBox] = []
+        self.spacing_row = QWidget()
+        self.spacing_row.setToolTip(_SPACING_TOOLTIP)
+        QHBoxLayout(self.spacing_row).setContentsMargins(0, 0, 0, 0)
+
         self.method = ComboBox(label="Solver", choices=_METHODS, value="fgp")
+        self.method.tooltip = (
+            "FGP: fast accelerated solver with a certified stopping rule (default).\n"
+            "Chambolle: scikit-image's algorithm and stopping rule, to reproduce "
+            "skimage.restoration.denoise_tv_chambolle (slower)."
+        )
         self.tolerance = FloatSpinBox(
-            label="Tolerance (rel. gap)", min=1e-6, max=0.5, step=1e-5, value=1e-3
+            label="Tolerance",
+            min=1e-6,
+            max=0.5,
+            step=1e-4,
+            value=1e-3,
+            tooltip=(
+                "FGP stops once the relative duality gap (a guaranteed bound on how far the "
+                "result is from the exact TV solution) is below this. Smaller = more exact but "
+                "slower; 1e-3 is visually converged. Chambolle: scikit-image's 'eps'."
+            ),
         )
-        self.max_iterations = IntSpinBox(label="Max iterations", min=1, max=100_000, value=200)
-        self.nonnegative = CheckBox(label="Non-negative", value=False)
-        self.advanced_parameters = Container(
-            widgets=[self.method, self.tolerance, self.max_iterations, self.nonnegative]
+        self.tolerance.native.setDecimals(6)
+        self.max_iterations = IntSpinBox(
+            label="Max iterations",
+            min=1,
+            max=100_000,
+            value=200,
+            tooltip=(
+                "Upper limit on solver iterations. The status line says whether the tolerance "
+                "was reached before it."
+            ),
         )
-        self.advanced = QCollapsible("Advanced")
-        self.advanced.addWidget(self.advanced_parameters.native)
+        self.nonnegative = CheckBox(
+            text="Non-negative result",
+            value=False,
+            tooltip=(
+                "Forbid negative intensities in the result. On by default for Poisson noise, "
+                "where photon counts cannot be negative."
+            ),
+        )
+
+        for widget in (self.noise_model, self.method):
+            _compact_combo(widget.native)
+        _compact_combo(self.image_combo.native, characters=16)
+        main_form = _Form()
+        main_form.add(self.image_combo)
+        main_form.add(self.strength)
+        main_form.add_widget("", self.weight_label.native)
+        main_form.add(self.noise_model)
+        for widget in (self.gain, self.offset, self.read_noise):
+            main_form.add(widget)
+        main_form.add_widget("Spacing", self.spacing_row, _SPACING_TOOLTIP)
+        self._main_form = main_form
+        advanced_form = _Form()
+        for widget in (self.method, self.tolerance, self.max_iterations):
+            advanced_form.add(widget)
+        advanced_form.add_widget("", self.nonnegative.native)
+        self.advanced = QCollapsible("Advanced (solver)")
+        self.advanced.setToolTip("Solver, stopping rule and constraints")
+        self.advanced.addWidget(advanced_form)
 
         self.image_combo.changed.connect(self._on_input_changed)
         self.noise_model.changed.connect(self._on_noise_model_changed)
+        self.gain.changed.connect(self._on_gain_changed)
         self.strength.changed.connect(self._update_weight_label)
-        for container in (self.main_parameters, self.advanced_parameters):
-            container.changed.connect(self.request_preview)
+        for widget in (
+            self.image_combo,
+            self.strength,
+            self.noise_model,
+            self.gain,
+            self.offset,
+            self.read_noise,
+            self.method,
+            self.tolerance,
+            self.max_iterations,
+            self.nonnegative,
+        ):
+            widget.changed.connect(self.request_preview)
 
         panel = QWidget()
         layout = QVBoxLayout(panel)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.main_parameters.native)
+        layout.addWidget(main_form)
         layout.addWidget(self.advanced)
         self._on_noise_model_changed()
         return panel
@@ -181,34 +341,53 @@ class TVDenoiseDock(MethodDock):
 
     def reset_choices(self, *_: Any) -> None:
         """Refresh the input combo from the layer list."""
-        self.main_parameters.reset_choices()
+        self.image_combo.reset_choices()
 
     def _on_input_changed(self, *_: Any) -> None:
         layer = self.input_layer()
-        self.spacing.clear()
+        row = self.spacing_row.layout()
+        while row.count():
+            item = row.takeAt(0)
+            widget = item.widget()
+            if widget is not None:
+                widget.hide()  # off screen now, not only when the deferred delete runs
+                widget.deleteLater()
+        self.spacing = []
         if layer is not None:
             weights = spacing_from_layer(layer)
-            labels = list(getattr(layer, "axis_labels", None) or range(layer.ndim))
-            for label, weight in zip(labels, weights, strict=False):
-                box = FloatSpinBox(
-                    name=f"axis_{len(self.spacing)}",
-                    label=str(label),
-                    min=0.0,
-                    max=100.0,
-                    step=0.05,
-                    tooltip=f"TV weight along axis {label}",
-                )
-                box.native.setDecimals(4)  # e.g. 1/3 for a 0.3 µm z-step with 0.1 µm pixels
+            labels = _axis_names(layer)
+            scale = [float(s) for s in layer.scale]
+            for axis, (label, weight) in enumerate(zip(labels, weights, strict=False)):
+                box = FloatSpinBox(name=f"axis_{axis}", min=0.0, max=100.0, step=0.05)
+                box.native.setDecimals(4)  # e.g. 0.3333 for a 0.3 µm z-step with 0.1 µm pixels
+                box.native.setButtonSymbols(QAbstractSpinBox.ButtonSymbols.NoButtons)
+                # napari's style sheet gives spin boxes a 90 px minimum: 4 axes would widen the dock
+                box.native.setStyleSheet("QAbstractSpinBox { min-width: 56px; }")
                 box.value = weight
+                tip = _axis_tooltip(label, weight, scale[axis], scale[-1])
+                box.tooltip = tip
+                box.changed.connect(self.request_preview)
+                name = QLabel(label)
+                name.setToolTip(tip)
+                row.addWidget(name)
+                row.addWidget(box.native, stretch=1)
                 self.spacing.append(box)
         self._update_weight_label()
 
     def _on_noise_model_changed(self, *_: Any) -> None:
         poisson = self.noise_model.value == "poisson"
         for widget in (self.gain, self.offset, self.read_noise):
-            widget.visible = poisson
+            self._main_form.set_row_visible(widget, poisson)
         self.nonnegative.value = poisson  # fluorescence counts cannot be negative
+        self._on_gain_changed()
         self._update_weight_label()
+
+    def _on_gain_changed(self, *_: Any) -> None:
+        # The camera model is estimated as a whole: offset/read noise only count with a gain.
+        known_gain = self.gain.value > 0
+        for widget in (self.offset, self.read_noise):
+            widget.enabled = known_gain
+            widget.native.setSpecialValueText("" if known_gain else "auto")
 
     # ---------------------------------------------------------------- noise level
     def _sigma_hat(self, layer: napari.layers.Layer) -> float:
@@ -241,9 +420,9 @@ class TVDenoiseDock(MethodDock):
             return
         strength = self.strength.value
         if self.noise_model.value == "poisson":
-            self.weight_label.value = f"σ̂ = 1 (variance-stabilised), weight = {strength:.3g}"
+            self.weight_label.value = f"noise σ = 1 (stabilised) → weight {strength:.4g}"
         else:
-            self.weight_label.value = f"σ̂ = {scale:.4g}, weight = {strength * scale:.4g}"
+            self.weight_label.value = f"noise σ ≈ {scale:.4g} → weight {strength * scale:.4g}"
 
     # ---------------------------------------------------------------- MethodDock hooks
     def input_layer(self) -> napari.layers.Layer | None:
@@ -279,6 +458,8 @@ class TVDenoiseDock(MethodDock):
             return float(widget.value) if widget.value > 0 else None  # 0 = estimate
 
         poisson = noise_model == "poisson"
+        gain = optional(self.gain) if poisson else None
+        known_gain = gain is not None  # without a gain the whole camera model is estimated
         return {
             "strength": strength,
             "sigma_hat": float(scale),
@@ -286,9 +467,9 @@ class TVDenoiseDock(MethodDock):
             "method": str(self.method.value),
             "spacing": spacing,
             "noise_model": noise_model,
-            "gain": optional(self.gain) if poisson else None,
-            "offset": optional(self.offset) if poisson else None,
-            "read_noise": optional(self.read_noise) if poisson else None,
+            "gain": gain,
+            "offset": float(self.offset.value) if known_gain else None,
+            "read_noise": float(self.read_noise.value) if known_gain else None,
             "max_iterations": int(self.max_iterations.value),
             "tolerance": float(self.tolerance.value),
             "nonnegative": bool(self.nonnegative.value),
@@ -324,6 +505,7 @@ class TVDenoiseDock(MethodDock):
 
         data = layer.data  # lazy arrays stay lazy: the job reads them chunk by chunk
         kwargs = self._solver_kwargs(params)
+        self._limits[False] = (params["max_iterations"], params["tolerance"])
         if not preview:
             return tv.iter_denoise(
                 data, params["weight"], channel_axis=None, device=device, **kwargs
@@ -350,6 +532,7 @@ class TVDenoiseDock(MethodDock):
             max_iterations=min(PREVIEW_MAX_ITERATIONS, params["max_iterations"]),
             tolerance=max(PREVIEW_TOLERANCE, params["tolerance"]),
         )
+        self._limits[True] = (kwargs["max_iterations"], kwargs["tolerance"])
         job = tv.iter_denoise(slab, params["weight"], channel_axis=None, device=device, **kwargs)
         return _centre_plane_job(job, tuple(centre))
 
@@ -369,13 +552,32 @@ class TVDenoiseDock(MethodDock):
         return shape[-2:] if preview else shape
 
     def describe_result(self, result: Any) -> str:
-        """Iterations, final relative gap and weight."""
+        """Converged or stopped at the iteration limit, final relative gap, weight."""
+        preview = isinstance(result, TVPreviewResult)
         solver = getattr(result, "result", result)
-        converged = "Converged" if getattr(solver, "converged", False) else "Stopped"
+        limit, tolerance = self._limits.get(preview, (None, None))
         iterations = getattr(solver, "iterations", "?")
-        gap = getattr(solver, "relative_gap", float("nan"))
-        weight = getattr(solver, "weight", float("nan"))
+        gap = float(getattr(solver, "relative_gap", float("nan")))
+        weight = float(getattr(solver, "weight", float("nan")))
+        if preview:
+            solved_in_3d = np.ndim(result.plane) < np.ndim(getattr(solver, "image", result.plane))
+            where = (
+                "current plane, solved in 3D with its neighbours"
+                if solved_in_3d
+                else "current plane"
+            )
+            return (
+                f"{where}, {iterations} iterations (quick preview; Run for the converged result), "
+                f"relative gap {gap:.1e}, weight {weight:.4g}"
+            )
+        facts = f"relative gap {gap:.1e}"
+        if tolerance is not None:
+            facts += f" (tolerance {tolerance:.0e})"
+        facts += f", weight {weight:.4g}"
+        if getattr(solver, "converged", False):
+            return f"Converged in {iterations} iterations: {facts}"
         return (
-            f"{converged} after {iterations} iterations, relative gap {gap:.2e}, "
-            f"weight {weight:.4g}."
+            f"Stopped at the iteration limit ({limit if limit is not None else iterations}) "
+            f"before reaching the tolerance: {facts}. For a more exact result raise "
+            "Max iterations (Advanced)"
         )
