@@ -84,3 +84,17 @@ def test_other_errors_are_not_swallowed():
 
     with pytest.raises(ValueError, match="a real bug"):
         run_job(run_in_chunks(4, 2, process, device="cpu", bytes_per_item=1))
+
+
+def test_progress_names_chunks_only_when_there_are_several():
+    def process(start, stop):
+        yield Progress(1.0, "work")
+
+    single = []
+    run_job(run_in_chunks(5, 5, process, device="cpu", bytes_per_item=1), on_progress=single.append)
+    assert [u.message for u in single] == ["work"]
+    several = []
+    run_job(
+        run_in_chunks(5, 2, process, device="cpu", bytes_per_item=1), on_progress=several.append
+    )
+    assert [u.message for u in several] == [f"chunk {k} of 3: work" for k in (1, 2, 3)]

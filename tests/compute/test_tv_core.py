@@ -355,3 +355,17 @@ def test_denoise_without_device_needs_a_gpu():
         pytest.skip("a GPU is present")
     with pytest.raises(NoGPUError):
         tv.denoise(np.ones((8, 8), np.float32), 0.1)
+
+
+def test_progress_follows_convergence_not_only_the_iteration_budget():
+    image = noisy(fluorescence_phantom_2d((64, 64)))
+    updates = []
+    result = run_job(
+        tv.iter_denoise(image, 0.1, max_iterations=10_000, tolerance=1e-3, device="cpu"),
+        on_progress=updates.append,
+    )
+    fractions = [u.fraction for u in updates]
+    assert result.converged and result.iterations < 1_000
+    assert fractions == sorted(fractions)
+    # Counting iterations alone would stay below 10 % for a run that converges early.
+    assert fractions[-1] == pytest.approx(1.0)

@@ -15,6 +15,7 @@ exercise chunking on the CPU.
 from __future__ import annotations
 
 import gc
+import math
 import os
 from collections.abc import Callable
 
@@ -248,7 +249,8 @@ def run_in_chunks(
     chunks = 0
     while start < n_items:
         stop = min(n_items, start + chunk)
-        label = f"items {start}-{stop - 1} of {n_items}: " if n_items > 1 else ""
+        total = chunks + math.ceil((n_items - start) / chunk)
+        label = f"chunk {chunks + 1} of {total}: " if total > 1 else ""
         try:
             yield from scaled(process(start, stop), start / n_items, stop / n_items, label)
         except Exception as exc:

@@ -100,6 +100,21 @@ class TVResult:
         }
 
 
+def _fraction_done(tick: solvers.Tick, first_gap: float, settings: Any) -> float:
+    """Progress of one solve: iterations used, or the way to the tolerance on a log scale.
+
+    Runs usually stop on the gap long before ``max_iterations``; counting iterations alone
+    would make the bar jump from a fraction to 100 %.
+    """
+    by_iterations = tick.iteration / settings.max_iterations
+    tolerance = settings.tolerance
+    gap = tick.relative_gap
+    if tolerance <= 0 or not math.isfinite(gap) or first_gap <= tolerance or gap <= 0:
+        return min(1.0, by_iterations)
+    by_gap = math.log(first_gap / max(gap, tolerance)) / math.log(first_gap / tolerance)
+    return min(1.0, max(by_iterations, by_gap))
+
+
 def denoise(
     image: Any,
     weight: float,
@@ -553,6 +568,8 @@ class _ChunkRunner:
 
         settings = self.settings
         solver = _solve_problem(f, self.layout.coupled_spacing, settings)
+        first_gap = None
+        fraction = 0.0  # FGP's gap is not monotone; the bar must not move backwards
         try:
             while True:
                 try:
@@ -560,9 +577,11 @@ class _ChunkRunner:
                 except StopIteration as done:
                     result: solvers.SolveResult = done.value
                     break
+                first_gap = first_gap or tick.relative_gap
+                fraction = max(fraction, _fraction_done(tick, first_gap, settings))
                 preview = to_host(to_output(tick.estimate)) if self.throttle.due() else None
                 yield Progress(
-                    min(1.0, tick.iteration / settings.max_iterations),
+                    fraction,
                     f"iteration {tick.iteration}/{settings.max_iterations}, "
                     f"gap {tick.relative_gap:.1e}",
                     preview=preview,
