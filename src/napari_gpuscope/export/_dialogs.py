@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from qtpy.QtWidgets import (
     QApplication,
@@ -56,6 +57,37 @@ def ask_save_path(caption: str, suggested: Path, file_filter: str, suffix: str) 
     return path if path.suffix else path.with_suffix(suffix)
 
 
+class _OptionsDialog(QDialog):
+    """A small modal form with OK/Cancel whose ``options()`` are returned by :meth:`ask`."""
+
+    def __init__(self, defaults: Any, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+
+    def _add_buttons(self, form: QFormLayout) -> None:
+        buttons = QDialogButtonBox(
+            QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
+        )
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addWidget(buttons)
+
+    def options(self) -> Any:
+        """The values currently shown."""
+        raise NotImplementedError
+
+    @classmethod
+    def ask(cls, defaults: Any) -> Any:
+        """Show the dialog modally; ``None`` when cancelled."""
+        dialog = cls(defaults, _parent())
+        try:
+            accepted = dialog.exec() == QDialog.DialogCode.Accepted
+            return dialog.options() if accepted else None
+        finally:
+            dialog.deleteLater()
+
+
 @dataclass(frozen=True)
 class ScreenshotOptions:
     """Choices of the screenshot options dialog."""
@@ -65,7 +97,7 @@ class ScreenshotOptions:
     scale_bar: bool = True
 
 
-class ScreenshotOptionsDialog(QDialog):
+class ScreenshotOptionsDialog(_OptionsDialog):
     """Scale factor, scale bar and colorbar for :func:`export_screenshot`."""
 
     def __init__(self, defaults: ScreenshotOptions, parent: QWidget | None = None) -> None:
@@ -88,14 +120,7 @@ class ScreenshotOptionsDialog(QDialog):
         form.addRow("Scale factor", self.scale_spin)
         form.addRow(self.scale_bar_check)
         form.addRow(self.colorbar_check)
-        buttons = QDialogButtonBox(
-            QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
-        )
-        buttons.accepted.connect(self.accept)
-        buttons.rejected.connect(self.reject)
-        layout = QVBoxLayout(self)
-        layout.addLayout(form)
-        layout.addWidget(buttons)
+        self._add_buttons(form)
 
     def options(self) -> ScreenshotOptions:
         """The values currently shown."""
@@ -104,16 +129,6 @@ class ScreenshotOptionsDialog(QDialog):
             colorbar=self.colorbar_check.isChecked(),
             scale_bar=self.scale_bar_check.isChecked(),
         )
-
-    @classmethod
-    def ask(cls, defaults: ScreenshotOptions) -> ScreenshotOptions | None:
-        """Show the dialog modally; ``None`` when cancelled."""
-        dialog = cls(defaults, _parent())
-        try:
-            accepted = dialog.exec() == QDialog.DialogCode.Accepted
-            return dialog.options() if accepted else None
-        finally:
-            dialog.deleteLater()
 
 
 @dataclass(frozen=True)
@@ -124,7 +139,7 @@ class TiffOptions:
     uint16_scaling: str = "clip"
 
 
-class TiffOptionsDialog(QDialog):
+class TiffOptionsDialog(_OptionsDialog):
     """Sample type and uint16 scaling for :func:`save_layer_tiff`."""
 
     def __init__(self, defaults: TiffOptions, parent: QWidget | None = None) -> None:
@@ -144,14 +159,7 @@ class TiffOptionsDialog(QDialog):
         form = QFormLayout()
         form.addRow("Sample type", self.dtype_combo)
         form.addRow("uint16 scaling", self.scaling_combo)
-        buttons = QDialogButtonBox(
-            QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
-        )
-        buttons.accepted.connect(self.accept)
-        buttons.rejected.connect(self.reject)
-        layout = QVBoxLayout(self)
-        layout.addLayout(form)
-        layout.addWidget(buttons)
+        self._add_buttons(form)
 
     def _update_enabled(self, dtype: str) -> None:
         # Scaling only matters for integer output.
@@ -163,16 +171,6 @@ class TiffOptionsDialog(QDialog):
             dtype=self.dtype_combo.currentText(),
             uint16_scaling=self.scaling_combo.currentText(),
         )
-
-    @classmethod
-    def ask(cls, defaults: TiffOptions) -> TiffOptions | None:
-        """Show the dialog modally; ``None`` when cancelled."""
-        dialog = cls(defaults, _parent())
-        try:
-            accepted = dialog.exec() == QDialog.DialogCode.Accepted
-            return dialog.options() if accepted else None
-        finally:
-            dialog.deleteLater()
 
 
 def _tooltip_role() -> int:
