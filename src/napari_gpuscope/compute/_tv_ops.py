@@ -5,11 +5,14 @@ Layout shared with ``kernels/tv_fgp.cu``: an image batch ``f`` of shape ``(B, n_
 ``(d, B, n_0, ..., n_{d-1})``, contiguous, so component ``a`` of element ``i`` lives at
 ``a * N + i``. Each fused step (:data:`fgp_primal`, :data:`fgp_dual`, :data:`tv_gap_terms`) is a
 :class:`~napari_gpuscope.compute.kernels.FusedOp`: CUDA float32 tensors run the kernel, anything
-else runs the torch twin defined here, which computes the same expressions in the same order.
+else runs the torch twin defined here, which computes the same expressions in the same order
+(up to float32 rounding where torch fuses a multiply-add). The twins work in place on narrowed
+views with at most two image-sized work buffers, so a CPU iteration is a handful of memory passes.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -30,6 +33,60 @@ MAX_COUPLED_AXES = 4
 SOURCE = KernelSource("tv_fgp.cu")
 
 
+def _scratch(like: torch.Tensor, numel: int) -> torch.Tensor:
+    """One flat work buffer; :func:`_shaped` carves views of any smaller shape out of it."""
+    return like.new_empty(numel)
+
+
+def _shaped(buffer: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
+    """A contiguous view of ``shape`` on the front of a flat buffer."""
+    return buffer[: math.prod(shape)].view(shape)
+
+
+def _forward_difference(u: torch.Tensor, dim: int, s: float, buffer: torch.Tensor) -> torch.Tensor:
+    """``s * (u[i + 1] - u[i])`` along ``dim`` for ``i < n - 1`` (the boundary row is omitted).
+
+    Written into the front of the flat ``buffer`` and rounded exactly as the kernels round it:
+    the difference first, then the product with ``s``.
+    """
+    n = u.shape[dim]
+    hi, lo = u.narrow(dim, 1, n - 1), u.narrow(dim, 0, n - 1)
+    diff = torch.sub(hi, lo, out=_shaped(buffer, lo.shape))
+    if s != 1.0:
+        diff.mul_(s)
+    return diff
+
+
+def _backward_difference(p: torch.Tensor, dim: int, out: torch.Tensor) -> None:
+    """``out_i = p_i [i < n - 1] - p_{i - 1} [i > 0]`` along ``dim`` (the kernels' ``acc``)."""
+    n = p.shape[dim]
+    if n == 1:
+        out.zero_()
+        return
+    out.narrow(dim, 0, 1).copy_(p.narrow(dim, 0, 1))
+    torch.neg(p.narrow(dim, n - 2, 1), out=out.narrow(dim, n - 1, 1))
+    if n > 2:
+        torch.sub(p.narrow(dim, 1, n - 2), p.narrow(dim, 0, n - 2), out=out.narrow(dim, 1, n - 2))
+
+
+def _divergence_into(p: torch.Tensor, spacing: Sequence[float], out: torch.Tensor) -> None:
+    """``out = sum_a s_a * acc_a`` accumulated in axis order, like the kernels (no temporaries
+    beyond one image-sized buffer, and none at all for a single coupled axis)."""
+    buffer = _scratch(out, out.numel()) if len(spacing) > 1 else None
+    for a, s in enumerate(spacing):
+        dim = a + 1
+        if a == 0:
+            _backward_difference(p[0], dim, out)
+            if s != 1.0:
+                out.mul_(s)
+        elif out.shape[dim] > 1:  # a size-1 axis adds exactly 0
+            acc = _shaped(buffer, out.shape)
+            _backward_difference(p[a], dim, acc)
+            if s != 1.0:
+                acc.mul_(s)
+            out.add_(acc)
+
+
 def gradient(u: torch.Tensor, spacing: Sequence[float]) -> torch.Tensor:
     """Weighted forward differences with Neumann boundaries.
 
@@ -46,13 +103,18 @@ def gradient(u: torch.Tensor, spacing: Sequence[float]) -> torch.Tensor:
         ``(d, B, n_0, ..., n_{d-1})``; component ``a`` is ``s_a * (u[i + e_a] - u[i])`` and 0 on
         the last index of axis ``a``.
     """
-    g = u.new_zeros((len(spacing), *u.shape))
+    g = u.new_empty((len(spacing), *u.shape))
     for a, s in enumerate(spacing):
         dim = a + 1
         n = u.shape[dim]
+        component = g[a]
         if n > 1:
-            diff = u.narrow(dim, 1, n - 1) - u.narrow(dim, 0, n - 1)
-            g[a].narrow(dim, 0, n - 1).copy_(diff * s)
+            # Written straight into the strided slice: no temporary.
+            diff = component.narrow(dim, 0, n - 1)
+            torch.sub(u.narrow(dim, 1, n - 1), u.narrow(dim, 0, n - 1), out=diff)
+            if s != 1.0:
+                diff.mul_(s)
+        component.narrow(dim, n - 1, 1).zero_()
     return g
 
 
@@ -71,15 +133,8 @@ def divergence(p: torch.Tensor, spacing: Sequence[float]) -> torch.Tensor:
     torch.Tensor
         ``(B, n_0, ..., n_{d-1})``.
     """
-    out = p.new_zeros(p.shape[1:])
-    for a, s in enumerate(spacing):
-        dim = a + 1
-        n = out.shape[dim]
-        acc = p.new_zeros(out.shape)
-        if n > 1:
-            acc.narrow(dim, 0, n - 1).add_(p[a].narrow(dim, 0, n - 1))
-            acc.narrow(dim, 1, n - 1).sub_(p[a].narrow(dim, 0, n - 1))
-        out.add_(acc * s)
+    out = p.new_empty(p.shape[1:])
+    _divergence_into(p, spacing, out)
     return out
 
 
@@ -111,7 +166,12 @@ def _twin_primal(
     hi: float = float("inf"),
 ) -> None:
     _check_layout(f, spacing)
-    torch.clamp(f + divergence(z, spacing), min=lo, max=hi, out=u)
+    # u doubles as the divergence accumulator (so it must not share memory with f or z, which
+    # the kernel rules out anyway); f + div == div + f exactly.
+    _divergence_into(z, spacing, u)
+    u.add_(f)
+    if lo > -math.inf or hi < math.inf:
+        u.clamp_(min=None if lo == -math.inf else lo, max=None if hi == math.inf else hi)
 
 
 def _launch_primal(backend, f, z, u, *, spacing, lo=-float("inf"), hi=float("inf")) -> None:
@@ -164,12 +224,32 @@ def _twin_dual(
     momentum: float,
 ) -> None:
     _check_layout(u, spacing)
-    v = z + gradient(u, spacing) * inv_l2
-    norm = torch.sqrt((v * v).sum(0))
-    scale = torch.where(norm > weight, weight / norm.clamp_min(1e-30), torch.ones_like(norm))
-    y_new = v * scale
-    z.copy_(y_new + momentum * (y_new - y))
-    y.copy_(y_new)
+    numel = u.numel()
+    work = _scratch(u, 2 * numel)
+    difference, norm = work[:numel], work[numel:].view(u.shape)
+    # v = z + grad(u) * inv_l2, built in z's storage (z is overwritten below anyway); the last
+    # index of each axis has a zero gradient, so only the narrowed part changes.
+    for a, s in enumerate(spacing):
+        dim = a + 1
+        n = u.shape[dim]
+        if n > 1:
+            g = _forward_difference(u, dim, s, difference)
+            z[a].narrow(dim, 0, n - 1).add_(g, alpha=inv_l2)
+    torch.mul(z[0], z[0], out=norm)
+    for a in range(1, len(spacing)):
+        norm.addcmul_(z[a], z[a])
+    norm.sqrt_()
+    # scale = weight / norm where norm > weight, else exactly 1 (= weight / weight); the floor
+    # keeps a zero weight from dividing 0 by 0.
+    floor = u.new_full((), max(weight, torch.finfo(u.dtype).tiny))
+    norm.clamp_(min=floor)
+    scale = torch.div(floor if weight > 0 else floor.new_zeros(()), norm, out=norm)
+    step = difference.view(u.shape)
+    for a in range(len(spacing)):
+        y_new = z[a].mul_(scale)
+        torch.sub(y_new, y[a], out=step)
+        y[a].copy_(y_new)
+        z[a].add_(step, alpha=momentum)
 
 
 def _launch_dual(backend, u, z, y, *, spacing, inv_l2, weight, momentum) -> None:
@@ -219,11 +299,21 @@ def _twin_gap(
     weight: float,
 ) -> None:
     _check_layout(f, spacing)
-    g = gradient(u, spacing)
-    tv = torch.sqrt((g * g).sum(0))
-    diff = u - f
-    primal.copy_(0.5 * diff * diff + weight * tv)
-    gap.copy_(weight * tv - (y * g).sum(0))
+    # primal accumulates |grad u|^2 and gap accumulates <y, grad u> until the end.
+    primal.zero_()
+    gap.zero_()
+    work = _scratch(u, u.numel())
+    for a, s in enumerate(spacing):
+        dim = a + 1
+        n = u.shape[dim]
+        if n > 1:  # the boundary gradient is 0 and adds nothing
+            g = _forward_difference(u, dim, s, work)
+            primal.narrow(dim, 0, n - 1).addcmul_(g, g)
+            gap.narrow(dim, 0, n - 1).addcmul_(y[a].narrow(dim, 0, n - 1), g)
+    weighted_tv = primal.sqrt_().mul_(weight)
+    torch.sub(weighted_tv, gap, out=gap)
+    diff = torch.sub(u, f, out=work.view(u.shape))
+    primal.addcmul_(diff, diff, value=0.5)
 
 
 def _launch_gap(backend, f, y, u, primal, gap, *, spacing, weight) -> None:

@@ -127,18 +127,28 @@ def solve_chambolle(
     final_gap = torch.zeros(batch, dtype=torch.float64, device=f.device)
     iterations = 0
     e_init = e_previous = None
+    d = torch.empty_like(f)
+    product = torch.empty_like(f)  # work buffer for rounded products, reused every iteration
     for i in range(max_iterations):
-        # d = -div_skimage(p): same operation order as skimage (-sum, then shifted adds).
-        d = -(p * _broadcast(spacing, p)).sum(0)
+        # d = -div_skimage(p): same operations and roundings as skimage: the sum over axes of
+        # s_a * p_a (each product rounded, added in axis order), negated, then shifted adds.
+        torch.mul(p[0], spacing[0], out=d)
+        for a in range(1, len(spacing)):
+            d.add_(_scaled(p[a], spacing[a], product))
+        d.neg_()
         for a, s in enumerate(spacing):
             dim = a + 1
             n = d.shape[dim]
             if n > 1:
-                d.narrow(dim, 1, n - 1).add_(p[a].narrow(dim, 0, n - 1) * s)
+                shifted = p[a].narrow(dim, 0, n - 1)
+                d.narrow(dim, 1, n - 1).add_(_scaled(shifted, s, product))
         out = f + d
         g = ops.gradient(out, spacing)
-        norm = torch.sqrt((g * g).sum(0))
-        data_term = _per_problem_sum(d * d)
+        norm = torch.mul(g[0], g[0])
+        for a in range(1, len(spacing)):  # not addcmul_, which fuses into one rounding
+            norm.add_(torch.mul(g[a], g[a], out=product))
+        norm.sqrt_()
+        data_term = _per_problem_sum(torch.mul(d, d, out=product))
         tv_term = _per_problem_sum(norm)
         energy = (data_term + weight * tv_term) / per_problem
         last = i == max_iterations - 1
@@ -168,11 +178,14 @@ def solve_chambolle(
         if (i + 1) % check_every == 0:
             yield Tick(iterations, float(rel[~done].max()), out)
         norm.mul_(tau / weight).add_(1.0)
-        p.sub_(tau * g).div_(norm)
+        p.sub_(g.mul_(tau)).div_(norm)  # g is not needed any more
     relative_gap = float(final_gap.max())
     return SolveResult(result, iterations, relative_gap, iterations < max_iterations)
 
 
-def _broadcast(spacing: Sequence[float], p: torch.Tensor) -> torch.Tensor:
-    """Spacing weights shaped to multiply the component axis of a dual field."""
-    return torch.tensor(spacing, dtype=p.dtype, device=p.device).reshape(-1, *([1] * (p.ndim - 1)))
+def _scaled(values: torch.Tensor, s: float, buffer: torch.Tensor) -> torch.Tensor:
+    """``values * s`` rounded to the tensor's dtype (``values`` itself when ``s == 1``), written
+    to the front of the contiguous ``buffer``."""
+    if s == 1.0:
+        return values
+    return torch.mul(values, s, out=buffer.view(-1)[: values.numel()].view(values.shape))

@@ -9,10 +9,19 @@
 //   (grad_a u)_i = s_a * (u_{i+e_a} - u_i) if i_a < n_a - 1, else 0,
 // and div is its negative adjoint. One thread per element, grid-stride loops, no shared memory
 // and no atomics: every thread reads neighbours of read-only fields and writes only its own
-// index, so in-place updates are race free. Each kernel has an exact torch twin in
+// index, so in-place updates are race free. Each kernel has a torch twin in
 // napari_gpuscope/compute/_tv_ops.py.
 
 #define TV_MAX_DIMS 4
+
+// Largest element count whose coordinates are computed in 32-bit unsigned arithmetic: NVIDIA
+// GPUs have no integer divide instruction, and a 64-bit divide is a software routine several
+// times longer than a 32-bit one (nvcc only adds a run-time range check before each one).
+// Every index below N fits in 32 bits, and so do all n's and strides. Defined here only when
+// not predefined, so a test can compile the file with a smaller limit to run the 64-bit path.
+#ifndef TV_NARROW_INDEX_LIMIT
+#define TV_NARROW_INDEX_LIMIT 0xFFFFFFFFLL
+#endif
 
 // Strides of the active axes (the batch is implicit above axis 0).
 __device__ __forceinline__ void tv_strides(const long long* n, int ndim, long long* stride) {
@@ -28,6 +37,40 @@ __device__ __forceinline__ void tv_strides(const long long* n, int ndim, long lo
     }
 }
 
+// Whether a launch over N elements may use 32-bit coordinate math. The answer is the same for
+// every thread of a launch, so the branch on it never diverges.
+__device__ __forceinline__ bool tv_narrow_indices(long long N) {
+    return N <= TV_NARROW_INDEX_LIMIT;
+}
+
+// Coordinates of element i along the active axes: peel one axis per step, fastest first, so it
+// costs one division per axis (instead of a division and a remainder by each axis' stride).
+__device__ __forceinline__ void tv_coords(long long i, const long long* n, int ndim, bool narrow,
+                                          long long* coord) {
+    if (narrow) {
+        unsigned int q = (unsigned int)i;
+#pragma unroll
+        for (int a = TV_MAX_DIMS - 1; a >= 0; --a) {
+            if (a < ndim) {
+                const unsigned int na = (unsigned int)n[a];
+                const unsigned int next = q / na;
+                coord[a] = (long long)(q - next * na);
+                q = next;
+            }
+        }
+    } else {
+        long long q = i;
+#pragma unroll
+        for (int a = TV_MAX_DIMS - 1; a >= 0; --a) {
+            if (a < ndim) {
+                const long long next = q / n[a];
+                coord[a] = q - next * n[a];
+                q = next;
+            }
+        }
+    }
+}
+
 // u_i = clamp(f_i + (div z)_i, lo, hi)
 extern "C" __global__ void fgp_primal(const float* f, const float* z, float* u, long long N,
                                       long long n0, long long n1, long long n2, long long n3,
@@ -37,17 +80,19 @@ extern "C" __global__ void fgp_primal(const float* f, const float* z, float* u, 
     const float s[TV_MAX_DIMS] = {s0, s1, s2, s3};
     long long stride[TV_MAX_DIMS];
     tv_strides(n, ndim, stride);
+    const bool narrow = tv_narrow_indices(N);
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < N;
          i += (long long)blockDim.x * gridDim.x) {
+        long long ia[TV_MAX_DIMS] = {0, 0, 0, 0};
+        tv_coords(i, n, ndim, narrow, ia);
         float div = 0.0f;
 #pragma unroll
         for (int a = 0; a < TV_MAX_DIMS; ++a) {
             if (a < ndim) {
-                const long long ia = (i / stride[a]) % n[a];
                 const long long k = (long long)a * N + i;
                 float acc = 0.0f;
-                if (ia < n[a] - 1) acc += z[k];
-                if (ia > 0) acc -= z[k - stride[a]];
+                if (ia[a] < n[a] - 1) acc += z[k];
+                if (ia[a] > 0) acc -= z[k - stride[a]];
                 div += s[a] * acc;
             }
         }
@@ -64,16 +109,18 @@ extern "C" __global__ void fgp_dual(const float* u, float* z, float* y, long lon
     const float s[TV_MAX_DIMS] = {s0, s1, s2, s3};
     long long stride[TV_MAX_DIMS];
     tv_strides(n, ndim, stride);
+    const bool narrow = tv_narrow_indices(N);
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < N;
          i += (long long)blockDim.x * gridDim.x) {
+        long long ia[TV_MAX_DIMS] = {0, 0, 0, 0};
+        tv_coords(i, n, ndim, narrow, ia);
         float v[TV_MAX_DIMS] = {0.0f, 0.0f, 0.0f, 0.0f};
         float norm2 = 0.0f;
         const float ui = u[i];
 #pragma unroll
         for (int a = 0; a < TV_MAX_DIMS; ++a) {
             if (a < ndim) {
-                const long long ia = (i / stride[a]) % n[a];
-                const float g = (ia < n[a] - 1) ? s[a] * (u[i + stride[a]] - ui) : 0.0f;
+                const float g = (ia[a] < n[a] - 1) ? s[a] * (u[i + stride[a]] - ui) : 0.0f;
                 v[a] = z[(long long)a * N + i] + g * inv_l2;
                 norm2 += v[a] * v[a];
             }
@@ -103,16 +150,18 @@ extern "C" __global__ void tv_gap_terms(const float* f, const float* y, const fl
     const float s[TV_MAX_DIMS] = {s0, s1, s2, s3};
     long long stride[TV_MAX_DIMS];
     tv_strides(n, ndim, stride);
+    const bool narrow = tv_narrow_indices(N);
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < N;
          i += (long long)blockDim.x * gridDim.x) {
+        long long ia[TV_MAX_DIMS] = {0, 0, 0, 0};
+        tv_coords(i, n, ndim, narrow, ia);
         float norm2 = 0.0f;
         float dot = 0.0f;
         const float ui = u[i];
 #pragma unroll
         for (int a = 0; a < TV_MAX_DIMS; ++a) {
             if (a < ndim) {
-                const long long ia = (i / stride[a]) % n[a];
-                const float g = (ia < n[a] - 1) ? s[a] * (u[i + stride[a]] - ui) : 0.0f;
+                const float g = (ia[a] < n[a] - 1) ? s[a] * (u[i + stride[a]] - ui) : 0.0f;
                 norm2 += g * g;
                 dot += y[(long long)a * N + i] * g;
             }
