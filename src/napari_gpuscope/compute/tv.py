@@ -400,9 +400,9 @@ class _Totals:
 def _bytes_per_element(method: str, n_coupled: int) -> int:
     """Device bytes per voxel: resident fields plus the torch twins' largest temporaries."""
     d = n_coupled
-    # FGP: f, u, primal and gap terms, y and z (d each), twin temporaries (gradient, v: ~d + 2).
+    # FGP: f, u, primal and gap terms, y and z (d each), at most two twin work buffers.
     # Chambolle: f, d, out, norm, result, p and g (d each), temporaries (~d + 1).
-    fields = 4 + 2 * d + (d + 2) if method == "fgp" else 5 + 2 * d + (d + 1)
+    fields = 4 + 2 * d + 2 if method == "fgp" else 5 + 2 * d + (d + 1)
     return 4 * fields
 
 
