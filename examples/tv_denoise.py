@@ -3,8 +3,8 @@
 Loads the plugin's ``noisy_cells_2d`` sample (a simulated uint16 camera frame: 30 photons at peak,
 gain 2 ADU/photon, offset 100 ADU, read noise 3 ADU), estimates the noise level, sets
 ``weight = strength * sigma_hat`` and denoises on the first GPU (or ``--device cpu``). The result
-is written as a float32 TIFF in ADU; the iteration count and the final relative duality gap are
-printed.
+is written as an ImageJ float32 TIFF in ADU, with pixel size and provenance; the iteration count
+and the final relative duality gap are printed.
 
 ``--figure PATH`` also writes the comparison montage used in the docs
 (noisy | scikit-image's ``denoise_tv_chambolle`` at the same weight with its default stopping rule
@@ -22,26 +22,25 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
-import tifffile
 
 from napari_gpuscope.compute import tv
-from napari_gpuscope.compute.devices import NoGPUError
+from napari_gpuscope.compute.devices import NoGPUError, device_label, resolve_device
 from napari_gpuscope.compute.jobs import run_job
 from napari_gpuscope.compute.noise import estimate_noise_sigma
-from napari_gpuscope.sample_data import CameraModel, fluorescence_phantom_2d, noisy_cells_2d
+from napari_gpuscope.export.tiff import save_tiff
+from napari_gpuscope.provenance import build_provenance
+from napari_gpuscope.sample_data import (
+    expected_camera_signal,
+    fluorescence_phantom_2d,
+    noisy_cells_2d,
+)
 
 # Region of the 512 x 512 sample shown in the figure: disk edge, ellipse, filaments and puncta.
 FIGURE_CROP = (slice(40, 296), slice(96, 352))
-
-
-def clean_reference() -> np.ndarray:
-    """Expected camera signal (ADU) of the sample: the noise-free truth for PSNR."""
-    camera = CameraModel()
-    photons = camera.peak_photons * fluorescence_phantom_2d() + camera.background_photons
-    return (camera.gain * photons + camera.offset).astype(np.float32)
 
 
 def psnr(truth: np.ndarray, estimate: np.ndarray) -> float:
@@ -112,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         f"sigma-hat {sigma_hat:.3f}, weight {weight:.3f}"
     )
 
+    start = time.perf_counter()
     try:
         result = run_job(
             tv.iter_denoise(
@@ -121,12 +121,13 @@ def main(argv: list[str] | None = None) -> int:
     except NoGPUError as error:
         print(f"{error}\n(For a CPU reference run pass --device cpu.)", file=sys.stderr)
         return 2
+    elapsed = time.perf_counter() - start
     status = "converged" if result.converged else "stopped at the iteration cap"
     print(
         f"{result.method}: {result.iterations} iterations, relative gap "
         f"{result.relative_gap:.1e} ({status})"
     )
-    truth = clean_reference()
+    truth = expected_camera_signal(fluorescence_phantom_2d())
     print(
         f"PSNR vs the noise-free sample: noisy {psnr(truth, data):.2f} dB, "
         f"denoised {psnr(truth, result.image):.2f} dB"
@@ -134,10 +135,19 @@ def main(argv: list[str] | None = None) -> int:
 
     args.output.mkdir(parents=True, exist_ok=True)
     out_path = args.output / f"noisy_cells_2d_tv_{args.noise_model}.tif"
-    tifffile.imwrite(
+    save_tiff(
         out_path,
         result.image,
-        metadata={"weight": weight, "iterations": result.iterations, "gap": result.relative_gap},
+        scale=layer_kwargs["scale"],
+        units=layer_kwargs["units"],
+        provenance=build_provenance(
+            "tv",
+            {"weight": weight, "noise_model": args.noise_model, **poisson},
+            device=device_label(resolve_device(args.device)),
+            input_name=layer_kwargs["name"],
+            elapsed_seconds=elapsed,
+            result=result.summary(),
+        ),
     )
     print(f"denoised image written to {out_path}")
 

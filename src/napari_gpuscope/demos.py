@@ -49,11 +49,6 @@ class DemoRun:
         return self.result_layer[1]["metadata"][PROVENANCE_KEY]
 
 
-def _spacing_from_scale(scale: tuple[float, ...]) -> tuple[float, ...]:
-    """TV difference weights ``x_pixel / step`` (the last axis is the reference)."""
-    return tuple(float(scale[-1]) / float(s) for s in scale)
-
-
 def tv_demo(device: str) -> list[DemoRun]:
     """TV-denoise the 2D and 3D samples at strength 1 (weight = estimated noise sigma).
 
@@ -79,7 +74,7 @@ def tv_demo(device: str) -> list[DemoRun]:
         parameters = {
             "weight": 1.0 * sigma,
             "method": "fgp",
-            "spacing": _spacing_from_scale(kwargs["scale"]),
+            "spacing": tv.spacing_from_scale(kwargs["scale"]),
             "noise_model": "gaussian",
             "max_iterations": 200,
             "tolerance": 1e-3,

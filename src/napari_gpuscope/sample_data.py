@@ -16,6 +16,7 @@ import numpy as np
 
 __all__ = [
     "CameraModel",
+    "expected_camera_signal",
     "fluorescence_phantom_2d",
     "fluorescence_phantom_3d",
     "noisy_cells_2d",
@@ -128,6 +129,30 @@ def fluorescence_phantom_3d(
     return np.clip(vol, 0.0, 1.0).astype(np.float32)
 
 
+def _photon_rate(phantom: np.ndarray, camera: CameraModel) -> np.ndarray:
+    """Expected photons per pixel (float64)."""
+    return camera.peak_photons * phantom.astype(np.float64) + camera.background_photons
+
+
+def expected_camera_signal(phantom: np.ndarray, camera: CameraModel = CameraModel()) -> np.ndarray:
+    """Noise-free camera signal (float32 ADU) of a phantom: the truth to compare results with.
+
+    Parameters
+    ----------
+    phantom : numpy.ndarray
+        Noise-free intensities in [0, 1].
+    camera : CameraModel
+        Photon budget and camera parameters.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``gain * (peak * phantom + background) + offset``, the mean of :func:`simulate_camera`
+        before rounding.
+    """
+    return (camera.gain * _photon_rate(phantom, camera) + camera.offset).astype(np.float32)
+
+
 def simulate_camera(
     phantom: np.ndarray, camera: CameraModel = CameraModel(), seed: int = SEED
 ) -> np.ndarray:
@@ -148,9 +173,7 @@ def simulate_camera(
         uint16 array of the same shape.
     """
     rng = np.random.default_rng(seed + 7)
-    photons = rng.poisson(
-        camera.peak_photons * phantom.astype(np.float64) + camera.background_photons
-    )
+    photons = rng.poisson(_photon_rate(phantom, camera))
     adu = (
         camera.gain * photons
         + camera.offset

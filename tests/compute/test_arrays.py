@@ -8,7 +8,6 @@ import zarr
 
 from napari_gpuscope.compute.arrays import (
     InvalidInputError,
-    iter_slabs,
     to_device,
     to_host,
     validate_image,
@@ -80,13 +79,3 @@ def test_to_host_returns_an_independent_copy():
     host = to_host(tensor)
     tensor += 1
     assert host.dtype == np.float32 and host.max() == 1
-
-
-def test_iter_slabs_cover_each_index_once_with_halos():
-    cores = []
-    for read, core, inner in iter_slabs(10, 4, halo=2):
-        assert read.start <= core.start and core.stop <= read.stop
-        assert inner.stop - inner.start == core.stop - core.start
-        assert read.start + inner.start == core.start
-        cores.extend(range(core.start, core.stop))
-    assert cores == list(range(10))

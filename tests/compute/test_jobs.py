@@ -7,6 +7,7 @@ from napari_gpuscope.compute.jobs import (
     JobCancelled,
     PreviewThrottle,
     Progress,
+    mapped,
     run_job,
     scaled,
 )
@@ -67,3 +68,25 @@ def test_preview_throttle_limits_rate():
     assert not throttle.due()
     now[0] = 1.2
     assert throttle.due()
+
+
+def test_mapped_transforms_drops_and_closes():
+    log = []
+
+    def ticks():
+        try:
+            yield from range(1, 5)
+            return "solved"
+        finally:
+            log.append("closed")
+
+    even_only = mapped(ticks(), lambda k: Progress(k / 4, f"tick {k}") if k % 2 == 0 else None)
+    seen = []
+    assert run_job(even_only, on_progress=seen.append) == "solved"
+    assert [u.message for u in seen] == ["tick 2", "tick 4"]
+    assert log == ["closed"]
+
+    stopped_early = mapped(ticks(), lambda k: Progress(k / 4, "x"))
+    next(stopped_early)
+    stopped_early.close()  # a cancelled consumer: the wrapped generator is closed too
+    assert log == ["closed", "closed"]

@@ -43,16 +43,6 @@ def problem(ndim: int, batch: int = 3, seed: int = 0):
     return f, dual, list(SPACINGS[ndim])
 
 
-@pytest.mark.parametrize("ndim", [1, 2, 3, 4])
-def test_primal_kernel_matches_twin(backend, ndim):
-    f, z, spacing = problem(ndim)
-    for lo, hi in [(-np.inf, np.inf), (0.0, np.inf), (-0.3, 0.4)]:
-        expected, got = torch.empty_like(f), torch.full_like(f, np.nan)
-        ops._twin_primal(f, z, expected, spacing=spacing, lo=lo, hi=hi)
-        ops.fgp_primal.run_on(backend, f, z, got, spacing=spacing, lo=lo, hi=hi)
-        torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-6)
-
-
 def test_divergence_is_the_negative_adjoint_of_the_gradient():
     for ndim in SHAPES:
         u, p, spacing = problem(ndim, seed=7)
@@ -62,10 +52,13 @@ def test_divergence_is_the_negative_adjoint_of_the_gradient():
         assert float(lhs) == pytest.approx(float(rhs), rel=1e-12, abs=1e-12)
 
 
-@pytest.mark.parametrize("ndim", [1, 2, 3, 4])
-def test_dual_kernel_matches_twin_in_place(backend, ndim):
-    u, z, spacing = problem(ndim)
-    y = 0.4 * torch.randn(z.shape, generator=torch.Generator().manual_seed(11))
+def assert_all_kernels_match_twins(backend, f, z, y, spacing, *, lo=-np.inf, hi=np.inf):
+    """Run the three FGP kernels and their twins on the same inputs and compare every output."""
+    u, got = torch.empty_like(f), torch.full_like(f, np.nan)
+    ops._twin_primal(f, z, u, spacing=spacing, lo=lo, hi=hi)
+    ops.fgp_primal.run_on(backend, f, z, got, spacing=spacing, lo=lo, hi=hi)
+    torch.testing.assert_close(got, u, rtol=1e-6, atol=1e-6)
+
     kwargs = {"spacing": spacing, "inv_l2": 1 / (4 * sum(s * s for s in spacing))}
     kwargs |= {"weight": 0.3, "momentum": 0.4}
     z_twin, y_twin = z.clone(), y.clone()
@@ -76,17 +69,20 @@ def test_dual_kernel_matches_twin_in_place(backend, ndim):
     # The projection really bounds every dual vector by the weight.
     assert float(torch.sqrt((y * y).sum(0)).max()) <= 0.3 * (1 + 1e-6)
 
+    expected = [torch.empty_like(f) for _ in range(2)]
+    terms = [torch.full_like(f, np.nan) for _ in range(2)]
+    ops._twin_gap(f, y, u, *expected, spacing=spacing, weight=0.25)
+    ops.tv_gap_terms.run_on(backend, f, y, u, *terms, spacing=spacing, weight=0.25)
+    for got_term, expected_term in zip(terms, expected, strict=True):
+        torch.testing.assert_close(got_term, expected_term, rtol=1e-6, atol=1e-6)
+
 
 @pytest.mark.parametrize("ndim", [1, 2, 3, 4])
-def test_gap_kernel_matches_twin(backend, ndim):
-    f, y, spacing = problem(ndim)
-    u = f + 0.2 * torch.randn(f.shape, generator=torch.Generator().manual_seed(3))
-    primal_twin, gap_twin = torch.empty_like(f), torch.empty_like(f)
-    primal, gap = torch.full_like(f, np.nan), torch.full_like(f, np.nan)
-    ops._twin_gap(f, y, u, primal_twin, gap_twin, spacing=spacing, weight=0.25)
-    ops.tv_gap_terms.run_on(backend, f, y, u, primal, gap, spacing=spacing, weight=0.25)
-    torch.testing.assert_close(primal, primal_twin, rtol=1e-6, atol=1e-6)
-    torch.testing.assert_close(gap, gap_twin, rtol=1e-6, atol=1e-6)
+@pytest.mark.parametrize(("lo", "hi"), [(-np.inf, np.inf), (0.0, np.inf), (-0.3, 0.4)])
+def test_kernels_match_twins(backend, ndim, lo, hi):
+    f, z, spacing = problem(ndim)
+    y = 0.4 * torch.randn(z.shape, generator=torch.Generator().manual_seed(11))
+    assert_all_kernels_match_twins(backend, f, z, y, spacing, lo=lo, hi=hi)
 
 
 @pytest.mark.parametrize("shape", [(2, 1, 5), (2, 4, 1), (1, 2, 1, 3), (3, 1, 1, 2, 1)])
@@ -97,22 +93,7 @@ def test_twins_match_kernels_on_size_one_and_two_axes(backend, shape):
     f = torch.randn(shape, generator=gen)
     z = 0.4 * torch.randn((ndim, *shape), generator=gen)
     y = 0.4 * torch.randn((ndim, *shape), generator=gen)
-    u_twin, u_kernel = torch.empty_like(f), torch.full_like(f, np.nan)
-    ops._twin_primal(f, z, u_twin, spacing=spacing)
-    ops.fgp_primal.run_on(backend, f, z, u_kernel, spacing=spacing)
-    torch.testing.assert_close(u_kernel, u_twin, rtol=1e-6, atol=1e-6)
-    kwargs = {"spacing": spacing, "inv_l2": 0.2, "weight": 0.3, "momentum": 0.7}
-    z_twin, y_twin = z.clone(), y.clone()
-    ops._twin_dual(f, z_twin, y_twin, **kwargs)
-    ops.fgp_dual.run_on(backend, f, z, y, **kwargs)
-    torch.testing.assert_close(z, z_twin, rtol=1e-6, atol=1e-6)
-    torch.testing.assert_close(y, y_twin, rtol=1e-6, atol=1e-6)
-    twin_terms = [torch.empty_like(f) for _ in range(2)]
-    kernel_terms = [torch.full_like(f, np.nan) for _ in range(2)]
-    ops._twin_gap(f, y, u_twin, *twin_terms, spacing=spacing, weight=0.3)
-    ops.tv_gap_terms.run_on(backend, f, y, u_twin, *kernel_terms, spacing=spacing, weight=0.3)
-    for got, expected in zip(kernel_terms, twin_terms, strict=True):
-        torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-6)
+    assert_all_kernels_match_twins(backend, f, z, y, spacing)
 
 
 def test_gradient_and_divergence_match_numpy():
@@ -238,25 +219,7 @@ def wide_index_source(tmp_path, monkeypatch):
 def test_64_bit_index_path_matches_twins(backend, wide_index_source, ndim):
     f, z, spacing = problem(ndim, seed=5)
     y = 0.4 * torch.randn(z.shape, generator=torch.Generator().manual_seed(13))
-    u, got = torch.empty_like(f), torch.full_like(f, np.nan)
-    ops._twin_primal(f, z, u, spacing=spacing, lo=-0.3, hi=0.4)
-    ops.fgp_primal.run_on(backend, f, z, got, spacing=spacing, lo=-0.3, hi=0.4)
-    torch.testing.assert_close(got, u, rtol=1e-6, atol=1e-6)
-
-    kwargs = {"spacing": spacing, "inv_l2": 1 / (4 * sum(s * s for s in spacing))}
-    kwargs |= {"weight": 0.3, "momentum": 0.4}
-    z_twin, y_twin = z.clone(), y.clone()
-    ops._twin_dual(u, z_twin, y_twin, **kwargs)
-    ops.fgp_dual.run_on(backend, u, z, y, **kwargs)
-    torch.testing.assert_close(y, y_twin, rtol=1e-6, atol=1e-6)
-    torch.testing.assert_close(z, z_twin, rtol=1e-6, atol=1e-6)
-
-    expected = [torch.empty_like(f) for _ in range(2)]
-    terms = [torch.full_like(f, np.nan) for _ in range(2)]
-    ops._twin_gap(f, y, u, *expected, spacing=spacing, weight=0.25)
-    ops.tv_gap_terms.run_on(backend, f, y, u, *terms, spacing=spacing, weight=0.25)
-    for got_term, expected_term in zip(terms, expected, strict=True):
-        torch.testing.assert_close(got_term, expected_term, rtol=1e-6, atol=1e-6)
+    assert_all_kernels_match_twins(backend, f, z, y, spacing, lo=-0.3, hi=0.4)
 
 
 @pytest.mark.skipif(not nvcc_available(), reason="nvcc not available")

@@ -71,7 +71,8 @@ class FakeDock(MethodDock):
         return self._job(data, params["factor"], preview)
 
     def _job(self, data, factor, preview):
-        self.starts.append({"preview": preview, "factor": factor})
+        # The body runs on first iteration: records the thread the job is iterated in.
+        self.starts.append({"preview": preview, "factor": factor, "thread": threading.get_ident()})
         closed = self.closed  # the event of *this* job, even if a test swaps it later
         closed.clear()
         try:

@@ -57,9 +57,10 @@ def test_weight_is_strength_times_estimated_sigma(viewer, dock):
     assert params["sigma_hat"] == pytest.approx(0.1, rel=0.1)
     assert params["weight"] == pytest.approx(2.0 * params["sigma_hat"])
     assert f"{params['weight']:.4g}" in dock.weight_label.value
+    assert not dock.gain.native.isVisibleTo(dock)  # camera fields only for Poisson noise
     dock.noise_model.value = "poisson"  # Anscombe units: the noise std is 1
     assert dock.collect_parameters()["weight"] == pytest.approx(2.0)
-    assert dock.gain.visible is False or dock.gain.native.isVisibleTo(dock)
+    assert dock.gain.native.isVisibleTo(dock)
 
 
 def test_full_run_matches_scikit_image_and_has_provenance(viewer, qtbot, dock):
@@ -105,7 +106,7 @@ def test_live_preview_of_a_volume_shows_the_current_plane(viewer, qtbot, dock):
     ("make", "expected"),
     [
         (lambda v: v.add_image(np.zeros((8, 8, 3), np.uint8), name="bad", rgb=True), "RGB"),
-        (lambda v: v.add_image(np.zeros((2,) * 5, np.float32), name="bad"), "5 dimensions"),
+        (lambda v: v.add_image(np.zeros((2,) * 5, np.float32), name="bad"), "5 dimension"),
         (
             lambda v: v.add_image(np.where(np.eye(8) > 0, np.nan, 1.0), name="bad"),
             "NaN",

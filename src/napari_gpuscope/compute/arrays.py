@@ -17,7 +17,6 @@ import torch
 __all__ = [
     "InvalidInputError",
     "check_finite",
-    "iter_slabs",
     "to_device",
     "to_host",
     "validate_image",
@@ -185,30 +184,3 @@ def to_host(tensor: torch.Tensor) -> np.ndarray:
     if out.data_ptr() == tensor.data_ptr():
         array = array.copy()
     return array
-
-
-def iter_slabs(length: int, slab: int, halo: int = 0) -> Iterator[tuple[slice, slice, slice]]:
-    """Split ``range(length)`` into slabs with halos.
-
-    Parameters
-    ----------
-    length : int
-        Size of the axis to split.
-    slab : int
-        Core size of each slab (the part whose results are kept).
-    halo : int
-        Extra context read on each side (clipped at the array borders).
-
-    Yields
-    ------
-    read, core, core_in_read : slice
-        ``read``: the region to load; ``core``: where the kept results go in the output;
-        ``core_in_read``: where those results sit inside the loaded region.
-    """
-    if slab < 1:
-        raise ValueError(f"slab must be >= 1, got {slab}")
-    for start in range(0, length, slab):
-        stop = min(length, start + slab)
-        lo = max(0, start - halo)
-        hi = min(length, stop + halo)
-        yield slice(lo, hi), slice(start, stop), slice(start - lo, stop - lo)

@@ -17,9 +17,10 @@ device memory. Methods therefore yield often (per frame, tile or a few iteration
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -31,6 +32,7 @@ __all__ = [
     "JobCancelled",
     "PreviewThrottle",
     "Progress",
+    "mapped",
     "run_job",
     "scaled",
 ]
@@ -135,6 +137,38 @@ def run_job(
         job.close()
 
 
+def mapped(job: Generator[Any, None, R], transform: Callable[[Any], Progress | None]) -> Job[R]:
+    """Re-emit a generator's updates through ``transform`` and return its result.
+
+    The building block for composing jobs: ``result = yield from mapped(sub_job, fn)``.
+    ``transform`` may return ``None`` to drop an update. The wrapped generator is closed when
+    the caller stops early, so its ``finally`` blocks run.
+
+    Parameters
+    ----------
+    job : generator
+        A job, or any generator of updates (e.g. a solver's ticks) that returns a result.
+    transform : callable
+        Maps one update to the :class:`Progress` to yield (or ``None`` to skip it).
+
+    Returns
+    -------
+    object
+        The wrapped generator's result.
+    """
+    try:
+        while True:
+            try:
+                update = next(job)
+            except StopIteration as done:
+                return done.value
+            progress = transform(update)
+            if progress is not None:
+                yield progress
+    finally:
+        job.close()
+
+
 def scaled(job: Job[R], start: float, stop: float, prefix: str = "") -> Job[R]:
     """Re-map a sub-job's progress fractions into ``[start, stop]`` of a parent job.
 
@@ -155,21 +189,16 @@ def scaled(job: Job[R], start: float, stop: float, prefix: str = "") -> Job[R]:
         The sub-job's result.
     """
     span = stop - start
-    try:
-        while True:
-            try:
-                update = next(job)
-            except StopIteration as done:
-                return done.value
-            yield Progress(
+    return (
+        yield from mapped(
+            job,
+            lambda update: dataclasses.replace(
+                update,
                 fraction=min(1.0, start + span * update.fraction),
                 message=prefix + update.message,
-                preview=update.preview,
-                preview_region=update.preview_region,
-                metrics=update.metrics,
-            )
-    finally:
-        job.close()
+            ),
+        )
+    )
 
 
 class PreviewThrottle:
@@ -198,8 +227,3 @@ class PreviewThrottle:
             self._last = now
             return True
         return False
-
-
-def iterate_updates(job: Job[R]) -> Iterator[Progress]:
-    """Iterate over a job's updates, discarding its result (handy in tests)."""
-    yield from job

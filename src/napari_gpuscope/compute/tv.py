@@ -31,11 +31,11 @@ import torch
 from . import _tv_solvers as solvers
 from .arrays import InvalidInputError, check_finite, to_device, to_host, validate_image
 from .devices import device_context
-from .jobs import Job, PreviewThrottle, Progress, run_job, scaled
+from .jobs import Job, PreviewThrottle, Progress, mapped, run_job, scaled
 from .memory import DeviceMemoryError, plan_chunk, run_in_chunks
 from .noise import PoissonGaussian, anscombe_forward, anscombe_inverse, estimate_poisson_gaussian
 
-__all__ = ["METHODS", "NOISE_MODELS", "TVResult", "denoise", "iter_denoise"]
+__all__ = ["METHODS", "NOISE_MODELS", "TVResult", "denoise", "iter_denoise", "spacing_from_scale"]
 
 METHODS = ("fgp", "chambolle")
 NOISE_MODELS = ("gaussian", "poisson")
@@ -292,6 +292,31 @@ def iter_denoise(
     return _run(image, settings, camera, device)
 
 
+def spacing_from_scale(scale: Sequence[float], uncoupled: Sequence[int] = ()) -> tuple[float, ...]:
+    """Difference weights ``spacing`` for voxels of the given physical size.
+
+    Parameters
+    ----------
+    scale : sequence of float
+        Physical step per axis (e.g. napari ``layer.scale``); the last axis (x) is the reference.
+    uncoupled : sequence of int
+        Axes denoised independently, e.g. a time axis (weight 0).
+
+    Returns
+    -------
+    tuple of float
+        ``x_step / step`` per axis (1 for x; 0.25 for 0.4 µm z-steps with 0.1 µm pixels); 0 for
+        the uncoupled axes, and 1 where a step is not positive.
+    """
+    steps = [float(s) for s in scale]
+    reference = steps[-1] if steps and steps[-1] > 0 else 1.0
+    skip = {a % len(steps) for a in uncoupled} if steps else set()
+    return tuple(
+        0.0 if axis in skip else (reference / step if step > 0 else 1.0)
+        for axis, step in enumerate(steps)
+    )
+
+
 # --- validation ------------------------------------------------------------------------------
 
 
@@ -437,7 +462,7 @@ def _run(
         shape = tuple(int(s) for s in image.shape)
         if settings.noise_model == "poisson" and camera is None:
             yield Progress(0.0, "estimating camera gain, offset and read noise")
-            camera = estimate_poisson_gaussian(np.asarray(image))
+            camera = estimate_poisson_gaussian(image)  # reads a subsample of planes
         layout = _Layout.of(shape, settings)
         out = np.empty(shape, dtype=np.float32)
         totals = _Totals()
@@ -567,29 +592,25 @@ class _ChunkRunner:
             return self.postprocess(self.layout.from_problem(u, read_shape)[keep])
 
         settings = self.settings
-        solver = _solve_problem(f, self.layout.coupled_spacing, settings)
         first_gap = None
         fraction = 0.0  # FGP's gap is not monotone; the bar must not move backwards
-        try:
-            while True:
-                try:
-                    tick = next(solver)
-                except StopIteration as done:
-                    result: solvers.SolveResult = done.value
-                    break
-                first_gap = first_gap or tick.relative_gap
-                fraction = max(fraction, _fraction_done(tick, first_gap, settings))
-                preview = to_host(to_output(tick.estimate)) if self.throttle.due() else None
-                yield Progress(
-                    fraction,
-                    f"iteration {tick.iteration}/{settings.max_iterations}, "
-                    f"gap {tick.relative_gap:.1e}",
-                    preview=preview,
-                    preview_region=None if preview is None else preview_region,
-                    metrics={"iteration": tick.iteration, "relative_gap": tick.relative_gap},
-                )
-        finally:
-            solver.close()
+
+        def report(tick: solvers.Tick) -> Progress:
+            nonlocal first_gap, fraction
+            first_gap = first_gap or tick.relative_gap
+            fraction = max(fraction, _fraction_done(tick, first_gap, settings))
+            preview = to_host(to_output(tick.estimate)) if self.throttle.due() else None
+            return Progress(
+                fraction,
+                f"iteration {tick.iteration}/{settings.max_iterations}, "
+                f"gap {tick.relative_gap:.1e}",
+                preview=preview,
+                preview_region=None if preview is None else preview_region,
+                metrics={"iteration": tick.iteration, "relative_gap": tick.relative_gap},
+            )
+
+        solver = _solve_problem(f, self.layout.coupled_spacing, settings)
+        result: solvers.SolveResult = yield from mapped(solver, report)
         self.out[core_slices] = to_host(to_output(result.image))
         totals = self.totals
         totals.iterations = max(totals.iterations, result.iterations)

@@ -77,7 +77,7 @@ def _unit_names(layer: Layer) -> list[str] | None:
 def _layer_summary(layer: Layer) -> dict[str, Any]:
     return {
         "name": layer.name,
-        "type": type(layer).__name__,
+        "type": layer.__class__.__name__,  # not type(): plugins receive proxied layers
         "scale": [float(s) for s in layer.scale],
         "units": _unit_names(layer),
         "axis_labels": [str(a) for a in getattr(layer, "axis_labels", ())],

@@ -24,8 +24,9 @@ Subclass :class:`MethodDock`, set :attr:`~MethodDock.method_id` and
     clear message for bad values.
 ``make_job(layer, params, device, *, preview) -> jobs.Job``
     Called on the GUI thread; returns a job generator that is only iterated in the worker
-    thread, with ``device`` already current. ``preview=True`` means "the current plane/slab only"
-    with a small iteration budget. ``torch.no_grad`` is the method's business.
+    thread. Pass ``device`` to the compute function: compute jobs enter it themselves, inside
+    the worker. ``preview=True`` means "the current plane/slab only" with a small iteration
+    budget. ``torch.no_grad`` is the method's business.
 ``result_layers(result, layer, params, *, preview) -> list[LayerDataTuple]``
     Output layers for the job's result. Missing ``name``/``scale``/``translate``/``units``/
     ``axis_labels`` are filled in (name ``"<input> [<method_title>]"``, geometry inherited from
@@ -64,6 +65,7 @@ from qtpy.QtWidgets import (
 
 from napari_gpuscope.compute.devices import NoGPUError, device_label, no_gpu_message
 from napari_gpuscope.compute.jobs import Job, Progress
+from napari_gpuscope.compute.memory import DeviceMemoryError, is_out_of_memory
 from napari_gpuscope.provenance import PROVENANCE_KEY, build_provenance
 from napari_gpuscope.widgets._devices import DeviceRow
 from napari_gpuscope.widgets._layers import output_name, spatial_kwargs
@@ -84,15 +86,15 @@ def plain_error_message(exc: BaseException) -> str:
     """Turn an exception from a job into a sentence a microscopist can act on."""
     text = str(exc).strip() or type(exc).__name__
     name = type(exc).__name__
-    if "OutOfMemoryError" in name or "out of memory" in text.lower():
+    if isinstance(exc, DeviceMemoryError | NoGPUError | ValueError):
+        return text  # these messages are written for users already
+    if is_out_of_memory(exc):
         return (
             "The GPU ran out of memory. Close other GPU programs, pick another GPU, "
             f"or process a smaller region. (Details: {text})"
         )
     if isinstance(exc, MemoryError):
         return "The computer ran out of memory (RAM). Process a smaller region."
-    if isinstance(exc, NoGPUError | ValueError):
-        return text
     return f"{text} ({name})"
 
 
@@ -327,7 +329,7 @@ class MethodDock(QWidget):
         self._stream = _Stream(kind, layer, params, device, name)
         self._last_preview_error = None  # a later failure is news again
         what = "Preview" if preview else "Running"
-        self.runner.start(job, device, description=f"{self.method_title}: {layer.name}", tag=kind)
+        self.runner.start(job, description=f"{self.method_title}: {layer.name}", tag=kind)
         self.progress_bar.setValue(0)
         self._set_status(f"{what} {self.method_title} on '{layer.name}' ({device})...")
         self._elapsed_timer.start()

@@ -75,19 +75,17 @@ def spacing_from_layer(layer: napari.layers.Layer) -> tuple[float, ...]:
     tuple of float
         One weight per layer axis.
     """
-    scale = np.asarray(layer.scale, dtype=float)
-    labels = list(getattr(layer, "axis_labels", None) or [None] * len(scale))
-    units = list(getattr(layer, "units", None) or [None] * len(scale))
-    reference = float(scale[-1]) if scale[-1] > 0 else 1.0
-    weights = []
-    for step, label, unit in zip(scale, labels, units, strict=False):
-        if is_time_axis(label, unit):
-            weights.append(0.0)
-        elif step > 0:
-            weights.append(reference / float(step))
-        else:
-            weights.append(1.0)
-    return tuple(weights)
+    from napari_gpuscope.compute.tv import spacing_from_scale
+
+    ndim = len(layer.scale)
+    labels = list(getattr(layer, "axis_labels", None) or [None] * ndim)
+    units = list(getattr(layer, "units", None) or [None] * ndim)
+    time_axes = [
+        axis
+        for axis, (label, unit) in enumerate(zip(labels, units, strict=False))
+        if is_time_axis(label, unit)
+    ]
+    return spacing_from_scale(layer.scale, uncoupled=time_axes)
 
 
 def spatial_kwargs(
@@ -128,9 +126,12 @@ def spatial_kwargs(
 
 
 def check_image_layer(
-    layer: Any, *, min_ndim: int = 2, max_ndim: int = 4, allow_nan: bool = False
-) -> np.ndarray:
+    layer: Any, *, min_ndim: int = 2, max_ndim: int = 4, check_values: bool = True
+) -> Any:
     """Validate a method's input layer and return its data (never a copy).
+
+    Layer-level checks (type, RGB, multiscale) are made here; the array itself is checked by
+    :func:`napari_gpuscope.compute.arrays.validate_image`, the same check the compute job makes.
 
     Parameters
     ----------
@@ -138,8 +139,9 @@ def check_image_layer(
         The candidate input layer.
     min_ndim, max_ndim : int
         Accepted dimensionality.
-    allow_nan : bool
-        Whether NaN/inf values are acceptable.
+    check_values : bool
+        Scan in-memory data for NaN/inf. Lazy (dask/zarr) data are never scanned here: the
+        compute job checks them in its worker thread, so the GUI never waits for a volume.
 
     Returns
     -------
@@ -152,6 +154,8 @@ def check_image_layer(
         With a message that names the layer and says what is valid.
     """
     from napari.layers import Image
+
+    from napari_gpuscope.compute.arrays import InvalidInputError, validate_image
 
     valid = (
         f"an Image layer with {min_ndim} to {max_ndim} dimensions (e.g. YX, ZYX, TZYX), "
@@ -170,22 +174,15 @@ def check_image_layer(
         )
     if layer.multiscale:
         raise ValueError(f"Layer '{name}' is multiscale; the input must be {valid}.")
-    if not min_ndim <= layer.ndim <= max_ndim:
-        raise ValueError(f"Layer '{name}' has {layer.ndim} dimensions; the input must be {valid}.")
     data = layer.data
-    dtype = np.dtype(data.dtype)
-    if dtype.kind == "c" or not (np.issubdtype(dtype, np.number) or dtype == np.bool_):
-        raise ValueError(f"Layer '{name}' has dtype {dtype}; the input must be {valid}.")
-    # Only in-memory arrays are scanned here; lazy (dask/zarr) data are checked by the compute
-    # job in its worker thread, so the GUI never waits for a volume to load.
-    if (
-        not allow_nan
-        and isinstance(data, np.ndarray)
-        and np.issubdtype(dtype, np.floating)
-        and not np.isfinite(data).all()
-    ):
-        raise ValueError(
-            f"Layer '{name}' contains NaN or infinite values; the input must be {valid} "
-            "with finite values (replace or crop the invalid pixels first)."
+    try:
+        validate_image(
+            data,
+            name=f"Layer '{name}'",
+            min_ndim=min_ndim,
+            max_ndim=max_ndim,
+            check_values=check_values and isinstance(data, np.ndarray),
         )
+    except InvalidInputError as exc:
+        raise ValueError(f"{exc} The input must be {valid}.") from None
     return data

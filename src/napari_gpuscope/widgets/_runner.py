@@ -2,7 +2,8 @@
 
 :class:`JobRunner` wraps napari's ``GeneratorWorker`` (superqt underneath):
 
-- the device is entered *inside* the worker thread (CUDA's current device is per thread);
+- the job is only ever iterated in the worker thread; compute jobs enter their device there
+  themselves (``device_context`` inside the generator: CUDA's current device is per thread);
 - every start bumps a generation counter; updates of an older generation (a cancelled or
   superseded job whose last yield was already queued) are dropped;
 - cancel is ``worker.quit()`` -- the job stops at its next yield and its generator is closed in
@@ -22,7 +23,6 @@ from typing import Any
 from napari.qt.threading import GeneratorWorker, create_worker
 from qtpy.QtCore import QObject, QTimer, Signal
 
-from napari_gpuscope.compute import devices as _compute_devices
 from napari_gpuscope.compute.jobs import Job, Progress
 
 __all__ = ["JobRunner"]
@@ -57,12 +57,11 @@ class _JobError(Exception):
         self.original = original
 
 
-def _drive(job: Job[Any], device: str) -> Generator[Progress, None, tuple[Any, float]]:
-    """Run ``job`` with ``device`` current in this (worker) thread; return (result, seconds)."""
+def _drive(job: Job[Any]) -> Generator[Progress, None, tuple[Any, float]]:
+    """Run ``job`` in this (worker) thread; return (result, seconds)."""
     start = time.perf_counter()
     try:
-        with _compute_devices.device_context(device):
-            result = yield from job
+        result = yield from job
     except Exception as exc:
         raise _JobError(exc) from exc
     return result, time.perf_counter() - start
@@ -112,17 +111,14 @@ class JobRunner(QObject):
         """``time.perf_counter()`` at the start of the current job (None when idle)."""
         return self._started_at
 
-    def start(self, job: Job[Any], device: str, *, description: str, tag: Any = None) -> int:
-        """Start ``job`` on ``device``, superseding (cancelling) any running job.
+    def start(self, job: Job[Any], *, description: str, tag: Any = None) -> int:
+        """Start ``job``, superseding (cancelling) any running job.
 
         Parameters
         ----------
         job : generator
             A job generator (see :mod:`napari_gpuscope.compute.jobs`). It is only iterated in
-            the worker thread.
-        device : str
-            Device string, entered with :func:`~napari_gpuscope.compute.devices.device_context`
-            inside the worker.
+            the worker thread, where it enters its own device.
         description : str
             Label of the napari activity progress bar.
         tag : object, optional
@@ -141,7 +137,6 @@ class JobRunner(QObject):
         worker = create_worker(
             _drive,
             job,
-            device,
             _worker_class=_ClosingGeneratorWorker,
             _ignore_errors=True,
         )

@@ -29,7 +29,7 @@ from qtpy.QtWidgets import (
 )
 from superqt import QCollapsible
 
-from napari_gpuscope.compute.jobs import Job, Progress
+from napari_gpuscope.compute.jobs import Job, Progress, mapped
 from napari_gpuscope.widgets._base import MethodDock
 from napari_gpuscope.widgets._layers import check_image_layer, spacing_from_layer
 
@@ -139,19 +139,14 @@ class TVPreviewResult:
 
 def _centre_plane_job(job: Job[Any], centre: tuple[int, ...]) -> Job[TVPreviewResult]:
     """Forward a slab job's progress, reduced to the centre plane that the preview shows."""
-    try:
-        while True:
-            try:
-                update = next(job)
-            except StopIteration as stop:
-                result = stop.value
-                break
-            plane = None
-            if update.preview is not None and update.preview_region is None:
-                plane = np.asarray(update.preview)[centre]
-            yield Progress(update.fraction, update.message, plane, None, update.metrics)
-    finally:
-        job.close()
+
+    def to_plane(update: Progress) -> Progress:
+        plane = None
+        if update.preview is not None and update.preview_region is None:
+            plane = np.asarray(update.preview)[centre]
+        return Progress(update.fraction, update.message, plane, None, update.metrics)
+
+    result = yield from mapped(job, to_plane)
     return TVPreviewResult(result, np.asarray(result.image)[centre])
 
 
@@ -396,10 +391,8 @@ class TVDenoiseDock(MethodDock):
         if key not in self._sigma_cache:
             from napari_gpuscope.compute.noise import estimate_noise_sigma
 
-            data = layer.data
-            if not isinstance(data, np.ndarray):  # lazy data: estimate on the shown plane only
-                data = data[self.current_index(layer)[:-2]]
-            self._sigma_cache = {key: estimate_noise_sigma(np.asarray(data))}
+            # Reads a deterministic subsample of planes, so lazy volumes are not loaded whole.
+            self._sigma_cache = {key: estimate_noise_sigma(layer.data)}
         return self._sigma_cache[key]
 
     def _noise_scale(self, layer: napari.layers.Layer) -> float:
@@ -413,7 +406,7 @@ class TVDenoiseDock(MethodDock):
             return
         layer = self.input_layer()
         try:
-            check_image_layer(layer)
+            check_image_layer(layer, check_values=False)  # runs on every slider move
             scale = self._noise_scale(layer)
         except (ValueError, RuntimeError) as exc:
             self.weight_label.value = f"(no valid input: {str(exc).split(';')[0]})"
@@ -505,8 +498,8 @@ class TVDenoiseDock(MethodDock):
 
         data = layer.data  # lazy arrays stay lazy: the job reads them chunk by chunk
         kwargs = self._solver_kwargs(params)
-        self._limits[False] = (params["max_iterations"], params["tolerance"])
         if not preview:
+            self._limits[False] = (params["max_iterations"], params["tolerance"])
             return tv.iter_denoise(
                 data, params["weight"], channel_axis=None, device=device, **kwargs
             )

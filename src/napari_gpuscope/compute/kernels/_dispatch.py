@@ -90,7 +90,8 @@ class FusedOp:
         ``twin(*args, **kwargs) -> None``: pure torch, same in-place semantics. It runs on
         any device and is the reference the kernel is checked against.
     example : callable
-        ``example(device, generator) -> (args, kwargs)``: small random inputs for the self-test.
+        ``example(device, generator) -> (args, kwargs)``: small random inputs for the self-test,
+        drawn on the CPU with ``generator`` (a CPU generator) and moved to ``device``.
     outputs : sequence of int or str
         The arguments that hold outputs: positional indices, or keyword names.
     rtol, atol : float
@@ -222,8 +223,10 @@ class FusedOp:
             ``"max abs diff X vs twin"``, or the exception the kernel raised (e.g. a compile
             error).
         """
-        generator = torch.Generator(device=device)
-        generator.manual_seed(0)
+        # A CPU generator on every device: examples draw on the host and move to ``device``, so
+        # the same seed gives the same inputs everywhere (a CUDA generator cannot fill CPU
+        # tensors, and CUDA tensors need no generator of their own).
+        generator = torch.Generator().manual_seed(0)
         args, kwargs = self.example(device, generator)
         twin_args, twin_kwargs = _clone(args), _clone(kwargs)
         kernel_args, kernel_kwargs = _clone(args), _clone(kwargs)

@@ -53,8 +53,8 @@ def _example(
     device: torch.device, generator: torch.Generator
 ) -> tuple[tuple[object, ...], dict[str, object]]:
     # 1000 elements: not a multiple of the block size, so the bounds check is exercised too.
-    x = torch.randn(1000, device=device, generator=generator)
-    y = torch.randn(1000, device=device, generator=generator)
+    x = torch.randn(1000, generator=generator).to(device)
+    y = torch.randn(1000, generator=generator).to(device)
     out = torch.empty(1000, device=device)
     return (x, y, out, 1.5, -0.25), {}
 

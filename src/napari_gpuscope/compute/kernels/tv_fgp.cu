@@ -71,16 +71,28 @@ __device__ __forceinline__ void tv_coords(long long i, const long long* n, int n
     }
 }
 
+// The per-launch geometry every kernel starts from: sizes n, weights s and strides of the active
+// axes, and whether coordinates fit 32-bit arithmetic (declares n, s, stride and narrow).
+#define TV_GEOMETRY(N, n0, n1, n2, n3, ndim, s0, s1, s2, s3)      \
+    const long long n[TV_MAX_DIMS] = {n0, n1, n2, n3};             \
+    const float s[TV_MAX_DIMS] = {s0, s1, s2, s3};                 \
+    long long stride[TV_MAX_DIMS];                                 \
+    tv_strides(n, ndim, stride);                                   \
+    const bool narrow = tv_narrow_indices(N)
+
+// Weighted forward difference s * (u[i + e_a] - u[i]) along one axis; 0 on its last index.
+__device__ __forceinline__ float tv_forward_diff(const float* u, long long i, float ui,
+                                                 long long ia, long long na, long long stride,
+                                                 float s) {
+    return (ia < na - 1) ? s * (u[i + stride] - ui) : 0.0f;
+}
+
 // u_i = clamp(f_i + (div z)_i, lo, hi)
 extern "C" __global__ void fgp_primal(const float* f, const float* z, float* u, long long N,
                                       long long n0, long long n1, long long n2, long long n3,
                                       int ndim, float s0, float s1, float s2, float s3,
                                       float lo, float hi) {
-    const long long n[TV_MAX_DIMS] = {n0, n1, n2, n3};
-    const float s[TV_MAX_DIMS] = {s0, s1, s2, s3};
-    long long stride[TV_MAX_DIMS];
-    tv_strides(n, ndim, stride);
-    const bool narrow = tv_narrow_indices(N);
+    TV_GEOMETRY(N, n0, n1, n2, n3, ndim, s0, s1, s2, s3);
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < N;
          i += (long long)blockDim.x * gridDim.x) {
         long long ia[TV_MAX_DIMS] = {0, 0, 0, 0};
@@ -105,11 +117,7 @@ extern "C" __global__ void fgp_dual(const float* u, float* z, float* y, long lon
                                     long long n0, long long n1, long long n2, long long n3,
                                     int ndim, float s0, float s1, float s2, float s3,
                                     float inv_l2, float w, float mom) {
-    const long long n[TV_MAX_DIMS] = {n0, n1, n2, n3};
-    const float s[TV_MAX_DIMS] = {s0, s1, s2, s3};
-    long long stride[TV_MAX_DIMS];
-    tv_strides(n, ndim, stride);
-    const bool narrow = tv_narrow_indices(N);
+    TV_GEOMETRY(N, n0, n1, n2, n3, ndim, s0, s1, s2, s3);
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < N;
          i += (long long)blockDim.x * gridDim.x) {
         long long ia[TV_MAX_DIMS] = {0, 0, 0, 0};
@@ -120,7 +128,7 @@ extern "C" __global__ void fgp_dual(const float* u, float* z, float* y, long lon
 #pragma unroll
         for (int a = 0; a < TV_MAX_DIMS; ++a) {
             if (a < ndim) {
-                const float g = (ia[a] < n[a] - 1) ? s[a] * (u[i + stride[a]] - ui) : 0.0f;
+                const float g = tv_forward_diff(u, i, ui, ia[a], n[a], stride[a], s[a]);
                 v[a] = z[(long long)a * N + i] + g * inv_l2;
                 norm2 += v[a] * v[a];
             }
@@ -146,11 +154,7 @@ extern "C" __global__ void tv_gap_terms(const float* f, const float* y, const fl
                                         long long n0, long long n1, long long n2, long long n3,
                                         int ndim, float s0, float s1, float s2, float s3,
                                         float w) {
-    const long long n[TV_MAX_DIMS] = {n0, n1, n2, n3};
-    const float s[TV_MAX_DIMS] = {s0, s1, s2, s3};
-    long long stride[TV_MAX_DIMS];
-    tv_strides(n, ndim, stride);
-    const bool narrow = tv_narrow_indices(N);
+    TV_GEOMETRY(N, n0, n1, n2, n3, ndim, s0, s1, s2, s3);
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < N;
          i += (long long)blockDim.x * gridDim.x) {
         long long ia[TV_MAX_DIMS] = {0, 0, 0, 0};
@@ -161,7 +165,7 @@ extern "C" __global__ void tv_gap_terms(const float* f, const float* y, const fl
 #pragma unroll
         for (int a = 0; a < TV_MAX_DIMS; ++a) {
             if (a < ndim) {
-                const float g = (ia[a] < n[a] - 1) ? s[a] * (u[i + stride[a]] - ui) : 0.0f;
+                const float g = tv_forward_diff(u, i, ui, ia[a], n[a], stride[a], s[a]);
                 norm2 += g * g;
                 dot += y[(long long)a * N + i] * g;
             }
