@@ -8,6 +8,8 @@ bash scripts/setup.sh
 unset QT_QPA_PLATFORM
 echo "== ruff"
 .venv/bin/ruff check src tests benchmarks examples
+echo "== import contracts (compute never imports Qt, napari or the docks)"
+.venv/bin/lint-imports
 echo "== npe2 validate"
 .venv/bin/npe2 validate napari-gpuscope
 echo "== pytest"

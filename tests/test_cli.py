@@ -29,19 +29,21 @@ def test_headless_demo_without_display_says_to_use_xvfb(monkeypatch, tmp_path, c
 @pytest.fixture
 def small_samples(monkeypatch):
     """Shrink the samples so the CPU reference run stays quick."""
-    camera = sample_data.CameraModel()
+    camera, light = sample_data.DEFAULT_CAMERA, sample_data.Illumination()
+    samples = sample_data.tv
 
     def small_2d():
         data = sample_data.simulate_camera(sample_data.fluorescence_phantom_2d((96, 128)), camera)
-        return [sample_data._layer(data, "noisy cells 2D", (0.1, 0.1), camera)]
+        return [samples._layer(data, "noisy cells 2D", (0.1, 0.1), camera, light)]
 
     def small_3d():
         phantom = sample_data.fluorescence_phantom_3d((8, 48, 64))
         data = sample_data.simulate_camera(phantom, camera)
-        return [sample_data._layer(data, "noisy cells 3D", (0.4, 0.1, 0.1), camera)]
+        return [samples._layer(data, "noisy cells 3D", (0.4, 0.1, 0.1), camera, light)]
 
-    monkeypatch.setattr(sample_data, "noisy_cells_2d", small_2d)
-    monkeypatch.setattr(sample_data, "noisy_cells_3d", small_3d)
+    # The registry names the functions of the TV sample module: patch them there.
+    monkeypatch.setattr(samples, "noisy_cells_2d", small_2d)
+    monkeypatch.setattr(samples, "noisy_cells_3d", small_3d)
 
 
 def test_headless_demo_writes_results_and_screenshots(small_samples, tmp_path, capsys):

@@ -17,9 +17,6 @@ from pathlib import Path
 
 __all__ = ["main"]
 
-DOCKS = ("TV denoise",)
-SAMPLES = ("tv-2d", "tv-3d")
-
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="napari-gpuscope", description=__doc__.splitlines()[0])
@@ -49,11 +46,13 @@ def _has_display() -> bool:
 def _interactive_demo() -> int:
     import napari
 
+    from .methods import METHODS, PLUGIN
+
     viewer = napari.Viewer(title="napari-gpuscope demo")
-    for key in SAMPLES:
-        viewer.open_sample("napari-gpuscope", key)
-    for name in DOCKS:
-        viewer.window.add_plugin_dock_widget("napari-gpuscope", name)
+    for spec in METHODS.values():
+        for sample in spec.samples:
+            viewer.open_sample(PLUGIN, sample.key)
+        viewer.window.add_plugin_dock_widget(PLUGIN, spec.title)
     napari.run()
     return 0
 
@@ -67,8 +66,10 @@ def _screenshot(run, path: Path) -> None:
     viewer = napari.Viewer(show=True, title=f"napari-gpuscope demo: {run.slug}")
     try:
         viewer.window.resize(1200, 720)
-        for data, kwargs, _ in (run.input_layer, run.result_layer):
-            layer = viewer.add_image(data, **kwargs)
+        from napari.layers import Layer
+
+        for layer_data in (run.input_layer, *run.result_layers):
+            layer = viewer.add_layer(Layer.create(*layer_data))
             if hasattr(layer, "name_overlay"):  # label each grid panel with its layer name
                 layer.name_overlay.visible = True
         viewer.canvas.grid.enabled = True  # input and result side by side
@@ -83,7 +84,7 @@ def _screenshot(run, path: Path) -> None:
 
 def _headless_demo(out: Path, device: str | None, methods: Sequence[str] | None) -> int:
     from .compute.devices import NoGPUError, resolve_device
-    from .demos import DEMOS
+    from .demos import available_demos, run_demo
     from .export import save_tiff
     from .export.tiff import axes_from_labels
 
@@ -100,16 +101,17 @@ def _headless_demo(out: Path, device: str | None, methods: Sequence[str] | None)
             file=sys.stderr,
         )
         return 2
-    unknown = sorted(set(methods or ()) - set(DEMOS))
+    demos = available_demos()
+    unknown = sorted(set(methods or ()) - set(demos))
     if unknown:
         print(
-            f"napari-gpuscope: unknown method(s) {unknown}; known: {sorted(DEMOS)}", file=sys.stderr
+            f"napari-gpuscope: unknown method(s) {unknown}; known: {sorted(demos)}", file=sys.stderr
         )
         return 2
     out.mkdir(parents=True, exist_ok=True)
     print(f"napari-gpuscope demo on {resolved} -> {out.resolve()}")
-    for method in methods or DEMOS:
-        for run in DEMOS[method](resolved):
+    for method in methods or demos:
+        for run in run_demo(demos[method], resolved):
             result, kwargs, _ = run.result_layer
             tiff = save_tiff(
                 out / f"{run.slug}.tif",

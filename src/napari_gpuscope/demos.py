@@ -1,25 +1,24 @@
-"""Headless demonstrations: every available method run on its sample data.
+"""Headless demonstrations: every registered method run on each of its samples.
 
-Each entry of :data:`DEMOS` maps a method id to a function ``demo(device) -> list[DemoRun]``.
-Adding a method to the headless demo (``napari-gpuscope demo --headless``) means adding one
-function here. Nothing in this module imports Qt or napari.
+Driven by the method registry (:data:`napari_gpuscope.methods.METHODS`): for each sample, the
+method's demo parameters are built from the sample's layer kwargs, the job runs on the chosen
+device, and the result's own :meth:`layers` give the layers to write and show. A method needs no
+code here besides its ``demo_params`` function. Nothing in this module imports Qt or napari.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from . import sample_data
 from .compute import devices
 from .compute.jobs import run_job
+from .compute.results import Geometry, LayerDataTuple
+from .methods import METHODS, MethodSpec
 from .provenance import PROVENANCE_KEY, build_provenance
 
-__all__ = ["DEMOS", "DemoRun", "tv_demo"]
+__all__ = ["DemoRun", "run_demo", "tv_demo_params"]
 
 
 @dataclass
@@ -30,18 +29,24 @@ class DemoRun:
     ----------
     slug : str
         File-name stem, e.g. ``"tv-2d"``.
-    input_layer, result_layer : tuple
-        napari layer-data tuples ``(data, kwargs, layer_type)``; the result carries provenance in
+    input_layer : tuple
+        The sample's layer-data tuple.
+    result_layers : list of tuple
+        The result's layer-data tuples (``result.layers()``), each carrying the provenance in
         ``kwargs["metadata"][PROVENANCE_KEY]``.
     summary : str
         One line for the console.
     """
 
     slug: str
-    input_layer: tuple[np.ndarray, dict[str, Any], str]
-    result_layer: tuple[np.ndarray, dict[str, Any], str]
+    input_layer: LayerDataTuple
+    result_layers: list[LayerDataTuple]
     summary: str
-    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def result_layer(self) -> LayerDataTuple:
+        """The main (first) result layer."""
+        return self.result_layers[0]
 
     @property
     def provenance(self) -> dict[str, Any]:
@@ -49,11 +54,20 @@ class DemoRun:
         return self.result_layer[1]["metadata"][PROVENANCE_KEY]
 
 
-def tv_demo(device: str) -> list[DemoRun]:
-    """TV-denoise the 2D and 3D samples at strength 1 (weight = estimated noise sigma).
+def tv_demo_params(sample_kwargs: dict[str, Any]) -> Any:
+    """TV demo: strength 1 (weight = the estimated noise level), spacing from the voxel size."""
+    from .compute import tv
+
+    return tv.TVParams(strength=1.0, spacing=tv.spacing_from_scale(sample_kwargs["scale"]))
+
+
+def run_demo(spec: MethodSpec, device: str) -> list[DemoRun]:
+    """Run one method on each of its samples.
 
     Parameters
     ----------
+    spec : MethodSpec
+        The method (an entry of :data:`~napari_gpuscope.methods.METHODS`).
     device : str
         ``"cuda:N"`` or, for a reference run, ``"cpu"``.
 
@@ -61,56 +75,37 @@ def tv_demo(device: str) -> list[DemoRun]:
     -------
     list of DemoRun
     """
-    from .compute import tv
-    from .compute.noise import estimate_noise_sigma
-
+    job_function = spec.job_function()
     runs = []
-    for slug, make in (
-        ("tv-2d", sample_data.noisy_cells_2d),
-        ("tv-3d", sample_data.noisy_cells_3d),
-    ):
-        data, kwargs, layer_type = make()[0]
-        sigma = estimate_noise_sigma(data)
-        parameters = {
-            "weight": 1.0 * sigma,
-            "method": "fgp",
-            "spacing": tv.spacing_from_scale(kwargs["scale"]),
-            "noise_model": "gaussian",
-            "max_iterations": 200,
-            "tolerance": 1e-3,
-            "nonnegative": False,
-        }
-        start = time.perf_counter()
-        result = run_job(tv.iter_denoise(data, device=device, **parameters))
-        elapsed = time.perf_counter() - start
-        record = build_provenance(
-            "tv",
-            {**parameters, "strength": 1.0, "estimated_sigma": sigma},
-            device=devices.device_label(device),
-            input_name=kwargs["name"],
-            elapsed_seconds=elapsed,
-            result=result.summary(),
-        )
-        result_kwargs = {
-            key: kwargs[key] for key in ("scale", "units", "axis_labels") if key in kwargs
-        }
-        result_kwargs.update(
-            name=f"{kwargs['name']} [TV denoise]",
-            colormap="gray",
-            metadata={PROVENANCE_KEY: record},
-        )
-        runs.append(
-            DemoRun(
-                slug=slug,
-                input_layer=(data, kwargs, layer_type),
-                result_layer=(result.image, result_kwargs, "image"),
-                summary=(
-                    f"{slug}: {data.shape} in {elapsed:.2f} s, {result.iterations} iterations, "
-                    f"relative gap {result.relative_gap:.2e}"
-                ),
+    for sample in spec.samples:
+        for data, kwargs, layer_type in sample.load():
+            params = spec.params_for_sample(kwargs)
+            start = time.perf_counter()
+            result = run_job(job_function(data, params=params, device=device))
+            elapsed = time.perf_counter() - start
+            summary = result.summary()
+            record = build_provenance(
+                spec.id,
+                params.to_dict(),
+                device=devices.device_label(device),
+                input_name=kwargs["name"],
+                elapsed_seconds=elapsed,
+                result=summary,
             )
-        )
+            layers = result.layers(
+                kwargs["name"], Geometry.from_kwargs(kwargs), metadata={PROVENANCE_KEY: record}
+            )
+            runs.append(
+                DemoRun(
+                    slug=sample.key,
+                    input_layer=(data, kwargs, layer_type),
+                    result_layers=layers,
+                    summary=f"{sample.key}: {data.shape} in {elapsed:.2f} s: {result.describe()}",
+                )
+            )
     return runs
 
 
-DEMOS: dict[str, Callable[[str], list[DemoRun]]] = {"tv": tv_demo}
+def available_demos() -> dict[str, MethodSpec]:
+    """Methods that have samples to run on, by id."""
+    return {key: spec for key, spec in METHODS.items() if spec.samples}

@@ -1,12 +1,19 @@
 """The job protocol: progress generators, blocking runner, cancellation, sub-job scaling."""
 
+import inspect
+
+import numpy as np
 import pytest
 
 from napari_gpuscope.compute.jobs import (
     CancelToken,
     JobCancelled,
+    Output,
     PreviewThrottle,
     Progress,
+    StopToken,
+    blocking,
+    is_stop,
     mapped,
     run_job,
     scaled,
@@ -90,3 +97,112 @@ def test_mapped_transforms_drops_and_closes():
     next(stopped_early)
     stopped_early.close()  # a cancelled consumer: the wrapped generator is closed too
     assert log == ["closed", "closed"]
+
+
+# --- protocol v2: indeterminate progress, keyed lazy outputs, stop-and-keep ------------------
+
+
+def test_indeterminate_progress_is_explicit_and_survives_scaling():
+    def estimating():
+        yield Progress(None, "estimating")
+        yield Progress(1.0, "done")
+        return 1
+
+    seen = []
+    run_job(scaled(estimating(), 0.5, 1.0), on_progress=seen.append)
+    assert seen[0].indeterminate and seen[0].fraction is None
+    assert seen[1].fraction == 1.0 and not seen[1].indeterminate
+
+
+def test_lazy_outputs_are_never_materialised_when_nobody_displays_them():
+    calls = []
+
+    def copy_to_host():
+        calls.append("copied")
+        return np.zeros((8, 8))
+
+    def job():
+        for i in range(5):
+            yield Progress((i + 1) / 5, "x", outputs={"preview": Output(copy_to_host)})
+        return "done"
+
+    assert run_job(job()) == "done"
+    assert calls == []  # a script or batch run pays nothing for previews
+    seen = []
+    run_job(job(), on_progress=lambda u: seen.append(u.materialized().outputs["preview"]))
+    assert len(calls) == 5 and all(not o.is_lazy and o.array().shape == (8, 8) for o in seen)
+
+
+def test_materialized_keeps_only_the_selected_outputs():
+    update = Progress(
+        0.5,
+        "x",
+        outputs={"a": Output(lambda: np.ones(2)), "b": Output(lambda: 1 / 0)},
+    )
+    kept = update.materialized(lambda name: name == "a")
+    assert set(kept.outputs) == {"a"} and not kept.outputs["a"].is_lazy
+
+
+def test_outputs_carry_region_kind_and_full_shape():
+    out = Output(np.ones((2, 3)), region=(slice(2, 4), slice(0, 3)), shape=(6, 3))
+    assert out.kind == "image" and out.shape == (6, 3)
+    with pytest.raises(ValueError, match="kind"):
+        Output(np.ones(3), kind="movie")
+    with pytest.raises(TypeError, match="Output"):
+        Progress(0.1, "x", outputs={"a": np.ones(3)})
+
+
+def best_so_far_job(log):
+    best = 0
+    try:
+        for i in range(1, 100):
+            best = i
+            command = yield Progress(i / 100, f"step {i}")
+            if is_stop(command):
+                return ("stopped", best)
+        return ("finished", best)
+    finally:
+        log.append("closed")
+
+
+def test_stop_returns_the_current_result_and_is_not_a_cancel():
+    token, log = StopToken(), []
+
+    def on_progress(update):
+        if update.message == "step 3":
+            token.stop()
+
+    assert run_job(best_so_far_job(log), on_progress=on_progress, stop=token) == ("stopped", 3)
+    assert log == ["closed"]
+
+
+def test_stop_is_forwarded_through_mapped_and_scaled():
+    token = StopToken()
+
+    def parent():
+        return (yield from scaled(mapped(best_so_far_job([]), lambda u: u), 0.0, 0.5))
+
+    def on_progress(update):
+        if update.fraction >= 0.02:
+            token.stop()
+
+    assert run_job(parent(), on_progress=on_progress, stop=token) == ("stopped", 4)
+
+
+def test_a_job_that_cannot_stop_ignores_the_command():
+    token = StopToken()
+    token.stop()
+    log = []
+    assert run_job(counting_job(3, log), stop=token) == "done"
+
+
+def test_blocking_twin_has_the_job_signature_and_unwraps():
+    def iter_double(x, *, factor=2):
+        """Double a number."""
+        yield Progress(None, "working")
+        return {"value": x * factor}
+
+    double = blocking(iter_double, unwrap=lambda r: r["value"])
+    assert double(3) == 6 and double(3, factor=3) == 9
+    assert str(inspect.signature(double)) == "(x, *, factor=2)"
+    assert double.__doc__ == "Double a number."

@@ -167,4 +167,8 @@ def test_kernel_sources_are_package_data() -> None:
     names = {entry.name for entry in folder.iterdir()}
     assert {"axpby.cu", "host_shim.h"} <= names
     assert "axpby" in (folder / "axpby.cu").read_text()
-    assert {p.name for p in KERNEL_FILES} <= names
+    # Each method keeps its .cu files beside its torch twins, in its own package.
+    tv_folder = importlib.resources.files("napari_gpuscope.compute.tv")
+    assert "tv_fgp.cu" in {entry.name for entry in tv_folder.iterdir()}
+    found = {p.name for p in KERNEL_FILES}
+    assert {"axpby.cu", "tv_fgp.cu"} <= found

@@ -15,7 +15,9 @@ from napari_gpuscope.compute.noise import (
     estimate_poisson_gaussian,
 )
 from napari_gpuscope.sample_data import (
+    DEFAULT_CAMERA,
     CameraModel,
+    Illumination,
     fluorescence_phantom_2d,
     fluorescence_phantom_3d,
     simulate_camera,
@@ -207,51 +209,53 @@ def test_poisson_gaussian_validates(kwargs: dict[str, float]) -> None:
 # --- estimate_poisson_gaussian ---------------------------------------------------------------
 
 CAMERAS = [
-    CameraModel(),  # 30 photons peak, gain 2, offset 100, read noise 3
-    CameraModel(peak_photons=300, background_photons=10, gain=4.0, offset=100, read_noise=8),
-    CameraModel(peak_photons=100, background_photons=5, gain=0.5, offset=200, read_noise=1.5),
+    (DEFAULT_CAMERA, Illumination()),  # 30 photons peak, gain 2, offset 100, read noise 3
+    (CameraModel(gain=4.0, offset=100, read_noise=8), Illumination(300, 10)),
+    (CameraModel(gain=0.5, offset=200, read_noise=1.5), Illumination(100, 5)),
 ]
 
 
-def _unit_noise_check(phantom: np.ndarray, camera: CameraModel, fitted: PoissonGaussian) -> None:
+def _unit_noise_check(
+    phantom: np.ndarray, camera: CameraModel, light: Illumination, fitted: CameraModel
+) -> None:
     """Two independent exposures: std(GAT(a) - GAT(b)) / sqrt(2) is the GAT's noise std."""
-    a = torch.from_numpy(simulate_camera(phantom, camera, seed=11).astype(np.float64))
-    b = torch.from_numpy(simulate_camera(phantom, camera, seed=12).astype(np.float64))
+    a = torch.from_numpy(simulate_camera(phantom, camera, light, seed=11).astype(np.float64))
+    b = torch.from_numpy(simulate_camera(phantom, camera, light, seed=12).astype(np.float64))
     difference = anscombe_forward(a, fitted) - anscombe_forward(b, fitted)
     assert float(difference.std()) / np.sqrt(2) == pytest.approx(1.0, abs=0.05)
 
 
-@pytest.mark.parametrize("camera", CAMERAS, ids=["default", "bright", "low-gain"])
-def test_poisson_gaussian_fit_on_simulated_camera(phantom_2d: np.ndarray, camera) -> None:
-    fitted = estimate_poisson_gaussian(simulate_camera(phantom_2d, camera))
+@pytest.mark.parametrize(("camera", "light"), CAMERAS, ids=["default", "bright", "low-gain"])
+def test_poisson_gaussian_fit_on_simulated_camera(phantom_2d: np.ndarray, camera, light) -> None:
+    fitted = estimate_poisson_gaussian(simulate_camera(phantom_2d, camera, light))
     assert fitted.gain == pytest.approx(camera.gain, rel=0.10)
     assert fitted.read_noise == 0.0
-    _unit_noise_check(phantom_2d, camera, fitted)
+    _unit_noise_check(phantom_2d, camera, light, fitted)
 
 
 def test_poisson_gaussian_fit_on_3d_volume(phantom_3d: np.ndarray) -> None:
-    camera = CameraModel()
-    fitted = estimate_poisson_gaussian(simulate_camera(phantom_3d, camera))
+    camera, light = DEFAULT_CAMERA, Illumination()
+    fitted = estimate_poisson_gaussian(simulate_camera(phantom_3d, camera, light))
     assert fitted.gain == pytest.approx(camera.gain, rel=0.10)
-    _unit_noise_check(phantom_3d, camera, fitted)
+    _unit_noise_check(phantom_3d, camera, light, fitted)
 
 
 @pytest.mark.parametrize(
-    "camera",
+    ("camera", "light"),
     [
-        CameraModel(peak_photons=200, background_photons=0, gain=2.0, offset=100, read_noise=3),
-        CameraModel(peak_photons=1000, background_photons=0, gain=0.8, offset=300, read_noise=2),
+        (CameraModel(gain=2.0, offset=100, read_noise=3), Illumination(200, 0)),
+        (CameraModel(gain=0.8, offset=300, read_noise=2), Illumination(1000, 0)),
     ],
     ids=["200-photons", "1000-photons"],
 )
-def test_poisson_gaussian_fit_on_flat_field(camera: CameraModel) -> None:
+def test_poisson_gaussian_fit_on_flat_field(camera: CameraModel, light: Illumination) -> None:
     flat = _flat_field()
-    fitted = estimate_poisson_gaussian(simulate_camera(flat, camera))
+    fitted = estimate_poisson_gaussian(simulate_camera(flat, camera, light))
     assert fitted.gain == pytest.approx(camera.gain, rel=0.10)
     # beta = read_noise^2 - gain*offset (+1/12 from rounding to integer ADU)
     true_beta = camera.read_noise**2 - camera.gain * camera.offset + 1 / 12
     assert fitted.beta == pytest.approx(true_beta, abs=0.15 * abs(true_beta))
-    _unit_noise_check(flat, camera, fitted)
+    _unit_noise_check(flat, camera, light, fitted)
 
 
 def test_poisson_gaussian_fit_rejects_gaussian_noise() -> None:

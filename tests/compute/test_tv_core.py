@@ -17,8 +17,10 @@ from napari_gpuscope.compute import tv
 from napari_gpuscope.compute.arrays import InvalidInputError
 from napari_gpuscope.compute.jobs import Progress, run_job
 from napari_gpuscope.compute.noise import PoissonGaussian
+from napari_gpuscope.compute.params import ParameterError
 from napari_gpuscope.sample_data import (
-    CameraModel,
+    DEFAULT_CAMERA,
+    expected_camera_signal,
     fluorescence_phantom_2d,
     fluorescence_phantom_3d,
     simulate_camera,
@@ -146,13 +148,13 @@ def test_fgp_beats_skimage_default_stopping_on_phantoms(gt, weights):
 def test_tiny_z_weight_gives_the_slice_by_slice_result():
     gt = fluorescence_phantom_3d((4, 40, 40))
     image = noisy(gt)
-    got = result_of(image, 0.1, spacing=(1e-6, 1.0, 1.0), tolerance=1e-5, max_iterations=2000)
+    got = result_of(image, 0.1, spacing=(1e-4, 1.0, 1.0), tolerance=1e-5, max_iterations=2000)
     expected = np.stack(
         [denoise_tv_chambolle(plane, 0.1, eps=0, max_num_iter=2000) for plane in image]
     )
     # Both are within ~1e-5 relative energy of the same per-slice optima; by strong convexity
-    # ||u - u*|| <= sqrt(2 gap), i.e. an RMS error of a few 1e-4 here. The z coupling of 1e-6
-    # moves the optimum by O(1e-6).
+    # ||u - u*|| <= sqrt(2 gap), i.e. an RMS error of a few 1e-4 here. The z coupling of 1e-4
+    # (the smallest non-zero weight accepted) moves the optimum by O(1e-5).
     rms = np.sqrt(np.mean((got.image - expected) ** 2))
     assert rms < 1e-3
     assert np.abs(got.image - expected).max() < 5e-3
@@ -203,7 +205,7 @@ def test_4d_with_channel_axis_is_independent_per_channel():
 
 def test_integer_inputs_are_denoised_in_their_own_units():
     gt = fluorescence_phantom_2d((48, 48))
-    adu = simulate_camera(gt, CameraModel())
+    adu = simulate_camera(gt, DEFAULT_CAMERA)
     assert adu.dtype == np.uint16
     weight = 8.0  # ADU
     from_uint16 = tv.denoise(adu, weight, device="cpu")
@@ -221,20 +223,21 @@ def test_integer_inputs_are_denoised_in_their_own_units():
     np.testing.assert_allclose(as64, from_float, rtol=0, atol=1e-3)
 
 
-def test_weight_zero_and_uncoupled_axes_return_the_input():
+def test_weight_zero_returns_the_input_and_no_coupled_axis_is_an_error():
     image = np.random.default_rng(2).random((5, 6)).astype(np.float64)
     np.testing.assert_array_equal(tv.denoise(image, 0.0, device="cpu"), image.astype(np.float32))
-    got = result_of(image, 0.3, spacing=(0, 0))
-    np.testing.assert_array_equal(got.image, image.astype(np.float32))
+    got = result_of(image, 0.0)
     assert got.converged and got.iterations == 0
+    # Spacing 0 everywhere would silently return the input: it is refused with the reason.
+    with pytest.raises(ParameterError, match="no coupled axis"):
+        result_of(image, 0.3, spacing=(0, 0))
 
 
 def test_poisson_mode_with_given_camera():
     gt = fluorescence_phantom_2d((128, 128))
-    camera = CameraModel()
+    camera = DEFAULT_CAMERA
     adu = simulate_camera(gt, camera)
-    expected_adu = camera.gain * (camera.peak_photons * gt + camera.background_photons)
-    expected_adu += camera.offset
+    expected_adu = expected_camera_signal(gt, camera)
     got = result_of(
         adu,
         0.8,
@@ -251,12 +254,12 @@ def test_poisson_mode_with_given_camera():
     # The exact unbiased inverse keeps the mean intensity (the algebraic one would not).
     assert got.image.mean() == pytest.approx(expected_adu.mean(), rel=0.01)
     summary = got.summary()
-    assert summary["poisson"]["gain"] == camera.gain and summary["noise_model"] == "poisson"
+    assert summary["camera"]["gain"] == camera.gain and summary["noise_model"] == "poisson"
 
 
 def test_poisson_mode_estimates_the_camera_without_gain():
     gt = fluorescence_phantom_2d((256, 256))
-    camera = CameraModel()
+    camera = DEFAULT_CAMERA
     adu = simulate_camera(gt, camera)
     got = result_of(adu, 1.0, noise_model="poisson")
     assert got.poisson is not None
@@ -329,9 +332,25 @@ def test_progress_updates_carry_iteration_gap_and_preview():
     assert all(0 <= u.fraction <= 1 for u in updates)
     assert updates[-1].metrics["relative_gap"] == pytest.approx(result.relative_gap)
     assert "iteration 30/30" in updates[-1].message
-    assert updates[0].preview is not None and updates[0].preview.shape == image.shape
-    assert updates[0].preview_region is None
+    output = updates[0].outputs[tv.OUTPUT]
+    assert output.is_lazy and output.region is None and output.shape == image.shape
     assert result.summary()["iterations"] == 30
+
+
+def test_lazy_preview_is_the_current_estimate_when_made_during_the_update():
+    image = noisy(fluorescence_phantom_2d((40, 40)))
+    previews = []
+
+    def consume(update: Progress) -> None:  # the job is paused here: the copy is valid
+        previews.append(update.outputs[tv.OUTPUT].array())
+
+    result = run_job(
+        tv.iter_denoise(image, 0.1, tolerance=0, max_iterations=20, device="cpu"),
+        on_progress=consume,
+    )
+    assert [p.shape for p in previews] == [image.shape, image.shape]
+    np.testing.assert_array_equal(previews[-1], result.image)  # the last tick is the result
+    assert not np.array_equal(previews[0], previews[1])
 
 
 def test_closing_the_job_midway_is_clean_and_leaves_the_input_alone():

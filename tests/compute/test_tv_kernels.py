@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 import torch
 
-from napari_gpuscope.compute import _tv_ops as ops
 from napari_gpuscope.compute import tv
 from napari_gpuscope.compute.jobs import run_job
 from napari_gpuscope.compute.kernels import (
@@ -23,6 +22,7 @@ from napari_gpuscope.compute.kernels import (
     nvcc_available,
     nvcc_compile_check,
 )
+from napari_gpuscope.compute.tv import _ops as ops
 
 pytestmark = pytest.mark.skipif(not host_emulation_available(), reason="g++ not available")
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from magicgui.widgets import ComboBox, Container, FloatSlider
 
-from napari_gpuscope.compute.jobs import Progress
+from napari_gpuscope.compute.jobs import Output, Progress
 from napari_gpuscope.widgets import MethodDock
 
 
@@ -84,10 +84,11 @@ class FakeDock(MethodDock):
                 if self.regions:
                     n = data.shape[0]
                     rows = slice((k - 1) * n // self.steps, k * n // self.steps)
-                    yield Progress(k / self.steps, f"step {k}", value[rows], (rows,))
+                    output = Output(value[rows], region=(rows,), shape=data.shape)
                 else:
                     out = value
-                    yield Progress(k / self.steps, f"step {k}", out.copy())
+                    output = Output(out.copy())
+                yield Progress(k / self.steps, f"step {k}", outputs={"result": output})
                 if self.gate is not None:
                     self.gate.wait(timeout=10)
             return FakeResult(data.astype(np.float32) * factor, self.steps)

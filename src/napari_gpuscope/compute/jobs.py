@@ -5,19 +5,33 @@ A *job* is a generator that yields :class:`Progress` updates and finally returns
 Three consumers drive the same generator:
 
 - :func:`run_job` -- the plain blocking call used by scripts and by each method's blocking
-  function (``tv.denoise`` is ``run_job(tv.iter_denoise(...))``);
-- the widgets' worker threads (superqt ``GeneratorWorker`` emits ``yielded`` for every update
-  and ``returned`` with the result);
+  function (``tv.denoise`` is ``run_job(tv.iter_denoise(...))``, see :func:`blocking`);
+- the widgets' worker threads, which materialise the outputs someone displays, in the worker
+  thread, and hand the updates to the GUI thread;
 - tests, which can stop iterating at any point.
 
-Cancellation happens between yields: a consumer that stops iterating calls ``close()`` on the
-generator, which raises ``GeneratorExit`` at the paused ``yield`` so ``finally`` blocks release
-device memory. Methods therefore yield often (per frame, tile or a few iterations).
+Two ways to end a job early:
+
+*Cancel* (roll back): the consumer stops iterating and calls ``close()``; ``GeneratorExit`` is
+raised at the paused ``yield`` so ``finally`` blocks release device memory. Nothing is returned.
+
+*Stop and keep* (the best so far): the consumer sends :data:`STOP` into the generator
+(``job.send(STOP)``) at every resume after the request; a job that supports it finishes its
+current step and returns its current result marked ``stopped_early``. ``yield`` expressions of
+jobs therefore read ``command = yield Progress(...)``; a job that cannot stop early ignores the
+command and simply runs on.
+
+Outputs are *lazy*: ``Progress.outputs`` maps an output name to an :class:`Output` whose data may
+be a zero-argument callable that makes the host copy. Only a consumer that displays the output
+calls it (in the thread that iterates the job, while the job is paused at its ``yield``), so
+previews cost nothing in scripts and batch runs.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 import threading
 import time
 from collections.abc import Callable, Generator, Mapping
@@ -27,17 +41,100 @@ from typing import Any, TypeVar
 import numpy as np
 
 __all__ = [
+    "OUTPUT_KINDS",
+    "STOP",
     "CancelToken",
     "Job",
     "JobCancelled",
+    "Output",
     "PreviewThrottle",
     "Progress",
+    "StopToken",
+    "blocking",
+    "is_stop",
     "mapped",
     "run_job",
     "scaled",
 ]
 
 R = TypeVar("R")
+
+OUTPUT_KINDS = ("image", "vectors")
+"""What an :class:`Output` holds: an image (any dimensionality) or napari vectors data
+(``(N, 2, D)``: start point and direction of each vector)."""
+
+
+class _Stop:
+    """The "stop now and keep the best so far" command (singleton :data:`STOP`)."""
+
+    _instance: _Stop | None = None
+
+    def __new__(cls) -> _Stop:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "STOP"
+
+    def __reduce__(self) -> str:
+        return "STOP"
+
+
+STOP = _Stop()
+"""Sent into a job (``job.send(STOP)``) to ask it to return its current result now."""
+
+
+def is_stop(command: Any) -> bool:
+    """Whether the value a ``yield`` returned is the :data:`STOP` command."""
+    return command is STOP
+
+
+@dataclass(frozen=True)
+class Output:
+    """One named partial or final output carried by a :class:`Progress` update.
+
+    Parameters
+    ----------
+    data : numpy.ndarray or callable
+        The host data, or a zero-argument callable that makes it (a device-to-host copy). A
+        callable is only valid while the job is paused at the ``yield`` that carried it.
+    region : tuple of slice, optional
+        Where ``data`` belongs inside the full output; ``None`` means the whole output.
+    kind : {"image", "vectors"}
+        How a viewer should show it.
+    shape : tuple of int, optional
+        Shape of the *full* output (needed to place a region into an empty buffer).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> out = Output(lambda: np.zeros((4, 4)), region=(slice(0, 4), slice(0, 4)))
+    >>> out.is_lazy, out.materialize().is_lazy
+    (True, False)
+    """
+
+    data: Any
+    region: tuple[slice, ...] | None = None
+    kind: str = "image"
+    shape: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in OUTPUT_KINDS:
+            raise ValueError(f"Output.kind must be one of {OUTPUT_KINDS}, got {self.kind!r}")
+
+    @property
+    def is_lazy(self) -> bool:
+        """Whether ``data`` is still a callable that has not made its host copy."""
+        return callable(self.data)
+
+    def array(self) -> np.ndarray:
+        """The host data (calls the callable of a lazy output)."""
+        return np.asarray(self.data() if self.is_lazy else self.data)
+
+    def materialize(self) -> Output:
+        """This output with its host copy made (``self`` when it is not lazy)."""
+        return dataclasses.replace(self, data=self.array()) if self.is_lazy else self
 
 
 @dataclass(frozen=True)
@@ -46,34 +143,59 @@ class Progress:
 
     Parameters
     ----------
-    fraction : float
-        Completed fraction of the whole job, in ``[0, 1]``.
+    fraction : float or None
+        Completed fraction of the whole job, in ``[0, 1]``; ``None`` means indeterminate (an
+        optimiser that stops on a criterion, an estimate, an autotune).
     message : str
         Short human-readable status, e.g. ``"iteration 40/200, gap 3.1e-03"``.
-    preview : numpy.ndarray, optional
-        Host copy of the current estimate (or of the part named by ``preview_region``).
-        Jobs send previews sparingly (see :class:`PreviewThrottle`); ``None`` means
-        "nothing new to show".
-    preview_region : tuple of slice, optional
-        Where ``preview`` belongs inside the full output. ``None`` means ``preview`` is the whole
-        output.
+    step : float, optional
+        x-axis value of ``metrics`` (iteration, frame, evaluation).
     metrics : Mapping[str, float]
-        Numbers worth plotting or showing (loss, duality gap, iteration, fitted parameters).
+        Numbers worth plotting or showing (loss, duality gap, fitted parameters).
+    outputs : Mapping[str, Output]
+        Named partial results, usually lazy (see :class:`Output`).
+
+    Examples
+    --------
+    >>> Progress(None, "estimating the camera model").indeterminate
+    True
     """
 
-    fraction: float
-    message: str
-    preview: np.ndarray | None = None
-    preview_region: tuple[slice, ...] | None = None
+    fraction: float | None
+    message: str = ""
+    step: float | None = None
     metrics: Mapping[str, float] = field(default_factory=dict)
+    outputs: Mapping[str, Output] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.fraction <= 1.0 + 1e-9:
-            raise ValueError(f"Progress.fraction must be within [0, 1], got {self.fraction!r}")
+        if self.fraction is not None and not 0.0 <= self.fraction <= 1.0 + 1e-9:
+            raise ValueError(
+                f"Progress.fraction must be within [0, 1] or None, got {self.fraction!r}"
+            )
+        for name, output in self.outputs.items():
+            if not isinstance(output, Output):
+                raise TypeError(f"Progress.outputs[{name!r}] must be an Output, got {output!r}")
+
+    @property
+    def indeterminate(self) -> bool:
+        """Whether the job cannot say how far along it is."""
+        return self.fraction is None
+
+    def materialized(self, names: Callable[[str], bool] | None = None) -> Progress:
+        """A copy whose outputs selected by ``names`` have their host copies made.
+
+        Outputs not selected are dropped (they would be stale once the job resumes).
+        """
+        keep = {
+            name: output.materialize()
+            for name, output in self.outputs.items()
+            if names is None or names(name)
+        }
+        return dataclasses.replace(self, outputs=keep)
 
 
-Job = Generator[Progress, None, R]
-"""Type of a job: a generator of :class:`Progress` that returns ``R``."""
+Job = Generator[Progress, Any, R]
+"""Type of a job: a generator of :class:`Progress` that accepts commands and returns ``R``."""
 
 
 class JobCancelled(Exception):
@@ -81,7 +203,7 @@ class JobCancelled(Exception):
 
 
 class CancelToken:
-    """Thread-safe flag that asks a running job to stop at its next yield."""
+    """Thread-safe flag that asks a running job to stop at its next yield (and roll back)."""
 
     def __init__(self) -> None:
         self._event = threading.Event()
@@ -96,11 +218,28 @@ class CancelToken:
         return self._event.is_set()
 
 
+class StopToken:
+    """Thread-safe flag that asks a running job to return its best result so far."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def stop(self) -> None:
+        """Request an early stop."""
+        self._event.set()
+
+    @property
+    def requested(self) -> bool:
+        """Whether an early stop was requested."""
+        return self._event.is_set()
+
+
 def run_job(
     job: Job[R],
     *,
     on_progress: Callable[[Progress], Any] | None = None,
     cancel: CancelToken | None = None,
+    stop: StopToken | None = None,
 ) -> R:
     """Drive a job to completion and return its result.
 
@@ -109,10 +248,13 @@ def run_job(
     job : generator
         A job generator (see the module docstring).
     on_progress : callable, optional
-        Called with every :class:`Progress` update.
+        Called with every :class:`Progress` update, while the job is paused (lazy outputs may be
+        materialised inside the callback, not after it).
     cancel : CancelToken, optional
         Checked after every update; when set, the job is closed (its ``finally`` blocks run)
         and :class:`JobCancelled` is raised.
+    stop : StopToken, optional
+        Checked after every update; once set, :data:`STOP` is sent at every resume.
 
     Returns
     -------
@@ -123,26 +265,38 @@ def run_job(
     ------
     JobCancelled
         If ``cancel`` was set while the job ran.
+
+    Examples
+    --------
+    >>> def count(n):
+    ...     for i in range(n):
+    ...         yield Progress((i + 1) / n, f"step {i + 1}")
+    ...     return n
+    >>> run_job(count(3))
+    3
     """
+    command: Any = None
     try:
         while True:
-            update = next(job)
+            update = job.send(command)
             if on_progress is not None:
                 on_progress(update)
             if cancel is not None and cancel.cancelled:
                 raise JobCancelled("the job was cancelled")
-    except StopIteration as stop:
-        return stop.value
+            command = STOP if stop is not None and stop.requested else None
+    except StopIteration as done:
+        return done.value
     finally:
         job.close()
 
 
-def mapped(job: Generator[Any, None, R], transform: Callable[[Any], Progress | None]) -> Job[R]:
+def mapped(job: Generator[Any, Any, R], transform: Callable[[Any], Progress | None]) -> Job[R]:
     """Re-emit a generator's updates through ``transform`` and return its result.
 
     The building block for composing jobs: ``result = yield from mapped(sub_job, fn)``.
-    ``transform`` may return ``None`` to drop an update. The wrapped generator is closed when
-    the caller stops early, so its ``finally`` blocks run.
+    ``transform`` may return ``None`` to drop an update. Commands sent to the outer job
+    (:data:`STOP`) are forwarded to the wrapped one. The wrapped generator is closed when the
+    caller stops early, so its ``finally`` blocks run.
 
     Parameters
     ----------
@@ -155,16 +309,25 @@ def mapped(job: Generator[Any, None, R], transform: Callable[[Any], Progress | N
     -------
     object
         The wrapped generator's result.
+
+    Examples
+    --------
+    >>> def ticks():
+    ...     yield 1
+    ...     yield 2
+    ...     return "done"
+    >>> run_job(mapped(ticks(), lambda k: Progress(k / 2, f"tick {k}")))
+    'done'
     """
+    command: Any = None
     try:
         while True:
             try:
-                update = next(job)
+                update = job.send(command)
             except StopIteration as done:
                 return done.value
             progress = transform(update)
-            if progress is not None:
-                yield progress
+            command = None if progress is None else (yield progress)
     finally:
         job.close()
 
@@ -172,7 +335,8 @@ def mapped(job: Generator[Any, None, R], transform: Callable[[Any], Progress | N
 def scaled(job: Job[R], start: float, stop: float, prefix: str = "") -> Job[R]:
     """Re-map a sub-job's progress fractions into ``[start, stop]`` of a parent job.
 
-    Use it with ``result = yield from scaled(sub_job, 0.2, 0.6, "chunk 2/5: ")``.
+    Use it with ``result = yield from scaled(sub_job, 0.2, 0.6, "chunk 2/5: ")``. Indeterminate
+    updates stay indeterminate.
 
     Parameters
     ----------
@@ -187,25 +351,66 @@ def scaled(job: Job[R], start: float, stop: float, prefix: str = "") -> Job[R]:
     -------
     object
         The sub-job's result.
+
+    Examples
+    --------
+    >>> def half():
+    ...     yield Progress(0.5, "half way")
+    >>> [u.fraction for u in scaled(half(), 0.5, 1.0)]
+    [0.75]
     """
     span = stop - start
-    return (
-        yield from mapped(
-            job,
-            lambda update: dataclasses.replace(
-                update,
-                fraction=min(1.0, start + span * update.fraction),
-                message=prefix + update.message,
-            ),
-        )
+
+    def rescale(update: Progress) -> Progress:
+        fraction = None if update.fraction is None else min(1.0, start + span * update.fraction)
+        return dataclasses.replace(update, fraction=fraction, message=prefix + update.message)
+
+    return (yield from mapped(job, rescale))
+
+
+def blocking(job_function: Callable[..., Job[Any]], unwrap: Callable[[Any], Any] | None = None):
+    """Make the blocking twin of a job function: same signature, runs the job to completion.
+
+    Parameters
+    ----------
+    job_function : callable
+        ``iter_<method>(...) -> Job[Result]``.
+    unwrap : callable, optional
+        Applied to the job's result (e.g. ``lambda r: r.image`` to return the array only).
+
+    Returns
+    -------
+    callable
+        ``f(*args, **kwargs) = unwrap(run_job(job_function(*args, **kwargs)))`` with the
+        signature of ``job_function``.
+
+    Examples
+    --------
+    >>> def iter_square(x):
+    ...     yield Progress(None, "squaring")
+    ...     return x * x
+    >>> square = blocking(iter_square)
+    >>> square(3)
+    9
+    """
+
+    @functools.wraps(job_function)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        result = run_job(job_function(*args, **kwargs))
+        return result if unwrap is None else unwrap(result)
+
+    signature = inspect.signature(job_function)
+    run.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        return_annotation=inspect.Signature.empty
     )
+    return run
 
 
 class PreviewThrottle:
-    """Decides when a job should pay for a device-to-host preview copy.
+    """Decides when a consumer should pay for materialising a preview.
 
-    Copying a large volume to the host for every update would dominate the run time, so jobs
-    send previews at most every ``interval`` seconds (the first one immediately).
+    Copying a large volume to the host for every update would dominate the run time, so
+    consumers make host copies at most every ``interval`` seconds (the first one immediately).
 
     Parameters
     ----------
@@ -213,6 +418,13 @@ class PreviewThrottle:
         Minimum number of seconds between two previews.
     clock : callable
         Time source, replaceable in tests.
+
+    Examples
+    --------
+    >>> ticks = iter([0.0, 0.1, 0.3])
+    >>> throttle = PreviewThrottle(0.25, clock=lambda: next(ticks))
+    >>> [throttle.due() for _ in range(3)]
+    [True, False, True]
     """
 
     def __init__(self, interval: float = 0.25, clock: Callable[[], float] = time.monotonic):
@@ -221,7 +433,7 @@ class PreviewThrottle:
         self._last: float | None = None
 
     def due(self) -> bool:
-        """Return True (and restart the timer) when a preview should be sent now."""
+        """Return True (and restart the timer) when a preview should be made now."""
         now = self._clock()
         if self._last is None or now - self._last >= self.interval:
             self._last = now

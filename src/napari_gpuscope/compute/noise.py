@@ -29,13 +29,15 @@ Poisson-Gaussian noise", IEEE Trans. Image Process. 22(1), 91-103 (2013).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .camera import CameraModel
+
 __all__ = [
+    "CameraModel",
     "PoissonGaussian",
     "anscombe_forward",
     "anscombe_inverse",
@@ -64,43 +66,8 @@ _EDGE_RATIO = 1.5
 _FLAT_RATIO = 1.5
 
 
-@dataclass(frozen=True)
-class PoissonGaussian:
-    """Camera noise model in ADU: ``x = gain * Poisson(lambda) + offset + N(0, read_noise^2)``.
-
-    Attributes
-    ----------
-    gain : float
-        ADU per photon (> 0).
-    offset : float
-        Camera offset (bias) in ADU.
-    read_noise : float
-        Standard deviation of the Gaussian read noise in ADU (>= 0).
-
-    Notes
-    -----
-    The generalized Anscombe transform and its inverses depend on ``offset`` and ``read_noise``
-    only through ``beta = read_noise**2 - gain * offset`` (the intercept of the variance-vs-mean
-    line), so two models with the same ``gain`` and ``beta`` transform identically (apart from
-    where the inverse clips at zero photons).
-    """
-
-    gain: float
-    offset: float = 0.0
-    read_noise: float = 0.0
-
-    def __post_init__(self) -> None:
-        if not (math.isfinite(self.gain) and self.gain > 0):
-            raise ValueError(f"gain must be a positive number (ADU per photon), got {self.gain!r}")
-        if not (math.isfinite(self.read_noise) and self.read_noise >= 0):
-            raise ValueError(f"read_noise must be >= 0 (ADU), got {self.read_noise!r}")
-        if not math.isfinite(self.offset):
-            raise ValueError(f"offset must be a finite number (ADU), got {self.offset!r}")
-
-    @property
-    def beta(self) -> float:
-        """Intercept of the photon-transfer line ``variance = gain * mean + beta`` (ADU^2)."""
-        return self.read_noise**2 - self.gain * self.offset
+PoissonGaussian = CameraModel
+"""The camera model under its noise-model name (the same class as :class:`CameraModel`)."""
 
 
 def _as_float32(plane: object) -> np.ndarray:
@@ -194,7 +161,7 @@ def estimate_noise_sigma(image: np.ndarray | torch.Tensor) -> float:
 
 def estimate_poisson_gaussian(
     image: np.ndarray | torch.Tensor, *, block_size: int = 16, n_bins: int = 16
-) -> PoissonGaussian:
+) -> CameraModel:
     """Fit a Poisson-Gaussian camera model to a single image (a one-image photon-transfer curve).
 
     The image is cut into non-overlapping ``block_size x block_size`` blocks. In each block the
@@ -218,7 +185,7 @@ def estimate_poisson_gaussian(
 
     Returns
     -------
-    PoissonGaussian
+    CameraModel
         ``gain`` as fitted, ``offset = -beta / gain`` and ``read_noise = 0``.
 
     Raises
@@ -302,7 +269,7 @@ def estimate_poisson_gaussian(
             "so the data look Gaussian rather than Poisson -- use the Gaussian noise model or "
             "pass the camera gain explicitly"
         )
-    return PoissonGaussian(gain=gain, offset=-beta / gain, read_noise=0.0)
+    return CameraModel(gain=gain, offset=-beta / gain, read_noise=0.0)
 
 
 def _refine_line(
@@ -343,7 +310,7 @@ def _float(x: torch.Tensor) -> torch.Tensor:
     return x if x.is_floating_point() else x.to(torch.float32)
 
 
-def anscombe_forward(x: torch.Tensor, p: PoissonGaussian) -> torch.Tensor:
+def anscombe_forward(x: torch.Tensor, p: CameraModel) -> torch.Tensor:
     """Generalized Anscombe transform: Poisson-Gaussian ADU -> approximately unit-variance noise.
 
     ``z = (2 / gain) * sqrt(max(gain * x + 3/8 * gain**2 + read_noise**2 - gain * offset, 0))``
@@ -352,7 +319,7 @@ def anscombe_forward(x: torch.Tensor, p: PoissonGaussian) -> torch.Tensor:
     ----------
     x : torch.Tensor
         Image in ADU (any device; integer tensors are computed in float32).
-    p : PoissonGaussian
+    p : CameraModel
         Camera model.
 
     Returns
@@ -366,7 +333,7 @@ def anscombe_forward(x: torch.Tensor, p: PoissonGaussian) -> torch.Tensor:
     return torch.sqrt(torch.clamp(inside, min=0.0)) * (2.0 / p.gain)
 
 
-def anscombe_inverse(d: torch.Tensor, p: PoissonGaussian, *, exact: bool = True) -> torch.Tensor:
+def anscombe_inverse(d: torch.Tensor, p: CameraModel, *, exact: bool = True) -> torch.Tensor:
     """Return from VST units to ADU, by default with the exact unbiased inverse.
 
     A denoised VST image estimates ``E[z]``, not ``z`` of the mean, so the algebraic inverse of
@@ -383,7 +350,7 @@ def anscombe_inverse(d: torch.Tensor, p: PoissonGaussian, *, exact: bool = True)
     ----------
     d : torch.Tensor
         Values in VST units (typically a denoised :func:`anscombe_forward` image).
-    p : PoissonGaussian
+    p : CameraModel
         The camera model used in the forward transform.
     exact : bool
         ``True`` (default) for the exact unbiased inverse; ``False`` for the algebraic inverse

@@ -128,6 +128,8 @@ class MethodDock(QWidget):
     """Short id stored in the provenance, e.g. ``"tv"``."""
     method_title: ClassVar[str] = "Method"
     """Human-readable name, used in output layer names, e.g. ``"TV denoise"``."""
+    streamed_output: ClassVar[str] = "result"
+    """Name of the job output (``Progress.outputs``) streamed into the result layer."""
     preview_debounce_ms: ClassVar[int] = 200
     """Quiet time after the last parameter change before a live preview starts."""
 
@@ -329,7 +331,12 @@ class MethodDock(QWidget):
         self._stream = _Stream(kind, layer, params, device, name)
         self._last_preview_error = None  # a later failure is news again
         what = "Preview" if preview else "Running"
-        self.runner.start(job, description=f"{self.method_title}: {layer.name}", tag=kind)
+        self.runner.start(
+            job,
+            description=f"{self.method_title}: {layer.name}",
+            tag=kind,
+            wanted=lambda name: name == self.streamed_output,
+        )
         self.progress_bar.setValue(0)
         self._set_status(f"{what} {self.method_title} on '{layer.name}' ({device})...")
         self._elapsed_timer.start()
@@ -351,21 +358,30 @@ class MethodDock(QWidget):
         if stream.layer not in self.viewer.layers:  # input removed (or viewer closing): stop
             self.cancel()
             return
-        self.progress_bar.setValue(round(update.fraction * 1000))
+        self._show_fraction(update.fraction)
         if update.message:
             self._set_status(update.message)
-        if update.preview is None:
+        output = update.outputs.get(self.streamed_output)
+        if output is None or output.is_lazy:
             return
-        data = np.asarray(update.preview)
-        if update.preview_region is not None:
+        data = output.array()
+        if output.region is not None:
             if stream.buffer is None:
                 shape = self.stream_shape(
                     stream.layer, stream.params, preview=stream.kind == _PREVIEW
                 )
                 stream.buffer = np.zeros(shape, dtype=data.dtype)
-            stream.buffer[update.preview_region] = data
+            stream.buffer[output.region] = data
             data = stream.buffer
         self._show_stream(stream, data)
+
+    def _show_fraction(self, fraction: float | None) -> None:
+        """A percentage, or Qt's busy indicator when the job cannot say how far it is."""
+        if fraction is None:
+            self.progress_bar.setRange(0, 0)
+            return
+        self.progress_bar.setRange(0, 1000)
+        self.progress_bar.setValue(round(fraction * 1000))
 
     def _show_stream(self, stream: _Stream, data: np.ndarray) -> None:
         """Put streamed data on screen: first update adds/claims the layer, later ones replace."""
@@ -405,7 +421,7 @@ class MethodDock(QWidget):
                 preview=preview,
             )
             return
-        self.progress_bar.setValue(1000)
+        self._show_fraction(1.0)
         prefix = "Preview: " if preview else ""
         self._set_status(f"{prefix}{self.describe_result(result)}. Took {elapsed:.2f} s.")
 

@@ -75,7 +75,7 @@ def spacing_from_layer(layer: napari.layers.Layer) -> tuple[float, ...]:
     tuple of float
         One weight per layer axis.
     """
-    from napari_gpuscope.compute.tv import spacing_from_scale
+    from napari_gpuscope.compute.geometry import spacing_from_scale
 
     ndim = len(layer.scale)
     labels = list(getattr(layer, "axis_labels", None) or [None] * ndim)

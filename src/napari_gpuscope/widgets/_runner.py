@@ -16,14 +16,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+import threading
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any
 
 from napari.qt.threading import GeneratorWorker, create_worker
 from qtpy.QtCore import QObject, QTimer, Signal
 
-from napari_gpuscope.compute.jobs import Job, Progress
+from napari_gpuscope.compute.jobs import STOP, Job, PreviewThrottle, Progress
 
 __all__ = ["JobRunner"]
 
@@ -57,14 +59,56 @@ class _JobError(Exception):
         self.original = original
 
 
-def _drive(job: Job[Any]) -> Generator[Progress, None, tuple[Any, float]]:
-    """Run ``job`` in this (worker) thread; return (result, seconds)."""
+class _Control:
+    """What the GUI asks of a running job, read by the worker thread.
+
+    ``wanted(name)`` says whether an output is displayed (only those are materialised, and at
+    most every ``throttle.interval`` seconds); ``stop`` asks the job to return its best result
+    so far.
+    """
+
+    def __init__(self, wanted: Callable[[str], bool] | None) -> None:
+        self.wanted = wanted or (lambda name: False)
+        self.throttle = PreviewThrottle()
+        self.stop = threading.Event()
+
+
+def _for_display(update: Progress, control: _Control) -> Progress:
+    """The update with the outputs the GUI displays, as host arrays.
+
+    Lazy outputs are copied only when the throttle allows (a device-to-host copy per update
+    would dominate a run); outputs the job already made on the host always pass.
+    """
+    wanted = {name: out for name, out in update.outputs.items() if control.wanted(name)}
+    lazy = any(out.is_lazy for out in wanted.values())
+    due = control.throttle.due() if lazy else False
+    keep = {name: out.materialize() for name, out in wanted.items() if due or not out.is_lazy}
+    return dataclasses.replace(update, outputs=keep)
+
+
+def _drive(job: Job[Any], control: _Control) -> Generator[Progress, None, tuple[Any, float]]:
+    """Run ``job`` in this (worker) thread; return (result, seconds).
+
+    Lazy outputs are materialised here, in the worker thread, while the job is paused at its
+    yield, and only for displayed outputs when the throttle allows; the GUI thread receives
+    host arrays only.
+    """
     start = time.perf_counter()
+    command: Any = None
     try:
-        result = yield from job
+        while True:
+            try:
+                update = job.send(command)
+            except StopIteration as done:
+                return done.value, time.perf_counter() - start
+            if isinstance(update, Progress) and update.outputs:
+                update = _for_display(update, control)
+            yield update
+            command = STOP if control.stop.is_set() else None
     except Exception as exc:
         raise _JobError(exc) from exc
-    return result, time.perf_counter() - start
+    finally:
+        job.close()
 
 
 class JobRunner(QObject):
@@ -95,6 +139,7 @@ class JobRunner(QObject):
         self._pbar: Any = None
         self._started_at: float | None = None
         self._latest: Progress | None = None
+        self._control = _Control(None)
         self.tag: Any = None
         self._pbar_timer = QTimer(self)
         self._pbar_timer.setInterval(200)
@@ -111,7 +156,14 @@ class JobRunner(QObject):
         """``time.perf_counter()`` at the start of the current job (None when idle)."""
         return self._started_at
 
-    def start(self, job: Job[Any], *, description: str, tag: Any = None) -> int:
+    def start(
+        self,
+        job: Job[Any],
+        *,
+        description: str,
+        tag: Any = None,
+        wanted: Callable[[str], bool] | None = None,
+    ) -> int:
         """Start ``job``, superseding (cancelling) any running job.
 
         Parameters
@@ -123,6 +175,9 @@ class JobRunner(QObject):
             Label of the napari activity progress bar.
         tag : object, optional
             Free-form marker of what is running (the docks store ``"run"``/``"preview"``).
+        wanted : callable, optional
+            ``wanted(output_name)``: whether an output is displayed, so worth a host copy
+            (evaluated in the worker thread; default: none).
 
         Returns
         -------
@@ -134,9 +189,11 @@ class JobRunner(QObject):
         generation = self.generation
         self.started_jobs += 1
         self.tag = tag
+        self._control = _Control(wanted)
         worker = create_worker(
             _drive,
             job,
+            self._control,
             _worker_class=_ClosingGeneratorWorker,
             _ignore_errors=True,
         )
@@ -149,6 +206,19 @@ class JobRunner(QObject):
         self._open_progress(description)
         worker.start()
         return generation
+
+    def request_stop(self) -> bool:
+        """Ask the running job to return its best result so far (it finishes normally).
+
+        Returns
+        -------
+        bool
+            True if a job was running.
+        """
+        if self._worker is None:
+            return False
+        self._control.stop.set()
+        return True
 
     def cancel(self) -> bool:
         """Ask the running job to stop at its next yield and forget it.
@@ -223,6 +293,10 @@ class JobRunner(QObject):
         if pbar is None or update is None:
             return
         self._latest = None
+        if update.fraction is None:
+            if update.message:
+                pbar.set_description(update.message)
+            return
         target = round(update.fraction * _PROGRESS_STEPS)
         if update.message:
             pbar.set_description(update.message)

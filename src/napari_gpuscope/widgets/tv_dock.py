@@ -12,6 +12,7 @@ match the 3D result of a full run.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +30,8 @@ from qtpy.QtWidgets import (
 )
 from superqt import QCollapsible
 
-from napari_gpuscope.compute.jobs import Job, Progress, mapped
+from napari_gpuscope.compute.jobs import Job, Output, Progress, mapped
+from napari_gpuscope.compute.tv import OUTPUT
 from napari_gpuscope.widgets._base import MethodDock
 from napari_gpuscope.widgets._layers import check_image_layer, spacing_from_layer
 
@@ -138,13 +140,17 @@ class TVPreviewResult:
 
 
 def _centre_plane_job(job: Job[Any], centre: tuple[int, ...]) -> Job[TVPreviewResult]:
-    """Forward a slab job's progress, reduced to the centre plane that the preview shows."""
+    """Forward a slab job's progress, its output reduced to the centre plane the preview shows."""
 
     def to_plane(update: Progress) -> Progress:
-        plane = None
-        if update.preview is not None and update.preview_region is None:
-            plane = np.asarray(update.preview)[centre]
-        return Progress(update.fraction, update.message, plane, None, update.metrics)
+        output = update.outputs.get(OUTPUT)
+        if output is None or output.region is not None:
+            return dataclasses.replace(update, outputs={})
+
+        def plane() -> np.ndarray:
+            return output.array()[centre]
+
+        return dataclasses.replace(update, outputs={OUTPUT: Output(plane)})
 
     result = yield from mapped(job, to_plane)
     return TVPreviewResult(result, np.asarray(result.image)[centre])
@@ -161,6 +167,7 @@ class TVDenoiseDock(MethodDock):
 
     method_id = "tv"
     method_title = "TV denoise"
+    streamed_output = OUTPUT
 
     def __init__(self, viewer: napari.viewer.Viewer) -> None:
         self._sigma_cache: dict[tuple[int, int], float] = {}

@@ -1,11 +1,11 @@
 """Fused CUDA kernels with torch twins, verifiable without a GPU.
 
 Each fused operation is a :class:`FusedOp`: a small *launcher* that runs a kernel from a ``.cu``
-file in this folder, paired with a pure-torch *twin* with the same in-place semantics. The
-``.cu`` files ship as package data and follow one set of rules: ``extern "C" __global__``
-kernels, one thread per output element with a grid-stride loop over a ``long long`` count, no
-``#include``, no shared memory and no atomics. That keeps them valid for NVRTC, ``nvcc`` and
-g++ alike.
+file (kept beside its method's torch twins, e.g. ``compute/tv/tv_fgp.cu``), paired with a pure-
+torch *twin* with the same in-place semantics. The ``.cu`` files ship as package data and follow
+one set of rules: ``extern "C" __global__`` kernels, one thread per output element with a grid-
+stride loop over a ``long long`` count, no ``#include``, no shared memory and no atomics. That
+keeps them valid for NVRTC, ``nvcc`` and g++ alike.
 
 Dispatch
 --------
@@ -71,10 +71,11 @@ from ._dispatch import (
     host_kernels_requested,
     kill_switch_active,
 )
-from ._source import KERNEL_DIR, KernelSource, kernel_files
+from ._source import COMPUTE_DIR, KERNEL_DIR, KernelSource, kernel_files
 
 __all__ = [
     "BLOCK_SIZE",
+    "COMPUTE_DIR",
     "HOST_KERNELS_ENV",
     "KERNEL_DIR",
     "KILL_SWITCH_ENV",

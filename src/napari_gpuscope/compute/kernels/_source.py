@@ -9,7 +9,10 @@ from pathlib import Path
 __all__ = ["KERNEL_DIR", "KernelSource", "kernel_files"]
 
 KERNEL_DIR = Path(__file__).resolve().parent
-"""The folder holding the ``.cu`` files and ``host_shim.h``."""
+"""The folder of the kernel machinery: ``host_shim.h`` and the platform's own ``axpby.cu``."""
+
+COMPUTE_DIR = KERNEL_DIR.parent
+"""The compute package; each method keeps its ``.cu`` files in its own folder below it."""
 
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 _KERNEL_DECL = re.compile(
@@ -19,8 +22,8 @@ _INCLUDE = re.compile(r"^\s*#\s*include\b.*$", re.MULTILINE)
 
 
 def kernel_files() -> list[Path]:
-    """All ``.cu`` files shipped in the kernels folder, sorted by name."""
-    return sorted(KERNEL_DIR.glob("*.cu"))
+    """All ``.cu`` files shipped in the compute package (every method's folder), sorted."""
+    return sorted(COMPUTE_DIR.rglob("*.cu"), key=lambda path: (path.name, str(path)))
 
 
 class KernelSource:
@@ -29,8 +32,12 @@ class KernelSource:
     Parameters
     ----------
     filename : str or pathlib.Path
-        A file name relative to the kernels folder (``"tv_fgp.cu"``), or an absolute path
-        (tests use this for deliberately broken kernels).
+        A file name relative to the folder of ``beside`` (or of the kernels machinery when
+        ``beside`` is None), or an absolute path (tests use this for deliberately broken
+        kernels).
+    beside : str or pathlib.Path, optional
+        A module's ``__file__``: method packages keep their ``.cu`` files next to the torch twins,
+        ``KernelSource("tv_fgp.cu", beside=__file__)``.
 
     Attributes
     ----------
@@ -47,9 +54,10 @@ class KernelSource:
         kernels in this folder have none; a test checks it.
     """
 
-    def __init__(self, filename: str | Path) -> None:
+    def __init__(self, filename: str | Path, *, beside: str | Path | None = None) -> None:
         path = Path(filename)
-        self.path = path if path.is_absolute() else KERNEL_DIR / path
+        folder = KERNEL_DIR if beside is None else Path(beside).resolve().parent
+        self.path = path if path.is_absolute() else folder / path
         self.text = self.path.read_text(encoding="utf-8")
         self.digest = hashlib.sha256(self.text.encode("utf-8")).hexdigest()
         code = _COMMENTS.sub("", self.text)

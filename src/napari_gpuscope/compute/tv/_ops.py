@@ -1,14 +1,13 @@
 """Elementary TV operators: weighted gradient/divergence and the fused FGP steps.
 
-Layout shared with ``kernels/tv_fgp.cu``: an image batch ``f`` of shape ``(B, n_0, ..., n_{d-1})``
-(``B`` independent problems, ``d <= 4`` coupled axes) and dual fields of shape
-``(d, B, n_0, ..., n_{d-1})``, contiguous, so component ``a`` of element ``i`` lives at
-``a * N + i``. Each fused step (:data:`fgp_primal`, :data:`fgp_dual`, :data:`tv_gap_terms`) is a
+Layout shared with ``tv_fgp.cu`` (beside this file): an image batch ``f`` of shape ``(B, n_0,
+..., n_{d-1})`` (``B`` independent problems, ``d <= 4`` coupled axes) and dual fields of shape
+``(d, B, n_0, ..., n_{d-1})``, contiguous, so component ``a`` of element ``i`` lives at ``a * N
++ i``. Each fused step (:data:`fgp_primal`, :data:`fgp_dual`, :data:`tv_gap_terms`) is a
 :class:`~napari_gpuscope.compute.kernels.FusedOp`: CUDA float32 tensors run the kernel, anything
-else runs the torch twin defined here, which computes the same expressions in the same order
-(up to float32 rounding where torch fuses a multiply-add). The twins work in place on narrowed
-views with at most two image-sized work buffers, so a CPU iteration is a handful of memory passes.
-"""
+else runs the torch twin defined here, which computes the same expressions in the same order (up
+to float32 rounding where torch fuses a multiply-add). The twins work in place on narrowed views
+with at most two image-sized work buffers, so a CPU iteration is a handful of memory passes. """
 
 from __future__ import annotations
 
@@ -18,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from .kernels import FusedOp, KernelSource
+from ..kernels import FusedOp, KernelSource
 
 __all__ = [
     "MAX_COUPLED_AXES",
@@ -30,7 +29,7 @@ __all__ = [
 ]
 
 MAX_COUPLED_AXES = 4
-SOURCE = KernelSource("tv_fgp.cu")
+SOURCE = KernelSource("tv_fgp.cu", beside=__file__)
 
 
 def _scratch(like: torch.Tensor, numel: int) -> torch.Tensor:

@@ -1,0 +1,196 @@
+"""The result protocol every method's result follows, and napari layer-data helpers.
+
+A method's job returns a result object with
+
+- ``stopped_early`` -- True when the user asked to stop and keep the best so far;
+- ``summary()`` -- JSON-able facts for provenance (parameters used, iterations, convergence,
+  which compute path ran...);
+- ``describe()`` -- the same facts in one line of plain words (status lines, consoles);
+- ``layers(name, geometry, metadata)`` -- napari layer-data tuples ``(data, kwargs, type)``
+  with names, scale/translate, display settings and metadata.
+
+The dock, the headless demo, the CLI and (later) the batch writer all go through ``layers()``,
+so the mapping from a result to what a user sees exists once. Nothing here imports napari:
+layer-data tuples are plain tuples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = ["Geometry", "LayerDataTuple", "MethodResult", "image_layer", "vectors_layer"]
+
+LayerDataTuple = tuple[Any, dict[str, Any], str]
+"""``(data, kwargs, layer_type)`` as napari's ``Layer.create`` and sample-data functions use."""
+
+
+def _tuple(values: Sequence[Any] | None, cast: type) -> tuple | None:
+    return None if values is None else tuple(cast(v) for v in values)
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Where an array sits in world coordinates: napari's per-axis layer geometry.
+
+    Attributes
+    ----------
+    scale, translate : tuple of float, optional
+        Physical step and origin per axis.
+    units : tuple of str, optional
+        Unit per axis (e.g. ``"µm"``, ``"s"``).
+    axis_labels : tuple of str, optional
+        Label per axis (e.g. ``"z"``, ``"y"``, ``"x"``).
+
+    Examples
+    --------
+    >>> g = Geometry(scale=(0.4, 0.1, 0.1), axis_labels=("z", "y", "x"))
+    >>> g.trailing(2).as_kwargs()
+    {'scale': (0.1, 0.1), 'axis_labels': ('y', 'x')}
+    """
+
+    scale: tuple[float, ...] | None = None
+    translate: tuple[float, ...] | None = None
+    units: tuple[str, ...] | None = None
+    axis_labels: tuple[str, ...] | None = None
+
+    @classmethod
+    def from_kwargs(cls, kwargs: Mapping[str, Any]) -> Geometry:
+        """The geometry part of a layer-data kwargs dict (or of a layer's attributes)."""
+        units = kwargs.get("units")
+        if isinstance(units, str):
+            units = None if "scale" not in kwargs else (units,) * len(kwargs["scale"])
+        return cls(
+            scale=_tuple(kwargs.get("scale"), float),
+            translate=_tuple(kwargs.get("translate"), float),
+            units=_tuple(units, str),
+            axis_labels=_tuple(kwargs.get("axis_labels"), str),
+        )
+
+    @classmethod
+    def of_layer(cls, layer: Any) -> Geometry:
+        """The geometry of a napari layer (read-only use of its attributes)."""
+        return cls.from_kwargs(
+            {
+                key: getattr(layer, key)
+                for key in ("scale", "translate", "units", "axis_labels")
+                if getattr(layer, key, None) is not None
+            }
+        )
+
+    def select(self, axes: Sequence[int]) -> Geometry:
+        """The geometry of the given axes (e.g. a plane of a volume)."""
+        axes = list(axes)
+
+        def pick(values: tuple | None) -> tuple | None:
+            return None if values is None else tuple(values[a] for a in axes)
+
+        return Geometry(
+            pick(self.scale), pick(self.translate), pick(self.units), pick(self.axis_labels)
+        )
+
+    def trailing(self, ndim: int) -> Geometry:
+        """The geometry of the last ``ndim`` axes (napari aligns layers on trailing axes)."""
+        known = next(
+            (len(v) for v in (self.scale, self.translate, self.units, self.axis_labels) if v),
+            ndim,
+        )
+        return self.select(range(max(0, known - ndim), known))
+
+    def as_kwargs(self) -> dict[str, Any]:
+        """Layer kwargs holding the known fields only."""
+        fields = {
+            "scale": self.scale,
+            "translate": self.translate,
+            "units": self.units,
+            "axis_labels": self.axis_labels,
+        }
+        return {key: value for key, value in fields.items() if value is not None}
+
+
+@runtime_checkable
+class MethodResult(Protocol):
+    """What every method's result offers (see the module docstring)."""
+
+    stopped_early: bool
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-able facts for provenance."""
+        ...
+
+    def describe(self) -> str:
+        """One line of plain words: converged or stopped, and the numbers that say so."""
+        ...
+
+    def layers(
+        self,
+        name: str = "image",
+        geometry: Geometry | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> list[LayerDataTuple]:
+        """napari layer-data tuples of the result, named after the input ``name``."""
+        ...
+
+
+def image_layer(
+    data: Any,
+    name: str,
+    geometry: Geometry | None = None,
+    *,
+    metadata: Mapping[str, Any] | None = None,
+    **display: Any,
+) -> LayerDataTuple:
+    """An image layer-data tuple; the geometry is that of ``data``'s trailing axes.
+
+    Parameters
+    ----------
+    data : array-like
+        The image.
+    name : str
+        Layer name.
+    geometry : Geometry, optional
+        Geometry of the input the image came from (its trailing axes are used).
+    metadata : Mapping, optional
+        Layer metadata (provenance goes here).
+    **display
+        Further layer kwargs (``colormap``, ``contrast_limits``, ``blending``...).
+
+    Returns
+    -------
+    tuple
+        ``(data, kwargs, "image")``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> data, kwargs, kind = image_layer(np.zeros((4, 4)), "cells", Geometry(scale=(2.0, 1.0, 1.0)))
+    >>> kwargs["scale"], kind
+    ((1.0, 1.0), 'image')
+    """
+    kwargs: dict[str, Any] = {"name": name}
+    if geometry is not None:
+        kwargs.update(geometry.trailing(len(data.shape)).as_kwargs())
+    kwargs.update(display)
+    kwargs["metadata"] = dict(metadata or {})
+    return data, kwargs, "image"
+
+
+def vectors_layer(
+    data: Any,
+    name: str,
+    geometry: Geometry | None = None,
+    *,
+    metadata: Mapping[str, Any] | None = None,
+    **display: Any,
+) -> LayerDataTuple:
+    """A vectors layer-data tuple: ``data`` is ``(N, 2, D)`` (start point, direction).
+
+    The geometry of the trailing ``D`` axes is used, like :func:`image_layer`.
+    """
+    kwargs: dict[str, Any] = {"name": name}
+    if geometry is not None:
+        kwargs.update(geometry.trailing(int(data.shape[-1])).as_kwargs())
+    kwargs.update(display)
+    kwargs["metadata"] = dict(metadata or {})
+    return data, kwargs, "vectors"

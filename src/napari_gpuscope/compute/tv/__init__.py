@@ -1,0 +1,36 @@
+"""Total-variation (ROF) denoising on the GPU.
+
+Solves ``min_u 1/2 ||u - f||^2 + weight * TV(u)`` with isotropic TV built from per-axis weighted
+forward differences, for 2D, 3D, time-lapse and 4D images with an optional channel axis:
+
+- ``method="fgp"`` (default): fast gradient projection on the dual (Beck & Teboulle 2009), with
+  fused CUDA kernels (``tv_fgp.cu`` beside their torch twins in :mod:`._ops`), an optional
+  non-negativity constraint and a certified convergence test (the relative duality gap);
+- ``method="chambolle"``: Chambolle's projection exactly as
+  :func:`skimage.restoration.denoise_tv_chambolle` (same step, stopping rule and output).
+
+Independent problems (channels, and axes whose spacing weight is 0 such as a frame-by-frame time
+axis) are solved together as one batch. Volumes larger than device memory are processed in chunks
+with overlapping halos (:func:`halo`). :func:`iter_denoise` is the progress-reporting job behind
+:func:`denoise`; :class:`TVParams` holds every parameter.
+
+Modules: :mod:`._params` (the parameter model), :mod:`._job` (the job and its result),
+:mod:`._fgp` and :mod:`._chambolle` (solvers), :mod:`._ops` (operators and fused kernels).
+"""
+
+from ..geometry import spacing_from_scale
+from ._job import HALO_PLANES, OUTPUT, TVResult, denoise, halo, iter_denoise
+from ._params import METHODS, NOISE_MODELS, TVParams
+
+__all__ = [
+    "HALO_PLANES",
+    "METHODS",
+    "NOISE_MODELS",
+    "OUTPUT",
+    "TVParams",
+    "TVResult",
+    "denoise",
+    "halo",
+    "iter_denoise",
+    "spacing_from_scale",
+]

@@ -1,0 +1,59 @@
+"""What the ROF solvers share: their ticks, their result, and the per-problem reductions.
+
+The solvers work on a batch of independent problems ``f`` of shape ``(B, n_0, ..., n_{d-1})``.
+Both are generators: they yield a :class:`Tick` regularly (the caller turns it into a progress
+update whose preview reads ``Tick.estimate``) and return a :class:`SolveResult`. Sending
+:data:`~napari_gpuscope.compute.jobs.STOP` into a solver makes it return its current estimate
+(with its certificate) at once. Stopping is decided per problem of the batch: the reported
+relative gap is the largest over the batch, so every problem meets the tolerance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+
+import torch
+
+__all__ = ["CHECK_EVERY", "SolveResult", "Solver", "Tick", "per_problem_sum", "relative_gaps"]
+
+CHECK_EVERY = 10
+
+
+@dataclass
+class Tick:
+    """Solver state at a yield (``estimate`` is live solver memory: copy it before resuming)."""
+
+    iteration: int
+    relative_gap: float
+    estimate: torch.Tensor
+
+
+@dataclass
+class SolveResult:
+    """Final estimate and convergence facts of one solve.
+
+    ``dual`` is the final dual field (FGP's ``y``; ``None`` for Chambolle), which certifies the
+    estimate and can warm-start another solve. ``stopped`` is True when a STOP command ended it.
+    """
+
+    image: torch.Tensor
+    iterations: int
+    relative_gap: float
+    converged: bool
+    stopped: bool = False
+    dual: torch.Tensor | None = None
+
+
+Solver = Generator[Tick, object, SolveResult]
+
+
+def per_problem_sum(values: torch.Tensor) -> torch.Tensor:
+    """float64 sum over everything but the batch axis (axis 0)."""
+    return values.reshape(values.shape[0], -1).sum(1, dtype=torch.float64)
+
+
+def relative_gaps(gap: torch.Tensor, primal: torch.Tensor) -> torch.Tensor:
+    """Per-problem gap / primal energy; a problem with zero energy is solved exactly (0)."""
+    gap = gap.clamp_min(0.0)  # the exact gap is >= 0; float32 rounding can dip below
+    return torch.where(primal > 0, gap / primal.clamp_min(1e-300), torch.zeros_like(gap))
