@@ -70,6 +70,8 @@ from ._dispatch import (
     default_backend_factory,
     host_kernels_requested,
     kill_switch_active,
+    registered_ops,
+    warm_up,
 )
 from ._source import COMPUTE_DIR, KERNEL_DIR, KernelSource, kernel_files
 
@@ -96,4 +98,6 @@ __all__ = [
     "kill_switch_active",
     "nvcc_available",
     "nvcc_compile_check",
+    "registered_ops",
+    "warm_up",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import warnings
+import weakref
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 import torch
 
 from ..devices import cupy_available
+from ..jobs import Job, Progress
 from ._backends import Backend, CupyBackend, HostBackend, host_emulation_available
 
 __all__ = [
@@ -22,12 +24,44 @@ __all__ = [
     "default_backend_factory",
     "host_kernels_requested",
     "kill_switch_active",
+    "registered_ops",
+    "warm_up",
 ]
 
 KILL_SWITCH_ENV = "NAPARI_GPUSCOPE_NO_FUSED"
 HOST_KERNELS_ENV = "NAPARI_GPUSCOPE_HOST_KERNELS"
 
 Example = Callable[[torch.device, torch.Generator], tuple[tuple[Any, ...], dict[str, Any]]]
+
+
+_REGISTERED: weakref.WeakSet[FusedOp] = weakref.WeakSet()
+"""Every live FusedOp (ops register themselves when their module is imported; throw-away ops
+built by tests disappear with their last reference)."""
+
+
+def registered_ops() -> tuple[FusedOp, ...]:
+    """The fused operations defined by the compute modules imported so far, by name."""
+    return tuple(sorted(_REGISTERED, key=lambda op: op.name))
+
+
+def warm_up(device: str | torch.device) -> Job[dict[str, bool]]:
+    """Compile and self-test every registered kernel on ``device``, as a job.
+
+    A dock runs it when a device is selected, so the first preview does not pay the NVRTC
+    compile (1-3 s). The job's result maps each op name to whether its fused kernel will run.
+
+    Examples
+    --------
+    >>> from napari_gpuscope.compute.jobs import run_job
+    >>> isinstance(run_job(warm_up("cpu")), dict)
+    True
+    """
+    ops = registered_ops()
+    ready: dict[str, bool] = {}
+    for index, op in enumerate(ops):
+        yield Progress(index / max(1, len(ops)), f"preparing GPU kernel {op.name}")
+        ready[op.name] = op.prepare(torch.device(device))
+    return ready
 
 
 class FusedKernelWarning(RuntimeWarning):
@@ -137,6 +171,7 @@ class FusedOp:
         self.disabled_devices: set[str] = set()
         self._backends: dict[str, Backend] = {}
         self._lock = threading.Lock()
+        _REGISTERED.add(self)
 
     def __repr__(self) -> str:
         return f"FusedOp({self.name!r})"
@@ -170,6 +205,22 @@ class FusedOp:
         if device.type == "cpu" and host_kernels_requested() and host_emulation_available():
             return device
         return None
+
+    def prepare(self, device: torch.device) -> bool:
+        """Compile and self-test the kernel on ``device`` now (no-op for the twin path).
+
+        Returns
+        -------
+        bool
+            Whether the fused kernel will run on ``device``.
+        """
+        device = torch.device(device)
+        wanted = (device.type == "cuda" and cupy_available()) or (
+            device.type == "cpu" and host_kernels_requested() and host_emulation_available()
+        )
+        if kill_switch_active() or not wanted:
+            return False
+        return self._verified_backend(device) is not None
 
     def __call__(self, *args: Any, **kwargs: Any) -> None:
         device = self.select_device(*args, **kwargs)

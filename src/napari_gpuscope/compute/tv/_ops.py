@@ -7,7 +7,7 @@ Layout shared with ``tv_fgp.cu`` (beside this file): an image batch ``f`` of sha
 :class:`~napari_gpuscope.compute.kernels.FusedOp`: CUDA float32 tensors run the kernel, anything
 else runs the torch twin defined here, which computes the same expressions in the same order (up
 to float32 rounding where torch fuses a multiply-add). The twins work in place on narrowed views
-with at most two image-sized work buffers, so a CPU iteration is a handful of memory passes. """
+with at most two image-sized work buffers, so a CPU iteration is a handful of memory passes."""
 
 from __future__ import annotations
 
