@@ -1,9 +1,10 @@
 """Headless demonstrations: every registered method run on each of its samples.
 
 Driven by the method registry (:data:`napari_gpuscope.methods.METHODS`): for each sample, the
-method's demo parameters are built from the sample's layer kwargs, the job runs on the chosen
-device, and the result's own :meth:`layers` give the layers to write and show. A method needs no
-code here besides its ``demo_params`` function. Nothing in this module imports Qt or napari.
+method's demo parameters are built from the sample's layer kwargs (``MethodSpec.demo_params``,
+which lives beside the method's samples), the job runs on the chosen device, and the result's own
+``layers()`` give the layers to write and show. A new method needs no code here. Nothing in this
+module imports Qt or napari.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from .compute.results import Geometry, LayerDataTuple
 from .methods import METHODS, MethodSpec
 from .provenance import PROVENANCE_KEY, build_provenance
 
-__all__ = ["DemoRun", "run_demo", "tv_demo_params"]
+__all__ = ["DemoRun", "available_demos", "run_demo"]
 
 
 @dataclass
@@ -52,13 +53,6 @@ class DemoRun:
     def provenance(self) -> dict[str, Any]:
         """The result's provenance record."""
         return self.result_layer[1]["metadata"][PROVENANCE_KEY]
-
-
-def tv_demo_params(sample_kwargs: dict[str, Any]) -> Any:
-    """TV demo: strength 1 (weight = the estimated noise level), spacing from the voxel size."""
-    from .compute import tv
-
-    return tv.TVParams(strength=1.0, spacing=tv.spacing_from_scale(sample_kwargs["scale"]))
 
 
 def run_demo(spec: MethodSpec, device: str) -> list[DemoRun]:

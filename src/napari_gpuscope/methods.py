@@ -132,7 +132,7 @@ METHODS: dict[str, MethodSpec] = {
                     "napari_gpuscope.sample_data.tv:noisy_cells_3d",
                 ),
             ),
-            demo_params="napari_gpuscope.demos:tv_demo_params",
+            demo_params="napari_gpuscope.sample_data.tv:demo_params",
             supports_stop=True,
         ),
     )

@@ -10,7 +10,7 @@ from napari_gpuscope.compute.results import LayerDataTuple
 from ._camera import DEFAULT_CAMERA, Illumination, simulate_camera
 from ._phantoms import fluorescence_phantom_2d, fluorescence_phantom_3d
 
-__all__ = ["noisy_cells_2d", "noisy_cells_3d"]
+__all__ = ["demo_params", "noisy_cells_2d", "noisy_cells_3d"]
 
 
 def _layer(
@@ -52,3 +52,11 @@ def noisy_cells_3d() -> list[LayerDataTuple]:
     light = Illumination()
     data = simulate_camera(fluorescence_phantom_3d(), DEFAULT_CAMERA, light)
     return [_layer(data, "noisy cells 3D", (0.4, 0.1, 0.1), DEFAULT_CAMERA, light)]
+
+
+def demo_params(sample_kwargs: dict) -> object:
+    """Parameters of the headless demo on a TV sample: strength 1 (weight = the estimated noise
+    level) and the spacing of the sample's voxel size."""
+    from napari_gpuscope.compute import tv
+
+    return tv.TVParams(strength=1.0, spacing=tv.spacing_from_scale(sample_kwargs["scale"]))
