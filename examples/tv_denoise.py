@@ -1,10 +1,12 @@
 """Denoise the sample image with total variation from Python (no viewer needed).
 
 Loads the plugin's ``noisy_cells_2d`` sample (a simulated uint16 camera frame: 30 photons at peak,
-gain 2 ADU/photon, offset 100 ADU, read noise 3 ADU), estimates the noise level, sets
-``weight = strength * sigma_hat`` and denoises on the first GPU (or ``--device cpu``). The result
-is written as an ImageJ float32 TIFF in ADU, with pixel size and provenance; the iteration count
-and the final relative duality gap are printed.
+gain 2 ADU/photon, offset 100 ADU, read noise 3 ADU) and denoises it on the first GPU (or
+``--device cpu``) with a :class:`~napari_gpuscope.compute.tv.TVParams` recipe: a strength relative
+to the noise level the job estimates from the image (``weight = strength * sigma_hat``), which is
+what makes one recipe fit a whole experiment. The recipe is saved as JSON next to the result, an
+ImageJ float32 TIFF in ADU with pixel size and provenance; the iteration count and the final
+relative duality gap are printed.
 
 ``--figure PATH`` also writes the comparison montage used in the docs
 (noisy | scikit-image's ``denoise_tv_chambolle`` at the same weight with its default stopping rule
@@ -30,7 +32,6 @@ import numpy as np
 from napari_gpuscope.compute import tv
 from napari_gpuscope.compute.devices import NoGPUError, device_label, resolve_device
 from napari_gpuscope.compute.jobs import run_job
-from napari_gpuscope.compute.noise import estimate_noise_sigma
 from napari_gpuscope.export.tiff import save_tiff
 from napari_gpuscope.provenance import build_provenance
 from napari_gpuscope.sample_data import (
@@ -94,39 +95,26 @@ def main(argv: list[str] | None = None) -> int:
     data, layer_kwargs, _ = noisy_cells_2d()[0]
     camera = layer_kwargs["metadata"]["sample"]
 
+    poisson = {}
     if args.noise_model == "poisson":
-        # After the Anscombe transform the noise std is ~1, so the weight is the strength itself.
-        sigma_hat = 1.0
+        # The sample's calibration; after the Anscombe transform the noise std is ~1, so the
+        # weight is the strength itself.
         poisson = {
             "gain": camera["camera_gain_adu_per_photon"],
             "offset": camera["camera_offset_adu"],
             "read_noise": camera["read_noise_adu"],
         }
-    else:
-        sigma_hat = estimate_noise_sigma(data)
-        poisson = {}
-    weight = args.strength * sigma_hat
-    print(
-        f"input {data.shape} {data.dtype}, noise model {args.noise_model}, "
-        f"sigma-hat {sigma_hat:.3f}, weight {weight:.3f}"
-    )
+    params = tv.TVParams(strength=args.strength, noise_model=args.noise_model, **poisson)
 
     start = time.perf_counter()
     try:
-        result = run_job(
-            tv.iter_denoise(
-                data, weight, noise_model=args.noise_model, device=args.device, **poisson
-            )
-        )
+        result = run_job(tv.iter_denoise(data, params, device=args.device))
     except NoGPUError as error:
         print(f"{error}\n(For a CPU reference run pass --device cpu.)", file=sys.stderr)
         return 2
     elapsed = time.perf_counter() - start
-    status = "converged" if result.converged else "stopped at the iteration cap"
-    print(
-        f"{result.method}: {result.iterations} iterations, relative gap "
-        f"{result.relative_gap:.1e} ({status})"
-    )
+    weight = result.weight
+    print(f"input {data.shape} {data.dtype}: {result.describe()}")
     truth = expected_camera_signal(fluorescence_phantom_2d())
     print(
         f"PSNR vs the noise-free sample: noisy {psnr(truth, data):.2f} dB, "
@@ -134,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     args.output.mkdir(parents=True, exist_ok=True)
+    recipe = args.output / f"tv_{args.noise_model}_recipe.json"
+    recipe.write_text(params.to_json())  # tv.TVParams.from_json(recipe.read_text()) reloads it
     out_path = args.output / f"noisy_cells_2d_tv_{args.noise_model}.tif"
     save_tiff(
         out_path,
@@ -142,14 +132,14 @@ def main(argv: list[str] | None = None) -> int:
         units=layer_kwargs["units"],
         provenance=build_provenance(
             "tv",
-            {"weight": weight, "noise_model": args.noise_model, **poisson},
+            params.to_dict(),
             device=device_label(resolve_device(args.device)),
             input_name=layer_kwargs["name"],
             elapsed_seconds=elapsed,
             result=result.summary(),
         ),
     )
-    print(f"denoised image written to {out_path}")
+    print(f"denoised image written to {out_path}, recipe to {recipe}")
 
     if args.figure is not None:
         from skimage.restoration import denoise_tv_chambolle
