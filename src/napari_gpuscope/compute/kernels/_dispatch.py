@@ -139,6 +139,7 @@ _warned: set[str] = set()
 
 
 def _warn_once(message: str) -> None:
+    """Warn about the environment once per process (every op and call would repeat it)."""
     with _warned_lock:
         if message in _warned:
             return
@@ -150,7 +151,10 @@ _broken_devices: dict[str, str] = {}
 
 
 def _context_is_broken(device: torch.device) -> bool:
-    """Whether the device's CUDA context still runs work (a sticky fault makes every call fail)."""
+    """Whether a CUDA device's context stopped running work (a sticky fault makes every call
+    fail); always False for other devices."""
+    if device.type != "cuda":
+        return False
     try:
         torch.cuda.synchronize(device)
         return float(torch.ones(1, device=device).sum()) != 1.0
@@ -442,7 +446,7 @@ class FusedOp:
                 self._unavailable(key, f"the kernel does not compile here: {exc}")
                 return None
             except Exception as exc:
-                if device.type == "cuda" and not is_out_of_memory(exc):
+                if not is_out_of_memory(exc):
                     self._check_context(device, exc)
                 if type(exc).__module__.startswith("cupy") and not is_out_of_memory(exc):
                     # CUDA runtime or NVRTC missing or too old for this driver: not our bug
@@ -464,7 +468,11 @@ class FusedOp:
     def _unavailable(self, key: str, reason: str) -> None:
         self.unavailable[key] = reason
         self._verdicts[key] = reason
-        _warn_once(f"fused kernel {self.name!r} unavailable on {key}: {reason}; using the twin")
+        warnings.warn(
+            f"fused kernel {self.name!r} unavailable on {key}: {reason}; using the torch twin",
+            FusedKernelWarning,
+            stacklevel=5,
+        )
 
     def _check_context(self, device: torch.device, exc: BaseException) -> None:
         if _context_is_broken(device):
