@@ -44,7 +44,7 @@ def test_no_gpu_means_error_not_fallback(no_gpu):
         devices.resolve_device(None)
     message = str(info.value)
     assert "NVIDIA GPU" in message and "CUDA" in message
-    assert "cuda12" in message  # which cupy extra to install
+    assert "napari-gpuscope[cuda1" in message  # which cupy extra to install
 
 
 def test_named_gpu_without_gpu_raises(no_gpu):

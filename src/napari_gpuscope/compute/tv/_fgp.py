@@ -65,7 +65,7 @@ def solve_fgp(
     the only synchronisation with the host. The paths are decided once per block of iterations
     (:meth:`~napari_gpuscope.compute.kernels.FusedOp.bind`).
     """
-    spacing = [float(s) for s in spacing]
+    spacing = tuple(float(s) for s in spacing)
     l2 = 4.0 * sum(s * s for s in spacing)
     inv_l2 = 1.0 / l2
     y = f.new_zeros((len(spacing), *f.shape)) if y0 is None else y0.clone()
