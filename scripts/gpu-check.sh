@@ -8,7 +8,7 @@
 # Writes REPORT_DIR/report.md (summary) and report.json (everything), plus the logs of each step:
 # pytest.log (the `gpu` test suite), bench.log, sanitizer.log (compute-sanitizer memcheck and
 # racecheck on a small fused solve, when compute-sanitizer is on PATH) and ncu.log (Nsight Compute
-# on the main kernels, when ncu is on PATH). Takes 5-8 minutes on one H100. Exit status: 0 when
+# on the main kernels, when ncu is on PATH). Takes 1-2 minutes on one H100. Exit status: 0 when
 # the test suite and the sanitizers pass.
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -236,8 +236,7 @@ def release_frames(exc: BaseException) -> None:
     without this :func:`free_cached` frees nothing and free memory is under-reported.
     """
     seen: set[int] = set()
-    current: BaseException | None = exc
-    pending = [exc]
+    pending: list[BaseException | None] = [exc]
     while pending:
         current = pending.pop()
         if current is None or id(current) in seen:
