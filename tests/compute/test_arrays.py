@@ -1,13 +1,15 @@
-"""Input validation and host/device transfer."""
+"""Input validation and host/device transfer (the GPU side is in tests/gpu/test_gpu_arrays.py)."""
 
-import dask.array as da
+import warnings
+
 import numpy as np
 import pytest
 import torch
-import zarr
 
 from napari_gpuscope.compute.arrays import (
     InvalidInputError,
+    check_finite,
+    download_into,
     to_device,
     to_host,
     validate_image,
@@ -43,6 +45,7 @@ def test_non_finite_values_are_counted_and_located():
 
 
 def test_non_finite_scan_works_block_by_block_on_dask(monkeypatch):
+    da = pytest.importorskip("dask.array")  # absent on the GPU kit's bare machine
     import napari_gpuscope.compute.arrays as arrays
 
     monkeypatch.setattr(arrays, "_CHECK_BLOCK_ELEMENTS", 10)  # forces many blocks
@@ -68,6 +71,8 @@ def test_to_device_never_aliases_the_callers_array():
 
 
 def test_to_device_reads_regions_of_lazy_arrays():
+    da = pytest.importorskip("dask.array")
+    zarr = pytest.importorskip("zarr")
     data = np.random.default_rng(0).random((6, 5, 4)).astype(np.float32)
     region = (slice(2, 5), slice(None), slice(1, 3))
     for lazy in (da.from_array(data, chunks=2), zarr.array(data, chunks=(2, 5, 4))):
@@ -79,3 +84,78 @@ def test_to_host_returns_an_independent_copy():
     host = to_host(tensor)
     tensor += 1
     assert host.dtype == np.float32 and host.max() == 1
+
+
+def test_read_only_inputs_are_copied_without_a_torch_warning():
+    data = np.arange(12, dtype=np.float32).reshape(3, 4)
+    data.flags.writeable = False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tensor = to_device(data, "cpu", check_finite=True)
+    tensor += 1  # our copy is writable
+    np.testing.assert_array_equal(data, np.arange(12, dtype=np.float32).reshape(3, 4))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int16, torch.uint8])
+def test_torch_tensors_are_accepted_and_never_modified(dtype):
+    original = (torch.arange(20).reshape(4, 5) * 3).to(dtype)
+    data = original.clone()
+    validate_image(data)
+    tensor = to_device(data, "cpu")
+    assert tensor.dtype == torch.float32
+    tensor += 1
+    assert torch.equal(data, original)
+    np.testing.assert_array_equal(tensor.numpy() - 1, original.numpy().astype(np.float32))
+
+
+def test_tensor_dtypes_without_a_numpy_equivalent_get_a_clear_message():
+    with pytest.raises(InvalidInputError, match=r"bfloat16.*\.float\(\)"):
+        validate_image(torch.zeros((4, 4), dtype=torch.bfloat16))
+
+
+def test_non_finite_tensors_are_located():
+    data = torch.zeros((3, 4, 5))
+    data[1, 2, 3] = float("inf")
+    with pytest.raises(
+        InvalidInputError, match=r"1 non-finite value\(s\) \(0 NaN, 1 infinite\).*\(1, 2, 3\)"
+    ):
+        check_finite(data)
+
+
+def test_upload_check_reports_indices_of_the_whole_input():
+    data = np.zeros((6, 5, 4), np.float32)
+    data[4, 1, 2] = np.nan
+    region = (slice(3, 6), slice(None), slice(1, 4))
+    with pytest.raises(InvalidInputError, match=r"layer 'x' contains 1 .*\(4, 1, 2\)"):
+        to_device(data, "cpu", region=region, check_finite=True, name="layer 'x'")
+    to_device(data, "cpu", region=(slice(0, 3),), check_finite=True)  # that part is finite
+
+
+def test_values_beyond_float32_are_reported_as_such():
+    data = np.ones((3, 3), np.float64)
+    data[2, 1] = 1e39
+    with pytest.raises(InvalidInputError, match=r"beyond float32's range.*\(2, 1\)"):
+        to_device(data, "cpu", check_finite=True)
+
+
+def test_download_into_writes_views_in_place():
+    out = np.zeros((4, 6), np.float32)
+    download_into(out[1:3, 2:5], torch.full((2, 3), 7.0))
+    assert out.sum() == 7.0 * 6 and out[1:3, 2:5].min() == 7.0
+    with pytest.raises(ValueError, match="shapes differ"):
+        download_into(out, torch.zeros(3))
+
+
+def test_tv_denoises_a_torch_tensor_and_records_the_kernel_paths():
+    from napari_gpuscope.compute import tv
+    from napari_gpuscope.compute.jobs import run_job
+
+    noisy = torch.from_numpy(np.random.default_rng(0).normal(0.5, 0.1, (48, 48)).astype("f4"))
+    before = noisy.clone()
+    result = run_job(tv.iter_denoise(noisy, 0.1, device="cpu"))
+    assert torch.equal(noisy, before)
+    expected = run_job(tv.iter_denoise(noisy.numpy(), 0.1, device="cpu"))
+    np.testing.assert_array_equal(result.image, expected.image)
+    paths = result.summary()["kernel_paths"]
+    assert paths["fgp_step"] == "torch twin (CPU reference path)"
+    assert set(paths) == {"fgp_step", "fgp_primal", "tv_gap_partials"}

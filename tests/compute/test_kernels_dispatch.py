@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,12 +14,15 @@ from napari_gpuscope.compute.kernels import (
     HOST_KERNELS_ENV,
     KILL_SWITCH_ENV,
     Backend,
+    CudaFaultError,
     FusedKernelWarning,
     FusedOp,
     HostBackend,
     KernelSource,
+    _dispatch,
     host_emulation_available,
     kill_switch_active,
+    path_report,
 )
 from napari_gpuscope.compute.kernels import axpby as axpby_module
 from napari_gpuscope.compute.kernels.axpby import axpby
@@ -156,15 +160,18 @@ def test_wrong_kernel_is_disabled_once_and_twin_keeps_results_right(
 
 
 @needs_gxx
-def test_compile_error_counts_as_self_test_failure(
+def test_compile_error_makes_the_kernel_unavailable(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv(HOST_KERNELS_ENV, "1")
     op = _op_with_source(_write_kernel(tmp_path, "a * x[i] + b * y[i] +"))  # syntax error
     x, y, out = _inputs()
-    with pytest.warns(FusedKernelWarning, match="KernelCompileError"):
+    with pytest.warns(FusedKernelWarning, match="unavailable on cpu: the kernel does not compile"):
         op(x, y, out, 2.0, -1.0)
     assert op.calls == {"twin": 1}
+    assert "does not compile" in op.unavailable["cpu"]
+    assert not op.disabled_devices  # disabled means a numerical mismatch, which this is not
+    assert "torch twin (the kernel does not compile" in path_report("cpu")[op.name]["cpu"]
     np.testing.assert_allclose(out.numpy(), _expected(x, y, 2.0, -1.0), rtol=1e-6)
 
 
@@ -196,7 +203,7 @@ def test_backend_factory_is_replaceable(monkeypatch: pytest.MonkeyPatch) -> None
 
     op = _op_with_source(axpby_module.SOURCE, backend_factory=no_backend)
     x, y, out = _inputs()
-    with pytest.warns(FusedKernelWarning, match="RuntimeError: no backend here"):
+    with pytest.warns(FusedKernelWarning, match=r"no kernel backend \(RuntimeError: no backend"):
         op(x, y, out, 1.0, 2.0)
     op(x, y, out, 1.0, 2.0)
     assert built == [torch.device("cpu")]  # tried once, then remembered as disabled
@@ -209,3 +216,117 @@ def test_self_test_passes_for_the_shipped_kernel() -> None:
     ok, detail = axpby.self_test(HostBackend(), torch.device("cpu"))
     assert ok, detail
     assert detail.startswith("max abs diff")
+
+
+class _FailingBackend(HostBackend):
+    """A host backend whose launches raise ``error`` the first ``times`` times."""
+
+    def __init__(self, error: Exception, times: int = 1) -> None:
+        super().__init__()
+        self.error = error
+        self.times = times
+
+    def launch(self, function, n_threads, args) -> None:
+        if self.times > 0:
+            self.times -= 1
+            raise self.error
+        super().launch(function, n_threads, args)
+
+
+@pytest.fixture
+def host_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_dispatch, "host_emulation_available", lambda: True)
+    monkeypatch.setenv(HOST_KERNELS_ENV, "1")
+
+
+@needs_gxx
+@pytest.mark.parametrize(
+    "error",
+    [torch.OutOfMemoryError("CUDA out of memory (simulated)"), ValueError("a bug in a launcher")],
+    ids=["out-of-memory", "other-error"],
+)
+def test_first_use_errors_propagate_and_are_not_remembered(host_kernels, error) -> None:
+    backend = _FailingBackend(error)
+    op = _op_with_source(axpby_module.SOURCE, backend_factory=lambda device: backend)
+    x, y, out = _inputs()
+    with pytest.raises(type(error)):
+        op(x, y, out, 1.0, 2.0)
+    assert not op.disabled_devices and not op.unavailable
+    op(x, y, out, 1.0, 2.0)  # the next call runs the self-test again, and it passes
+    assert op.calls == {"host": 1}
+    assert path_report("cpu")[op.name]["cpu"] == "host-emulated kernel (verified against the twin)"
+    np.testing.assert_allclose(out.numpy(), _expected(x, y, 1.0, 2.0), rtol=1e-6)
+
+
+@needs_gxx
+def test_a_fault_that_breaks_the_context_fails_every_later_call(
+    host_kernels, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_dispatch, "_context_is_broken", lambda device: True)
+    monkeypatch.setattr(_dispatch, "_broken_devices", {})
+    fault = RuntimeError("CUDA error: an illegal memory access was encountered")
+    op = _op_with_source(axpby_module.SOURCE, backend_factory=lambda d: _FailingBackend(fault))
+    x, y, out = _inputs()
+    with pytest.raises(CudaFaultError, match="left the GPU's CUDA context unusable") as info:
+        op(x, y, out, 1.0, 2.0)
+    assert "illegal memory access" in str(info.value) and "Restart" in str(info.value)
+    # Neither this op nor any other silently falls back to its twin on that device.
+    with pytest.raises(CudaFaultError):
+        op(x, y, out, 1.0, 2.0)
+    other = _op_with_source(axpby_module.SOURCE, name="another-op")
+    try:
+        with pytest.raises(CudaFaultError):
+            other(x, y, out, 1.0, 2.0)
+        assert op.calls == {} and other.calls == {}
+    finally:  # throw-away ops must not reach later warm-ups (the traceback keeps them alive)
+        _dispatch._REGISTERED.discard(op)
+        _dispatch._REGISTERED.discard(other)
+
+
+class _FakeCudaTensor:
+    """Just enough of a CUDA tensor for the path decision, on a machine without CUDA."""
+
+    device = torch.device("cuda", 0)
+    dtype = torch.float32
+
+    def is_contiguous(self) -> bool:
+        return True
+
+
+def test_cuda_tensors_without_usable_cupy_warn_once_and_say_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    reason = "CuPy is not installed (pip install 'napari-gpuscope[cuda13]')"
+    monkeypatch.setattr(_dispatch, "cupy_status", lambda device: (False, reason))
+    monkeypatch.setattr(_dispatch, "_warned", set())
+    with pytest.warns(FusedKernelWarning, match=r"fused CUDA kernels are off.*not installed"):
+        bound = axpby.bind(_FakeCudaTensor(), _FakeCudaTensor())
+    assert bound.path.path == "twin" and bound.path.reason == reason
+    assert axpby.last_paths["cuda:0"].describe() == f"torch twin ({reason})"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per process, not once per call
+        axpby.bind(_FakeCudaTensor())
+
+
+def test_bound_op_skips_the_dispatch_and_counts_calls() -> None:
+    x, y, out = _inputs()
+    bound = axpby.bind(x, y, out)
+    assert bound.path.path == "twin" and bound.path.reason == "CPU reference path"
+    for _ in range(3):
+        bound(x, y, out, 2.0, -1.0)
+    assert axpby.calls == {"twin": 3}
+    np.testing.assert_allclose(out.numpy(), _expected(x, y, 2.0, -1.0), rtol=1e-6)
+
+
+@needs_gxx
+def test_warm_up_prepares_every_registered_op(monkeypatch: pytest.MonkeyPatch) -> None:
+    from napari_gpuscope.compute.jobs import run_job
+    from napari_gpuscope.compute.tv import _ops as tv_ops
+
+    monkeypatch.setenv(HOST_KERNELS_ENV, "1")
+    for op in (tv_ops.fgp_step, tv_ops.fgp_primal, tv_ops.tv_gap_partials):
+        op.reset()
+    ready = run_job(_dispatch.warm_up("cpu"))
+    shipped = ("axpby", "fgp_step", "fgp_primal", "tv_gap_partials")
+    assert all(ready[name] for name in shipped), ready
+    assert tv_ops.fgp_step.last_paths["cpu"].path == "host"

@@ -1,5 +1,8 @@
 """Chunk planning from a memory budget and out-of-memory retries, exercised on the CPU."""
 
+import gc
+import weakref
+
 import pytest
 import torch
 
@@ -10,6 +13,7 @@ from napari_gpuscope.compute.memory import (
     available_bytes,
     is_out_of_memory,
     plan_chunk,
+    release_frames,
     run_in_chunks,
 )
 
@@ -98,3 +102,63 @@ def test_progress_names_chunks_only_when_there_are_several():
         run_in_chunks(5, 2, process, device="cpu", bytes_per_item=1), on_progress=several.append
     )
     assert [u.message for u in several] == [f"chunk {k} of 3: work" for k in (1, 2, 3)]
+
+
+def test_messages_give_advice_for_the_device_and_the_budget():
+    with pytest.raises(DeviceMemoryError) as info:
+        plan_chunk(10, 4 * 1024**2, "cpu", budget=1024**2)
+    message = str(info.value)
+    assert "within the memory budget" in message and "Raise the budget" in message
+    assert "GPU programs" not in message
+    cpu = str(DeviceMemoryError(2048, 1024, "TV", device="cpu"))
+    assert "free RAM" in cpu and "GPU" not in cpu and "on cpu" in cpu
+    gpu = str(DeviceMemoryError(2048, 1024, "TV", device="cuda:1"))
+    assert "on cuda:1" in gpu and "Close other GPU programs" in gpu
+
+
+def test_release_frames_frees_what_the_failed_chunk_held():
+    def chunk():
+        big = torch.ones(1000)
+        held.append(weakref.ref(big))
+        raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+
+    held = []
+    try:
+        try:
+            chunk()
+        except torch.OutOfMemoryError as inner:
+            raise RuntimeError("wrapped") from inner
+    except RuntimeError as exc:
+        gc.collect()
+        assert held[0]() is not None  # the traceback keeps the chunk's tensor alive
+        release_frames(exc)  # clears the chained exception's frames too
+        gc.collect()
+        assert held[0]() is None
+
+
+def test_run_in_chunks_frees_the_failed_chunk_before_retrying():
+    alive_at_retry = []
+    tensors = []
+
+    def process(start, stop):
+        if tensors:
+            gc.collect()
+            alive_at_retry.append(tensors[-1]() is not None)
+        data = torch.ones(100 * (stop - start))
+        tensors.append(weakref.ref(data))
+        if stop - start > 2:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        yield Progress(1.0, "ok")
+
+    run_job(run_in_chunks(4, 4, process, device="cpu", bytes_per_item=1))
+    assert alive_at_retry[0] is False
+
+
+def test_giving_up_reports_the_device():
+    def process(start, stop):
+        raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        yield  # pragma: no cover
+
+    with pytest.raises(DeviceMemoryError, match="free RAM") as info:
+        run_job(run_in_chunks(2, 1, process, device="cpu", bytes_per_item=8))
+    assert info.value.device == "cpu"

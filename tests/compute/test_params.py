@@ -3,6 +3,7 @@ and public functions whose keywords come from the model."""
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import json
 import math
@@ -10,7 +11,6 @@ from dataclasses import FrozenInstanceError, dataclass
 
 import numpy as np
 import pytest
-import yaml
 
 from napari_gpuscope.compute import tv
 from napari_gpuscope.compute.params import ParameterError, Params, param, takes_params
@@ -61,6 +61,7 @@ def test_values_are_normalised_and_frozen():
 
 
 def test_json_and_yaml_round_trips_are_lossless():
+    yaml = pytest.importorskip("yaml")  # absent on the GPU kit's bare machine
     p = Demo(sigma=0.1 + 0.2, count=7, mode="b", flag=True, weights=(1 / 3, 0.0), gain=None)
     assert Demo.from_json(p.to_json()) == p
     assert Demo.from_yaml(p.to_yaml()) == p
@@ -115,7 +116,9 @@ def test_takes_params_builds_the_signature_from_the_model():
 
 def test_tv_params_round_trip_and_defaults():
     p = tv.TVParams(strength=1.25, spacing=(0.25, 1.0, 1.0), noise_model="poisson", gain=2.0)
-    assert tv.TVParams.from_json(p.to_json()) == p == tv.TVParams.from_yaml(p.to_yaml())
+    assert tv.TVParams.from_json(p.to_json()) == p
+    if importlib.util.find_spec("yaml") is not None:  # absent on the GPU kit's bare machine
+        assert tv.TVParams.from_yaml(p.to_yaml()) == p
     assert tv.TVParams().weight is None and tv.TVParams().label == "s=1"
     assert tv.TVParams(weight=0.05).label == "w=0.05"
 

@@ -52,6 +52,24 @@ def test_divergence_is_the_negative_adjoint_of_the_gradient():
         assert float(lhs) == pytest.approx(float(rhs), rel=1e-12, abs=1e-12)
 
 
+def step_kwargs(spacing, *, lo=-np.inf, hi=np.inf, weight=0.3, momentum=0.4):
+    inv_l2 = 1 / (4 * sum(s * s for s in spacing))
+    return {
+        "spacing": spacing,
+        "lo": lo,
+        "hi": hi,
+        "inv_l2": inv_l2,
+        "weight": weight,
+        "momentum": momentum,
+    }
+
+
+def gap_buffers(f, threads=None):
+    batch, per_problem = f.shape[0], f[0].numel()
+    threads = threads or ops.gap_threads(batch, per_problem)
+    return [torch.full((batch, threads), np.nan) for _ in range(2)]
+
+
 def assert_all_kernels_match_twins(backend, f, z, y, spacing, *, lo=-np.inf, hi=np.inf):
     """Run the three FGP kernels and their twins on the same inputs and compare every output."""
     u, got = torch.empty_like(f), torch.full_like(f, np.nan)
@@ -59,22 +77,41 @@ def assert_all_kernels_match_twins(backend, f, z, y, spacing, *, lo=-np.inf, hi=
     ops.fgp_primal.run_on(backend, f, z, got, spacing=spacing, lo=lo, hi=hi)
     torch.testing.assert_close(got, u, rtol=1e-6, atol=1e-6)
 
-    kwargs = {"spacing": spacing, "inv_l2": 1 / (4 * sum(s * s for s in spacing))}
-    kwargs |= {"weight": 0.3, "momentum": 0.4}
-    z_twin, y_twin = z.clone(), y.clone()
-    ops._twin_dual(u, z_twin, y_twin, **kwargs)
-    ops.fgp_dual.run_on(backend, u, z, y, **kwargs)
+    kwargs = step_kwargs(spacing, lo=lo, hi=hi)
+    y_twin, z_next_twin = y.clone(), torch.full_like(z, np.nan)
+    ops._twin_step(f, z, y_twin, z_next_twin, **kwargs)
+    z_before = z.clone()
+    z_next = torch.full_like(z, np.nan)
+    ops.fgp_step.run_on(backend, f, z, y, z_next, **kwargs)
+    assert torch.equal(z, z_before)  # z is only read
     torch.testing.assert_close(y, y_twin, rtol=1e-6, atol=1e-6)
-    torch.testing.assert_close(z, z_twin, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(z_next, z_next_twin, rtol=1e-6, atol=1e-6)
     # The projection really bounds every dual vector by the weight.
     assert float(torch.sqrt((y * y).sum(0)).max()) <= 0.3 * (1 + 1e-6)
 
-    expected = [torch.empty_like(f) for _ in range(2)]
-    terms = [torch.full_like(f, np.nan) for _ in range(2)]
-    ops._twin_gap(f, y, u, *expected, spacing=spacing, weight=0.25)
-    ops.tv_gap_terms.run_on(backend, f, y, u, *terms, spacing=spacing, weight=0.25)
-    for got_term, expected_term in zip(terms, expected, strict=True):
-        torch.testing.assert_close(got_term, expected_term, rtol=1e-6, atol=1e-6)
+    u = torch.empty_like(f)
+    ops._twin_primal(f, y, u, spacing=spacing, lo=lo, hi=hi)
+    for threads in (None, 1, 3):
+        expected, terms = gap_buffers(f, threads), gap_buffers(f, threads)
+        ops._twin_gap_partials(f, y, u, *expected, spacing=spacing, weight=0.25)
+        ops.tv_gap_partials.run_on(backend, f, y, u, *terms, spacing=spacing, weight=0.25)
+        for got_term, expected_term in zip(terms, expected, strict=True):
+            torch.testing.assert_close(got_term, expected_term, rtol=1e-5, atol=1e-6)
+
+
+def numpy_energy_terms(f, y, u, spacing, weight):
+    """Independent oracle: per-problem ROF energy and duality gap in float64 NumPy."""
+    f, y, u = (t.double().numpy() for t in (f, y, u))
+    grads = []
+    for a, s in enumerate(spacing):
+        axis = a + 1
+        grads.append(s * np.diff(u, axis=axis, append=np.take(u, [-1], axis=axis)))
+    norm = np.sqrt(sum(g * g for g in grads))
+    dot = sum(y[a] * g for a, g in enumerate(grads))
+    primal = 0.5 * (u - f) ** 2 + weight * norm
+    gap = weight * norm - dot
+    axes = tuple(range(1, f.ndim))
+    return primal.sum(axes), gap.sum(axes)
 
 
 @pytest.mark.parametrize("ndim", [1, 2, 3, 4])
@@ -94,6 +131,75 @@ def test_twins_match_kernels_on_size_one_and_two_axes(backend, shape):
     z = 0.4 * torch.randn((ndim, *shape), generator=gen)
     y = 0.4 * torch.randn((ndim, *shape), generator=gen)
     assert_all_kernels_match_twins(backend, f, z, y, spacing)
+
+
+@pytest.mark.parametrize("ndim", [2, 3])
+def test_fused_step_equals_a_primal_then_the_textbook_dual_update(backend, ndim):
+    """Independent oracle for fgp_step: u from the divergence, then the projection by hand."""
+    f, z, spacing = problem(ndim, seed=3)
+    y = 0.4 * torch.randn(z.shape, generator=torch.Generator().manual_seed(5))
+    kwargs = step_kwargs(spacing, lo=-0.5, hi=0.8, weight=0.35, momentum=0.6)
+    u = (f.double() + ops.divergence(z.double(), spacing)).clamp(-0.5, 0.8)
+    v = z.double() + ops.gradient(u, spacing) * kwargs["inv_l2"]
+    norm = torch.sqrt((v * v).sum(0))
+    y_new = v * torch.where(norm > 0.35, 0.35 / norm, torch.ones_like(norm))
+    z_expected = y_new + 0.6 * (y_new - y.double())
+    z_next = torch.full_like(z, np.nan)
+    ops.fgp_step.run_on(backend, f, z, y, z_next, **kwargs)
+    np.testing.assert_allclose(y.numpy(), y_new.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(z_next.numpy(), z_expected.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("ndim", [1, 2, 3, 4])
+def test_gap_partials_sum_to_the_numpy_energy_and_gap(backend, ndim):
+    f, z, spacing = problem(ndim, batch=4, seed=9)
+    y = 0.2 * torch.randn(z.shape, generator=torch.Generator().manual_seed(2))
+    y *= 0.3 / torch.sqrt((y * y).sum(0)).clamp(min=0.3)  # a feasible dual, |y_i| <= 0.3
+    u = torch.empty_like(f)
+    ops.fgp_primal.run_on(backend, f, y, u, spacing=spacing)
+    parts = gap_buffers(f)
+    ops.tv_gap_partials.run_on(backend, f, y, u, *parts, spacing=spacing, weight=0.3)
+    primal, gap = numpy_energy_terms(f, y, u, spacing, 0.3)
+    np.testing.assert_allclose(parts[0].double().sum(1).numpy(), primal, rtol=1e-5)
+    np.testing.assert_allclose(parts[1].double().sum(1).numpy(), gap, rtol=1e-4, atol=1e-5)
+    assert (gap >= -1e-6).all()
+
+
+def test_kernels_and_twins_agree_on_nan(backend):
+    """A NaN in the data stays NaN through the box constraint, in the kernel as in the twin."""
+    f, z, spacing = problem(2, seed=1)
+    f[1, 2, 3] = np.nan
+    y = torch.zeros_like(z)
+    for lo, hi in [(0.0, 1.0), (-np.inf, np.inf), (0.0, np.inf)]:
+        u_twin, u_kernel = torch.empty_like(f), torch.empty_like(f)
+        ops._twin_primal(f, z, u_twin, spacing=spacing, lo=lo, hi=hi)
+        ops.fgp_primal.run_on(backend, f, z, u_kernel, spacing=spacing, lo=lo, hi=hi)
+        assert torch.equal(u_kernel.isnan(), u_twin.isnan())
+        assert bool(u_kernel[1, 2, 3].isnan())
+        y_twin, y_kernel = y.clone(), y.clone()
+        z_twin, z_kernel = torch.empty_like(z), torch.empty_like(z)
+        kwargs = step_kwargs(spacing, lo=lo, hi=hi)
+        ops._twin_step(f, z, y_twin, z_twin, **kwargs)
+        ops.fgp_step.run_on(backend, f, z, y_kernel, z_kernel, **kwargs)
+        assert torch.equal(y_kernel.isnan(), y_twin.isnan())
+        assert torch.equal(z_kernel.isnan(), z_twin.isnan())
+        assert bool(y_kernel.isnan().any())
+
+
+def test_fused_step_is_race_free(backend):
+    """Every thread reads only what no thread of the same launch writes: the emulated threads
+    give bit-identical results in either order."""
+    f, z, spacing = problem(3, seed=4)
+    y = 0.4 * torch.randn(z.shape, generator=torch.Generator().manual_seed(6))
+    results = []
+    for order in (HostBackend(), HostBackend(reverse=True, max_blocks=1)):
+        y_run, z_next = y.clone(), torch.empty_like(z)
+        ops.fgp_step.run_on(order, f, z, y_run, z_next, **step_kwargs(spacing))
+        parts = gap_buffers(f)
+        ops.tv_gap_partials.run_on(order, f, y_run, f, *parts, spacing=spacing, weight=0.3)
+        results.append((y_run, z_next, *parts))
+    for forward, backward in zip(*results, strict=True):
+        assert torch.equal(forward, backward)
 
 
 def test_gradient_and_divergence_match_numpy():
@@ -117,7 +223,7 @@ def test_gradient_and_divergence_match_numpy():
 
 
 def test_self_tests_pass_on_the_host_backend(backend):
-    for op in (ops.fgp_primal, ops.fgp_dual, ops.tv_gap_terms):
+    for op in (ops.fgp_primal, ops.fgp_step, ops.tv_gap_partials):
         ok, detail = op.self_test(backend, torch.device("cpu"))
         assert ok, f"{op.name}: {detail}"
 
@@ -136,11 +242,11 @@ def test_whole_solver_through_emulated_kernels_equals_twin_solver(monkeypatch):
     monkeypatch.delenv(HOST_KERNELS_ENV, raising=False)
     twin = run_job(tv.iter_denoise(image, 0.1, **kwargs))
     monkeypatch.setenv(HOST_KERNELS_ENV, "1")
-    for op in (ops.fgp_primal, ops.fgp_dual, ops.tv_gap_terms):
+    for op in (ops.fgp_primal, ops.fgp_step, ops.tv_gap_partials):
         op.reset()
     host = run_job(tv.iter_denoise(image, 0.1, **kwargs))
-    assert ops.fgp_dual.calls["host"] == 25 and ops.fgp_dual.calls["twin"] == 0
-    assert ops.tv_gap_terms.calls["host"] == 3
+    assert ops.fgp_step.calls["host"] == 25 and ops.fgp_step.calls["twin"] == 0
+    assert ops.tv_gap_partials.calls["host"] == 3
     assert not ops.fgp_primal.disabled_devices
     np.testing.assert_allclose(host.image, twin.image, rtol=0, atol=1e-5)
     assert host.relative_gap == pytest.approx(twin.relative_gap, rel=1e-3)
@@ -148,21 +254,41 @@ def test_whole_solver_through_emulated_kernels_equals_twin_solver(monkeypatch):
 
 # --- index math: 32-bit fast path and 64-bit path ------------------------------------------
 
-# A host-only probe appended to a copy of tv_fgp.cu: the kernels' own coordinate helper and
-# path choice, evaluated at chosen flat indices (no array of N elements is ever allocated).
+# A host-only probe appended to a copy of tv_fgp.cu: the kernels' own coordinate helper, for
+# both index types, evaluated at chosen flat indices (no array of N elements is allocated).
 COORDS_PROBE = """
-extern "C" __global__ void tv_coords_probe(const long long* index, long long* coord,
-                                           long long count, long long N, long long n0,
-                                           long long n1, long long n2, long long n3, int ndim) {
-    const long long n[TV_MAX_DIMS] = {n0, n1, n2, n3};
-    const bool narrow = tv_narrow_indices(N);
+template <int D, class I>
+__device__ void tv_probe_one(long long index, I n0, I n1, I n2, I n3, long long* out) {
+    const TvGrid<D, I> g = tv_grid<D, I>(n0, n1, n2, n3, 0.0f, 0.0f, 0.0f, 0.0f);
+    I c[D];
+    tv_coords<D, I>((I)index, g, c);
+    for (int a = 0; a < D; ++a) out[a] = (long long)c[a];
+}
+
+template <class I>
+__device__ void tv_probe(const long long* index, long long* coord, long long count, I n0, I n1,
+                         I n2, I n3, int ndim) {
     for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < count;
          t += (long long)blockDim.x * gridDim.x) {
-        long long c[TV_MAX_DIMS] = {0, 0, 0, 0};
-        tv_coords(index[t], n, ndim, narrow, c);
-        for (int a = 0; a < TV_MAX_DIMS; ++a) coord[t * TV_MAX_DIMS + a] = c[a];
-        coord[count * TV_MAX_DIMS + t] = narrow ? 1 : 0;
+        long long* out = coord + t * TV_MAX_DIMS;
+        if (ndim == 1) tv_probe_one<1, I>(index[t], n0, n1, n2, n3, out);
+        if (ndim == 2) tv_probe_one<2, I>(index[t], n0, n1, n2, n3, out);
+        if (ndim == 3) tv_probe_one<3, I>(index[t], n0, n1, n2, n3, out);
+        if (ndim == 4) tv_probe_one<4, I>(index[t], n0, n1, n2, n3, out);
     }
+}
+
+extern "C" __global__ void tv_coords_probe_u32(const long long* index, long long* coord,
+                                               long long count, unsigned int n0,
+                                               unsigned int n1, unsigned int n2,
+                                               unsigned int n3, int ndim) {
+    tv_probe<unsigned int>(index, coord, count, n0, n1, n2, n3, ndim);
+}
+
+extern "C" __global__ void tv_coords_probe_i64(const long long* index, long long* coord,
+                                               long long count, long long n0, long long n1,
+                                               long long n2, long long n3, int ndim) {
+    tv_probe<long long>(index, coord, count, n0, n1, n2, n3, ndim);
 }
 """
 
@@ -174,19 +300,21 @@ def _variant_source(tmp_path, name: str, prefix: str = "", suffix: str = "") -> 
 
 
 @pytest.mark.parametrize(
-    ("shape", "expect_narrow"),
+    ("shape", "width"),
     [
-        ((1, 65535, 65537), True),  # N = 2**32 - 1: the largest count on the 32-bit path
-        ((1, 65536, 65536), False),  # N = 2**32
-        ((3, 2, 1000, 999, 1001), False),  # N ~ 6e9, 4 coupled axes
-        ((5, 7, 3, 11), True),
+        ((1, 4000, 1000), 32),
+        ((1, 65535, 65537), 64),  # N = 2**32 - 1: no room for a grid stride past the end
+        ((1, 65536, 65536), 64),  # N = 2**32
+        ((3, 2, 1000, 999, 1001), 64),  # N ~ 6e9, 4 coupled axes
+        ((5, 7, 3, 11), 32),
     ],
 )
-def test_coordinates_match_numpy_on_both_index_paths(tmp_path, shape, expect_narrow):
+def test_coordinates_match_numpy_on_both_index_paths(tmp_path, shape, width):
     source = _variant_source(tmp_path, "probe.cu", suffix=COORDS_PROBE)
     backend = HostBackend(max_blocks=2)
-    function = backend.function(source, "tv_coords_probe")
     total = int(np.prod(shape, dtype=np.int64))
+    ndim = len(shape) - 1
+    assert ops.index_width(total, ndim) == width
     rng = np.random.default_rng(total % 1000)
     edges = [0, 1, total - 1, total - 2, 2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**32 + 1]
     index = np.array(
@@ -194,30 +322,36 @@ def test_coordinates_match_numpy_on_both_index_paths(tmp_path, shape, expect_nar
         dtype=np.int64,
     )
     count = index.size
-    ndim = len(shape) - 1
-    coord = np.full(count * 4 + count, -1, dtype=np.int64)
-    n = [np.int64(v) for v in shape[1:]] + [np.int64(1)] * (4 - ndim)
-    args = [index, coord, np.int64(count), np.int64(total), *n, np.int32(ndim)]
-    backend.launch(function, count, args)
-    got = coord[: count * 4].reshape(count, 4)[:, :ndim]
     expected = np.stack(np.unravel_index(index, shape)[1:], axis=1)  # independent oracle
-    np.testing.assert_array_equal(got, expected)
-    assert set(coord[count * 4 :].tolist()) == {int(expect_narrow)}
+    kinds = [("i64", np.int64)] + ([("u32", np.uint32)] if width == 32 else [])
+    for name, dtype in kinds:
+        function = backend.function(source, f"tv_coords_probe_{name}")
+        coord = np.full(count * 4, -1, dtype=np.int64)
+        n = [dtype(v) for v in shape[1:]] + [dtype(1)] * (4 - ndim)
+        backend.launch(function, count, [index, coord, np.int64(count), *n, np.int32(ndim)])
+        got = coord.reshape(count, 4)[:, :ndim]
+        np.testing.assert_array_equal(got, expected, err_msg=name)
+
+
+def test_index_width_counts_dual_components_and_the_grid_stride():
+    reach = ops.MAX_BLOCKS * ops.BLOCK_SIZE
+    limit = ops.NARROW_INDEX_LIMIT
+    assert ops.index_width((limit - reach) // 3, 3) == 32
+    assert ops.index_width((limit - reach) // 3 + 1, 3) == 64
+    assert ops.index_width(2**31, 1) == 32
+    assert ops.index_width(2**31, 2) == 64
 
 
 @pytest.fixture
-def wide_index_source(tmp_path, monkeypatch):
-    """tv_fgp.cu compiled so that every launch takes the 64-bit coordinate path."""
-    source = _variant_source(
-        tmp_path, "tv_fgp_wide.cu", prefix="#define TV_NARROW_INDEX_LIMIT -1LL\n"
-    )
-    monkeypatch.setattr(ops, "SOURCE", source)
-    return source
+def wide_indices(monkeypatch):
+    """Every launch takes the 64-bit kernels."""
+    monkeypatch.setattr(ops, "NARROW_INDEX_LIMIT", 0)
 
 
 @pytest.mark.parametrize("ndim", [1, 2, 3, 4])
-def test_64_bit_index_path_matches_twins(backend, wide_index_source, ndim):
+def test_64_bit_index_path_matches_twins(backend, wide_indices, ndim):
     f, z, spacing = problem(ndim, seed=5)
+    assert ops._launch_geometry(f, spacing)[0].endswith("i64")
     y = 0.4 * torch.randn(z.shape, generator=torch.Generator().manual_seed(13))
     assert_all_kernels_match_twins(backend, f, z, y, spacing, lo=-0.3, hi=0.4)
 

@@ -107,3 +107,14 @@ def test_no_gpu_message_is_readable_and_copyable(qtbot, no_gpus):
     assert headline.startswith("<b") and "#e04040" in headline and headline.endswith("</b>")
     assert _words(message).startswith(_shown_text(type(row.message)(headline)))
     assert row.message.textInteractionFlags() & Qt.TextInteractionFlag.TextSelectableByMouse
+
+
+def test_refresh_button_probes_the_gpus_again(qtbot, monkeypatch):
+    forgotten = []
+    monkeypatch.setattr(compute_devices, "forget_gpus", lambda: forgotten.append(True))
+    monkeypatch.setattr(compute_devices, "list_gpus", list)
+    row = DeviceRow()
+    qtbot.addWidget(row)
+    assert forgotten == []  # building the row uses the cached probes
+    row.refresh_button.click()
+    assert forgotten == [True]

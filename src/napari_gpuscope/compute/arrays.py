@@ -1,13 +1,19 @@
 """Input validation and host/device transfer.
 
-Inputs may be NumPy arrays, dask arrays, zarr arrays or anything else that supports
-``.shape``, ``.dtype`` and slicing to NumPy (napari's multiscale and lazy layers do). They are
-read region by region, so a volume larger than device (or host) memory can be streamed, and
-converted to float32 *without rescaling*: a uint16 image stays in ADU.
+Inputs may be NumPy arrays, dask arrays, zarr arrays, torch tensors or anything else that
+supports ``.shape``, ``.dtype`` and slicing to NumPy (napari's multiscale and lazy layers do).
+They are read region by region, so a volume larger than device (or host) memory can be streamed,
+and converted to float32 *without rescaling*: a uint16 image stays in ADU.
+
+Transfers to a GPU move the input's own dtype (a uint16 image moves half the bytes of its
+float32 version) through small reusable pinned buffers, and convert on the device, where
+:func:`to_device` can also check finiteness: one upload serves both. Results come back with
+:func:`download_into`, straight into the caller's array.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,6 +23,7 @@ import torch
 __all__ = [
     "InvalidInputError",
     "check_finite",
+    "download_into",
     "to_device",
     "to_host",
     "validate_image",
@@ -24,6 +31,26 @@ __all__ = [
 
 # Reading this many elements at a time bounds host memory while checking huge lazy inputs.
 _CHECK_BLOCK_ELEMENTS = 1 << 24
+# Host-to-device copies go through two pinned buffers of this size, so the host copy of one
+# piece overlaps the DMA of the previous one and the pinned memory held stays small.
+_STAGING_BYTES = 1 << 24
+# Dtypes the device converts to float32 itself (others are converted on the host first).
+_DEVICE_DTYPES = {
+    np.dtype(np.uint8): torch.uint8,
+    np.dtype(np.int8): torch.int8,
+    np.dtype(np.int16): torch.int16,
+    np.dtype(np.int32): torch.int32,
+    np.dtype(np.int64): torch.int64,
+    np.dtype(np.float16): torch.float16,
+    np.dtype(np.float32): torch.float32,
+    np.dtype(np.float64): torch.float64,
+}
+# Unsigned types without full torch support move as their signed bit pattern and are widened on
+# the device: uint16 -> int16 -> int32 & 0xFFFF, uint32 -> int32 -> int64 & 0xFFFFFFFF.
+_UNSIGNED_AS_SIGNED = {
+    np.dtype(np.uint16): (np.int16, torch.int16, torch.int32, 0xFFFF),
+    np.dtype(np.uint32): (np.int32, torch.int32, torch.int64, 0xFFFFFFFF),
+}
 
 
 class InvalidInputError(ValueError):
@@ -31,12 +58,61 @@ class InvalidInputError(ValueError):
 
 
 def _dtype_of(data: Any) -> np.dtype:
+    if isinstance(data, torch.Tensor):
+        try:
+            return np.dtype(torch.empty((), dtype=data.dtype).numpy().dtype)
+        except TypeError as exc:
+            raise InvalidInputError(
+                f"a torch tensor of dtype {data.dtype} has no NumPy equivalent; convert it with "
+                ".float() first"
+            ) from exc
     try:
         return np.dtype(data.dtype)
     except (AttributeError, TypeError) as exc:
         raise InvalidInputError(
-            f"expected an array with a dtype, got {type(data).__name__}"
+            f"expected an array with a dtype (NumPy, dask, zarr or a torch tensor), got "
+            f"{type(data).__name__}"
         ) from exc
+
+
+def _non_finite_error(
+    name: str, count: int, nans: int, first: tuple[int, ...] | None, overflow: bool = False
+) -> InvalidInputError:
+    if overflow:
+        return InvalidInputError(
+            f"{name} has {count} value(s) beyond float32's range (about ±3.4e38), the first at "
+            f"index {first}; they cannot be denoised in float32. Rescale the image first."
+        )
+    return InvalidInputError(
+        f"{name} contains {count} non-finite value(s) ({nans} NaN, {count - nans} infinite); "
+        f"the first is at index {first}. Replace or mask them (e.g. numpy.nan_to_num) first."
+    )
+
+
+def _first_bad(bad: torch.Tensor, offset: tuple[int, ...]) -> tuple[int, ...]:
+    flat = int(torch.argmax(bad.reshape(-1).to(torch.uint8)))
+    local = np.unravel_index(flat, tuple(bad.shape))
+    return tuple(int(i) + o for i, o in zip(local, offset, strict=True))
+
+
+def _check_tensor_finite(
+    raw: torch.Tensor, converted: torch.Tensor, name: str, offset: tuple[int, ...]
+) -> None:
+    """Raise if ``raw`` has NaN/infinity or ``converted`` (its float32 version) overflowed.
+
+    One host synchronisation when everything is finite.
+    """
+    if not raw.is_floating_point():
+        return  # integers convert to finite float32
+    flags = torch.stack([(~torch.isfinite(raw)).any(), (~torch.isfinite(converted)).any()])
+    raw_bad, converted_bad = (bool(v) for v in flags.tolist())
+    if raw_bad:
+        bad = ~torch.isfinite(raw)
+        count, nans = int(bad.sum()), int(torch.isnan(raw).sum())
+        raise _non_finite_error(name, count, nans, _first_bad(bad, offset))
+    if converted_bad:
+        bad = ~torch.isfinite(converted)
+        raise _non_finite_error(name, int(bad.sum()), 0, _first_bad(bad, offset), overflow=True)
 
 
 def _leading_blocks(shape: tuple[int, ...]) -> Iterator[tuple[slice, ...]]:
@@ -48,6 +124,21 @@ def _leading_blocks(shape: tuple[int, ...]) -> Iterator[tuple[slice, ...]]:
     step = max(1, _CHECK_BLOCK_ELEMENTS // per_row)
     for start in range(0, shape[0], step):
         yield (slice(start, min(shape[0], start + step)),)
+
+
+def _check_array_finite(
+    raw: np.ndarray, converted: np.ndarray, name: str, offset: tuple[int, ...]
+) -> None:
+    """NumPy version of :func:`_check_tensor_finite`."""
+    if not np.issubdtype(raw.dtype, np.floating):
+        return
+    for values, overflow in ((raw, False), (converted, True)):
+        bad = ~np.isfinite(values)
+        if bad.any():
+            local = np.unravel_index(int(np.argmax(bad)), bad.shape)
+            first = tuple(int(i) + o for i, o in zip(local, offset, strict=True))
+            nans = 0 if overflow else int(np.isnan(values).sum())
+            raise _non_finite_error(name, int(bad.sum()), nans, first, overflow=overflow)
 
 
 def check_finite(data: Any, *, name: str = "image") -> None:
@@ -67,6 +158,10 @@ def check_finite(data: Any, *, name: str = "image") -> None:
     """
     if not np.issubdtype(_dtype_of(data), np.floating):
         return  # integers cannot hold NaN or infinity
+    if isinstance(data, torch.Tensor):
+        tensor = data.detach()
+        _check_tensor_finite(tensor, tensor, name, (0,) * tensor.ndim)
+        return
     shape = tuple(int(s) for s in data.shape)
     count = 0
     first: tuple[int, ...] | None = None
@@ -141,40 +236,194 @@ def validate_image(
         check_finite(data, name=name)
 
 
+def _offset(region: tuple[slice, ...] | None, ndim: int) -> tuple[int, ...]:
+    starts = [0 if r.start is None else int(r.start) for r in (region or ())]
+    return tuple(starts + [0] * (ndim - len(starts)))
+
+
+def _stage_to_device(host: np.ndarray, device: torch.device) -> torch.Tensor:
+    """Copy a host array to ``device`` in its own dtype, through two pinned staging buffers.
+
+    Works for read-only and strided arrays alike (NumPy copies into the pinned buffer; no torch
+    view of the caller's memory is ever made).
+    """
+    dtype = torch.from_numpy(np.empty(0, dtype=host.dtype)).dtype
+    out = torch.empty(host.shape, dtype=dtype, device=device)
+    if host.size == 0:
+        return out
+    source = host.reshape(-1) if host.flags.c_contiguous else None
+    flat_out = out.view(-1)
+    piece = max(1, _STAGING_BYTES // host.itemsize)
+    if source is None:  # strided region: copy it whole-rows at a time along axis 0
+        rows = max(1, piece // max(1, math.prod(host.shape[1:])))
+        pieces = [(r, min(host.shape[0], r + rows)) for r in range(0, host.shape[0], rows)]
+        row_size = math.prod(host.shape[1:])
+        spans = [(a * row_size, b * row_size) for a, b in pieces]
+        piece = rows * row_size
+    else:
+        spans = [(a, min(host.size, a + piece)) for a in range(0, host.size, piece)]
+    stream = torch.cuda.current_stream(device)
+    count = min(2, len(spans))
+    buffers = [torch.empty(piece, dtype=dtype, pin_memory=True) for _ in range(count)]
+    events: list[torch.cuda.Event | None] = [None] * count
+    for k, (start, stop) in enumerate(spans):
+        slot = k % count
+        if events[slot] is not None:
+            events[slot].synchronize()  # its previous DMA has finished: the buffer is free
+        staged = buffers[slot][: stop - start]
+        if source is not None:
+            np.copyto(staged.numpy(), source[start:stop], casting="no")
+        else:
+            rows = host[pieces[k][0] : pieces[k][1]]
+            np.copyto(staged.numpy().reshape(rows.shape), rows, casting="no")
+        flat_out[start:stop].copy_(staged, non_blocking=True)
+        event = torch.cuda.Event()
+        event.record(stream)
+        events[slot] = event
+    return out
+
+
+def _converted(raw: torch.Tensor, host_dtype: np.dtype) -> torch.Tensor:
+    """float32 version of a raw upload (a new tensor unless ``raw`` is float32 already)."""
+    if host_dtype in _UNSIGNED_AS_SIGNED:
+        _, _, wide, mask = _UNSIGNED_AS_SIGNED[host_dtype]
+        return raw.to(wide).bitwise_and_(mask).to(torch.float32)
+    return raw.to(torch.float32)
+
+
 def to_device(
     data: Any,
     device: str | torch.device,
     *,
     region: tuple[slice, ...] | None = None,
+    check_finite: bool = False,
+    name: str = "image",
 ) -> torch.Tensor:
     """Read (a region of) an array into a contiguous float32 tensor on ``device``.
 
     Parameters
     ----------
     data : array-like
-        NumPy, dask, zarr-like array, or a torch tensor.
+        NumPy, dask, zarr-like array, or a torch tensor (on any device; never modified).
     device : str or torch.device
         Target device.
     region : tuple of slice, optional
         Part to read; only that part is loaded from lazy inputs.
+    check_finite : bool
+        Also raise :class:`InvalidInputError` for NaN or infinity (or values beyond float32's
+        range), checked on the device after the upload: no separate pass over the input.
+    name : str
+        How the input is called in that error (indices in it are those of the whole input).
 
     Returns
     -------
     torch.Tensor
-        float32, contiguous, values unchanged (no rescaling of integers).
+        float32, contiguous, values unchanged (no rescaling of integers), never sharing memory
+        with ``data``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> to_device(np.arange(4, dtype=np.uint16).reshape(2, 2), "cpu")
+    tensor([[0., 1.],
+            [2., 3.]])
     """
+    target = torch.device(device)
     part = data if region is None else data[region]
+    offset = _offset(region, len(part.shape))
     if isinstance(part, torch.Tensor):
-        tensor = part.to(device=device, dtype=torch.float32).contiguous()
-        # A tensor that is still the caller's memory must never be written to by a solver.
-        return tensor.clone() if tensor.data_ptr() == part.data_ptr() else tensor
-    host = np.ascontiguousarray(np.asarray(part), dtype=np.float32)  # computes dask/zarr regions
-    tensor = torch.from_numpy(host)
-    if torch.device(device).type == "cuda":
-        return tensor.to(device)
-    if isinstance(part, np.ndarray) and np.shares_memory(host, part):
-        tensor = tensor.clone()
+        _dtype_of(part)  # a clear error for dtypes NumPy cannot represent
+        raw = part.detach().to(target)
+        tensor = raw.to(torch.float32).contiguous()
+        if tensor.data_ptr() == part.data_ptr():
+            # Still the caller's memory: a solver must never write to it.
+            tensor = tensor.clone()
+    elif target.type == "cuda":
+        host = np.asarray(part)  # computes dask/zarr regions
+        host_dtype = host.dtype
+        if host_dtype in _UNSIGNED_AS_SIGNED:
+            host = host.view(_UNSIGNED_AS_SIGNED[host_dtype][0])
+        elif host_dtype not in _DEVICE_DTYPES:
+            host = host.astype(np.float32)
+            host_dtype = host.dtype
+        raw = _stage_to_device(host, target)
+        tensor = _converted(raw, host_dtype)
+    else:
+        # A float32 copy on the host: writable (no torch warning for read-only inputs) and
+        # independent of the caller's array.
+        host = np.asarray(part)
+        with np.errstate(over="ignore"):  # values beyond float32 are reported just below
+            converted = np.array(host, dtype=np.float32, order="C")
+        if check_finite:
+            _check_array_finite(host, converted, name, offset)
+        return torch.from_numpy(converted)
+    if check_finite:
+        _check_tensor_finite(raw, tensor, name, offset)
     return tensor
+
+
+def download_into(out: np.ndarray, tensor: torch.Tensor) -> None:
+    """Copy a tensor into a NumPy array (or a view of one), with no intermediate host array.
+
+    From a GPU the data comes through two small pinned buffers (the DMA of one piece overlaps
+    the host copy of the previous one), which is several times faster than a pageable copy into
+    freshly allocated memory.
+
+    Parameters
+    ----------
+    out : numpy.ndarray
+        Writable float32 array (e.g. ``result[region]``) of the tensor's shape.
+    tensor : torch.Tensor
+        On any device; converted to float32.
+
+    Examples
+    --------
+    >>> import numpy as np, torch
+    >>> out = np.zeros((2, 3), np.float32)
+    >>> download_into(out[:, 1:], torch.ones(2, 2))
+    >>> out
+    array([[0., 1., 1.],
+           [0., 1., 1.]], dtype=float32)
+    """
+    if tuple(out.shape) != tuple(tensor.shape):
+        raise ValueError(f"shapes differ: out {out.shape}, tensor {tuple(tensor.shape)}")
+    tensor = tensor.detach()
+    if tensor.device.type != "cuda" or out.size == 0:
+        torch.from_numpy(out).copy_(tensor)
+        return
+    source = tensor.to(torch.float32).contiguous().view(-1)
+    rows = out.reshape(-1) if out.flags.c_contiguous else None
+    if rows is None:  # a strided view: piece by piece along axis 0
+        row_size = math.prod(out.shape[1:])
+        per_piece = max(1, (_STAGING_BYTES // 4) // max(1, row_size))
+        spans = [(r, min(out.shape[0], r + per_piece)) for r in range(0, out.shape[0], per_piece)]
+        pieces = [(a * row_size, b * row_size) for a, b in spans]
+    else:
+        step = _STAGING_BYTES // 4
+        pieces = [(a, min(out.size, a + step)) for a in range(0, out.size, step)]
+    size = max(b - a for a, b in pieces)
+    count = min(2, len(pieces))
+    buffers = [torch.empty(size, dtype=torch.float32, pin_memory=True) for _ in range(count)]
+    events = [torch.cuda.Event() for _ in range(count)]
+    stream = torch.cuda.current_stream(tensor.device)
+
+    def start(k: int) -> None:
+        a, b = pieces[k]
+        buffers[k % count][: b - a].copy_(source[a:b], non_blocking=True)
+        events[k % count].record(stream)
+
+    start(0)
+    for k, (a, b) in enumerate(pieces):
+        if k + 1 < len(pieces):
+            start(k + 1)  # its slot held piece k - 1, already copied out below
+
+        events[k % count].synchronize()
+        staged = buffers[k % count][: b - a].numpy()
+        if rows is not None:
+            rows[a:b] = staged
+        else:
+            first, last = spans[k]
+            out[first:last] = staged.reshape((last - first, *out.shape[1:]))
 
 
 def to_host(tensor: torch.Tensor) -> np.ndarray:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import gc
 import math
 import os
+import traceback
 from collections.abc import Callable
 
 import torch
@@ -31,6 +32,7 @@ __all__ = [
     "free_cached",
     "is_out_of_memory",
     "plan_chunk",
+    "release_frames",
     "run_in_chunks",
 ]
 
@@ -48,17 +50,46 @@ class DeviceMemoryError(MemoryError):
     needed_bytes : int
         Memory the smallest chunk needs.
     available_bytes : int
-        Memory that was available (or the configured budget).
+        Memory that was available for it (the configured budget, or the measured free memory
+        less the headroom kept for fragmentation and other programs).
+    device : str or None
+        The device (``"cuda:0"``, ``"cpu"``), when known; the advice depends on it.
+    budget : bool
+        Whether ``available_bytes`` is a configured budget rather than measured free memory.
     """
 
-    def __init__(self, needed_bytes: int, available_bytes: int, what: str = "this job"):
+    def __init__(
+        self,
+        needed_bytes: int,
+        available_bytes: int,
+        what: str = "this job",
+        *,
+        device: str | torch.device | None = None,
+        budget: bool = False,
+    ):
         self.needed_bytes = int(needed_bytes)
         self.available_bytes = int(available_bytes)
+        self.device = None if device is None else str(torch.device(device))
+        self.budget = bool(budget)
+        on = f" on {self.device}" if self.device else ""
+        if self.budget:
+            where = "within the memory budget"
+            advice = (
+                f"Raise the budget (memory_budget, or the {BUDGET_ENV} environment variable) or "
+                "crop the input."
+            )
+        elif self.device == "cpu":
+            where = "of free RAM"
+            advice = "Close other programs or crop the input."
+        else:
+            where = "of free device memory"
+            advice = (
+                "Close other GPU programs, pick a GPU with more free memory, or crop the input."
+            )
         super().__init__(
-            f"Not enough device memory for {what}: the smallest chunk needs "
+            f"Not enough memory{on} for {what}: the smallest chunk needs "
             f"{format_bytes(self.needed_bytes)} but only {format_bytes(self.available_bytes)} "
-            "is available. Close other GPU programs, pick a GPU with more free memory, or "
-            "crop the input."
+            f"{where} can be used. {advice}"
         )
 
 
@@ -169,15 +200,24 @@ def plan_chunk(
     """
     if n_items < 1:
         raise ValueError(f"n_items must be >= 1, got {n_items}")
-    # An explicit budget is taken literally; measured free memory keeps some headroom.
-    explicit = budget is not None or bool(os.environ.get(BUDGET_ENV, "").strip())
-    usable = int(available_bytes(device, budget) * (1.0 if explicit else SAFETY_FRACTION))
+    explicit = _explicit_budget(budget)
+    usable = _usable_bytes(device, budget)
     smallest = min(min_items, n_items)
     needed = fixed_bytes + smallest * bytes_per_item
     if needed > usable:
-        raise DeviceMemoryError(needed, usable, what)
+        raise DeviceMemoryError(needed, usable, what, device=device, budget=explicit)
     fits = (usable - fixed_bytes) // max(1, bytes_per_item)
     return int(max(smallest, min(n_items, fits)))
+
+
+def _explicit_budget(budget: int | None) -> bool:
+    return budget is not None or bool(os.environ.get(BUDGET_ENV, "").strip())
+
+
+def _usable_bytes(device: str | torch.device, budget: int | None) -> int:
+    """An explicit budget taken literally; measured free memory less the safety headroom."""
+    factor = 1.0 if _explicit_budget(budget) else SAFETY_FRACTION
+    return int(available_bytes(device, budget) * factor)
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
@@ -187,6 +227,23 @@ def is_out_of_memory(exc: BaseException) -> bool:
     if type(exc).__name__ == "OutOfMemoryError" and type(exc).__module__.startswith("cupy"):
         return True
     return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+
+
+def release_frames(exc: BaseException) -> None:
+    """Drop the local variables of the frames an exception's traceback keeps alive.
+
+    A failed chunk's tensors live on in those frames (and in the exceptions chained to it), so
+    without this :func:`free_cached` frees nothing and free memory is under-reported.
+    """
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [exc]
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        traceback.clear_frames(current.__traceback__)
+        pending.extend([current.__cause__, current.__context__])
 
 
 def free_cached(device: str | torch.device) -> None:
@@ -256,10 +313,17 @@ def run_in_chunks(
         except Exception as exc:
             if not is_out_of_memory(exc):
                 raise
+            release_frames(exc)  # the failed chunk's tensors, so that they can be freed
             free_cached(device)
             if chunk <= min_chunk:
                 needed = fixed_bytes + min_chunk * bytes_per_item
-                raise DeviceMemoryError(needed, available_bytes(device), what) from exc
+                raise DeviceMemoryError(
+                    needed,
+                    _usable_bytes(device, None),  # measured now, after freeing
+                    what,
+                    device=device,
+                    budget=_explicit_budget(None),
+                ) from exc
             chunk = max(min_chunk, chunk // 2)
             yield Progress(
                 start / n_items,

@@ -82,7 +82,7 @@ class DeviceRow(QWidget):
         self.combo.setPlaceholderText("no usable GPU")
         self.refresh_button = QPushButton("Refresh")
         self.refresh_button.setToolTip("Probe the GPUs again (e.g. after freeing memory)")
-        self.refresh_button.clicked.connect(self.refresh)
+        self.refresh_button.clicked.connect(self.reprobe)
         self.message = QLabel()
         self.message.setWordWrap(True)
         self.message.setObjectName("gpuscope_no_gpu_message")
@@ -126,6 +126,11 @@ class DeviceRow(QWidget):
         self.message.setText("" if available else _message_html(_compute_devices.no_gpu_message()))
         self.message.setVisible(not available)
         self.availability_changed.emit(available)
+
+    def reprobe(self) -> None:
+        """Forget the cached GPU probes (they are made once per process), then refresh."""
+        _compute_devices.forget_gpus()
+        self.refresh()
 
     @property
     def available(self) -> bool:

@@ -12,18 +12,28 @@ Dispatch
 ``op(*args, **kwargs)`` looks at the tensors among the arguments:
 
 1. ``NAPARI_GPUSCOPE_NO_FUSED`` set (anything but ``""``/``"0"``) -> the torch twin;
-2. all tensors CUDA, float32, contiguous, on one device, and CuPy importable -> the kernel,
-   compiled with ``cupy.RawModule`` (NVRTC), cached per device, and launched on torch's current
-   stream with zero-copy DLPack views (:class:`CupyBackend`);
+2. all tensors CUDA, float32, contiguous, on one device, and CuPy usable there
+   (:func:`~napari_gpuscope.compute.devices.cupy_status`) -> the kernel, compiled with
+   ``cupy.RawModule`` (NVRTC) once per device, and launched with raw device pointers on torch's
+   current stream (:class:`CupyBackend`);
 3. ``NAPARI_GPUSCOPE_HOST_KERNELS=1``, all tensors CPU float32 contiguous, and g++ on PATH ->
    the same kernel source emulated on the CPU (:class:`HostBackend`), so tests can run a whole
    solver through the real kernels;
 4. otherwise -> the twin.
 
 Paths 2 and 3 first run a self-test on the op's small example inputs, once per device: the
-kernel's outputs must match the twin's within the op's tolerances. A mismatch or a compile
-error disables the kernel on that device with one :class:`FusedKernelWarning`, and the twin is
-used from then on. ``op.calls`` counts the paths taken, ``op.disabled_devices`` lists failures.
+kernel's outputs must match the twin's within the op's tolerances (on CUDA, on a non-default
+stream arranged so that a kernel launched on the wrong stream fails). A mismatch disables the
+kernel on that device, an environment that cannot build it (no usable CuPy, no NVRTC, a compile
+error) makes it unavailable there; either way with one :class:`FusedKernelWarning`, and the twin
+runs from then on. Out-of-memory and unexpected errors propagate (nothing is remembered), and a
+kernel fault that breaks the CUDA context raises :class:`CudaFaultError`. ``op.calls`` counts
+the paths taken; :func:`path_report` says which path each op took on each device and why, for
+provenance.
+
+Speed: :meth:`FusedOp.bind` decides the path once for a set of tensors and returns a callable
+that launches without the dispatch (a solver binds once per block of iterations); kernels are
+cached per device and take raw pointers, so a launch costs ~10-20 us of host time.
 
 Verification on the CPU
 -----------------------
@@ -43,8 +53,8 @@ Writing an op
 
     def _launch(backend, x, y, out, a, b):
         fn = backend.function(SOURCE, "axpby")
-        backend.launch(fn, out.numel(), [backend.array(x), backend.array(y), backend.array(out),
-                                         np.float32(a), np.float32(b), np.int64(out.numel())])
+        backend.launch(fn, out.numel(), (backend.array(x), backend.array(y), backend.array(out),
+                                         np.float32(a), np.float32(b), np.int64(out.numel())))
 
     axpby = FusedOp("axpby", launch=_launch, twin=_twin, example=_example, outputs=(2,))
 """
@@ -65,11 +75,15 @@ from ._backends import (
 from ._dispatch import (
     HOST_KERNELS_ENV,
     KILL_SWITCH_ENV,
+    BoundOp,
+    CudaFaultError,
     FusedKernelWarning,
     FusedOp,
+    KernelPath,
     default_backend_factory,
     host_kernels_requested,
     kill_switch_active,
+    path_report,
     registered_ops,
     warm_up,
 )
@@ -83,12 +97,15 @@ __all__ = [
     "KILL_SWITCH_ENV",
     "MAX_BLOCKS",
     "Backend",
+    "BoundOp",
+    "CudaFaultError",
     "CupyBackend",
     "FusedKernelWarning",
     "FusedOp",
     "HostBackend",
     "HostFunction",
     "KernelCompileError",
+    "KernelPath",
     "KernelSource",
     "default_backend_factory",
     "grid_size",
@@ -98,6 +115,7 @@ __all__ = [
     "kill_switch_active",
     "nvcc_available",
     "nvcc_compile_check",
+    "path_report",
     "registered_ops",
     "warm_up",
 ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
+import copy
 import ctypes
 import functools
 import hashlib
@@ -11,8 +11,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
-import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -32,6 +31,7 @@ __all__ = [
     "KernelCompileError",
     "grid_size",
     "host_emulation_available",
+    "is_compile_log",
     "nvcc_compile_check",
 ]
 
@@ -221,8 +221,16 @@ class HostBackend:
         self.block = block
         self.max_blocks = max_blocks
         self.reverse = reverse
+        self._functions: dict[tuple[str, str], HostFunction] = {}
+
+    def on_current_stream(self) -> HostBackend:
+        """The host has no streams: the backend itself."""
+        return self
 
     def function(self, source: KernelSource, name: str) -> HostFunction:
+        cached = self._functions.get((source.digest, name))
+        if cached is not None:
+            return cached
         if name not in source.kernel_names:
             raise KeyError(f"{source.name} defines no kernel {name!r}: {source.kernel_names}")
         library = _build_host_library(source)
@@ -237,7 +245,9 @@ class HostBackend:
         describe = getattr(library, f"gpuscope_signature_{name}")
         describe.restype = ctypes.c_char_p
         signature = describe().decode("ascii")
-        return HostFunction(name, launcher, tuple(signature.split(",")) if signature else ())
+        function = HostFunction(name, launcher, tuple(signature.split(",")) if signature else ())
+        self._functions[(source.digest, name)] = function
+        return function
 
     def array(self, tensor: torch.Tensor) -> np.ndarray:
         if tensor.device.type != "cpu":
@@ -291,8 +301,49 @@ _cupy_lock = threading.Lock()
 _cupy_modules: dict[tuple[str, str, int], Any] = {}
 
 
+class _StreamHandle:
+    """What CuPy's kernel launch reads from its ``stream=`` argument: the raw pointer."""
+
+    __slots__ = ("ptr",)
+
+    def __init__(self, ptr: int) -> None:
+        self.ptr = ptr
+
+
+def _compile_module(source: KernelSource, index: int) -> Any:
+    """The loaded NVRTC module of ``source`` on device ``index`` (compiled once per process)."""
+    import cupy
+
+    key = (str(source.path), source.digest, index)
+    with _cupy_lock:
+        module = _cupy_modules.get(key)
+        if module is not None:
+            return module
+        with cupy.cuda.Device(index):
+            module = cupy.RawModule(code=source.text, options=("--std=c++14",))
+            try:
+                module.compile()
+            except Exception as exc:
+                if is_compile_log(exc):
+                    raise KernelCompileError(
+                        f"NVRTC compile of {source.name} failed: {exc}"
+                    ) from exc
+                raise
+        _cupy_modules[key] = module
+        return module
+
+
+def is_compile_log(exc: BaseException) -> bool:
+    """Whether ``exc`` is NVRTC rejecting a source (as opposed to NVRTC or CUDA missing)."""
+    return type(exc).__name__ == "CompileException"
+
+
 class CupyBackend:
     """Compile with ``cupy.RawModule`` (NVRTC, cached per device) and launch on torch's stream.
+
+    Launches pass raw device pointers (no DLPack exchange per call) and cached kernel handles.
+    :meth:`on_current_stream` returns a view bound to torch's current stream at that moment,
+    so a solver fetches the stream once per block of launches rather than once per launch.
 
     Parameters
     ----------
@@ -317,58 +368,60 @@ class CupyBackend:
         self.index = dev.index if dev.index is not None else torch.cuda.current_device()
         self.block = block
         self.max_blocks = max_blocks
+        self._functions: dict[tuple[str, str], Any] = {}
+        self._stream: _StreamHandle | None = None
+        self._other_device = False
 
-    @contextlib.contextmanager
-    def _on_torch_stream(self) -> Iterator[None]:
-        """Make this device and torch's current stream on it current for CuPy."""
-        import cupy
+    def on_current_stream(self) -> CupyBackend:
+        """A view of this backend that launches on torch's current stream of its device now.
 
-        torch_stream = torch.cuda.current_stream(self.index)
-        with cupy.cuda.Device(self.index):
-            # CuPy >= 14 takes the CUDA stream protocol; older torch streams lack it.
-            if hasattr(cupy.cuda.Stream, "from_external") and hasattr(
-                torch_stream, "__cuda_stream__"
-            ):
-                stream = cupy.cuda.Stream.from_external(torch_stream)
-            else:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", DeprecationWarning)
-                    stream = cupy.cuda.ExternalStream(torch_stream.cuda_stream, self.index)
-            with stream:
-                yield
+        The view shares the compiled kernels. Use it for launches that follow one another
+        without yielding control (a stream change in between would not be seen).
+        """
+        view = copy.copy(self)
+        view._stream = _StreamHandle(torch.cuda.current_stream(self.index).cuda_stream)
+        view._other_device = torch.cuda.current_device() != self.index
+        return view
 
     def function(self, source: KernelSource, name: str) -> Any:
-        import cupy
+        key = (source.digest, name)
+        function = self._functions.get(key)
+        if function is None:
+            import cupy
 
-        key = (str(source.path), source.digest, self.index)
-        with _cupy_lock, cupy.cuda.Device(self.index):
-            module = _cupy_modules.get(key)
-            if module is None:
-                module = cupy.RawModule(code=source.text, options=("--std=c++14",))
-                try:
-                    module.compile()
-                except Exception as exc:  # NVRTC errors come as CompileException
-                    raise KernelCompileError(
-                        f"NVRTC compile of {source.name} failed: {exc}"
-                    ) from exc
-                _cupy_modules[key] = module
-            return module.get_function(name)
+            module = _compile_module(source, self.index)
+            with cupy.cuda.Device(self.index):
+                kernel = module.get_function(name)
+                # The driver-level function of this device: calling it skips the RawKernel
+                # wrapper's per-call device lookup.
+                function = getattr(kernel, "kernel", kernel)
+            self._functions[key] = function
+        return function
 
-    def array(self, tensor: torch.Tensor) -> Any:
-        import cupy
-
-        if tensor.device != torch.device("cuda", self.index):
+    def array(self, tensor: torch.Tensor) -> np.uint64:
+        """The tensor's device pointer (the kernel parameter of a ``float*``)."""
+        if not tensor.is_cuda or tensor.get_device() != self.index:
             raise ValueError(f"tensor on {tensor.device}, backend on cuda:{self.index}")
         if not tensor.is_contiguous():
             raise ValueError("kernels need contiguous tensors")
-        with self._on_torch_stream():  # so the DLPack exchange needs no stream sync
-            return cupy.from_dlpack(tensor.detach())
+        return np.uint64(tensor.data_ptr())
 
     def launch(self, function: Any, n_threads: int, args: Sequence[Any]) -> None:
         grid = grid_size(n_threads, self.block, self.max_blocks)
-        if grid:
-            with self._on_torch_stream():
-                function((grid,), (self.block,), tuple(args))
+        if not grid:
+            return
+        stream = self._stream
+        other_device = self._other_device
+        if stream is None:
+            stream = _StreamHandle(torch.cuda.current_stream(self.index).cuda_stream)
+            other_device = torch.cuda.current_device() != self.index
+        if other_device:
+            import cupy
+
+            with cupy.cuda.Device(self.index):
+                function((grid,), (self.block,), tuple(args), stream=stream)
+        else:
+            function((grid,), (self.block,), tuple(args), stream=stream)
 
 
 # --------------------------------------------------------------------------------------------

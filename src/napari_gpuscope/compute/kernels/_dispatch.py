@@ -8,28 +8,43 @@ import warnings
 import weakref
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from ..devices import cupy_available
+from ..devices import cupy_status
 from ..jobs import Job, Progress
-from ._backends import Backend, CupyBackend, HostBackend, host_emulation_available
+from ..memory import is_out_of_memory
+from ._backends import (
+    Backend,
+    CupyBackend,
+    HostBackend,
+    KernelCompileError,
+    host_emulation_available,
+)
 
 __all__ = [
     "HOST_KERNELS_ENV",
     "KILL_SWITCH_ENV",
+    "BoundOp",
+    "CudaFaultError",
     "FusedKernelWarning",
     "FusedOp",
+    "KernelPath",
     "default_backend_factory",
     "host_kernels_requested",
     "kill_switch_active",
+    "path_report",
     "registered_ops",
     "warm_up",
 ]
 
 KILL_SWITCH_ENV = "NAPARI_GPUSCOPE_NO_FUSED"
 HOST_KERNELS_ENV = "NAPARI_GPUSCOPE_HOST_KERNELS"
+
+SELF_TEST_DELAY_CYCLES = 20_000_000
+"""GPU clock cycles the self-test's stream spins before its inputs are written (~10 ms)."""
 
 Example = Callable[[torch.device, torch.Generator], tuple[tuple[Any, ...], dict[str, Any]]]
 
@@ -48,7 +63,8 @@ def warm_up(device: str | torch.device) -> Job[dict[str, bool]]:
     """Compile and self-test every registered kernel on ``device``, as a job.
 
     A dock runs it when a device is selected, so the first preview does not pay the NVRTC
-    compile (1-3 s). The job's result maps each op name to whether its fused kernel will run.
+    compile (1-3 s; one compile covers every variant of a ``.cu`` file). The job's result maps
+    each op name to whether its fused kernel will run.
 
     Examples
     --------
@@ -65,7 +81,36 @@ def warm_up(device: str | torch.device) -> Job[dict[str, bool]]:
 
 
 class FusedKernelWarning(RuntimeWarning):
-    """A fused kernel failed its self-test on a device and was replaced by its torch twin."""
+    """A fused kernel cannot run on a device (or failed its self-test): its torch twin runs."""
+
+
+class CudaFaultError(RuntimeError):
+    """A kernel faulted (e.g. an illegal address) and left the device's CUDA context unusable.
+
+    Nothing can run on that device any more in this process, neither the kernel nor its twin;
+    the only remedy is to restart the program.
+    """
+
+
+@dataclass(frozen=True)
+class KernelPath:
+    """Which implementation of an op runs on a device, and why.
+
+    Attributes
+    ----------
+    path : str
+        ``"kernel"`` (CUDA), ``"host"`` (g++ emulation) or ``"twin"`` (torch).
+    reason : str
+        Plain words, e.g. ``"verified against the twin"`` or ``"CuPy is not installed ..."``.
+    """
+
+    path: str
+    reason: str
+
+    def describe(self) -> str:
+        """E.g. ``"fused kernel (verified against the twin)"``."""
+        name = {"kernel": "fused kernel", "host": "host-emulated kernel", "twin": "torch twin"}
+        return f"{name.get(self.path, self.path)} ({self.reason})"
 
 
 def _flag(name: str) -> bool:
@@ -89,6 +134,34 @@ def default_backend_factory(device: torch.device) -> Backend:
     return HostBackend()
 
 
+_warned_lock = threading.Lock()
+_warned: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    """Warn about the environment once per process (every op and call would repeat it)."""
+    with _warned_lock:
+        if message in _warned:
+            return
+        _warned.add(message)
+    warnings.warn(message, FusedKernelWarning, stacklevel=4)
+
+
+_broken_devices: dict[str, str] = {}
+
+
+def _context_is_broken(device: torch.device) -> bool:
+    """Whether a CUDA device's context stopped running work (a sticky fault makes every call
+    fail); always False for other devices."""
+    if device.type != "cuda":
+        return False
+    try:
+        torch.cuda.synchronize(device)
+        return float(torch.ones(1, device=device).sum()) != 1.0
+    except Exception:
+        return True
+
+
 def _tensors(value: Any) -> Iterator[torch.Tensor]:
     if isinstance(value, torch.Tensor):
         yield value
@@ -108,6 +181,51 @@ def _clone(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {key: _clone(item) for key, item in value.items()}
     return value
+
+
+def _poisoned_like(value: Any) -> Any:
+    """Same structure, every tensor replaced by a NaN-filled one of its shape and device."""
+    if isinstance(value, torch.Tensor):
+        return torch.full_like(value, float("nan"))
+    if isinstance(value, list | tuple):
+        return type(value)(_poisoned_like(item) for item in value)
+    if isinstance(value, Mapping):
+        return {key: _poisoned_like(item) for key, item in value.items()}
+    return value
+
+
+def _copy_into(target: Any, source: Any) -> None:
+    """Copy every tensor of ``source`` into the matching tensor of ``target``."""
+    for got, want in zip(_tensors(target), _tensors(source), strict=True):
+        got.copy_(want)
+
+
+class BoundOp:
+    """An op with its path decided for one set of tensors: calling it skips the dispatch.
+
+    Returned by :meth:`FusedOp.bind`. On CUDA it launches on the stream that was current when
+    it was bound; bind again after anything that may change torch's current stream (a solver
+    binds once per block of iterations, between its yields).
+
+    Attributes
+    ----------
+    op : FusedOp
+    path : KernelPath
+    """
+
+    __slots__ = ("_run", "op", "path")
+
+    def __init__(self, op: FusedOp, path: KernelPath, run: Callable[..., None]) -> None:
+        self.op = op
+        self.path = path
+        self._run = run
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        self.op.calls[self.path.path] += 1
+        self._run(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"BoundOp({self.op.name!r}, {self.path.describe()})"
 
 
 class FusedOp:
@@ -139,13 +257,25 @@ class FusedOp:
     ``op(*args, **kwargs)`` picks a path from the tensors among the arguments:
 
     1. the kill switch ``NAPARI_GPUSCOPE_NO_FUSED`` is set -> twin;
-    2. all tensors CUDA, float32, contiguous, on one device and CuPy importable -> kernel;
+    2. all tensors CUDA, float32, contiguous, on one device and CuPy usable there -> kernel;
     3. ``NAPARI_GPUSCOPE_HOST_KERNELS`` is set, all tensors CPU float32 contiguous and g++ on
        PATH -> the same kernel source emulated on the CPU ("host");
     4. otherwise -> twin.
 
-    Paths 2 and 3 run a self-test against the twin at first use per device; on failure (or a
-    compile error) the kernel is disabled on that device with one :class:`FusedKernelWarning`.
+    Paths 2 and 3 run a self-test against the twin at first use per device. Its outcome:
+
+    - outputs match: the kernel runs from then on;
+    - outputs differ: the kernel is *disabled* on that device, with one
+      :class:`FusedKernelWarning` giving the largest difference;
+    - the kernel cannot be built there (no or unusable CuPy, no NVRTC, a compile error): the
+      kernel is *unavailable* there, with one warning saying why and how to fix it;
+    - out of memory, or any other error: re-raised, nothing is remembered, the next call tries
+      again;
+    - the kernel faulted and broke the CUDA context: :class:`CudaFaultError`, and every later
+      call on that device raises it too (the twin cannot run on a broken context either).
+
+    Either way the twin keeps results right. :meth:`path` says what runs where and why;
+    :func:`path_report` collects it for provenance.
     """
 
     def __init__(
@@ -169,7 +299,10 @@ class FusedOp:
         self.backend_factory = backend_factory or default_backend_factory
         self.calls: Counter[str] = Counter()
         self.disabled_devices: set[str] = set()
+        self.unavailable: dict[str, str] = {}
+        self.last_paths: dict[str, KernelPath] = {}
         self._backends: dict[str, Backend] = {}
+        self._verdicts: dict[str, str] = {}
         self._lock = threading.Lock()
         _REGISTERED.add(self)
 
@@ -177,36 +310,104 @@ class FusedOp:
         return f"FusedOp({self.name!r})"
 
     def reset(self) -> None:
-        """Forget self-test results, cached backends and call counts (for tests)."""
+        """Forget self-test results, cached backends, paths and call counts (for tests)."""
         with self._lock:
             self._backends.clear()
+            self._verdicts.clear()
             self.disabled_devices.clear()
+            self.unavailable.clear()
+            self.last_paths.clear()
             self.calls.clear()
 
     # ---- dispatch ---------------------------------------------------------------------------
+
+    def _candidate(self, tensors: Sequence[torch.Tensor]) -> tuple[torch.device | None, str]:
+        """The device whose fused path the tensors allow, or None and the reason for the twin."""
+        if kill_switch_active():
+            return None, f"{KILL_SWITCH_ENV} is set"
+        if not tensors:
+            return None, "no tensor arguments"
+        device = tensors[0].device
+        for t in tensors:
+            if t.device != device:
+                return None, "tensors on several devices"
+            if t.dtype != torch.float32:
+                return None, f"a {t.dtype} tensor (kernels take float32)"
+            if not t.is_contiguous():
+                return None, "a non-contiguous tensor"
+        if device.type == "cuda":
+            usable, detail = cupy_status(device)
+            if not usable:
+                _warn_once(f"fused CUDA kernels are off, the torch twins run: {detail}")
+                return None, detail
+            return device, ""
+        if device.type == "cpu":
+            if not host_kernels_requested():
+                return None, "CPU reference path"
+            if not host_emulation_available():
+                return None, f"{HOST_KERNELS_ENV} is set but no C++ compiler is on PATH"
+            return device, ""
+        return None, f"no kernels for {device.type} devices"
 
     def select_device(self, *args: Any, **kwargs: Any) -> torch.device | None:
         """The device whose fused path ``op(*args, **kwargs)`` would try, or None for the twin.
 
         Rules 1-4 of the class notes, without the self-test.
         """
-        if kill_switch_active():
-            return None
-        tensors = list(_tensors((args, kwargs)))
-        if not tensors:
-            return None
-        device = tensors[0].device
-        if not all(
-            t.device == device and t.dtype == torch.float32 and t.is_contiguous() for t in tensors
-        ):
-            return None
-        if device.type == "cuda":
-            return device if cupy_available() else None
-        if device.type == "cpu" and host_kernels_requested() and host_emulation_available():
-            return device
-        return None
+        return self._candidate(list(_tensors((args, kwargs))))[0]
 
-    def prepare(self, device: torch.device) -> bool:
+    def path(self, device: str | torch.device) -> KernelPath:
+        """What a call with float32 contiguous tensors on ``device`` runs, and why.
+
+        Runs the self-test first if it has not run on ``device`` yet.
+        """
+        return self._decide([_placeholder(torch.device(device))])[0]
+
+    def bind(self, *tensors: torch.Tensor) -> BoundOp:
+        """Decide the path for calls on ``tensors`` (and tensors like them) once.
+
+        Parameters
+        ----------
+        *tensors : torch.Tensor
+            The tensors the calls will pass (their device, dtype and layout decide).
+
+        Returns
+        -------
+        BoundOp
+            Callable like the op itself, without the per-call dispatch.
+        """
+        path, backend = self._decide(tensors)
+        if backend is None:
+            return BoundOp(self, path, self.twin)
+        bound = getattr(backend, "on_current_stream", None)
+        backend = bound() if bound is not None else backend
+        launch = self.launch
+
+        def run(*args: Any, **kwargs: Any) -> None:
+            launch(backend, *args, **kwargs)
+
+        return BoundOp(self, path, run)
+
+    def _decide(self, tensors: Sequence[torch.Tensor]) -> tuple[KernelPath, Backend | None]:
+        device, reason = self._candidate(tensors)
+        if device is None:
+            where = str(tensors[0].device) if tensors else "none"
+            path = KernelPath("twin", reason)
+            self.last_paths[where] = path
+            return path, None
+        key = str(device)
+        broken = _broken_devices.get(key)
+        if broken is not None:
+            raise CudaFaultError(broken)
+        backend = self._verified_backend(device)
+        if backend is None:
+            path = KernelPath("twin", self._verdicts[key])
+        else:
+            path = KernelPath("kernel" if device.type == "cuda" else "host", self._verdicts[key])
+        self.last_paths[key] = path
+        return path, backend
+
+    def prepare(self, device: str | torch.device) -> bool:
         """Compile and self-test the kernel on ``device`` now (no-op for the twin path).
 
         Returns
@@ -214,23 +415,10 @@ class FusedOp:
         bool
             Whether the fused kernel will run on ``device``.
         """
-        device = torch.device(device)
-        wanted = (device.type == "cuda" and cupy_available()) or (
-            device.type == "cpu" and host_kernels_requested() and host_emulation_available()
-        )
-        if kill_switch_active() or not wanted:
-            return False
-        return self._verified_backend(device) is not None
+        return self.path(device).path != "twin"
 
     def __call__(self, *args: Any, **kwargs: Any) -> None:
-        device = self.select_device(*args, **kwargs)
-        backend = self._verified_backend(device) if device is not None else None
-        if backend is None:
-            self.calls["twin"] += 1
-            self.twin(*args, **kwargs)
-            return
-        self.calls["kernel" if device.type == "cuda" else "host"] += 1
-        self.launch(backend, *args, **kwargs)
+        self.bind(*_tensors((args, kwargs)))(*args, **kwargs)
 
     def run_on(self, backend: Backend, *args: Any, **kwargs: Any) -> None:
         """Launch the kernel on ``backend`` with no dispatch and no self-test (tests)."""
@@ -241,53 +429,113 @@ class FusedOp:
 
     def _verified_backend(self, device: torch.device) -> Backend | None:
         key = str(device)
+        backend = self._backends.get(key)
+        if backend is not None:
+            return backend
         with self._lock:  # one self-test per device, even with several worker threads
-            if key in self.disabled_devices:
-                return None
-            backend = self._backends.get(key)
-            if backend is not None:
-                return backend
+            if key in self._verdicts:
+                return self._backends.get(key)
             try:
                 backend = self.backend_factory(device)
+            except Exception as exc:
+                self._unavailable(key, f"no kernel backend ({type(exc).__name__}: {exc})")
+                return None
+            try:
                 ok, detail = self.self_test(backend, device)
-            except Exception as exc:  # a backend that cannot even be built counts as failure
-                ok, detail = False, f"{type(exc).__name__}: {exc}"
+            except KernelCompileError as exc:
+                self._unavailable(key, f"the kernel does not compile here: {exc}")
+                return None
+            except Exception as exc:
+                if not is_out_of_memory(exc):
+                    self._check_context(device, exc)
+                if type(exc).__module__.startswith("cupy") and not is_out_of_memory(exc):
+                    # CUDA runtime or NVRTC missing or too old for this driver: not our bug
+                    # and not transient.
+                    self._unavailable(key, f"CuPy failed ({type(exc).__name__}: {exc})")
+                    return None
+                raise  # out of memory or a bug: nothing remembered, the next call retries
             if not ok:
                 self.disabled_devices.add(key)
-                warnings.warn(
-                    f"fused kernel {self.name!r} disabled on {key}: {detail}; using the torch twin",
-                    FusedKernelWarning,
-                    stacklevel=3,  # the caller of op(...),
+                self._verdicts[key] = f"disabled: self-test mismatch, {detail}"
+                _warn_once(
+                    f"fused kernel {self.name!r} disabled on {key}: {detail}; using the torch twin"
                 )
                 return None
+            self._verdicts[key] = "verified against the twin"
             self._backends[key] = backend
             return backend
 
+    def _unavailable(self, key: str, reason: str) -> None:
+        self.unavailable[key] = reason
+        self._verdicts[key] = reason
+        warnings.warn(
+            f"fused kernel {self.name!r} unavailable on {key}: {reason}; using the torch twin",
+            FusedKernelWarning,
+            stacklevel=5,
+        )
+
+    def _check_context(self, device: torch.device, exc: BaseException) -> None:
+        if _context_is_broken(device):
+            message = (
+                f"fused kernel {self.name!r} faulted on {device} ({type(exc).__name__}: {exc}) "
+                "and left the GPU's CUDA context unusable; no further work can run on it in "
+                "this process. Restart napari (or the script); set NAPARI_GPUSCOPE_NO_FUSED=1 "
+                "to use the torch twins, and please report the fault."
+            )
+            _broken_devices[str(device)] = message
+            raise CudaFaultError(message) from exc
+
     def self_test(self, backend: Backend, device: torch.device) -> tuple[bool, str]:
         """Compare the kernel on ``backend`` with the twin on the op's example inputs.
+
+        On CUDA the test runs on a fresh non-default stream whose inputs are written only after
+        the stream has spun for ~10 ms: a kernel launched on any other stream than torch's
+        current one runs before its inputs exist and fails the comparison. Nothing is
+        synchronised between the launch and the comparison (which runs on that stream too).
 
         Returns
         -------
         ok : bool
             Whether every output matched within ``rtol``/``atol``.
         detail : str
-            ``"max abs diff X vs twin"``, or the exception the kernel raised (e.g. a compile
-            error).
+            ``"max abs diff X vs twin"`` or what differs.
+
+        Raises
+        ------
+        Exception
+            Whatever the kernel raised (e.g. :class:`KernelCompileError`).
         """
         # A CPU generator on every device: examples draw on the host and move to ``device``, so
-        # the same seed gives the same inputs everywhere (a CUDA generator cannot fill CPU
-        # tensors, and CUDA tensors need no generator of their own).
+        # the same seed gives the same inputs everywhere.
         generator = torch.Generator().manual_seed(0)
         args, kwargs = self.example(device, generator)
         twin_args, twin_kwargs = _clone(args), _clone(kwargs)
-        kernel_args, kernel_kwargs = _clone(args), _clone(kwargs)
         self.twin(*twin_args, **twin_kwargs)
-        try:
-            self.launch(backend, *kernel_args, **kernel_kwargs)
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-        except Exception as exc:
-            return False, f"self-test raised {type(exc).__name__}: {exc}"
+        kernel_args, kernel_kwargs = _poisoned_like(args), _poisoned_like(kwargs)
+        if device.type == "cuda":
+            stream = torch.cuda.Stream(device)
+            stream.wait_stream(torch.cuda.current_stream(device))  # the example's copies
+            with torch.cuda.device(device), torch.cuda.stream(stream):
+                if hasattr(torch.cuda, "_sleep"):
+                    torch.cuda._sleep(SELF_TEST_DELAY_CYCLES)
+                _copy_into((kernel_args, kernel_kwargs), (args, kwargs))
+                bound = getattr(backend, "on_current_stream", None)
+                self.launch(
+                    bound() if bound is not None else backend, *kernel_args, **kernel_kwargs
+                )
+                result = self._compare(twin_args, twin_kwargs, kernel_args, kernel_kwargs)
+            return result
+        _copy_into((kernel_args, kernel_kwargs), (args, kwargs))
+        self.launch(backend, *kernel_args, **kernel_kwargs)
+        return self._compare(twin_args, twin_kwargs, kernel_args, kernel_kwargs)
+
+    def _compare(
+        self,
+        twin_args: tuple[Any, ...],
+        twin_kwargs: dict[str, Any],
+        kernel_args: tuple[Any, ...],
+        kernel_kwargs: dict[str, Any],
+    ) -> tuple[bool, str]:
         worst = 0.0
         ok = True
         for output in self.outputs:
@@ -309,4 +557,45 @@ class FusedOp:
                 worst = max(
                     worst, float((got.double() - expected.double()).abs().nan_to_num(0).max())
                 )
-        return ok, f"max abs diff {worst:.3g} vs twin"
+        detail = f"max abs diff {worst:.3g} vs twin"
+        if worst != worst:
+            detail = "NaN where the twin has a number (or the reverse) vs twin"
+        return ok, detail
+
+
+def _placeholder(device: torch.device) -> torch.Tensor:
+    """A zero-size float32 tensor standing for "tensors on ``device``" in a path decision."""
+    return torch.empty(0, device=device)
+
+
+def path_report(device: str | torch.device | None = None) -> dict[str, dict[str, str]]:
+    """Which implementation each fused op used, and why, for provenance.
+
+    Parameters
+    ----------
+    device : str or torch.device, optional
+        Only this device (e.g. the device a job ran on); default: every device an op was used
+        on.
+
+    Returns
+    -------
+    dict
+        ``{op name: {device: "fused kernel (verified against the twin)" | "torch twin
+        (<reason>)" | ...}}`` for the ops used so far (per :attr:`FusedOp.last_paths`).
+
+    Examples
+    --------
+    >>> isinstance(path_report("cpu"), dict)
+    True
+    """
+    wanted = None if device is None else str(torch.device(device))
+    report: dict[str, dict[str, str]] = {}
+    for op in registered_ops():
+        paths = {
+            where: path.describe()
+            for where, path in sorted(op.last_paths.items())
+            if wanted is None or where == wanted
+        }
+        if paths:
+            report[op.name] = paths
+    return report

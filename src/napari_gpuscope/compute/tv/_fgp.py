@@ -9,9 +9,35 @@ import torch
 
 from ..jobs import is_stop
 from . import _ops as ops
-from ._solvers import CHECK_EVERY, Solver, SolveResult, Tick, per_problem_sum, relative_gaps
+from ._solvers import CHECK_EVERY, Solver, SolveResult, Tick, relative_gaps
 
-__all__ = ["solve_fgp"]
+__all__ = ["FUSED_OPS", "bytes_per_element", "kernel_paths", "solve_fgp"]
+
+FUSED_OPS = (ops.fgp_step, ops.fgp_primal, ops.tv_gap_partials)
+"""The fused operations an FGP solve runs."""
+
+
+def bytes_per_element(n_coupled: int, device: str | torch.device) -> int:
+    """Device bytes per voxel of an FGP solve on ``device`` (see
+    :func:`~napari_gpuscope.compute.tv._ops.kernel_bytes_per_element`).
+
+    Compiles and self-tests the fused kernels on ``device`` if that has not happened yet: the
+    twins need more memory than the kernels.
+    """
+    fused = all(op.prepare(device) for op in FUSED_OPS)
+    return ops.kernel_bytes_per_element(n_coupled, fused=fused)
+
+
+def kernel_paths(device: str | torch.device) -> dict[str, str]:
+    """Which implementation each FGP op ran on ``device`` and why, for provenance.
+
+    Examples
+    --------
+    >>> sorted(kernel_paths("cpu")) in ([], ["fgp_primal", "fgp_step", "tv_gap_partials"])
+    True
+    """
+    key = str(torch.device(device))
+    return {op.name: op.last_paths[key].describe() for op in FUSED_OPS if key in op.last_paths}
 
 
 def solve_fgp(
@@ -32,35 +58,61 @@ def solve_fgp(
     problem is ``<= tolerance`` (checked every ``check_every`` iterations and at the end) or at
     ``max_iterations``. ``weight`` must be > 0 and at least one ``s_a`` > 0. ``y0`` (shape
     ``(d, *f.shape)``, ``|y0_i| <= weight``) warm-starts the dual.
+
+    Each iteration is one fused pass (:data:`~._ops.fgp_step`, ping-ponging between two
+    extrapolated dual buffers); a check computes the estimate ``u = clamp(f + div y)`` and its
+    gap from per-thread float32 partial sums added in float64 (:data:`~._ops.tv_gap_partials`),
+    the only synchronisation with the host. The paths are decided once per block of iterations
+    (:meth:`~napari_gpuscope.compute.kernels.FusedOp.bind`).
     """
-    spacing = [float(s) for s in spacing]
+    spacing = tuple(float(s) for s in spacing)
     l2 = 4.0 * sum(s * s for s in spacing)
     inv_l2 = 1.0 / l2
     y = f.new_zeros((len(spacing), *f.shape)) if y0 is None else y0.clone()
     z = y.clone()
+    z_next = torch.empty_like(y)
     u = torch.empty_like(f)
-    primal = torch.empty_like(f)
-    gap = torch.empty_like(f)
+    batch, per_problem = f.shape[0], f[0].numel()
+    threads = ops.gap_threads(batch, per_problem)
+    primal_part = f.new_empty((batch, threads))
+    gap_part = f.new_empty((batch, threads))
     t = 1.0
     relative_gap = math.inf
     iteration = 0
     stopped = False
-    for iteration in range(1, max_iterations + 1):
-        ops.fgp_primal(f, z, u, spacing=spacing, lo=lo, hi=hi)
-        t_next = (1.0 + math.sqrt(1.0 + 4.0 * t * t)) / 2.0
-        momentum = (t - 1.0) / t_next
-        t = t_next
-        ops.fgp_dual(u, z, y, spacing=spacing, inv_l2=inv_l2, weight=weight, momentum=momentum)
-        if iteration % check_every == 0 or iteration == max_iterations:
-            # The certified estimate comes from the dual iterate y, not the extrapolated z.
-            ops.fgp_primal(f, y, u, spacing=spacing, lo=lo, hi=hi)
-            ops.tv_gap_terms(f, y, u, primal, gap, spacing=spacing, weight=weight)
-            rel = relative_gaps(per_problem_sum(gap), per_problem_sum(primal))
-            relative_gap = float(rel.max())
-            command = yield Tick(iteration, relative_gap, u)
-            if relative_gap <= tolerance:
-                break
-            if is_stop(command):
-                stopped = True
-                break
+    while iteration < max_iterations:
+        block_end = min(max_iterations, (iteration // check_every + 1) * check_every)
+        step = ops.fgp_step.bind(f, z, y, z_next)
+        for _ in range(iteration, block_end):
+            t_next = (1.0 + math.sqrt(1.0 + 4.0 * t * t)) / 2.0
+            momentum = (t - 1.0) / t_next
+            t = t_next
+            step(
+                f,
+                z,
+                y,
+                z_next,
+                spacing=spacing,
+                lo=lo,
+                hi=hi,
+                inv_l2=inv_l2,
+                weight=weight,
+                momentum=momentum,
+            )
+            z, z_next = z_next, z
+        iteration = block_end
+        # The certified estimate comes from the dual iterate y, not the extrapolated z.
+        ops.fgp_primal.bind(f, y, u)(f, y, u, spacing=spacing, lo=lo, hi=hi)
+        gap_terms = ops.tv_gap_partials.bind(f, y, u, primal_part, gap_part)
+        gap_terms(f, y, u, primal_part, gap_part, spacing=spacing, weight=weight)
+        rel = relative_gaps(
+            gap_part.sum(1, dtype=torch.float64), primal_part.sum(1, dtype=torch.float64)
+        )
+        relative_gap = float(rel.max())
+        command = yield Tick(iteration, relative_gap, u)
+        if relative_gap <= tolerance:
+            break
+        if is_stop(command):
+            stopped = True
+            break
     return SolveResult(u, iteration, relative_gap, relative_gap <= tolerance, stopped, y)

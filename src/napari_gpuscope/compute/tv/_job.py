@@ -12,7 +12,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..arrays import InvalidInputError, check_finite, to_device, to_host, validate_image
+from ..arrays import (
+    InvalidInputError,
+    check_finite,
+    download_into,
+    to_device,
+    to_host,
+    validate_image,
+)
 from ..camera import CameraModel
 from ..chunking import AxisLayout, HaloChunker, Region
 from ..devices import device_context
@@ -25,6 +32,7 @@ from ..noise import (
 )
 from ..params import ParameterError, takes_params
 from ..results import Geometry, LayerDataTuple, image_layer
+from . import _fgp
 from . import _solvers as solvers
 from ._chambolle import solve_chambolle
 from ._fgp import solve_fgp
@@ -74,6 +82,9 @@ class TVResult:
     unprocessed_fraction : float
         Fraction of the voxels left as the input because the run was stopped before their chunk
         was reached (0 unless ``stopped_early`` with several chunks).
+    kernel_paths : dict of str to str
+        Which implementation of each fused operation ran and why (FGP), e.g. ``{"fgp_step":
+        "fused kernel (verified against the twin)"}``.
     """
 
     image: np.ndarray
@@ -88,6 +99,7 @@ class TVResult:
     camera: CameraModel | None = None
     stopped_early: bool = False
     unprocessed_fraction: float = 0.0
+    kernel_paths: dict[str, str] = field(default_factory=dict)
 
     @property
     def method(self) -> str:
@@ -120,6 +132,7 @@ class TVResult:
             "camera": None if self.camera is None else dataclasses.asdict(self.camera),
             "stopped_early": bool(self.stopped_early),
             "unprocessed_fraction": float(self.unprocessed_fraction),
+            "kernel_paths": dict(self.kernel_paths),
         }
 
     def describe(self) -> str:
@@ -294,6 +307,8 @@ def iter_denoise(
     """
     memory_budget = _check_budget(memory_budget)
     channel, spacing = _check_call(image, params)
+    if device is None and isinstance(image, torch.Tensor) and image.is_cuda:
+        device = image.device  # a CUDA tensor is denoised where it lives
     return _run(image, params, channel, spacing, memory_budget, device)
 
 
@@ -334,13 +349,19 @@ class _StopAll(Exception):
     """A solve was stopped early: later chunks are not started."""
 
 
-def _bytes_per_element(method: str, n_coupled: int) -> int:
-    """Device bytes per voxel: resident fields plus the torch twins' largest temporaries."""
+def _bytes_per_element(method: str, n_coupled: int, device: Any = None) -> int:
+    """Device bytes per voxel: resident fields plus the torch twins' largest temporaries.
+
+    FGP: see :func:`._fgp.bytes_per_element` (less on a device where the fused kernels run;
+    without ``device``, the twins' need).
+    """
     d = n_coupled
-    # FGP: f, u, primal and gap terms, y and z (d each), at most two twin work buffers.
+    if method == "fgp":
+        if device is None:
+            return _fgp.ops.kernel_bytes_per_element(d, fused=False)
+        return _fgp.bytes_per_element(d, device)
     # Chambolle: f, d, out, norm, result, p and g (d each), temporaries (~d + 1).
-    fields = 4 + 2 * d + 2 if method == "fgp" else 5 + 2 * d + (d + 1)
-    return 4 * fields
+    return 4 * (5 + 2 * d + (d + 1))
 
 
 def _solver(f: torch.Tensor, spacing: tuple[float, ...], weight: float, params: TVParams):
@@ -394,18 +415,29 @@ def _run(
     device: Any,
 ) -> Job[TVResult]:
     with torch.no_grad(), device_context(device) as dev:
-        check_finite(image)
+        # On a GPU each chunk's upload checks its values on the device (no host pass); a value
+        # read by an estimate first is reported by the host scan below.
+        device_check = dev.type == "cuda"
+        if not device_check:
+            check_finite(image)
         shape = tuple(int(s) for s in image.shape)
         camera = None
-        if params.noise_model == "poisson":
-            if params.gain is None:
-                yield Progress(None, "estimating camera gain, offset and read noise")
-                camera = estimate_poisson_gaussian(image)  # reads a subsample of planes
-            else:
-                camera = CameraModel(params.gain, params.offset or 0.0, params.read_noise or 0.0)
-        if params.weight is None and params.noise_model == "gaussian":
-            yield Progress(None, "estimating the noise level")
-        weight, sigma = _resolve_weight(image, params)
+        try:
+            if params.noise_model == "poisson":
+                if params.gain is None:
+                    yield Progress(None, "estimating camera gain, offset and read noise")
+                    camera = estimate_poisson_gaussian(image)  # reads a subsample of planes
+                else:
+                    camera = CameraModel(
+                        params.gain, params.offset or 0.0, params.read_noise or 0.0
+                    )
+            if params.weight is None and params.noise_model == "gaussian":
+                yield Progress(None, "estimating the noise level")
+            weight, sigma = _resolve_weight(image, params)
+        except ValueError:  # InvalidInputError and ParameterError too
+            if device_check:
+                check_finite(image)  # a NaN in the sampled planes: say so first
+            raise
         layout = AxisLayout.of(shape, spacing, channel)
         out = np.empty(shape, dtype=np.float32)
         totals = _Totals()
@@ -420,13 +452,15 @@ def _run(
         chunks = 0
         if weight == 0 or not layout.coupled_axes:
             # Nothing is penalised: the ROF solution is f itself.
-            data = np.asarray(image, dtype=np.float32)
+            if device_check:
+                check_finite(image)
+            data = to_device(image, "cpu").numpy()
             out[...] = np.maximum(data, 0) if params.nonnegative else data
             yield Progress(1.0, "nothing to solve: with weight 0 the input is its own solution")
         else:
             chunker = HaloChunker(
                 layout,
-                bytes_per_element=_bytes_per_element(params.method, len(layout.coupled_axes)),
+                bytes_per_element=_bytes_per_element(params.method, len(layout.coupled_axes), dev),
                 halo=halo(params, layout.coupled_spacing[0]),
                 device=dev,
                 budget=memory_budget,
@@ -457,6 +491,7 @@ def _run(
             camera=camera,
             stopped_early=totals.stopped,
             unprocessed_fraction=unprocessed,
+            kernel_paths=_fgp.kernel_paths(dev) if params.method == "fgp" and chunks else {},
         )
 
 
@@ -470,7 +505,7 @@ def _fill_unprocessed(image: Any, out: np.ndarray, written: list[tuple[slice, ..
         mask[core] = False
     for index in np.flatnonzero(mask.reshape(mask.shape[0], -1).any(axis=1)):
         plane = mask[index]
-        out[index][plane] = np.asarray(image[int(index)], dtype=np.float32)[plane]
+        out[index][plane] = to_device(image[int(index)], "cpu").numpy()[plane]
     return float(mask.mean())
 
 
@@ -486,7 +521,9 @@ def _solve_region(
     postprocess: Callable[[torch.Tensor], torch.Tensor],
     totals: _Totals,
 ) -> Job[None]:
-    f = layout.to_problem(to_device(image, dev, region=region.read))
+    f = layout.to_problem(
+        to_device(image, dev, region=region.read, check_finite=dev.type == "cuda")
+    )
     if camera is not None:
         f = anscombe_forward(f, camera).contiguous()
 
@@ -517,7 +554,7 @@ def _solve_region(
     result: solvers.SolveResult = yield from mapped(
         _solver(f, layout.coupled_spacing, weight, params), report
     )
-    out[region.core] = to_host(to_output(result.image))
+    download_into(out[region.core], to_output(result.image))
     totals.written.append(region.core)
     totals.iterations = max(totals.iterations, result.iterations)
     totals.relative_gap = max(totals.relative_gap, result.relative_gap)
