@@ -25,8 +25,6 @@ WRITER_COMMAND = "napari-gpuscope.write_tiff"
 
 
 def _sample_type(data: np.ndarray) -> str:
-    if data.dtype.kind == "b":
-        return "uint16"
     if data.dtype.kind in "iu" and data.size:
         low, high = int(data.min()), int(data.max())
         if low >= 0 and high <= np.iinfo(np.uint16).max:
@@ -63,6 +61,8 @@ def write_image_tiff(path: str, data: Any, attributes: Mapping[str, Any]) -> lis
     if attributes.get("multiscale") or isinstance(data, list | tuple):
         data = data[0]
     array = np.asarray(data)
+    if array.dtype.kind == "b":
+        array = array.astype(np.uint8)
     units = attributes.get("units")
     metadata = attributes.get("metadata") or {}
     written = save_tiff(
