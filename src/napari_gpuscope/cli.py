@@ -82,13 +82,17 @@ def _populate_demo(viewer: Any) -> None:
         viewer.layers.selection.active = layers[0]
     for spec in METHODS.values():
         viewer.window.add_plugin_dock_widget(PLUGIN, spec.title)
+    viewer.reset_view()  # the docks took canvas width: show the whole plane
 
 
 def _interactive_demo() -> int:
     import napari
+    from qtpy.QtCore import QTimer
 
     viewer = napari.Viewer(title="napari-gpuscope demo")
     _populate_demo(viewer)
+    # The window gets its final size once shown: fit the plane again then.
+    QTimer.singleShot(0, viewer.reset_view)
     napari.run()
     return 0
 

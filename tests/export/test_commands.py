@@ -219,12 +219,13 @@ def test_default_export_layer_prefers_results_then_active_image(viewer):
 def test_figure_dialog_links_dpi_and_print_width_and_shows_the_size(viewer, qtbot):
     dialog = FigureOptionsDialog(FigureOptions(), viewer=viewer)
     qtbot.addWidget(dialog)
-    # Two 32 x 40 panels side by side (no grid: one panel) at zoom 1, 300 dpi.
-    assert "300 dpi" in dialog.size_label.text()
-    assert "40 \u00d7 32 data pixels at 1 \u00d7" in dialog.size_label.text()
+    # The two 32 x 40 layers, grid off: one panel, zoom 1, 300 dpi.
+    text = dialog.size_label.text()
+    assert "300 dpi" in text
+    assert "1 panel of 40 \u00d7 32 data pixels, each shown as 1 \u00d7 1" in text
     width_at_300 = dialog.width_spin.value()
     dialog.zoom_spin.setValue(3)
-    assert "at 3 \u00d7" in dialog.size_label.text()
+    assert "each shown as 3 \u00d7 3 pixels" in dialog.size_label.text()
     assert dialog.width_spin.value() > 2 * width_at_300  # same dpi, three times the pixels
     assert 10.0 < dialog.width_spin.value() < 20.0  # about 140 pixels at 300 dpi
     dialog.width_spin.setValue(8.0)

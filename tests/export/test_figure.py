@@ -332,3 +332,42 @@ def test_png_reads_back_with_pillow(shown, tmp_path):
     with Image.open(files.png) as image:
         assert image.size == files.size
         assert image.info["dpi"] == pytest.approx((200, 200), abs=0.01)
+
+
+_SCALED_DISPLAY_PROBE = """
+import numpy as np, napari
+from napari_gpuscope.export import _panels
+from napari_gpuscope.export.figure import FigureOptions, render_figure
+data = np.random.default_rng(0).integers(0, 256, (45, 62)).astype(np.float32)
+viewer = napari.Viewer(show=True)
+viewer.add_image(data, colormap="gray", contrast_limits=(0, 255))
+assert _panels._window_pixel_ratio(viewer) == 1.5
+figure = render_figure(viewer, FigureOptions(zoom=3, scale_bar=False))
+box = figure.info["panels"][0]["box"]
+panel = figure.image[box["y"] : box["y"] + box["height"], box["x"] : box["x"] + box["width"], 0]
+expected = np.repeat(np.repeat(data.astype(int), 3, 0), 3, 1)
+assert panel.shape == expected.shape, panel.shape
+assert np.abs(panel.astype(int) - expected).max() <= 1
+viewer.close()
+print("exact")
+"""
+
+
+@pytest.mark.slow
+def test_pixels_stay_exact_on_a_scaled_display():
+    """Windows desktops often run at 150 %: tiles must still be whole device pixels."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "QT_SCALE_FACTOR": "1.5"}
+    env.pop("QT_QPA_PLATFORM", None)
+    result = subprocess.run(
+        [sys.executable, "-c", _SCALED_DISPLAY_PROBE],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().endswith("exact")

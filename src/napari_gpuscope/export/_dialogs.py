@@ -127,6 +127,7 @@ class FigureOptionsDialog(_OptionsDialog):
     ) -> None:
         super().__init__(parent, viewer)
         self.setWindowTitle("Export figure")
+        self.setMinimumWidth(440)
         self._viewer = viewer
         self._by_width = defaults.width_mm is not None
         self._updating = False
@@ -217,9 +218,10 @@ class FigureOptionsDialog(_OptionsDialog):
             f"{plan.height_mm:.1f} mm at {plan.dpi:.0f} dpi"
         )
         if plan.data_shape is not None:
+            panels = "1 panel" if plan.panels == 1 else f"{plan.panels} panels"
             text += (
-                f"; {plan.panels} panel(s) of {plan.data_shape[1]} × {plan.data_shape[0]} "
-                f"data pixels at {plan.zoom} ×"
+                f"\n{panels} of {plan.data_shape[1]} × {plan.data_shape[0]} data pixels, "
+                f"each shown as {plan.zoom} × {plan.zoom} pixels"
             )
         for note in plan.notes:
             text += f"\n{note}"
