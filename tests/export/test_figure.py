@@ -341,7 +341,7 @@ from napari_gpuscope.export.figure import FigureOptions, render_figure
 data = np.random.default_rng(0).integers(0, 256, (45, 62)).astype(np.float32)
 viewer = napari.Viewer(show=True)
 viewer.add_image(data, colormap="gray", contrast_limits=(0, 255))
-assert _panels._window_pixel_ratio(viewer) == 1.5
+assert _panels.window_pixel_ratio(viewer) == 1.5
 figure = render_figure(viewer, FigureOptions(zoom=3, scale_bar=False))
 box = figure.info["panels"][0]["box"]
 panel = figure.image[box["y"] : box["y"] + box["height"], box["x"] : box["x"] + box["width"], 0]

@@ -33,6 +33,7 @@ __all__ = [
     "length_unit",
     "render_canvas_3d",
     "render_region",
+    "window_pixel_ratio",
     "world_region",
 ]
 
@@ -160,7 +161,7 @@ def length_unit(viewer: Viewer, layers: Sequence[Layer]) -> Any | None:
     return unit if is_length else None
 
 
-def _window_pixel_ratio(viewer: Viewer) -> float:
+def window_pixel_ratio(viewer: Viewer) -> float:
     """Device pixels per logical pixel of the viewer's window (1 under Xvfb, 2 on Retina)."""
     from qtpy.QtWidgets import QApplication
 
@@ -239,7 +240,7 @@ def render_region(viewer: Viewer, panel: Panel, region: Region, zoom: int) -> np
         When the display scaling makes napari return a canvas of another size (the pixel grid
         would not be exact).
     """
-    ratio = _window_pixel_ratio(viewer)
+    ratio = window_pixel_ratio(viewer)
     unit = _granularity(ratio)
     pixels_per_world = zoom / region.step
     height, width = region.shape[0] * zoom, region.shape[1] * zoom
