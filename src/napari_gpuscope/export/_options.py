@@ -32,6 +32,15 @@ class FigureOptions:
         Draw a scale bar (only when the layers have a physical pixel size).
     titles : bool, optional
         Layer names above the panels; default: when there is more than one panel.
+
+    Examples
+    --------
+    >>> FigureOptions(zoom=2, width_mm=85.0, colorbar=True).validated().zoom
+    2
+    >>> FigureOptions(zoom=0).validated()
+    Traceback (most recent call last):
+    ...
+    ValueError: zoom must be from 1 to 16, got 0.
     """
 
     zoom: int = 1

@@ -134,6 +134,12 @@ def plan_figure(viewer: Viewer, options: FigureOptions | None = None) -> FigureP
     ------
     ValueError
         Bad options, no visible layer, or a figure beyond :data:`MAX_PIXELS`.
+
+    Examples
+    --------
+    >>> plan = plan_figure(viewer, FigureOptions(zoom=2, width_mm=85))  # doctest: +SKIP
+    >>> plan.width, plan.height, round(plan.dpi)  # doctest: +SKIP
+    (1100, 584, 329)
     """
     options = (options or FigureOptions()).validated()
     scene = measure_scene(viewer, options)
@@ -345,6 +351,12 @@ def render_figure(viewer: Viewer, options: FigureOptions | None = None) -> Figur
     ------
     ValueError
         Bad options, no visible layer, or a figure beyond :data:`MAX_PIXELS`.
+
+    Examples
+    --------
+    >>> figure = render_figure(viewer, FigureOptions(zoom=2, colorbar=True))  # doctest: +SKIP
+    >>> figure.image.shape, figure.info["colorbars"][0]["label"]  # doctest: +SKIP
+    ((584, 1100, 3), 'Intensity (ADU)')
     """
     options = (options or FigureOptions()).validated()
     scene = measure_scene(viewer, options)

@@ -54,6 +54,13 @@ def write_image_tiff(path: str, data: Any, attributes: Mapping[str, Any]) -> lis
     ------
     ValueError
         RGB layers, or data that is not 2D to 5D numbers.
+
+    Examples
+    --------
+    napari calls it for File > Save Selected Layers; scripts can name the plugin:
+
+    >>> viewer.layers.save("cells.tif", selected=True, plugin="napari-gpuscope")  # doctest: +SKIP
+    ['cells.tif']
     """
     name = attributes.get("name", "image")
     if attributes.get("rgb"):
