@@ -1,11 +1,14 @@
 """The napari-gpuscope console command and its headless demo."""
 
+import contextlib
+import io
 import json
 
 import numpy as np
 import pytest
 import tifffile
 import torch
+from PIL import Image
 
 from napari_gpuscope import cli, sample_data
 
@@ -26,9 +29,7 @@ def test_headless_demo_without_display_says_to_use_xvfb(monkeypatch, tmp_path, c
     assert "xvfb-run" in capsys.readouterr().err
 
 
-@pytest.fixture
-def small_samples(monkeypatch):
-    """Shrink the samples so the CPU reference run stays quick."""
+def _shrink_samples(monkeypatch) -> None:
     camera, light = sample_data.DEFAULT_CAMERA, sample_data.Illumination()
     samples = sample_data.tv
 
@@ -46,15 +47,79 @@ def small_samples(monkeypatch):
     monkeypatch.setattr(samples, "noisy_cells_3d", small_3d)
 
 
-def test_headless_demo_writes_results_and_screenshots(small_samples, tmp_path, capsys):
-    assert cli.main(["demo", "--headless", "--out", str(tmp_path), "--device", "cpu"]) == 0
+@pytest.fixture
+def small_samples(monkeypatch):
+    """Shrink the samples so the CPU reference run stays quick."""
+    _shrink_samples(monkeypatch)
+
+
+@pytest.fixture(scope="module")
+def demo_output(tmp_path_factory):
+    """One headless CPU run of the demo on the small samples, shared by the tests below."""
+    out = tmp_path_factory.mktemp("demo")
+    with pytest.MonkeyPatch.context() as patch:
+        _shrink_samples(patch)
+        stdout = io.StringIO()
+        with contextlib.redirect_stdout(stdout):
+            assert cli.main(["demo", "--headless", "--out", str(out), "--device", "cpu"]) == 0
+    return out, stdout.getvalue()
+
+
+def test_headless_demo_writes_results_and_screenshots(demo_output):
+    out, printed = demo_output
     for slug, shape in (("tv-2d", (96, 128)), ("tv-3d", (8, 48, 64))):
-        with tifffile.TiffFile(tmp_path / f"{slug}.tif") as tif:
+        with tifffile.TiffFile(out / f"{slug}.tif") as tif:
             assert tif.is_imagej
             result = tif.asarray()
         assert result.shape == shape and result.dtype == np.float32 and np.isfinite(result).all()
-        sidecar = json.loads((tmp_path / f"{slug}.json").read_text())
+        sidecar = json.loads((out / f"{slug}.json").read_text())
         assert "tv" in json.dumps(sidecar)
-        png = (tmp_path / f"{slug}.png").read_bytes()
+        png = (out / f"{slug}.png").read_bytes()
         assert png.startswith(b"\x89PNG") and b"napari_gpuscope" in png
-    assert "relative gap" in capsys.readouterr().out
+    assert "relative gap" in printed
+
+
+@pytest.mark.parametrize(("slug", "plane"), [("tv-2d", (96, 128)), ("tv-3d", (48, 64))])
+def test_demo_figure_shows_input_and_result_on_one_display_range(demo_output, slug, plane):
+    """The same intensity is the same grey in both panels (before: background 48 vs 24)."""
+    out, _ = demo_output
+    sidecar = json.loads((out / f"{slug}.json").read_text())
+    figure = sidecar["figure"]
+    (colorbar,) = figure["colorbars"]  # one display range for the two panels
+    assert len(colorbar["layers"]) == 2 and colorbar["unit"] == "ADU"
+    zoom = figure["zoom"]
+    assert zoom == -(-cli.DEMO_PANEL_PIXELS // max(plane))  # whole zoom, panels >= 400 px
+    assert figure["panel_size"] == [plane[0] * zoom, plane[1] * zoom]
+
+    with Image.open(out / f"{slug}.png") as image:
+        pixels = np.asarray(image.convert("L")).astype(float)
+    levels = []
+    for panel in figure["panels"]:
+        box = panel["box"]
+        crop = pixels[box["y"] : box["y"] + box["height"], box["x"] : box["x"] + box["width"]]
+        levels.append(np.median(crop))  # mostly background: the objects cover a minority
+    assert abs(levels[0] - levels[1]) <= 3, levels
+    assert 10 < levels[0] < 245  # the background is neither clipped black nor white
+
+
+def test_demo_figure_of_the_volume_shows_its_middle_plane(demo_output):
+    out, _ = demo_output
+    sidecar = json.loads((out / "tv-3d.json").read_text())
+    assert sidecar["current_step"][0] == 8 // 2
+    assert sidecar["figure"]["caption"].startswith("z = 1.6 µm (index 4 of 8)")
+
+
+def test_interactive_demo_opens_one_volume_at_its_middle_plane_selected(
+    small_samples, make_napari_viewer
+):
+    from napari_gpuscope.methods import METHODS, PLUGIN
+
+    viewer = make_napari_viewer()
+    cli._populate_demo(viewer)
+
+    (layer,) = viewer.layers  # one sample: nothing drawn over anything
+    assert layer.ndim == 3 and layer.name == "noisy cells 3D"
+    assert viewer.dims.current_step[0] == layer.data.shape[0] // 2
+    assert viewer.layers.selection.active is layer
+    for spec in METHODS.values():
+        assert f"{spec.title} ({PLUGIN})" in viewer.window.dock_widgets

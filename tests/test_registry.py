@@ -58,3 +58,70 @@ def test_importing_the_registry_imports_neither_torch_nor_qt():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_one_plugin_name_in_menus_and_dock_titles():
+    # napari titles menu entries and docks opened from menus "<widget> (<display_name>)", and
+    # docks opened by add_plugin_dock_widget / `napari -w` "<widget> (<name>)".
+    data = manifest()
+    assert data["display_name"] == data["name"] == methods.PLUGIN
+
+
+def test_every_dock_is_in_a_layers_menu_napari_offers_to_plugins():
+    from napari._app_model.constants._menus import is_menu_contributable
+
+    menus = manifest()["contributions"]["menus"]
+    for spec in methods.METHODS.values():
+        placed = [
+            menu
+            for menu, items in menus.items()
+            if any(item.get("command") == spec.command_id for item in items)
+        ]
+        layers_menus = [m for m in placed if m.startswith("napari/layers/")]
+        assert layers_menus, f"{spec.command_id} is in no Layers menu"
+        assert all(is_menu_contributable(m) for m in layers_menus)
+
+
+def _menu_actions(viewer, *path: str):
+    """The QActions of a menu of the main window, found by their visible titles."""
+    menu = viewer.window._qt_window.menuBar()
+    actions = menu.actions()
+    for title in path:
+        action = next(a for a in actions if a.text().replace("&", "") == title)
+        actions = action.menu().actions()
+    return {a.text(): a for a in actions if a.text()}
+
+
+def test_layers_filter_entry_opens_the_same_dock_as_the_plugins_menu(make_napari_viewer, qtbot):
+    viewer = make_napari_viewer()
+    plugin_items = _menu_actions(viewer, "Plugins")
+    for spec in methods.METHODS.values():
+        title = f"{spec.title} ({methods.PLUGIN})"
+        assert title in plugin_items
+        filter_items = _menu_actions(viewer, "Layers", "Filter")
+        filter_items[title].trigger()
+        qtbot.waitUntil(lambda title=title: title in viewer.window.dock_widgets)
+        dock = viewer.window.dock_widgets[title]
+        assert isinstance(dock, spec.dock_class())
+        # The scripting route names the dock the same, so it finds this one instead of a twin.
+        _, again = viewer.window.add_plugin_dock_widget(methods.PLUGIN, spec.title)
+        assert again is dock
+        assert list(viewer.window.dock_widgets).count(title) == 1
+
+
+def test_file_menu_entries_carry_the_plugin_name(make_napari_viewer):
+    viewer = make_napari_viewer()
+    items = _menu_actions(viewer, "File", "IO Utilities")
+    assert "Export figure with provenance... (napari-gpuscope)" in items
+    assert "Save result as TIFF... (napari-gpuscope)" in items
+    samples = _menu_actions(viewer, "File", "Open Sample", methods.PLUGIN)
+    expected = {s.title for spec in methods.METHODS.values() for s in spec.samples}
+    assert expected <= set(samples)
+
+
+def test_readme_names_the_menu_entries_napari_builds():
+    readme = (MANIFEST.parent / "README.md").read_text()
+    for spec in methods.METHODS.values():
+        assert f"**Plugins > {spec.title} ({methods.PLUGIN})**" in readme
+        assert f"**Layers > Filter > {spec.title} ({methods.PLUGIN})**" in readme
+    assert "Plugins > GPU Scope" not in readme

@@ -14,6 +14,9 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 __all__ = ["main"]
 
@@ -43,41 +46,93 @@ def _has_display() -> bool:
     )
 
 
-def _interactive_demo() -> int:
-    import napari
+def _show_middle_plane(viewer: Any) -> None:
+    """Put every slider (the axes not displayed) on its middle plane, not on plane 0."""
+    displayed = set(viewer.dims.displayed)
+    viewer.dims.current_step = tuple(
+        steps // 2 if axis not in displayed else current
+        for axis, (steps, current) in enumerate(
+            zip(viewer.dims.nsteps, viewer.dims.current_step, strict=True)
+        )
+    )
+
+
+def _demo_sample_layers(spec: Any) -> list[Any]:
+    """The layer-data tuples the interactive demo opens: the method's first volume (or
+    stack), so the dock shows how it handles more than one plane; else its first sample."""
+    for sample in reversed(spec.samples):
+        layers = sample.load()
+        if any(np.ndim(data) >= 3 for data, *_ in layers):
+            return layers
+    return spec.samples[0].load()
+
+
+def _populate_demo(viewer: Any) -> None:
+    """Open one sample at its middle plane, selected, and every method's dock."""
+    from napari.layers import Layer
 
     from .methods import METHODS, PLUGIN
 
-    viewer = napari.Viewer(title="napari-gpuscope demo")
+    # One sample only: two samples of different dimensionality would be drawn over each other
+    # (the 2D image on plane 0 of the volume).
+    first = next((spec for spec in METHODS.values() if spec.samples), None)
+    if first is not None:
+        layers = [viewer.add_layer(Layer.create(*data)) for data in _demo_sample_layers(first)]
+        _show_middle_plane(viewer)
+        viewer.layers.selection.active = layers[0]
     for spec in METHODS.values():
-        for sample in spec.samples:
-            viewer.open_sample(PLUGIN, sample.key)
         viewer.window.add_plugin_dock_widget(PLUGIN, spec.title)
+    viewer.reset_view()  # the docks took canvas width: show the whole plane
+
+
+def _interactive_demo() -> int:
+    import napari
+    from qtpy.QtCore import QTimer
+
+    viewer = napari.Viewer(title="napari-gpuscope demo")
+    _populate_demo(viewer)
+    # The window gets its final size once shown: fit the plane again then.
+    QTimer.singleShot(0, viewer.reset_view)
     napari.run()
     return 0
 
 
-def _screenshot(run, path: Path) -> None:
+#: The headless demo zooms small samples so each panel is at least this wide (whole zooms).
+DEMO_PANEL_PIXELS = 400
+
+
+def _demo_viewer(run: Any) -> Any:
+    """A shown viewer with the sample and its results side by side, on one display range."""
     import napari
+    from napari.layers import Image, Layer
     from qtpy.QtWidgets import QApplication
 
+    viewer = napari.Viewer(show=True, title=f"napari-gpuscope demo: {run.slug}")
+    viewer.window.resize(1200, 720)
+    source = viewer.add_layer(Layer.create(*run.input_layer))
+    for data, kwargs, layer_type in run.result_layers:
+        kwargs = dict(kwargs)
+        if layer_type == "image" and isinstance(source, Image) and not source.rgb:
+            # Results set no display range on purpose: shown like their input, the comparison
+            # is honest (same grey level = same intensity in both panels).
+            kwargs.setdefault("colormap", source.colormap)
+            kwargs.setdefault("contrast_limits", tuple(source.contrast_limits))
+            kwargs.setdefault("gamma", source.gamma)
+        viewer.add_layer(Layer.create(data, kwargs, layer_type))
+    _show_middle_plane(viewer)
+    viewer.canvas.grid.enabled = True  # input and result side by side
+    QApplication.processEvents()
+    return viewer
+
+
+def _screenshot(run: Any, path: Path) -> None:
     from .export import export_screenshot
 
-    viewer = napari.Viewer(show=True, title=f"napari-gpuscope demo: {run.slug}")
+    viewer = _demo_viewer(run)
     try:
-        viewer.window.resize(1200, 720)
-        from napari.layers import Layer
-
-        for layer_data in (run.input_layer, *run.result_layers):
-            layer = viewer.add_layer(Layer.create(*layer_data))
-            if hasattr(layer, "name_overlay"):  # label each grid panel with its layer name
-                layer.name_overlay.visible = True
-        viewer.canvas.grid.enabled = True  # input and result side by side
-        # The canvas gets its final size only once Qt has processed the resize.
-        QApplication.processEvents()
-        viewer.reset_view()
-        QApplication.processEvents()
-        export_screenshot(viewer, path, scale=1.0)
+        plane = run.input_layer[0].shape[-2:]
+        zoom = max(1, -(-DEMO_PANEL_PIXELS // max(plane)))
+        export_screenshot(viewer, path, zoom=zoom, colorbar=True, titles=True)
     finally:
         viewer.close()
 

@@ -10,10 +10,10 @@ from qtpy.QtWidgets import QDialog, QFileDialog
 
 from napari_gpuscope.export import commands, read_tiff
 from napari_gpuscope.export._dialogs import (
-    ScreenshotOptions,
-    ScreenshotOptionsDialog,
+    FigureOptionsDialog,
     TiffOptions,
     TiffOptionsDialog,
+    napari_stylesheet,
 )
 from napari_gpuscope.export.commands import (
     SAVE_TIFF_COMMAND,
@@ -22,6 +22,7 @@ from napari_gpuscope.export.commands import (
     export_screenshot_dialog,
     save_tiff_dialog,
 )
+from napari_gpuscope.export.figure import FigureOptions
 from napari_gpuscope.provenance import PROVENANCE_KEY, build_provenance
 
 IO_MENU = "napari/file/io_utilities"
@@ -109,10 +110,10 @@ def test_menu_command_runs_with_injected_viewer(
 
 def test_screenshot_dialog_writes_png_and_sidecar(viewer, tmp_path, file_dialog, notifications):
     file_dialog["path"] = tmp_path / "shot.png"
-    files = export_screenshot_dialog(viewer, scale=1.0, colorbar=True)
+    files = export_screenshot_dialog(viewer, zoom=1, colorbar=True)
     assert files is not None and files.png.is_file() and files.sidecar.is_file()
     sidecar = json.loads(files.sidecar.read_text())
-    assert sidecar["colorbar"] is True and sidecar["scale_factor"] == 1.0
+    assert sidecar["colorbar"] is True and sidecar["figure"]["zoom"] == 1
     assert [entry["layer"] for entry in sidecar["provenance"]] == ["denoised"]
     assert len(file_dialog["calls"]) == 1
     assert notifications[0][0] == "info"
@@ -126,15 +127,19 @@ def test_screenshot_options_dialog_values_are_used(
 
     def fake_exec(dialog):
         seen["defaults"] = dialog.options()
-        dialog.scale_spin.setValue(2.0)
+        dialog.zoom_spin.setValue(2)
+        dialog.width_spin.setValue(120.0)  # print width: the DPI follows
         dialog.scale_bar_check.setChecked(False)
         return QDialog.DialogCode.Accepted
 
-    monkeypatch.setattr(ScreenshotOptionsDialog, "exec", fake_exec)
+    monkeypatch.setattr(FigureOptionsDialog, "exec", fake_exec)
     files = export_screenshot_dialog(viewer)
-    assert seen["defaults"] == ScreenshotOptions(scale=1.0, colorbar=False, scale_bar=True)
+    assert seen["defaults"] == FigureOptions(
+        zoom=1, dpi=300.0, width_mm=None, colorbar=False, scale_bar=True, titles=False
+    )
     sidecar = json.loads(files.sidecar.read_text())
-    assert sidecar["scale_factor"] == 2.0 and sidecar["scale_bar"] is False
+    assert sidecar["figure"]["zoom"] == 2 and sidecar["scale_bar"] is False
+    assert sidecar["figure"]["size_mm"][0] == pytest.approx(120.0)
 
 
 @pytest.mark.parametrize("cancel_at", ["file", "options"])
@@ -142,7 +147,7 @@ def test_cancelling_screenshot_writes_nothing(
     viewer, tmp_path, file_dialog, notifications, monkeypatch, cancel_at
 ):
     file_dialog["path"] = None if cancel_at == "file" else tmp_path / "never.png"
-    monkeypatch.setattr(ScreenshotOptionsDialog, "exec", lambda dialog: QDialog.DialogCode.Rejected)
+    monkeypatch.setattr(FigureOptionsDialog, "exec", lambda dialog: QDialog.DialogCode.Rejected)
     assert export_screenshot_dialog(viewer) is None
     assert list(tmp_path.iterdir()) == []
     assert notifications == []
@@ -189,7 +194,7 @@ def test_tiff_dialog_with_explicit_arguments_needs_no_dialog(viewer, tmp_path, n
 def test_errors_become_notifications(viewer, tmp_path, notifications):
     assert save_tiff_dialog(viewer, path=tmp_path / "x.tif", dtype="int8") is None
     assert notifications[-1][0] == "error" and "dtype" in notifications[-1][1]
-    assert export_screenshot_dialog(viewer, path=tmp_path / "x.jpg", scale=1.0) is None
+    assert export_screenshot_dialog(viewer, path=tmp_path / "x.jpg", zoom=1) is None
     assert notifications[-1][0] == "error" and "PNG" in notifications[-1][1]
     assert list(tmp_path.iterdir()) == []
 
@@ -209,3 +214,57 @@ def test_default_export_layer_prefers_results_then_active_image(viewer):
     assert default_export_layer(viewer) is raw  # no result selected: active image
     viewer.layers.selection.clear()
     assert default_export_layer(viewer) is None
+
+
+def test_figure_dialog_links_dpi_and_print_width_and_shows_the_size(viewer, qtbot):
+    dialog = FigureOptionsDialog(FigureOptions(), viewer=viewer)
+    qtbot.addWidget(dialog)
+    # The two 32 x 40 layers, grid off: one panel, zoom 1, 300 dpi.
+    text = dialog.size_label.text()
+    assert "300 dpi" in text
+    assert "1 panel of 40 \u00d7 32 data pixels, each shown as 1 \u00d7 1" in text
+    width_at_300 = dialog.width_spin.value()
+    dialog.zoom_spin.setValue(3)
+    assert "each shown as 3 \u00d7 3 pixels" in dialog.size_label.text()
+    assert dialog.width_spin.value() > 2 * width_at_300  # same dpi, three times the pixels
+    assert 10.0 < dialog.width_spin.value() < 20.0  # about 140 pixels at 300 dpi
+    dialog.width_spin.setValue(8.0)
+    options = dialog.options()
+    assert options.width_mm == 8.0 and options.dpi is None
+    assert dialog.dpi_spin.value() > 300  # a narrower print of the same pixels: more dpi
+    dialog.dpi_spin.setValue(150)
+    assert dialog.options().dpi == 150 and dialog.options().width_mm is None
+
+
+def test_figure_dialog_disables_ok_and_says_why_when_nothing_is_visible(viewer, qtbot):
+    for layer in viewer.layers:
+        layer.visible = False
+    dialog = FigureOptionsDialog(FigureOptions(), viewer=viewer)
+    qtbot.addWidget(dialog)
+    assert "no layer is visible" in dialog.size_label.text()
+    assert not dialog.buttons.button(dialog.buttons.StandardButton.Ok).isEnabled()
+
+
+@pytest.mark.parametrize("dialog_class", [FigureOptionsDialog, TiffOptionsDialog])
+def test_export_dialogs_follow_the_viewer_theme(viewer, qtbot, dialog_class):
+    from napari.qt import get_stylesheet
+    from napari.settings import get_settings
+
+    defaults = FigureOptions() if dialog_class is FigureOptionsDialog else TiffOptions()
+    font = {"font_size": f"{get_settings().appearance.font_size}pt"}
+    for theme in ("dark", "light"):
+        viewer.theme = theme
+        dialog = dialog_class(defaults, viewer=viewer)
+        qtbot.addWidget(dialog)
+        # The same stylesheet napari gives its own main window for this theme.
+        assert dialog.styleSheet() == get_stylesheet(theme, extra_variables=font)
+        assert dialog.styleSheet() == napari_stylesheet(viewer)
+    dark = get_stylesheet("dark", extra_variables=font)
+    assert dialog.styleSheet() != dark  # the light theme really is different
+
+
+def test_dialog_stylesheet_is_the_main_window_stylesheet(make_napari_viewer, qtbot):
+    viewer = make_napari_viewer()
+    dialog = FigureOptionsDialog(FigureOptions(), viewer=viewer)
+    qtbot.addWidget(dialog)
+    assert dialog.styleSheet() == viewer.window._qt_window.styleSheet()

@@ -1,4 +1,4 @@
-"""Screenshot export: PNG size, overlays during export and restored, provenance in PNG + sidecar.
+"""Figure export files: PNG + sidecar with provenance, options, napari's overlays restored.
 
 Pixel tests need a *shown* viewer: hidden canvases grab black under Xvfb (napari.md §4).
 """
@@ -30,7 +30,7 @@ def _record(method: str = "tv") -> dict:
 @pytest.fixture
 def viewer(make_napari_viewer):
     viewer = make_napari_viewer(show=True)
-    viewer.window.resize(640, 420)  # small canvas (about 300 x 490) keeps renders fast
+    viewer.window.resize(640, 420)
     rng = np.random.default_rng(1)
     raw = rng.random((64, 80)).astype(np.float32)
     viewer.add_image(raw, name="raw", scale=(0.5, 0.5), units="um")
@@ -72,7 +72,7 @@ def test_png_and_sidecar_carry_provenance_of_visible_result_layers(viewer, tmp_p
     sidecar = json.loads(files.sidecar.read_text())
     assert sidecar["provenance"] == chunk
     assert (sidecar["image"]["width"], sidecar["image"]["height"]) == size
-    assert sidecar["scale_factor"] == 1.0
+    assert sidecar["figure"]["zoom"] == 1
     layers = {entry["name"]: entry for entry in sidecar["layers"]}
     assert set(layers) == {"raw", "denoised"}
     assert layers["raw"]["result"] is False
@@ -90,55 +90,64 @@ def test_hidden_result_layers_and_plain_viewers_have_no_provenance(viewer, tmp_p
     assert [entry["name"] for entry in sidecar["layers"]] == ["raw"]
 
 
-def test_scale_factor_two_doubles_the_png_size(viewer, tmp_path):
-    one = export_screenshot(viewer, tmp_path / "x1.png", scale=1.0)
-    two = export_screenshot(viewer, tmp_path / "x2.png", scale=2.0)
-    with Image.open(one.png) as a, Image.open(two.png) as b:
-        (w1, h1), (w2, h2) = a.size, b.size
-    assert (w2, h2) == (2 * w1, 2 * h1)
-    assert json.loads(two.sidecar.read_text())["scale_factor"] == 2.0
+def test_zoom_two_doubles_each_panel(viewer, tmp_path):
+    one = export_screenshot(viewer, tmp_path / "x1.png", zoom=1)
+    two = export_screenshot(viewer, tmp_path / "x2.png", zoom=2)
+    first = json.loads(one.sidecar.read_text())["figure"]
+    second = json.loads(two.sidecar.read_text())["figure"]
+    assert first["panel_size"] == [64, 80]  # the data, one pixel per data pixel
+    assert second["panel_size"] == [128, 160]
+    assert second["zoom"] == 2
+    assert two.size[0] > one.size[0] and two.size[1] > one.size[1]
 
 
-def test_scale_bar_is_drawn_during_export_and_restored(viewer, tmp_path):
+def test_scale_bar_option_draws_our_bar_and_leaves_napari_overlay_alone(viewer, tmp_path):
     bar = viewer.canvas.overlays.scale_bar
     assert bar.visible is False
     with_bar = export_screenshot(viewer, tmp_path / "bar.png", scale_bar=True)
-    assert bar.visible is False  # restored
     without_bar = export_screenshot(viewer, tmp_path / "nobar.png", scale_bar=False)
-    assert not np.array_equal(_png_pixels(with_bar.png), _png_pixels(without_bar.png))
+    assert bar.visible is False
+    assert json.loads(with_bar.sidecar.read_text())["figure"]["scale_bar"]["label"] == "5 µm"
+    assert json.loads(without_bar.sidecar.read_text())["figure"]["scale_bar"] is None
+    assert with_bar.size[1] > without_bar.size[1]  # the bar sits below the panels
 
-    bar.visible = True  # a user's own choice survives an export without bar
+    bar.visible = True  # a user's own choice survives an export
     export_screenshot(viewer, tmp_path / "nobar2.png", scale_bar=False)
     assert bar.visible is True
 
 
-def test_colorbar_option_changes_pixels_and_is_restored(viewer, tmp_path):
+def test_colorbar_option_adds_a_colorbar_and_leaves_layer_colorbars_alone(viewer, tmp_path):
     result = viewer.layers["denoised"]
     raw = viewer.layers["raw"]
     plain = export_screenshot(viewer, tmp_path / "plain.png", scale_bar=False)
     with_colorbar = export_screenshot(viewer, tmp_path / "cbar.png", colorbar=True, scale_bar=False)
     assert result.colorbar.visible is False
     assert raw.colorbar.visible is False
-    assert not np.array_equal(_png_pixels(plain.png), _png_pixels(with_colorbar.png))
-    assert json.loads(with_colorbar.sidecar.read_text())["colorbar"] is True
+    assert with_colorbar.size[0] > plain.size[0]
+    sidecar = json.loads(with_colorbar.sidecar.read_text())
+    assert sidecar["colorbar"] is True
+    # Two display ranges (gray raw, magma result): two colorbars.
+    assert sorted(b["layers"] for b in sidecar["figure"]["colorbars"]) == [["denoised"], ["raw"]]
 
 
 def test_overlays_restored_when_rendering_fails(viewer, tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("GL context lost")
 
+    viewer.canvas.overlays.scale_bar.visible = True
     monkeypatch.setattr(type(viewer), "screenshot", broken)
     with pytest.raises(RuntimeError, match="GL context lost"):
         export_screenshot(viewer, tmp_path / "fail.png", colorbar=True)
-    assert viewer.canvas.overlays.scale_bar.visible is False
+    assert viewer.canvas.overlays.scale_bar.visible is True
     assert viewer.layers["denoised"].colorbar.visible is False
     assert not (tmp_path / "fail.png").exists()
 
 
-@pytest.mark.parametrize("scale", [0, -1.0, float("nan")])
-def test_bad_scale_is_refused(viewer, tmp_path, scale):
-    with pytest.raises(ValueError, match="scale"):
-        export_screenshot(viewer, tmp_path / "bad.png", scale=scale)
+@pytest.mark.parametrize("zoom", [0, -1, 2.5])
+def test_bad_zoom_is_refused(viewer, tmp_path, zoom):
+    with pytest.raises(ValueError, match="zoom"):
+        export_screenshot(viewer, tmp_path / "bad.png", zoom=zoom)
+    assert not (tmp_path / "bad.png").exists()
 
 
 def test_non_png_name_is_refused(viewer, tmp_path):
@@ -151,7 +160,6 @@ def test_works_through_the_public_viewer_proxy_widgets_receive(make_napari_viewe
     import warnings
 
     viewer = make_napari_viewer_proxy(show=True)
-    viewer.window.resize(640, 420)
     viewer.add_image(np.eye(16, dtype=np.float32), metadata={PROVENANCE_KEY: _record()})
     with warnings.catch_warnings():
         warnings.simplefilter("error", FutureWarning)

@@ -1,9 +1,12 @@
-"""Export results with their provenance: canvas screenshots (PNG + JSON sidecar) and TIFF files.
+"""Export results with their provenance: figures (PNG + JSON sidecar) and TIFF files.
 
-Qt-free functions live in :mod:`.screenshot` and :mod:`.tiff`; :mod:`.commands` holds the
-File-menu commands with their dialogs.
+:mod:`.figure` draws the viewer as a figure (integer zoom, colorbar, scale bar, DPI),
+:mod:`.screenshot` writes it with provenance, :mod:`.tiff` reads and writes ImageJ TIFFs,
+:mod:`.writer` is napari's "Save Selected Layers" writer and :mod:`.commands` holds the File-menu
+commands with their dialogs.
 """
 
+from napari_gpuscope.export.figure import FigureOptions, plan_figure, render_figure
 from napari_gpuscope.export.screenshot import ScreenshotFiles, export_screenshot
 from napari_gpuscope.export.tiff import (
     TiffContents,
@@ -12,13 +15,18 @@ from napari_gpuscope.export.tiff import (
     save_layer_tiff,
     save_tiff,
 )
+from napari_gpuscope.export.units import intensity_unit
 
 __all__ = [
+    "FigureOptions",
     "ScreenshotFiles",
     "TiffContents",
     "TiffScaling",
     "export_screenshot",
+    "intensity_unit",
+    "plan_figure",
     "read_tiff",
+    "render_figure",
     "save_layer_tiff",
     "save_tiff",
 ]

@@ -19,21 +19,29 @@ from qtpy.QtWidgets import (
     QDoubleSpinBox,
     QFileDialog,
     QFormLayout,
+    QLabel,
+    QSpinBox,
     QVBoxLayout,
     QWidget,
 )
 
+from napari_gpuscope.export._panels import figure_panels
+from napari_gpuscope.export.figure import (
+    DEFAULT_DPI,
+    DPI_RANGE,
+    MAX_ZOOM,
+    FigureOptions,
+    plan_figure,
+)
 from napari_gpuscope.export.tiff import DTYPES, UINT16_SCALINGS
 
 __all__ = [
-    "ScreenshotOptions",
-    "ScreenshotOptionsDialog",
+    "FigureOptionsDialog",
     "TiffOptions",
     "TiffOptionsDialog",
     "ask_save_path",
+    "napari_stylesheet",
 ]
-
-MAX_SCALE_FACTOR = 8.0
 
 _SCALING_TIPS = {
     "clip": "Round to integers and clip to 0..65535; intensity units are kept.",
@@ -48,6 +56,23 @@ def _parent() -> QWidget | None:
     return QApplication.activeWindow()
 
 
+def napari_stylesheet(viewer: Any = None) -> str:
+    """The stylesheet napari gives its own window for the viewer's theme and font size.
+
+    ``viewer.theme`` wins over the settings (a viewer can have its own theme); ``"system"``
+    resolves to the light or dark theme the system uses.
+    """
+    from napari.qt import get_stylesheet
+    from napari.settings import get_settings
+    from napari.utils.theme import get_system_theme
+
+    appearance = get_settings().appearance
+    theme = getattr(viewer, "theme", None) or appearance.theme
+    if theme == "system":
+        theme = get_system_theme()
+    return get_stylesheet(theme, extra_variables={"font_size": f"{appearance.font_size}pt"})
+
+
 def ask_save_path(caption: str, suggested: Path, file_filter: str, suffix: str) -> Path | None:
     """Ask for an output file; ``None`` when cancelled. ``suffix`` is added when missing."""
     name, _ = QFileDialog.getSaveFileName(_parent(), caption, str(suggested), file_filter)
@@ -58,29 +83,30 @@ def ask_save_path(caption: str, suggested: Path, file_filter: str, suffix: str) 
 
 
 class _OptionsDialog(QDialog):
-    """A small modal form with OK/Cancel whose ``options()`` are returned by :meth:`ask`."""
+    """A small modal form with OK/Cancel, themed like napari, returning ``options()``."""
 
-    def __init__(self, defaults: Any, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, viewer: Any = None) -> None:
         super().__init__(parent)
+        self.setStyleSheet(napari_stylesheet(viewer))
 
     def _add_buttons(self, form: QFormLayout) -> None:
-        buttons = QDialogButtonBox(
+        self.buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
         )
-        buttons.accepted.connect(self.accept)
-        buttons.rejected.connect(self.reject)
+        self.buttons.accepted.connect(self.accept)
+        self.buttons.rejected.connect(self.reject)
         layout = QVBoxLayout(self)
         layout.addLayout(form)
-        layout.addWidget(buttons)
+        layout.addWidget(self.buttons)
 
     def options(self) -> Any:
         """The values currently shown."""
         raise NotImplementedError
 
     @classmethod
-    def ask(cls, defaults: Any) -> Any:
+    def ask(cls, defaults: Any, viewer: Any = None) -> Any:
         """Show the dialog modally; ``None`` when cancelled."""
-        dialog = cls(defaults, _parent())
+        dialog = cls(defaults, _parent(), viewer=viewer)
         try:
             accepted = dialog.exec() == QDialog.DialogCode.Accepted
             return dialog.options() if accepted else None
@@ -88,46 +114,128 @@ class _OptionsDialog(QDialog):
             dialog.deleteLater()
 
 
-@dataclass(frozen=True)
-class ScreenshotOptions:
-    """Choices of the screenshot options dialog."""
+class FigureOptionsDialog(_OptionsDialog):
+    """Zoom, DPI or print width, titles, scale bar and colorbar for a figure export.
 
-    scale: float = 1.0
-    colorbar: bool = False
-    scale_bar: bool = True
+    The pixel size follows from the data and the zoom; DPI and print width are two views of one
+    choice, so editing one updates the other. The last edited one is what :meth:`options`
+    returns. A line below shows the resulting pixel and print size (from :func:`plan_figure`).
+    """
 
-
-class ScreenshotOptionsDialog(_OptionsDialog):
-    """Scale factor, scale bar and colorbar for :func:`export_screenshot`."""
-
-    def __init__(self, defaults: ScreenshotOptions, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setWindowTitle("Screenshot options")
-        self.scale_spin = QDoubleSpinBox()
-        self.scale_spin.setRange(0.25, MAX_SCALE_FACTOR)
-        self.scale_spin.setSingleStep(0.5)
-        self.scale_spin.setDecimals(2)
-        self.scale_spin.setValue(defaults.scale)
-        self.scale_spin.setToolTip(
-            "Resolution factor: the PNG has this many times the canvas pixels."
+    def __init__(
+        self, defaults: FigureOptions, parent: QWidget | None = None, *, viewer: Any = None
+    ) -> None:
+        super().__init__(parent, viewer)
+        self.setWindowTitle("Export figure")
+        self.setMinimumWidth(440)
+        self._viewer = viewer
+        self._by_width = defaults.width_mm is not None
+        self._updating = False
+        self.zoom_spin = QSpinBox()
+        self.zoom_spin.setRange(1, MAX_ZOOM)
+        self.zoom_spin.setSuffix(" ×")
+        self.zoom_spin.setValue(int(defaults.zoom))
+        self.zoom_spin.setToolTip(
+            "Each data pixel becomes zoom × zoom pixels of the figure (no resampling)."
         )
-        self.scale_bar_check = QCheckBox("Show scale bar")
+        self.dpi_spin = QDoubleSpinBox()
+        self.dpi_spin.setRange(*DPI_RANGE)
+        self.dpi_spin.setDecimals(0)
+        self.dpi_spin.setSuffix(" dpi")
+        self.dpi_spin.setValue(DEFAULT_DPI if defaults.dpi is None else defaults.dpi)
+        self.dpi_spin.setToolTip("Resolution written to the PNG; the print size follows.")
+        self.width_spin = QDoubleSpinBox()
+        self.width_spin.setRange(1.0, 10_000.0)
+        self.width_spin.setDecimals(1)
+        self.width_spin.setSuffix(" mm")
+        self.width_spin.setToolTip("Print width; the DPI follows from the figure's pixels.")
+        if defaults.width_mm is not None:
+            self.width_spin.setValue(defaults.width_mm)
+        self.titles_check = QCheckBox("Panel titles (layer names)")
+        self.titles_check.setChecked(
+            defaults.titles if defaults.titles is not None else self._several_panels()
+        )
+        self.scale_bar_check = QCheckBox("Scale bar")
         self.scale_bar_check.setChecked(defaults.scale_bar)
-        self.colorbar_check = QCheckBox("Show colorbar on result layers")
+        self.colorbar_check = QCheckBox("Colorbar with intensity unit")
         self.colorbar_check.setChecked(defaults.colorbar)
+        self.size_label = QLabel()
+        self.size_label.setWordWrap(True)
 
         form = QFormLayout()
-        form.addRow("Scale factor", self.scale_spin)
+        form.addRow("Zoom", self.zoom_spin)
+        form.addRow("Resolution", self.dpi_spin)
+        form.addRow("Print width", self.width_spin)
+        form.addRow(self.titles_check)
         form.addRow(self.scale_bar_check)
         form.addRow(self.colorbar_check)
+        form.addRow(self.size_label)
         self._add_buttons(form)
 
-    def options(self) -> ScreenshotOptions:
+        self.dpi_spin.valueChanged.connect(lambda _: self._set_driver(by_width=False))
+        self.width_spin.valueChanged.connect(lambda _: self._set_driver(by_width=True))
+        for check in (self.titles_check, self.scale_bar_check, self.colorbar_check):
+            check.toggled.connect(self._update)
+        self.zoom_spin.valueChanged.connect(self._update)
+        self._update()
+
+    def _several_panels(self) -> bool:
+        if self._viewer is None:
+            return False
+        try:
+            return len(figure_panels(self._viewer)) > 1
+        except ValueError:
+            return False
+
+    def _set_driver(self, *, by_width: bool) -> None:
+        if self._updating:
+            return
+        self._by_width = by_width
+        self._update()
+
+    def _update(self, *_: Any) -> None:
+        """Refresh the linked field and the size line from the plan."""
+        if self._viewer is None:
+            self.size_label.setText("")
+            return
+        try:
+            plan = plan_figure(self._viewer, self.options())
+        except ValueError as exc:
+            self.size_label.setText(str(exc))
+            self.buttons.button(QDialogButtonBox.StandardButton.Ok).setEnabled(False)
+            return
+        self.buttons.button(QDialogButtonBox.StandardButton.Ok).setEnabled(True)
+        self._updating = True
+        try:
+            if self._by_width:
+                self.dpi_spin.setValue(plan.dpi)
+            else:
+                self.width_spin.setValue(plan.width_mm)
+        finally:
+            self._updating = False
+        text = (
+            f"{plan.width} × {plan.height} px, {plan.width_mm:.1f} × "
+            f"{plan.height_mm:.1f} mm at {plan.dpi:.0f} dpi"
+        )
+        if plan.data_shape is not None:
+            panels = "1 panel" if plan.panels == 1 else f"{plan.panels} panels"
+            text += (
+                f"\n{panels} of {plan.data_shape[1]} × {plan.data_shape[0]} data pixels, "
+                f"each shown as {plan.zoom} × {plan.zoom} pixels"
+            )
+        for note in plan.notes:
+            text += f"\n{note}"
+        self.size_label.setText(text)
+
+    def options(self) -> FigureOptions:
         """The values currently shown."""
-        return ScreenshotOptions(
-            scale=self.scale_spin.value(),
+        return FigureOptions(
+            zoom=self.zoom_spin.value(),
+            dpi=None if self._by_width else self.dpi_spin.value(),
+            width_mm=self.width_spin.value() if self._by_width else None,
             colorbar=self.colorbar_check.isChecked(),
             scale_bar=self.scale_bar_check.isChecked(),
+            titles=self.titles_check.isChecked(),
         )
 
 
@@ -142,8 +250,10 @@ class TiffOptions:
 class TiffOptionsDialog(_OptionsDialog):
     """Sample type and uint16 scaling for :func:`save_layer_tiff`."""
 
-    def __init__(self, defaults: TiffOptions, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
+    def __init__(
+        self, defaults: TiffOptions, parent: QWidget | None = None, *, viewer: Any = None
+    ) -> None:
+        super().__init__(parent, viewer)
         self.setWindowTitle("TIFF options")
         self.dtype_combo = QComboBox()
         self.dtype_combo.addItems(DTYPES)

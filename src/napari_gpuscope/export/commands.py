@@ -1,8 +1,8 @@
-"""File-menu commands (``napari/file/io_utilities``): screenshot and TIFF export with dialogs.
+"""File-menu commands (``napari/file/io_utilities``): figure and TIFF export with dialogs.
 
 ``napari.yaml`` points the commands ``napari-gpuscope.export_screenshot`` and
 ``napari-gpuscope.save_result_tiff`` here; napari injects the viewer. Every question asked of
-the user can be answered by an argument instead (``path=``, ``scale=``, ``dtype=``...), which
+the user can be answered by an argument instead (``path=``, ``zoom=``, ``dtype=``...), which
 is how scripts and tests skip the dialogs. Failures become napari notifications; nothing is
 raised into the Qt event loop.
 """
@@ -17,12 +17,12 @@ from napari.utils.notifications import show_error, show_info, show_warning
 from napari.viewer import Viewer
 
 from napari_gpuscope.export._dialogs import (
-    ScreenshotOptions,
-    ScreenshotOptionsDialog,
+    FigureOptionsDialog,
     TiffOptions,
     TiffOptionsDialog,
     ask_save_path,
 )
+from napari_gpuscope.export.figure import FigureOptions
 from napari_gpuscope.export.screenshot import ScreenshotFiles, export_screenshot
 from napari_gpuscope.export.tiff import save_layer_tiff
 from napari_gpuscope.provenance import PROVENANCE_KEY
@@ -77,22 +77,25 @@ def export_screenshot_dialog(
     viewer: Viewer,
     *,
     path: str | Path | None = None,
-    scale: float | None = None,
+    zoom: int | None = None,
+    dpi: float | None = None,
+    width_mm: float | None = None,
     colorbar: bool | None = None,
     scale_bar: bool | None = None,
+    titles: bool | None = None,
 ) -> ScreenshotFiles | None:
-    """Ask for a PNG path and options, then export the canvas with provenance.
+    """Ask for a PNG path and the figure options, then export the figure with provenance.
 
     Parameters
     ----------
     viewer : napari.Viewer
-        The viewer to capture (injected by napari).
+        The viewer to draw (injected by napari).
     path : str or Path, optional
         Output PNG; skips the file dialog.
-    scale : float, optional
-        Resolution factor; when given, the options dialog is skipped and ``colorbar`` /
-        ``scale_bar`` take their given values or defaults (off / on).
-    colorbar, scale_bar : bool, optional
+    zoom : int, optional
+        Pixels per data pixel; when given, the options dialog is skipped and the other options
+        take their given values or defaults (300 dpi, scale bar on, colorbar off).
+    dpi, width_mm, colorbar, scale_bar, titles : optional
         See :func:`~napari_gpuscope.export.export_screenshot`.
 
     Returns
@@ -103,34 +106,43 @@ def export_screenshot_dialog(
     try:
         if path is None:
             path = ask_save_path(
-                "Export screenshot with provenance",
-                _save_folder() / "screenshot.png",
+                "Export figure with provenance",
+                _save_folder() / "figure.png",
                 "PNG image (*.png)",
                 ".png",
             )
             if path is None:
                 return None
-        defaults = ScreenshotOptions(
-            scale=1.0 if scale is None else float(scale),
+        defaults = FigureOptions(
+            zoom=1 if zoom is None else zoom,
+            dpi=dpi,
+            width_mm=width_mm,
             colorbar=bool(colorbar) if colorbar is not None else False,
             scale_bar=bool(scale_bar) if scale_bar is not None else True,
+            titles=titles,
         )
-        options = defaults if scale is not None else ScreenshotOptionsDialog.ask(defaults)
+        options = defaults if zoom is not None else FigureOptionsDialog.ask(defaults, viewer=viewer)
         if options is None:
             return None
         files = export_screenshot(
             viewer,
             path,
-            scale=options.scale,
+            zoom=options.zoom,
+            dpi=options.dpi,
+            width_mm=options.width_mm,
             colorbar=options.colorbar,
             scale_bar=options.scale_bar,
+            titles=options.titles,
         )
     except Exception as exc:
-        _log.exception("Screenshot export failed")
-        show_error(f"Could not export the screenshot: {exc}")
+        _log.exception("Figure export failed")
+        show_error(f"Could not export the figure: {exc}")
         return None
     _remember_folder(files.png)
-    show_info(f"Saved {files.png.name} and {files.sidecar.name}")
+    message = f"Saved {files.png.name} ({files.size[0]} x {files.size[1]} px, {files.dpi:.0f} dpi)"
+    for note in files.notes:
+        message += f". {note}"
+    show_info(message)
     return files
 
 
@@ -182,7 +194,7 @@ def save_tiff_dialog(
             dtype=dtype or "float32",
             uint16_scaling=uint16_scaling or "clip",
         )
-        options = defaults if dtype is not None else TiffOptionsDialog.ask(defaults)
+        options = defaults if dtype is not None else TiffOptionsDialog.ask(defaults, viewer=viewer)
         if options is None:
             return None
         written = save_layer_tiff(

@@ -1,31 +1,32 @@
-"""Canvas screenshots that carry the provenance of the results they show.
+"""Figures of the viewer that carry the provenance of the results they show.
 
-:func:`export_screenshot` renders the viewer canvas (optionally at a higher resolution), with the
-scale bar on and optionally colorbars on the visible result layers, and writes
+:func:`export_screenshot` draws the viewer as a figure (:mod:`napari_gpuscope.export.figure`:
+panels at an integer zoom, optional titles, colorbar with the intensity unit, scale bar) and
+writes
 
-- ``<name>.png`` -- the picture, with napari's ``Software`` text chunk and a
-  ``napari_gpuscope`` text chunk holding the provenance of the visible result layers as JSON;
-- ``<name>.json`` -- a sidecar with the image size, scale factor, the visible layers with their
-  scale and units, and the same provenance list.
+- ``<name>.png`` -- the figure, with its DPI (``pHYs`` chunk), napari's ``Software`` text chunk
+  and a ``napari_gpuscope`` text chunk holding the provenance of the visible result layers as
+  JSON;
+- ``<name>.json`` -- a sidecar with the image size, zoom, DPI and print size, the panels, the
+  pixel size, colorbars and scale bar, the visible layers with their scale and units, the plane
+  shown, and the same provenance list.
 
 A *result layer* is a layer whose ``metadata`` holds a provenance record under
-:data:`napari_gpuscope.provenance.PROVENANCE_KEY`. Overlay settings changed for the export are
+:data:`napari_gpuscope.provenance.PROVENANCE_KEY`. The viewer (layers, grid, camera, overlays) is
 restored afterwards, also when the export fails.
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import json
-import math
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from napari_gpuscope.export.figure import FigureOptions, render_figure
 from napari_gpuscope.provenance import PROVENANCE_KEY, provenance_json, software_versions
 
 if TYPE_CHECKING:
@@ -54,10 +55,19 @@ class ScreenshotFiles:
         The rendered canvas.
     sidecar : Path
         The JSON sidecar next to it (same name, ``.json`` suffix).
+    size : tuple of int
+        (width, height) of the PNG in pixels.
+    dpi : float
+        Resolution written to the PNG.
+    notes : tuple of str
+        What was asked for but not drawn (e.g. a scale bar without physical units).
     """
 
     png: Path
     sidecar: Path
+    size: tuple[int, int] = (0, 0)
+    dpi: float = 0.0
+    notes: tuple[str, ...] = ()
 
 
 def _is_result(layer: Layer) -> bool:
@@ -98,25 +108,15 @@ def _provenance_entries(viewer: Viewer) -> list[dict[str, Any]]:
     )
 
 
-@contextlib.contextmanager
-def _temporary_overlays(viewer: Viewer, *, scale_bar: bool, colorbar: bool) -> Iterator[None]:
-    """Set the scale bar and result-layer colorbars for the export, then restore them."""
-    bar = viewer.canvas.overlays.scale_bar
-    previous_bar = bar.visible
-    previous_colorbars: list[tuple[Any, bool]] = []
-    try:
-        bar.visible = scale_bar
-        if colorbar:
-            for layer in visible_result_layers(viewer):
-                layer_colorbar = getattr(layer, "colorbar", None)
-                if layer_colorbar is not None:
-                    previous_colorbars.append((layer_colorbar, layer_colorbar.visible))
-                    layer_colorbar.visible = True
-        yield
-    finally:
-        for layer_colorbar, was_visible in previous_colorbars:
-            layer_colorbar.visible = was_visible
-        bar.visible = previous_bar
+def _plane(viewer: Viewer) -> dict[str, float]:
+    """World position of the axes that are not displayed (e.g. which z plane), by axis label."""
+    displayed = set(viewer.dims.displayed)
+    labels = viewer.dims.axis_labels
+    return {
+        str(labels[axis]): float(viewer.dims.point[axis])
+        for axis in range(viewer.dims.ndim)
+        if axis not in displayed
+    }
 
 
 def _png_path(path: str | Path) -> Path:
@@ -128,7 +128,7 @@ def _png_path(path: str | Path) -> Path:
     return path
 
 
-def _write_png(path: Path, image: np.ndarray, provenance_text: str) -> None:
+def _write_png(path: Path, image: np.ndarray, provenance_text: str, dpi: float) -> None:
     import napari
     from PIL import Image, PngImagePlugin
 
@@ -136,7 +136,10 @@ def _write_png(path: Path, image: np.ndarray, provenance_text: str) -> None:
     # Same watermark napari writes for its own screenshots (napari.utils.io.imsave_png).
     info.add_text("Software", f"napari version {napari.__version__} https://napari.org/")
     info.add_text(PNG_PROVENANCE_CHUNK, provenance_text)
-    Image.fromarray(np.ascontiguousarray(image)).save(path, format="PNG", pnginfo=info)
+    # Pillow writes ``dpi`` as the pHYs chunk (pixels per metre).
+    Image.fromarray(np.ascontiguousarray(image)).save(
+        path, format="PNG", pnginfo=info, dpi=(dpi, dpi)
+    )
 
 
 def read_png_provenance(path: str | Path) -> list[dict[str, Any]]:
@@ -163,11 +166,17 @@ def export_screenshot(
     viewer: Viewer,
     path: str | Path,
     *,
-    scale: float = 1.0,
+    zoom: int = 1,
+    dpi: float | None = None,
+    width_mm: float | None = None,
     colorbar: bool = False,
     scale_bar: bool = True,
+    titles: bool | None = None,
 ) -> ScreenshotFiles:
-    """Save the viewer canvas as PNG plus a JSON sidecar, both carrying provenance.
+    """Save a figure of the viewer as PNG plus a JSON sidecar, both carrying provenance.
+
+    The figure is drawn by :func:`~napari_gpuscope.export.figure.render_figure`: every panel
+    at ``zoom`` pixels per data pixel (no resampling), optional titles, colorbar and scale bar.
 
     Parameters
     ----------
@@ -176,52 +185,72 @@ def export_screenshot(
     path : str or Path
         PNG file to write; ``.png`` is appended when there is no suffix. The sidecar is the
         same path with a ``.json`` suffix.
-    scale : float
-        Resolution factor: the PNG has ``scale`` times the canvas size in device pixels.
-        Overlays (scale bar, colorbar) keep their screen-pixel size, so they look smaller at
-        large factors.
+    zoom : int
+        Screen pixels per data pixel along each axis, 1 to
+        :data:`~napari_gpuscope.export.figure.MAX_ZOOM`.
+    dpi : float, optional
+        Resolution written to the PNG (``pHYs`` chunk); default 300.
+    width_mm : float, optional
+        Print width instead of ``dpi``: the DPI follows from the pixel width.
     colorbar : bool
-        Show a colorbar on each visible result layer during the export.
+        Draw a colorbar per display range, labelled with the intensity unit.
     scale_bar : bool
-        Show the scale bar (units come from the layers) during the export.
+        Draw a scale bar (when the layers have a physical pixel size).
+    titles : bool, optional
+        Layer names above the panels; default when there are several panels.
 
     Returns
     -------
     ScreenshotFiles
-        Paths of the PNG and the sidecar.
+        Paths of the PNG and the sidecar, the pixel size, DPI and notes.
 
     Raises
     ------
     ValueError
-        Non-positive ``scale`` or a non-PNG file name.
+        Bad options, nothing visible or a non-PNG file name.
+
+    Examples
+    --------
+    >>> files = export_screenshot(viewer, "cells.png", zoom=2, colorbar=True)  # doctest: +SKIP
+    >>> files.dpi, files.size  # doctest: +SKIP
+    (300.0, (1100, 584))
     """
-    scale = float(scale)
-    if not (math.isfinite(scale) and scale > 0):
-        raise ValueError(f"scale must be a positive number, got {scale}.")
     png = _png_path(path)
     sidecar = png.with_suffix(".json")
-
-    with _temporary_overlays(viewer, scale_bar=scale_bar, colorbar=colorbar):
-        image = viewer.screenshot(canvas_only=True, scale=scale, flash=False)
+    options = FigureOptions(
+        zoom=zoom,
+        dpi=dpi,
+        width_mm=width_mm,
+        colorbar=colorbar,
+        scale_bar=scale_bar,
+        titles=titles,
+    ).validated()
+    figure = render_figure(viewer, options)
 
     entries = _provenance_entries(viewer)
-    provenance_text = provenance_json(entries)
-    _write_png(png, image, provenance_text)
+    _write_png(png, figure.image, provenance_json(entries), figure.plan.dpi)
 
     import napari
 
-    height, width = image.shape[:2]
+    height, width = figure.image.shape[:2]
     record = {
         "image": {"file": png.name, "width": int(width), "height": int(height)},
-        "scale_factor": scale,
-        "scale_bar": bool(scale_bar),
+        "figure": figure.info,
+        "scale_bar": figure.info["scale_bar"] is not None,
         "colorbar": bool(colorbar),
         "ndisplay": int(viewer.dims.ndisplay),
         "current_step": [int(s) for s in viewer.dims.current_step],
+        "plane": _plane(viewer),
         "layers": [_layer_summary(layer) for layer in viewer.layers if layer.visible],
         "provenance": entries,
         "software": {"napari": napari.__version__, **software_versions()},
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     }
     sidecar.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    return ScreenshotFiles(png=png, sidecar=sidecar)
+    return ScreenshotFiles(
+        png=png,
+        sidecar=sidecar,
+        size=(int(width), int(height)),
+        dpi=figure.plan.dpi,
+        notes=figure.plan.notes,
+    )

@@ -216,7 +216,9 @@ def _to_uint16(data: np.ndarray, scaling: str) -> tuple[np.ndarray, TiffScaling 
             "save as float32 instead."
         )
     if scaling == "clip":
-        return np.clip(np.rint(data), 0, _UINT16_MAX).astype(np.uint16), None
+        # float64 first: rint of small integer types gives float16, which cannot hold 65535.
+        values = np.rint(data.astype(np.float64))
+        return np.clip(values, 0, _UINT16_MAX).astype(np.uint16), None
     low = float(data.min()) if data.size else 0.0
     high = float(data.max()) if data.size else 0.0
     # A constant image keeps a unit slope so the calibration stays invertible.

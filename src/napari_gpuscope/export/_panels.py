@@ -1,0 +1,277 @@
+"""What the viewer shows, as figure panels, and how to render them pixel-exactly with napari.
+
+A *panel* is one grid viewbox of the canvas (or the whole canvas when the grid is off): its
+visible layers drawn over each other. Every panel covers the same world region (the union of the
+visible layers' extents, as napari's grid does), so panels side by side are directly comparable.
+
+In 2D the region is rendered with the camera set so that one data pixel of the finest visible
+layer covers exactly ``zoom x zoom`` screen pixels, and the canvas edges fall on data-pixel edges:
+with nearest-neighbour interpolation the picture is the data, each pixel repeated. Large panels
+are rendered in tiles. In 3D there is no pixel grid to align to; the canvas is captured as shown.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from napari.layers import Layer
+    from napari.viewer import Viewer
+
+__all__ = [
+    "MAX_TILE",
+    "Panel",
+    "Region",
+    "figure_panels",
+    "hidden_overlays",
+    "length_unit",
+    "render_canvas_3d",
+    "render_region",
+    "window_pixel_ratio",
+    "world_region",
+]
+
+#: Largest canvas side rendered at once; bigger panels are stitched from tiles.
+MAX_TILE = 2048
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One viewbox of the figure.
+
+    Attributes
+    ----------
+    layers : tuple of Layer
+        Its visible layers, bottom to top.
+    row, column : int
+        Position in napari's grid (``0, 0`` when the grid is off).
+    """
+
+    layers: tuple[Layer, ...]
+    row: int
+    column: int
+
+    @property
+    def title(self) -> str:
+        """The layer names, top layer first."""
+        return " / ".join(layer.name for layer in reversed(self.layers))
+
+
+@dataclass(frozen=True)
+class Region:
+    """The world rectangle every panel shows (displayed axes only, napari's axis order).
+
+    Attributes
+    ----------
+    corner : tuple of float
+        World coordinates of the top-left *edge* (not pixel centre).
+    step : float
+        World size of one data pixel of the finest visible layer.
+    shape : tuple of int
+        Size of the region in those data pixels (rows, columns).
+    """
+
+    corner: tuple[float, float]
+    step: float
+    shape: tuple[int, int]
+
+
+def figure_panels(viewer: Viewer) -> list[Panel]:
+    """The panels of the current view, in napari's grid order.
+
+    Raises
+    ------
+    ValueError
+        When no layer is visible.
+    """
+    layers = list(viewer.layers)
+    visible = [layer for layer in layers if layer.visible]
+    if not visible:
+        raise ValueError("Nothing to export: no layer is visible.")
+    grid = viewer.canvas.grid
+    if not grid.enabled or viewer.dims.ndisplay == 3:
+        return [Panel(tuple(visible), 0, 0)]
+    panels = []
+    for (row, column), indices in grid.iter_viewboxes(viewer.layers):
+        members = tuple(layers[i] for i in sorted(indices) if layers[i].visible)
+        if members:
+            panels.append(Panel(members, int(row), int(column)))
+    return panels
+
+
+def _displayed_axes(layer: Layer, viewer: Viewer) -> list[int]:
+    """The layer's own axes that the viewer displays (layer dims are the trailing world dims)."""
+    offset = viewer.dims.ndim - layer.ndim
+    return [axis - offset for axis in viewer.dims.displayed if axis - offset >= 0]
+
+
+def world_region(viewer: Viewer, layers: Sequence[Layer]) -> Region:
+    """The union of the layers' extents on the displayed axes, in data pixels of the finest one.
+
+    Raises
+    ------
+    ValueError
+        When a layer does not span both displayed axes.
+    """
+    low = np.full(2, np.inf)
+    high = np.full(2, -np.inf)
+    steps = []
+    for layer in layers:
+        axes = _displayed_axes(layer, viewer)
+        if len(axes) != 2:
+            raise ValueError(
+                f"Layer {layer.name!r} does not span the two displayed axes; "
+                "a figure needs every visible layer in the displayed plane."
+            )
+        extent = layer.extent
+        step = np.abs(np.asarray(extent.step, dtype=float)[axes])
+        # extent.world spans pixel centres; a pixel reaches half a step beyond them.
+        low = np.minimum(low, np.asarray(extent.world[0], dtype=float)[axes] - step / 2)
+        high = np.maximum(high, np.asarray(extent.world[1], dtype=float)[axes] + step / 2)
+        steps.extend(float(s) for s in step if s > 0)
+    step = min(steps)
+    size = (high - low) / step
+    # Layers on one pixel grid give whole numbers; round away float noise before the ceiling.
+    shape = tuple(math.ceil(round(float(n), 6)) for n in size)
+    return Region(corner=(float(low[0]), float(low[1])), step=step, shape=shape)  # type: ignore[arg-type]
+
+
+def length_unit(viewer: Viewer, layers: Sequence[Layer]) -> Any | None:
+    """The pint unit of the displayed axes when all layers agree and it is a length, else None."""
+    units = set()
+    for layer in layers:
+        layer_units = getattr(layer, "units", None)
+        if layer_units is None:
+            return None
+        for axis in _displayed_axes(layer, viewer):
+            units.add(layer_units[axis])
+    if len(units) != 1:
+        return None
+    (unit,) = units
+    try:
+        is_length = unit.dimensionality == {"[length]": 1}
+    except AttributeError:
+        return None
+    return unit if is_length else None
+
+
+def window_pixel_ratio(viewer: Viewer) -> float:
+    """Device pixels per logical pixel of the viewer's window (1 under Xvfb, 2 on Retina)."""
+    from qtpy.QtWidgets import QApplication
+
+    title = getattr(viewer, "title", None)
+    for widget in QApplication.topLevelWidgets():
+        if widget.isWindow() and widget.windowTitle() == title:
+            return float(widget.devicePixelRatioF())
+    screen = QApplication.primaryScreen()
+    return float(screen.devicePixelRatio()) if screen is not None else 1.0
+
+
+def _granularity(ratio: float) -> int:
+    """Smallest logical size step whose device size is a whole number of pixels."""
+    for multiple in range(1, 9):
+        if abs(multiple * ratio - round(multiple * ratio)) < 1e-6:
+            return multiple
+    return 1
+
+
+@contextlib.contextmanager
+def hidden_overlays(viewer: Viewer) -> Iterator[None]:
+    """Hide napari's canvas overlays and the layers' colorbars and name labels, then restore.
+
+    The figure draws its own titles, colorbars and scale bar outside the data; napari's would be
+    drawn inside every tile.
+    """
+    saved: list[tuple[Any, bool]] = []
+    try:
+        for overlay in viewer.canvas.overlays.values():
+            saved.append((overlay, overlay.visible))
+            overlay.visible = False
+        for layer in viewer.layers:
+            for name in ("colorbar", "name_overlay"):
+                overlay = getattr(layer, name, None)
+                if overlay is not None:
+                    saved.append((overlay, overlay.visible))
+                    overlay.visible = False
+        yield
+    finally:
+        for overlay, visible in reversed(saved):
+            overlay.visible = visible
+
+
+@contextlib.contextmanager
+def _only_visible(viewer: Viewer, shown: Sequence[Layer]) -> Iterator[None]:
+    """Show only ``shown`` with the grid off; restore visibility, grid and camera afterwards."""
+    grid = viewer.canvas.grid
+    camera = viewer.scene.camera
+    was_enabled = grid.enabled
+    center, zoom = camera.center, camera.zoom
+    visibility = [(layer, layer.visible) for layer in viewer.layers]
+    keep = {id(layer) for layer in shown}
+    try:
+        grid.enabled = False
+        for layer, _ in visibility:
+            layer.visible = id(layer) in keep
+        yield
+    finally:
+        for layer, visible in visibility:
+            layer.visible = visible
+        grid.enabled = was_enabled
+        camera.center, camera.zoom = center, zoom
+
+
+def render_region(viewer: Viewer, panel: Panel, region: Region, zoom: int) -> np.ndarray:
+    """Render ``panel`` over ``region`` at ``zoom`` screen pixels per data pixel.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(region.shape[0] * zoom, region.shape[1] * zoom, 4)`` uint8 RGBA.
+
+    Raises
+    ------
+    RuntimeError
+        When the display scaling makes napari return a canvas of another size (the pixel grid
+        would not be exact).
+    """
+    ratio = window_pixel_ratio(viewer)
+    unit = _granularity(ratio)
+    pixels_per_world = zoom / region.step
+    height, width = region.shape[0] * zoom, region.shape[1] * zoom
+    out = np.empty((height, width, 4), dtype=np.uint8)
+    # Tiles are whole logical pixels (device size an integer) so the camera mapping stays exact.
+    tile = max(unit, int(MAX_TILE // ratio) // unit * unit)
+    camera = viewer.scene.camera
+    with _only_visible(viewer, panel.layers):
+        for top in range(0, height, int(tile * ratio)):
+            for left in range(0, width, int(tile * ratio)):
+                rows = min(int(tile * ratio), height - top)
+                cols = min(int(tile * ratio), width - left)
+                # Round the logical tile up to the granularity; the surplus is cropped.
+                logical = [math.ceil(n / ratio / unit) * unit for n in (rows, cols)]
+                device = [round(n * ratio) for n in logical]
+                camera.zoom = pixels_per_world / ratio
+                camera.center = (
+                    region.corner[0] + (top + device[0] / 2) / pixels_per_world,
+                    region.corner[1] + (left + device[1] / 2) / pixels_per_world,
+                )
+                shot = viewer.screenshot(size=tuple(device), canvas_only=True, flash=False)
+                if shot.shape[:2] != tuple(device):
+                    raise RuntimeError(
+                        f"napari rendered {shot.shape[1]}x{shot.shape[0]} pixels instead of "
+                        f"{device[1]}x{device[0]} (display scaling {ratio:g}); the exported "
+                        "pixels would not match the data pixels."
+                    )
+                out[top : top + rows, left : left + cols] = shot[:rows, :cols]
+    return out
+
+
+def render_canvas_3d(viewer: Viewer, zoom: int) -> np.ndarray:
+    """The canvas as shown (3D view: perspective has no pixel grid), ``zoom`` times its size."""
+    return viewer.screenshot(canvas_only=True, scale=zoom, flash=False)

@@ -1,0 +1,401 @@
+"""Figures of the viewer: panels at an integer zoom, titles, a colorbar with units, a scale bar.
+
+:func:`render_figure` turns what the viewer shows into one picture a microscopist can print:
+
+- each panel (grid viewbox, or the whole canvas) shows the same world region, one data pixel of
+  the finest layer as exactly ``zoom x zoom`` pixels (nearest neighbour, no resampling);
+- optional panel titles (the layer names) above the panels;
+- an optional colorbar per distinct display range (colormap, contrast limits, gamma), labelled
+  with the intensity unit (:func:`~napari_gpuscope.export.units.intensity_unit`);
+- an optional scale bar below the panels, when the layers have a physical pixel size;
+- text sized in points for the figure's DPI, so it prints at a readable size.
+
+The DPI is either given or follows from a print width (``width_mm``): the pixel size is fixed by
+the data and the zoom, so choosing one fixes the other. :func:`plan_figure` gives the pixel and
+physical size without rendering (for dialogs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from PIL import Image
+
+from napari_gpuscope.export import _drawing as draw
+from napari_gpuscope.export import _panels
+from napari_gpuscope.export._layout import (
+    BAR_WIDTH_PT,
+    TICK_PT,
+    Colorbar,
+    Layout,
+    Scene,
+    bar_title,
+    fit_layout,
+    measure_scene,
+    tick_count,
+)
+from napari_gpuscope.export._options import (
+    DEFAULT_DPI,
+    DPI_RANGE,
+    MAX_PIXELS,
+    MAX_ZOOM,
+    MM_PER_INCH,
+    FigureOptions,
+)
+
+if TYPE_CHECKING:
+    from napari.viewer import Viewer
+
+__all__ = [
+    "DEFAULT_DPI",
+    "DPI_RANGE",
+    "MAX_PIXELS",
+    "MAX_ZOOM",
+    "Figure",
+    "FigureOptions",
+    "FigurePlan",
+    "plan_figure",
+    "render_figure",
+]
+
+
+@dataclass(frozen=True)
+class FigurePlan:
+    """Size of the figure before it is drawn.
+
+    Attributes
+    ----------
+    width, height : int
+        Pixels of the PNG.
+    dpi : float
+        Dots per inch written to the PNG.
+    zoom : int
+        Screen pixels per data pixel.
+    panels : int
+        Number of panels.
+    panel_size : tuple of int
+        (height, width) of each panel in pixels.
+    data_shape : tuple of int or None
+        (rows, columns) of data pixels each panel shows; ``None`` in a 3D view.
+    notes : list of str
+        What was asked for but cannot be drawn (e.g. no scale bar without physical units).
+    """
+
+    width: int
+    height: int
+    dpi: float
+    zoom: int
+    panels: int
+    panel_size: tuple[int, int]
+    data_shape: tuple[int, int] | None
+    notes: tuple[str, ...]
+
+    @property
+    def width_mm(self) -> float:
+        """Printed width."""
+        return self.width / self.dpi * MM_PER_INCH
+
+    @property
+    def height_mm(self) -> float:
+        """Printed height."""
+        return self.height / self.dpi * MM_PER_INCH
+
+
+def _plan(scene: Scene, layout: Layout) -> FigurePlan:
+    return FigurePlan(
+        width=layout.width,
+        height=layout.height,
+        dpi=layout.dpi,
+        zoom=scene.zoom,
+        panels=len(scene.panels),
+        panel_size=scene.panel_size,
+        data_shape=None if scene.region is None else scene.region.shape,
+        notes=tuple(layout.notes),
+    )
+
+
+def plan_figure(viewer: Viewer, options: FigureOptions | None = None) -> FigurePlan:
+    """Pixel and physical size of the figure :func:`render_figure` would draw.
+
+    Parameters
+    ----------
+    viewer : napari.Viewer
+        The viewer.
+    options : FigureOptions, optional
+        Zoom, DPI or print width, colorbar, scale bar, titles.
+
+    Returns
+    -------
+    FigurePlan
+
+    Raises
+    ------
+    ValueError
+        Bad options, no visible layer, or a figure beyond :data:`MAX_PIXELS`.
+
+    Examples
+    --------
+    >>> plan = plan_figure(viewer, FigureOptions(zoom=2, width_mm=85))  # doctest: +SKIP
+    >>> plan.width, plan.height, round(plan.dpi)  # doctest: +SKIP
+    (1100, 584, 329)
+    """
+    options = (options or FigureOptions()).validated()
+    scene = measure_scene(viewer, options)
+    layout = fit_layout(scene, options)
+    if layout.width * layout.height > MAX_PIXELS:
+        raise ValueError(
+            f"The figure would be {layout.width} x {layout.height} pixels, more than "
+            f"{MAX_PIXELS / 1e6:.0f} megapixels; choose a smaller zoom."
+        )
+    return _plan(scene, layout)
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A rendered figure.
+
+    Attributes
+    ----------
+    image : numpy.ndarray
+        ``(height, width, 3)`` uint8 RGB.
+    plan : FigurePlan
+        Its size, DPI and zoom.
+    info : dict
+        JSON-able description (panels, region, pixel size, colorbars, scale bar) for sidecars.
+    """
+
+    image: np.ndarray
+    plan: FigurePlan
+    info: dict[str, Any]
+
+
+def _background(viewer: Viewer) -> tuple[int, int, int]:
+    """The canvas colour napari draws behind the data (the viewer's theme, or its override)."""
+    from napari.utils.colormaps.standardize_color import transform_color
+
+    override = getattr(viewer.canvas, "background_color_override", None)
+    if override is not None:
+        color = transform_color(override)[0]
+    else:
+        from napari.settings import get_settings
+        from napari.utils.theme import get_system_theme, get_theme
+
+        name = getattr(viewer, "theme", None) or get_settings().appearance.theme
+        theme = get_theme(get_system_theme() if name == "system" else name)
+        color = transform_color(theme.canvas.as_hex())[0]
+    return tuple(round(float(c) * 255) for c in color[:3])  # type: ignore[return-value]
+
+
+def _foreground(background: tuple[int, int, int]) -> tuple[int, int, int]:
+    luminance = 0.2126 * background[0] + 0.7152 * background[1] + 0.0722 * background[2]
+    return (0, 0, 0) if luminance > 128 else (255, 255, 255)
+
+
+def _draw_colorbar(
+    canvas: Image.Image,
+    bar: Colorbar,
+    xy: tuple[int, int],
+    height: int,
+    layout: Layout,
+    colors: tuple[tuple[int, int, int], tuple[int, int, int]],
+) -> dict[str, int]:
+    """Draw one colorbar with ticks and its rotated label; returns the gradient's box."""
+    from PIL import ImageDraw
+
+    x, top = xy
+    background, ink = colors
+    point = layout.dpi / 72.0
+    face = draw.font(layout.font_px)
+    bar_width = max(6, round(BAR_WIDTH_PT * point))
+    tick = max(2, round(TICK_PT * point))
+    line_width = max(1, round(0.5 * point))
+    # napari's shaders apply gamma to the normalised value: colour = cmap(t ** gamma).
+    fractions = np.linspace(0.0, 1.0, height) ** bar.gamma
+    strip = draw.colorbar_strip(bar.colormap.map(fractions), bar_width, height, background)
+    canvas.paste(strip, (x, top))
+    pen = ImageDraw.Draw(canvas)
+    low, high = bar.contrast_limits
+    values = draw.nice_ticks(low, high, tick_count(height, face))
+    half_line = draw.line_height(face) // 2
+    label_right = x
+    for value, label in zip(values, draw.format_ticks(values), strict=True):
+        fraction = 0.5 if high == low else (high - value) / (high - low)
+        y = top + round(fraction * (height - 1))
+        pen.line((x + bar_width, y, x + bar_width + tick, y), fill=ink, width=line_width)
+        tx = x + bar_width + tick + layout.gap // 2
+        draw.draw_text(canvas, (tx, y - half_line), label, face, ink)
+        label_right = max(label_right, tx + draw.text_width(face, label))
+    # The outline sits around the gradient, so every gradient pixel keeps its colour.
+    pen.rectangle(
+        (x - line_width, top - line_width, x + bar_width - 1 + line_width, top + height),
+        outline=ink,
+        width=line_width,
+    )
+    title = bar_title(bar, len(layout.colorbar_widths) > 1, face, height)
+    rotated = draw.rotated_text(title, face, ink, background)
+    label_xy = (label_right + layout.gap, top + (height - rotated.height) // 2)
+    canvas.paste(rotated, label_xy)
+    return {
+        "x": x,
+        "y": top,
+        "width": bar_width,
+        "height": height,
+        "label_x": label_xy[0],
+        "label_y": label_xy[1],
+    }
+
+
+def _draw_scale_bar(
+    canvas: Image.Image,
+    scale_bar: dict[str, Any],
+    right: int,
+    top: int,
+    layout: Layout,
+    ink: tuple[int, int, int],
+) -> dict[str, int]:
+    """Draw the bar right-aligned at ``right`` with its label below; returns the bar's box."""
+    from PIL import ImageDraw
+
+    face = draw.font(layout.font_px)
+    length, thickness = scale_bar["pixels"], scale_bar["thickness"]
+    ImageDraw.Draw(canvas).rectangle(
+        (right - length, top, right - 1, top + thickness - 1), fill=ink
+    )
+    label = scale_bar["label"]
+    x = right - length // 2 - draw.text_width(face, label) // 2
+    draw.draw_text(canvas, (x, top + thickness + layout.gap // 2), label, face, ink)
+    return {"x": right - length, "y": top, "width": length, "height": thickness}
+
+
+def _describe(scene: Scene, layout: Layout, boxes: dict[str, Any]) -> dict[str, Any]:
+    region = scene.region
+    height, width = scene.panel_size
+    panels = []
+    for panel in scene.panels:
+        x, y = layout.panel_xy(scene, panel.row, panel.column)
+        panels.append(
+            {
+                "row": panel.row,
+                "column": panel.column,
+                "layers": [layer.name for layer in panel.layers],
+                "box": {"x": x, "y": y, "width": width, "height": height},
+            }
+        )
+    info: dict[str, Any] = {
+        "zoom": scene.zoom,
+        "dpi": layout.dpi,
+        "size_mm": [
+            layout.width / layout.dpi * MM_PER_INCH,
+            layout.height / layout.dpi * MM_PER_INCH,
+        ],
+        "panels": panels,
+        "panel_size": list(scene.panel_size),
+        "colorbars": [
+            {**bar.describe(), "box": box}
+            for bar, box in zip(scene.colorbars, boxes["colorbars"], strict=True)
+        ],
+        "scale_bar": None
+        if layout.scale_bar is None
+        else {**layout.scale_bar, "box": boxes["scale_bar"]},
+        "notes": list(layout.notes),
+        "caption": scene.caption,
+    }
+    if region is not None:
+        info["region"] = {
+            "corner": list(region.corner),
+            "data_shape": list(region.shape),
+            "pixel_size": region.step,
+            "pixel_unit": None if scene.length_unit is None else f"{scene.length_unit:~}",
+            "screen_pixels_per_data_pixel": scene.zoom,
+        }
+    return info
+
+
+def _paste_panels(
+    viewer: Viewer, canvas: Image.Image, scene: Scene, layout: Layout, ink: tuple[int, int, int]
+) -> None:
+    face = draw.font(layout.font_px)
+    height, width = scene.panel_size
+    with _panels.hidden_overlays(viewer):
+        for panel in scene.panels:
+            if scene.region is None:
+                pixels = _panels.render_canvas_3d(viewer, scene.zoom)
+            else:
+                pixels = _panels.render_region(viewer, panel, scene.region, scene.zoom)
+            x, y = layout.panel_xy(scene, panel.row, panel.column)
+            tile = Image.fromarray(np.ascontiguousarray(pixels[..., :3]), "RGB")
+            canvas.paste(tile.crop((0, 0, width, height)), (x, y))
+            if layout.title_height:
+                title = draw.truncate(face, panel.title, width)
+                draw.draw_text(canvas, (x, y - layout.title_height), title, face, ink)
+
+
+def render_figure(viewer: Viewer, options: FigureOptions | None = None) -> Figure:
+    """Draw the figure of what the viewer shows.
+
+    Parameters
+    ----------
+    viewer : napari.Viewer
+        A *shown* viewer (hidden canvases render black). Its layers, grid, camera and overlays
+        are restored afterwards, also when rendering fails.
+    options : FigureOptions, optional
+        Zoom, DPI or print width, colorbar, scale bar, titles.
+
+    Returns
+    -------
+    Figure
+
+    Raises
+    ------
+    ValueError
+        Bad options, no visible layer, or a figure beyond :data:`MAX_PIXELS`.
+
+    Examples
+    --------
+    >>> figure = render_figure(viewer, FigureOptions(zoom=2, colorbar=True))  # doctest: +SKIP
+    >>> figure.image.shape, figure.info["colorbars"][0]["label"]  # doctest: +SKIP
+    ((584, 1100, 3), 'Intensity (ADU)')
+    """
+    options = (options or FigureOptions()).validated()
+    scene = measure_scene(viewer, options)
+    layout = fit_layout(scene, options)
+    if layout.width * layout.height > MAX_PIXELS:
+        raise ValueError(
+            f"The figure would be {layout.width} x {layout.height} pixels, more than "
+            f"{MAX_PIXELS / 1e6:.0f} megapixels; choose a smaller zoom."
+        )
+    background = _background(viewer)
+    ink = _foreground(background)
+    canvas = Image.new("RGB", (layout.width, layout.height), background)
+    _paste_panels(viewer, canvas, scene, layout, ink)
+
+    height, width = scene.panel_size
+    rows, columns = scene.grid
+    first_top = layout.panel_origin[1]
+    last_bottom = layout.panel_xy(scene, rows - 1, 0)[1] + height
+    boxes: dict[str, Any] = {"colorbars": [], "scale_bar": None}
+    x = layout.colorbar_x
+    for bar, bar_width in zip(scene.colorbars, layout.colorbar_widths, strict=True):
+        x += 2 * layout.gap
+        box = _draw_colorbar(
+            canvas, bar, (x, first_top), last_bottom - first_top, layout, (background, ink)
+        )
+        boxes["colorbars"].append(box)
+        x += bar_width
+
+    face = draw.font(layout.font_px)
+    right = layout.panel_xy(scene, rows - 1, columns - 1)[0] + width
+    room = right - layout.panel_origin[0]
+    if layout.scale_bar is not None:
+        top = last_bottom + layout.gap
+        boxes["scale_bar"] = _draw_scale_bar(canvas, layout.scale_bar, right, top, layout, ink)
+        label_width = draw.text_width(face, layout.scale_bar["label"])
+        room -= max(layout.scale_bar["pixels"], label_width) + 2 * layout.gap
+    if scene.caption:
+        text = draw.truncate(face, scene.caption, room)
+        draw.draw_text(canvas, (layout.panel_origin[0], last_bottom + layout.gap), text, face, ink)
+
+    info = _describe(scene, layout, boxes)
+    return Figure(image=np.asarray(canvas), plan=_plan(scene, layout), info=info)

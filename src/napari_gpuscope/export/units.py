@@ -1,0 +1,74 @@
+"""The intensity unit of a layer, for colorbar labels.
+
+napari layers carry spatial units (``layer.units``) but no intensity unit. A layer states its
+intensity unit as ``layer.metadata["intensity_unit"]`` (e.g. ``"ADU"``, ``"photons"``,
+``"a.u."``). Without it:
+
+- a layer produced by the plugin's camera simulation (``metadata["sample"]`` with ``*_adu``
+  camera fields) is in ADU;
+- a result layer (with a provenance record) is in the unit of the input layer its record names,
+  when that layer is in the viewer. Methods whose results are not in their input's unit must set
+  ``intensity_unit`` on the result layer.
+
+Otherwise the unit is unknown and the colorbar says just "Intensity": never a guess.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from napari_gpuscope.provenance import PROVENANCE_KEY
+
+__all__ = ["INTENSITY_UNIT_KEY", "intensity_unit"]
+
+INTENSITY_UNIT_KEY = "intensity_unit"
+
+
+def _stated(metadata: Mapping[str, Any]) -> str | None:
+    unit = metadata.get(INTENSITY_UNIT_KEY)
+    if isinstance(unit, str) and unit.strip():
+        return unit.strip()
+    sample = metadata.get("sample")
+    if isinstance(sample, Mapping) and any(str(key).endswith("_adu") for key in sample):
+        return "ADU"
+    return None
+
+
+def intensity_unit(layer: Any, layers: Iterable[Any] = ()) -> str | None:
+    """The intensity unit of ``layer``, or ``None`` when unknown.
+
+    Parameters
+    ----------
+    layer : napari.layers.Layer
+        The layer (anything with a ``metadata`` mapping).
+    layers : iterable of Layer
+        The viewer's layers, to follow a result's provenance to its input.
+
+    Returns
+    -------
+    str or None
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as Layer
+    >>> raw = Layer(name="raw", metadata={"intensity_unit": "ADU"})
+    >>> result = Layer(name="raw [TV s=1]", metadata={"napari_gpuscope": {"input": "raw"}})
+    >>> intensity_unit(result, [raw, result])
+    'ADU'
+    >>> intensity_unit(result) is None
+    True
+    """
+    by_name = {getattr(other, "name", None): other for other in layers}
+    seen: set[int] = set()
+    current = layer
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        metadata = getattr(current, "metadata", None) or {}
+        unit = _stated(metadata)
+        if unit is not None:
+            return unit
+        record = metadata.get(PROVENANCE_KEY)
+        source = record.get("input") if isinstance(record, Mapping) else None
+        current = by_name.get(source) if isinstance(source, str) else None
+    return None

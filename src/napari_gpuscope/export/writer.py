@@ -1,0 +1,84 @@
+"""The npe2 writer: File > Save Selected Layers writes one image layer as a provenance TIFF.
+
+napari calls :func:`write_image_tiff` with the layer's data and its state (``scale``, ``units``,
+``axis_labels``, ``metadata``...) when the user saves exactly one image layer to ``.tif`` or
+``.tiff`` and picks this plugin's writer (``napari.yaml``, ``contributions.writers``). The file is
+the same ImageJ TIFF as "Save result as TIFF": calibration, axes and the provenance record.
+
+Sample type: integer and boolean data within ``0..65535`` is stored as uint16 (exact); all other
+data as float32 (exact for float32 input).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from napari_gpuscope.export.tiff import axes_from_labels, save_tiff
+from napari_gpuscope.provenance import PROVENANCE_KEY
+
+__all__ = ["WRITER_COMMAND", "write_image_tiff"]
+
+WRITER_COMMAND = "napari-gpuscope.write_tiff"
+
+
+def _sample_type(data: np.ndarray) -> str:
+    if data.dtype.kind in "iu" and data.size:
+        low, high = int(data.min()), int(data.max())
+        if low >= 0 and high <= np.iinfo(np.uint16).max:
+            return "uint16"
+    return "float32"
+
+
+def write_image_tiff(path: str, data: Any, attributes: Mapping[str, Any]) -> list[str]:
+    """Write one image layer as an ImageJ TIFF with calibration and provenance.
+
+    Parameters
+    ----------
+    path : str
+        Output file (``.tif``/``.tiff``), chosen in napari's save dialog.
+    data : array-like or list of arrays
+        The layer data (a multiscale layer's list: its full-resolution level is written).
+    attributes : Mapping
+        The layer state napari passes (``scale``, ``units``, ``axis_labels``, ``metadata``,
+        ``rgb``, ``multiscale``, ``name``).
+
+    Returns
+    -------
+    list of str
+        The written path.
+
+    Raises
+    ------
+    ValueError
+        RGB layers, or data that is not 2D to 5D numbers.
+
+    Examples
+    --------
+    napari calls it for File > Save Selected Layers; scripts can name the plugin:
+
+    >>> viewer.layers.save("cells.tif", selected=True, plugin="napari-gpuscope")  # doctest: +SKIP
+    ['cells.tif']
+    """
+    name = attributes.get("name", "image")
+    if attributes.get("rgb"):
+        raise ValueError(f"Layer {name!r} is RGB; only intensity images can be saved as TIFF.")
+    if attributes.get("multiscale") or isinstance(data, list | tuple):
+        data = data[0]
+    array = np.asarray(data)
+    if array.dtype.kind == "b":
+        array = array.astype(np.uint8)
+    units = attributes.get("units")
+    metadata = attributes.get("metadata") or {}
+    written = save_tiff(
+        path,
+        array,
+        scale=attributes.get("scale"),
+        units=tuple(units) if units is not None else None,
+        axes=axes_from_labels(attributes.get("axis_labels") or (), array.ndim),
+        provenance=metadata.get(PROVENANCE_KEY),
+        dtype=_sample_type(array),
+    )
+    return [str(written)]
