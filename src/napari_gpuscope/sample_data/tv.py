@@ -28,6 +28,8 @@ def _layer(
         "axis_labels": axis_labels,
         "colormap": "gray",
         "metadata": {
+            # Figures label colorbars with it (export.units reads this key).
+            "intensity_unit": "ADU",
             "sample": {
                 "camera_gain_adu_per_photon": camera.gain,
                 "camera_offset_adu": camera.offset,
