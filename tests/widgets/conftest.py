@@ -152,6 +152,12 @@ class FakeDock(MethodDock):
 
 
 @pytest.fixture
+def fake_result():
+    """The fake method's result class."""
+    return FakeResult
+
+
+@pytest.fixture
 def errors(monkeypatch):
     """Capture napari error notifications instead of showing them."""
     from napari.utils import notifications
@@ -168,10 +174,21 @@ def viewer(make_napari_viewer_proxy):
 
 @pytest.fixture
 def fake_dock(viewer, qtbot):
-    def make() -> FakeDock:
-        dock = FakeDock(viewer)
+    """``make(supports_stop=True, wait=True)``: a FakeDock on the test viewer (``wait``: until
+    its kernel warm-up has finished)."""
+
+    def make(*, supports_stop: bool = True, wait: bool = True) -> FakeDock:
+        cls = FakeDock
+        if not supports_stop:
+            cls = type("NoStopDock", (FakeDock,), {"method_spec": classmethod(_no_stop_spec)})
+        dock = cls(viewer)
         qtbot.addWidget(dock)
-        qtbot.waitUntil(lambda: not dock.runner.running, timeout=10_000)  # kernel warm-up
+        if wait:
+            qtbot.waitUntil(lambda: not dock.runner.running, timeout=10_000)
         return dock
 
     return make
+
+
+def _no_stop_spec(cls) -> FakeSpec:
+    return FakeSpec(supports_stop=False)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from skimage.restoration import denoise_tv_chambolle
 
+from napari_gpuscope.compute.tv import TVParams
 from napari_gpuscope.provenance import PROVENANCE_KEY
 from napari_gpuscope.widgets._layers import spacing_from_layer
 from napari_gpuscope.widgets.tv_dock import TVDenoiseDock
@@ -255,3 +256,95 @@ def test_status_line_says_whether_the_run_converged(viewer, qtbot, dock):
     status = dock.status_label.text()
     assert record["converged"] is True
     assert f"Converged in {record['iterations']} iterations" in status
+
+
+def test_live_preview_follows_the_displayed_axes(viewer, qtbot, dock, monkeypatch):
+    # Issue 7, 2.7: viewing z-x planes must preview a z-x plane (solved in 3D along y).
+    from napari_gpuscope.compute import tv
+
+    rng = np.random.default_rng(3)
+    z, y, x = np.mgrid[0:10, 0:24, 0:16]
+    clean = ((z - 5) ** 2 + (x - 8) ** 2 < 12).astype(np.float32) * (1 + (y > 12))
+    noisy = (clean + rng.normal(0, 0.1, clean.shape)).astype(np.float32)
+    viewer.add_image(noisy, name="vol", scale=(0.5, 0.1, 0.1))
+    _select(dock, "vol")
+    solved = []
+    real = tv.iter_denoise
+
+    def spy(image, *args, params, **kwargs):
+        solved.append((image.shape, params.spacing))
+        return real(image, *args, params=params, **kwargs)
+
+    monkeypatch.setattr(tv, "iter_denoise", spy)
+    viewer.dims.order = (1, 0, 2)  # show z-x planes
+    viewer.dims.set_current_step(1, 15)
+    dock.live_preview.setChecked(True)
+    qtbot.waitUntil(lambda: "vol [TV preview]" in viewer.layers, timeout=10_000)
+    qtbot.waitUntil(lambda: not dock.runner.running, timeout=10_000)
+    assert solved[-1] == ((10, 7, 16), (0.2, 1.0, 1.0))  # y 12..18 around y = 15
+    preview = viewer.layers["vol [TV preview]"]
+    assert preview.data.shape == (10, 1, 16)  # the z-x plane at y = 15
+    assert tuple(preview.translate) == pytest.approx((0.0, 1.5, 0.0))
+    rmse = lambda a: float(np.sqrt(np.mean((a - clean[:, 15, :]) ** 2)))  # noqa: E731
+    assert rmse(preview.data[:, 0, :]) < 0.5 * rmse(noisy[:, 15, :])
+    viewer.dims.order = (0, 1, 2)  # back to y-x planes: the preview follows
+    qtbot.waitUntil(lambda: preview.data.shape == (1, 24, 16), timeout=10_000)
+    assert solved[-1][0] == (7, 24, 16)
+
+
+def test_estimated_camera_is_shown_and_can_be_kept(viewer, qtbot, dock):
+    from napari_gpuscope.sample_data import tv as samples
+
+    data = samples.noisy_cells_2d()[0][0]
+    viewer.add_image(data[:256, :256], name="cells")
+    _select(dock, "cells")
+    _field(dock, "noise_model").value = "poisson"
+    assert dock.camera.row.isHidden()  # nothing estimated yet
+    assert dock.run()
+    qtbot.waitUntil(lambda: not dock.runner.running, timeout=60_000)
+    camera = dock.last_result_layer.metadata[PROVENANCE_KEY]["result"]["camera"]
+    shown = dock.camera.estimate.text()
+    assert not dock.camera.row.isHidden()
+    assert f"gain {camera['gain']:.3g} ADU/photon" in shown
+    assert f"offset {camera['offset']:.4g} ADU" in shown
+    dock.camera.use_button.click()  # keep this camera model for later runs
+    params = dock.params()
+    assert params.gain == pytest.approx(camera["gain"], rel=1e-4)
+    assert params.offset == pytest.approx(camera["offset"], rel=1e-4, abs=1e-3)
+    assert dock.camera.row.isHidden()
+
+
+def test_settings_persist_between_sessions_and_reset(viewer, qtbot, cpu_device):
+    viewer.add_image(np.zeros((4, 16, 16), np.float32), name="vol", scale=(0.5, 0.1, 0.1))
+    first = TVDenoiseDock(viewer)
+    qtbot.addWidget(first)
+    changes = {"strength": 2.5, "noise_model": "poisson", "gain": 3.0, "tolerance": 1e-4}
+    for name, value in changes.items():
+        _field(first, name).value = value
+    first.spacing_row.boxes[0].value = 0.9  # belongs to the layer: not saved
+    first.replace_last.setChecked(True)
+    first.close()  # saves now (otherwise after a short quiet time)
+    saved = first.settings.path.read_text()
+    assert '"strength": 2.5' in saved and "spacing" not in saved
+
+    second = TVDenoiseDock(viewer)  # a new napari session
+    qtbot.addWidget(second)
+    params = second.params()
+    assert (params.strength, params.noise_model, params.gain, params.tolerance) == (
+        2.5,
+        "poisson",
+        3.0,
+        1e-4,
+    )
+    assert params.spacing == pytest.approx((0.2, 1.0, 1.0))  # from the layer again
+    assert second.replace_last.isChecked()
+    second.form.advanced.expand(animate=False)  # "Reset to defaults" is in Advanced
+    second.reset_button.click()
+    defaults = TVParams(spacing=params.spacing)
+    assert second.params() == defaults
+    assert not second.settings.path.exists()
+
+    second.settings.save({"tolerance": -1.0, "strength": 2.0}, {"replace_last": "yes"})
+    third = TVDenoiseDock(viewer)  # invalid saved values: defaults, no error
+    qtbot.addWidget(third)
+    assert third.params() == defaults and not third.replace_last.isChecked()

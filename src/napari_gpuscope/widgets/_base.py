@@ -623,7 +623,7 @@ class MethodDock(QWidget):
     def _source_of(self, result: Any) -> Any:
         record = result.metadata.get(PROVENANCE_KEY) or {}
         name = record.get("input")
-        return self.viewer.layers.get(name, None)
+        return next((layer for layer in self.viewer.layers if layer.name == name), None)
 
     # ---------------------------------------------------------------- settings
     def _load_settings(self) -> None:
@@ -635,6 +635,9 @@ class MethodDock(QWidget):
             shown = {}  # written by another version: start from the defaults
         self.form.set_values(shown)
         self.panel.apply_options(options)
+        if options.get("advanced_open") is True:
+            self.form.advanced.expand(animate=False)
+        self.form.advanced.toggled.connect(lambda *_: self._save_timer.start())
 
     def _save_settings(self) -> None:
         try:
@@ -642,7 +645,8 @@ class MethodDock(QWidget):
         except ValueError:
             return  # keep the last valid settings
         shown = {k: v for k, v in values.items() if k in self.form.widgets}
-        self.settings.save(shown, self.panel.options())
+        options = {**self.panel.options(), "advanced_open": self.form.advanced.isExpanded()}
+        self.settings.save(shown, options)
 
     # ---------------------------------------------------------------- state and messages
     def input_problem(self) -> str | None:

@@ -59,7 +59,8 @@ def field_tooltip(info: ParamInfo) -> str:
 
 
 def _decimals(step: float | None) -> int:
-    return 2 if not step else max(2, min(8, 2 - math.floor(math.log10(step))))
+    """Two significant digits below the step (4 decimals without one: e.g. a fitted gain)."""
+    return 4 if not step else max(2, min(8, 2 - math.floor(math.log10(step))))
 
 
 def _make_widget(info: ParamInfo, style: FieldStyle) -> Any:
@@ -172,6 +173,9 @@ class ParamForm(QWidget):
         self.advanced_rows = _Rows()
         self.advanced = QCollapsible(advanced_title, expandedIcon="▾", collapsedIcon="▸")
         self.advanced.addWidget(self.advanced_rows)
+        # A collapsed section keeps its widgets "visible" at zero height: disabled, Tab skips them.
+        self.advanced_rows.setEnabled(False)
+        self.advanced.toggled.connect(self.advanced_rows.setEnabled)
         self._rows_of: dict[str, _Rows] = {}
         self.custom: dict[str, QWidget] = {}
         for info in params_class.param_info():

@@ -89,12 +89,15 @@ class LayerPicker(QObject):
             self.combo.value = layer
 
     def reset_choices(self, *_: Any) -> None:
-        """Re-read the layer list (keeps the current layer while it exists)."""
-        self.combo.reset_choices()
-        # A rename keeps the layer but not its entry's text.
-        for index, (name, _) in enumerate(self._choices()):
-            if self.combo.native.itemText(index) != name:
-                self.combo.native.setItemText(index, name)
+        """Re-read the layer list, keeping the current layer while it exists (also when it was
+        renamed: the combo would otherwise match entries by their old text)."""
+        current = self.combo.value
+        with self.combo.changed.blocked():
+            self.combo.reset_choices()
+            if current is not None and current in self.viewer.layers and _is_image(current):
+                self.combo.value = current
+        if self.combo.value is not current:
+            self.changed.emit(self.combo.value)
 
     def _take(self, layer: Any) -> None:
         if layer is not None and _is_image(layer) and self.follow(layer):
