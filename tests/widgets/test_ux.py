@@ -187,7 +187,7 @@ def test_enter_runs_escape_cancels_and_tab_reads_top_to_bottom(
     qtbot.keyClick(dock.input.combo.native, Qt.Key.Key_Enter)
     qtbot.waitUntil(lambda: bool(dock.starts))
     assert [s["preview"] for s in dock.starts] == [True]
-    chain = focus_chain(dock.layout())
+    chain = focus_chain(dock.content.layout())
     order = [dock.input.combo.native, dock.live_preview, dock.run_button, dock.cancel_button]
     positions = [next(i for i, w in enumerate(chain) if w is widget) for widget in order]
     assert positions == sorted(positions)

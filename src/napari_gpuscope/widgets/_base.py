@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from qtpy.QtCore import QSize, Qt, QTimer
-from qtpy.QtWidgets import QVBoxLayout, QWidget
+from qtpy.QtWidgets import QFrame, QScrollArea, QVBoxLayout, QWidget
 
 from napari_gpuscope.compute.devices import device_label, no_gpu_message
 from napari_gpuscope.compute.jobs import Job, Progress
@@ -89,13 +89,13 @@ class PreviewResult:
     planes : dict of str to numpy.ndarray
         The displayed plane of each output, over the view's two axes.
     note : str
-        What was previewed, in words (e.g. ``"current plane, solved in 3D with its
-        neighbours"``).
+        What was previewed, in words (e.g. ``"displayed plane (3D slab, at most 50
+        iterations)"``).
     """
 
     result: Any
     planes: dict[str, np.ndarray]
-    note: str = "current plane"
+    note: str = "displayed plane"
 
     @property
     def stopped_early(self) -> bool:
@@ -108,7 +108,7 @@ class PreviewResult:
 
     def describe(self) -> str:
         """The result's description, after what was previewed."""
-        return f"{self.note}: {self.result.describe()}"
+        return f"preview of the {self.note}: {self.result.describe()}"
 
 
 @dataclass
@@ -210,7 +210,7 @@ class MethodDock(QWidget):
         self.device_row.device_changed.connect(self._warm_up)
         self._load_settings()
         self._on_input_changed()
-        self.panel.set_tab_order(self)
+        self.panel.set_tab_order(self.content)
         self._warm_up(self.device)
 
     @staticmethod
@@ -222,11 +222,21 @@ class MethodDock(QWidget):
         return timer
 
     def _build_layout(self) -> None:
-        layout = QVBoxLayout(self)
+        self.content = QWidget()
+        layout = QVBoxLayout(self.content)
         layout.addWidget(self.device_row)
         layout.addWidget(self.form)
         self.panel.add_to(layout)
         layout.addStretch(1)
+        # On a short screen the dock scrolls instead of stretching napari's window.
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setWidget(self.content)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.addWidget(scroll)
 
     # ---------------------------------------------------------------- subclass hooks
     @classmethod
@@ -394,7 +404,7 @@ class MethodDock(QWidget):
         what = "Previewing" if preview else "Running"
         self._set_status(f"{what} {self.title} on '{layer.name}' ({device})...")
         if not preview:  # a preview's few iterations would only blank the last run's curve
-            self.plot.reset("", self.metric_targets(params), self.step_label)
+            self.plot.reset("Run: ", self.metric_targets(params), self.step_label)
         self.panel.start_clock(self.runner)
         self._update_buttons()
         return True
@@ -477,8 +487,7 @@ class MethodDock(QWidget):
         else:
             self.last_results = layers
         self.panel.show_done()
-        prefix = "Preview, " if preview else ""
-        self._set_status(f"{sentence(prefix + result.describe())} Took {elapsed:.2f} s.")
+        self._set_status(f"{sentence(result.describe())} Took {elapsed:.2f} s.")
 
     def _show_result(self, job: _Job, result: Any, elapsed: float) -> list[Any]:
         record = build_provenance(
@@ -718,11 +727,11 @@ class MethodDock(QWidget):
 
     def sizeHint(self) -> QSize:
         """A sensible dock width; long texts wrap instead of widening the dock."""
-        return QSize(340, super().sizeHint().height())
+        return QSize(340, self.content.sizeHint().height())
 
     def minimumSizeHint(self) -> QSize:
-        """The dock may be narrowed down to this."""
-        return QSize(260, super().minimumSizeHint().height())
+        """The dock may be narrowed down to this, and be short (it scrolls)."""
+        return QSize(260, 200)
 
     def closeEvent(self, event: Any) -> None:
         """Stop timers, cancel any job and stop following the viewer when the dock closes."""

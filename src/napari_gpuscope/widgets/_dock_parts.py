@@ -277,7 +277,11 @@ def focus_chain(layout: QLayout | None) -> list[QWidget]:
         items = [
             layout.itemAt(row, role)
             for row in range(layout.rowCount())
-            for role in (QFormLayout.ItemRole.LabelRole, QFormLayout.ItemRole.FieldRole)
+            for role in (
+                QFormLayout.ItemRole.LabelRole,
+                QFormLayout.ItemRole.FieldRole,
+                QFormLayout.ItemRole.SpanningRole,
+            )
         ]
     else:
         items = [layout.itemAt(index) for index in range(layout.count())]

@@ -212,12 +212,13 @@ class JobRunner(QObject):
         self.generation += 1
         self.started_jobs += 1
         self.tag = tag
-        self._run = _Run(job, self.generation, description, _Control(wanted))
+        run = _Run(job, self.generation, description, _Control(wanted))
+        self._run = run
         self._started_at = time.perf_counter()
         self._open_progress(description)
         if not self._closing:
-            self._launch(self._run)
-        return self.generation
+            self._launch(run)
+        return run.generation
 
     def request_stop(self) -> bool:
         """Ask the running job to return its best result so far (it finishes normally).
@@ -318,21 +319,33 @@ class JobRunner(QObject):
 
     # -- napari activity progress (GUI thread only) -------------------------------------
     def _open_progress(self, description: str) -> None:
-        from napari.utils import progress
-
+        """Arm the activity entry; it appears at the first sync (jobs shorter than the sync
+        interval, e.g. most previews, do not flash one)."""
         self._close_progress()
         self._latest = None
         self._description = description
-        self._pbar = progress(total=_PROGRESS_STEPS, desc=description)
         self._pbar_timer.start()
 
     def _sync_progress(self) -> None:
+        if self._run is None:
+            return
+        if self._pbar is None:
+            from napari.utils import progress
+
+            # Creating napari's bar processes Qt events: the job may end meanwhile.
+            pbar = progress(total=_PROGRESS_STEPS, desc=self._description)
+            if self._run is None or self._pbar is not None:
+                pbar.close()
+                return
+            self._pbar = pbar
         pbar, update = self._pbar, self._latest
-        if pbar is None or update is None:
+        if update is None:
             return
         self._latest = None
         title = self._description
         pbar.set_description(f"{title}: {update.message}" if update.message else title)
+        if self._pbar is not pbar:
+            return  # closed while napari processed events
         if update.fraction is None:
             if pbar.total != 0:
                 pbar.total = 0  # napari shows a busy bar for total 0

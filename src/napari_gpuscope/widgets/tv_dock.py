@@ -190,9 +190,9 @@ class TVDenoiseDock(MethodDock):
             return dataclasses.replace(update, outputs={OUTPUT: Output(plane)})
 
         result = yield from mapped(tv.iter_denoise(image, params=quick, device=device), to_plane)
-        in_3d = len(slab.spacing) > 2  # coupled to hidden planes too
-        note = "current plane, solved in 3D with its neighbours" if in_3d else "current plane"
-        note += f" (quick: at most {quick.max_iterations} iterations; Run for the full result)"
+        in_3d = len(slab.spacing) > 2  # coupled to the planes around it
+        note = f"displayed plane ({'3D slab, ' if in_3d else ''}at most {quick.max_iterations} "
+        note += "iterations)"
         return PreviewResult(result, {OUTPUT: np.asarray(result.image)[slab.centre]}, note)
 
     def _whole_image_known(self, data: Any, params: TVParams) -> bool:

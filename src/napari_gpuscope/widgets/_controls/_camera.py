@@ -16,17 +16,18 @@ _FIELDS = ("gain", "offset", "read_noise")
 
 
 def describe_camera(camera: CameraModel, *, estimated: bool) -> str:
-    """The camera model in words, e.g. for the dock after a run estimated it."""
-    text = (
-        f"gain {camera.gain:.3g} ADU/photon, offset {camera.offset:.4g} ADU, "
-        f"read noise {camera.read_noise:.3g} ADU"
-    )
-    if not estimated:
-        return f"Camera: {text}."
-    return (
-        f"Estimated from the image: {text}. (One image cannot tell offset and read noise "
-        "apart; the offset absorbs both, which transforms the data identically.)"
-    )
+    """The camera model in a few words, e.g. for the dock after a run estimated it."""
+    text = f"gain {camera.gain:.3g} ADU/photon, offset {camera.offset:.4g} ADU"
+    if camera.read_noise or not estimated:
+        text += f", read noise {camera.read_noise:.3g} ADU"
+    return f"Estimated: {text}." if estimated else f"Camera: {text}."
+
+
+_ESTIMATE_TOOLTIP = (
+    "Camera model the last run estimated from the image (Poisson noise, gain 'auto'). One "
+    "image cannot tell the offset and the read noise apart: the offset absorbs both, which "
+    "transforms the data identically, so the read noise shows as 0."
+)
 
 
 class CameraRows(QObject):
@@ -50,6 +51,7 @@ class CameraRows(QObject):
         self.estimate.setWordWrap(True)
         self.estimate.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.estimate.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.estimate.setToolTip(_ESTIMATE_TOOLTIP)
         self.use_button = QPushButton("Use these")
         self.use_button.setToolTip(
             "Copy the estimated gain, offset and read noise into the fields, so later runs "

@@ -111,10 +111,14 @@ class _Rows(QWidget):
         self.order: list[QWidget] = []
 
     def add(self, label: str, field: QWidget, tooltip: str = "", *, row: int | None = None) -> None:
-        label_widget = QLabel(label)
-        label_widget.setToolTip(tooltip or field.toolTip())
         row = len(self.order) if row is None else row
-        self.layout_.insertRow(row, label_widget, field)
+        if getattr(field, "spans_form", False):  # a wide control with its own title label
+            self.layout_.insertRow(row, field)
+            label_widget = field.title
+        else:
+            label_widget = QLabel(label)
+            label_widget.setToolTip(tooltip or field.toolTip())
+            self.layout_.insertRow(row, label_widget, field)
         self.order.insert(row, field)
         self.labels[id(field)] = label_widget
 
@@ -123,7 +127,8 @@ class ParamForm(QWidget):
     """Rows for the fields of a :class:`~napari_gpuscope.compute.params.Params` model.
 
     Fields marked ``advanced`` go to a collapsed "Advanced" section. Fields of kind
-    ``"floats"`` (per-axis values) have no generic control: pass a widget in ``custom``.
+    ``"floats"`` (per-axis values) have no generic control: pass a widget in ``custom`` (one
+    with ``spans_form = True`` and a ``title`` label takes the whole width of the form).
 
     Parameters
     ----------

@@ -70,13 +70,21 @@ class SpacingRow(QWidget):
     """
 
     changed = Signal()
+    spans_form = True
+    """Takes a form's whole width (four axes do not fit beside a label column)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.setToolTip(SPACING_TOOLTIP)
         self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
-        self._row = QHBoxLayout(self)
-        self._row.setContentsMargins(0, 0, 0, 0)
+        self.title = QLabel("Spacing")
+        self.title.setToolTip(SPACING_TOOLTIP)
+        outer = QHBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.addWidget(self.title)
+        self._row = QHBoxLayout()
+        self._row.setSpacing(3)
+        outer.addLayout(self._row, stretch=1)
         self.boxes: list[FloatSpinBox] = []
         self.names: list[str] = []
         self._layer: Any = None
@@ -125,10 +133,12 @@ class SpacingRow(QWidget):
         self.boxes, self.names = [], list(names)
         for axis, name in enumerate(names):
             box = FloatSpinBox(name=f"axis_{axis}", min=0.0, max=100.0, step=0.05)
-            box.native.setDecimals(4)  # e.g. 0.3333 for a 0.3 µm z-step with 0.1 µm pixels
+            # 3 decimals: a weight is a ratio of pixel sizes, 0.1 % is far below their accuracy
+            box.native.setDecimals(3)
             box.native.setButtonSymbols(QAbstractSpinBox.ButtonSymbols.NoButtons)
-            # napari's style sheet gives spin boxes a 90 px minimum: 4 axes would widen the dock
-            box.native.setStyleSheet("QAbstractSpinBox { min-width: 40px; }")
+            # napari's style sheet gives spin boxes 70 px plus 20 px of padding: 4 axes would
+            # not fit the dock
+            box.native.setStyleSheet("QAbstractSpinBox { min-width: 36px; padding: 1px 2px; }")
             box.native.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
             box.changed.connect(lambda *_: self.changed.emit())
             self._row.addWidget(QLabel(name))
