@@ -42,7 +42,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import numpy as np
 from qtpy.QtCore import QSize, Qt, QTimer
 from qtpy.QtWidgets import QFrame, QScrollArea, QVBoxLayout, QWidget
 
@@ -62,8 +61,8 @@ from napari_gpuscope.widgets._dock_parts import (
 )
 from napari_gpuscope.widgets._events import Connections
 from napari_gpuscope.widgets._layers import check_image_layer
-from napari_gpuscope.widgets._outputs import OutputLayers, link_display, unlink_display
-from napari_gpuscope.widgets._preview import PlaneView
+from napari_gpuscope.widgets._outputs import OutputLayers, relink_display
+from napari_gpuscope.widgets._preview import PlaneView, PreviewResult
 from napari_gpuscope.widgets._runner import JobRunner
 from napari_gpuscope.widgets._settings import DockSettings
 
@@ -76,39 +75,6 @@ __all__ = ["MethodDock", "PreviewResult", "plain_error_message"]
 RUN, PREVIEW, WARMUP = "run", "preview", "warmup"
 _WARMED: set[str] = set()
 """Devices whose kernels were prepared in this session (once per device is enough)."""
-
-
-@dataclass(frozen=True)
-class PreviewResult:
-    """What a preview job returns: the method's result and the planes to show.
-
-    Attributes
-    ----------
-    result : object
-        The method's result for the slab or plane it solved (result protocol).
-    planes : dict of str to numpy.ndarray
-        The displayed plane of each output, over the view's two axes.
-    note : str
-        What was previewed, in words (e.g. ``"displayed plane (3D slab, at most 50
-        iterations)"``).
-    """
-
-    result: Any
-    planes: dict[str, np.ndarray]
-    note: str = "displayed plane"
-
-    @property
-    def stopped_early(self) -> bool:
-        """Whether the preview was stopped early."""
-        return bool(getattr(self.result, "stopped_early", False))
-
-    def summary(self) -> dict[str, Any]:
-        """The result's summary, marked as a preview."""
-        return {**self.result.summary(), "preview": True, "previewed": self.note}
-
-    def describe(self) -> str:
-        """The result's description, after what was previewed."""
-        return f"preview of the {self.note}: {self.result.describe()}"
 
 
 @dataclass
@@ -213,9 +179,8 @@ class MethodDock(QWidget):
         self.panel.set_tab_order(self.content)
         self._warm_up(self.device)
 
-    @staticmethod
-    def _timer(interval: int, slot: Any) -> QTimer:
-        timer = QTimer()
+    def _timer(self, interval: int, slot: Any) -> QTimer:
+        timer = QTimer(self)
         timer.setSingleShot(True)
         timer.setInterval(interval)
         timer.timeout.connect(slot)
@@ -617,22 +582,9 @@ class MethodDock(QWidget):
                 self.viewer.layers.remove(layer)
 
     def _on_link_toggled(self, checked: bool) -> None:
-        layer = self.input_layer
-        for result in [*self.last_results, *self._preview_layers.values()]:
-            if result not in self.viewer.layers:
-                continue
-            source = self._source_of(result) or layer
-            if source is None or source not in self.viewer.layers:
-                continue
-            if checked:
-                link_display(source, result)
-            else:
-                unlink_display(source, result)
-
-    def _source_of(self, result: Any) -> Any:
-        record = result.metadata.get(PROVENANCE_KEY) or {}
-        name = record.get("input")
-        return next((layer for layer in self.viewer.layers if layer.name == name), None)
+        """Link (or unlink) the display of every result and preview of this dock."""
+        layers = [layer for layer in self._owned if layer in self.viewer.layers]
+        relink_display(self.viewer, layers, self.input_layer, link=checked)
 
     # ---------------------------------------------------------------- settings
     def _load_settings(self) -> None:

@@ -28,7 +28,13 @@ if TYPE_CHECKING:
     import napari.layers
     import napari.viewer
 
-__all__ = ["DISPLAY_ATTRIBUTES", "OutputLayers", "link_display", "unlink_display"]
+__all__ = [
+    "DISPLAY_ATTRIBUTES",
+    "OutputLayers",
+    "link_display",
+    "relink_display",
+    "unlink_display",
+]
 
 DISPLAY_ATTRIBUTES = ("colormap", "contrast_limits", "gamma")
 """What a result shares with its input (and keeps in step with it while linked)."""
@@ -57,6 +63,24 @@ def unlink_display(source: napari.layers.Layer, result: napari.layers.Layer) -> 
     from napari.experimental import unlink_layers
 
     unlink_layers([source, result], DISPLAY_ATTRIBUTES)
+
+
+def relink_display(
+    viewer: napari.viewer.Viewer, results: Sequence[Any], fallback: Any, *, link: bool
+) -> None:
+    """Link or unlink each result with the layer it was made from (named in its provenance;
+    ``fallback`` for a layer still streaming)."""
+    from napari_gpuscope.provenance import PROVENANCE_KEY
+
+    for result in results:
+        name = (result.metadata.get(PROVENANCE_KEY) or {}).get("input")
+        source = next((layer for layer in viewer.layers if layer.name == name), fallback)
+        if source is None or source not in viewer.layers or source == result:
+            continue
+        if link:
+            link_display(source, result)
+        else:
+            unlink_display(source, result)
 
 
 @dataclass

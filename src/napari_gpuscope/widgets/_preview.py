@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     import napari.layers
     import napari.viewer
 
-__all__ = ["PlaneView", "Slab"]
+__all__ = ["PlaneView", "PreviewResult", "Slab"]
 
 
 @dataclass(frozen=True)
@@ -125,3 +125,36 @@ centre=(slice(None, None, None), 1, slice(None, None, None)), spacing=(0.5, 1.0,
         for axis in self.hidden_axes:
             translate[axis] += self.index[axis] * float(layer.scale[axis])
         return tuple(translate)
+
+
+@dataclass(frozen=True)
+class PreviewResult:
+    """What a preview job returns: the method's result and the planes to show.
+
+    Attributes
+    ----------
+    result : object
+        The method's result for the slab or plane it solved (result protocol).
+    planes : dict of str to numpy.ndarray
+        The displayed plane of each output, over the view's two axes.
+    note : str
+        What was previewed, in words (e.g. ``"displayed plane (3D slab, at most 50
+        iterations)"``).
+    """
+
+    result: Any
+    planes: dict[str, np.ndarray]
+    note: str = "displayed plane"
+
+    @property
+    def stopped_early(self) -> bool:
+        """Whether the preview was stopped early."""
+        return bool(getattr(self.result, "stopped_early", False))
+
+    def summary(self) -> dict[str, Any]:
+        """The result's summary, marked as a preview."""
+        return {**self.result.summary(), "preview": True, "previewed": self.note}
+
+    def describe(self) -> str:
+        """The result's description, after what was previewed."""
+        return f"preview of the {self.note}: {self.result.describe()}"
