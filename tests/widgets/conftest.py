@@ -152,6 +152,12 @@ class FakeDock(MethodDock):
 
 
 @pytest.fixture
+def fake_dock_class():
+    """The fake method's dock class (to derive variants from)."""
+    return FakeDock
+
+
+@pytest.fixture
 def fake_result():
     """The fake method's result class."""
     return FakeResult

@@ -213,3 +213,16 @@ def test_runner_starts_a_new_job_only_after_the_superseded_one_closed(qtbot):
     qtbot.waitUntil(lambda: not runner.running)
     assert events == ["old planning", "old closed", "new planning", "new closed"]
     assert results == ["new"]
+
+
+def test_a_method_without_preview_shows_no_preview_toggle(
+    viewer, qtbot, image, fake_dock_class, cpu_device
+):
+    from napari_gpuscope.widgets import MethodDock
+
+    hooks = {"make_preview_job": MethodDock.make_preview_job}  # not overridden
+    dock = type("NoPreviewDock", (fake_dock_class,), hooks)(viewer)
+    qtbot.addWidget(dock)
+    assert not dock.supports_preview
+    assert not dock.live_preview.isVisibleTo(dock)
+    assert dock.preview_now() is False

@@ -452,7 +452,10 @@ class MethodDock(QWidget):
         else:
             self.last_results = layers
         self.panel.show_done()
-        self._set_status(f"{sentence(result.describe())} Took {elapsed:.2f} s.")
+        text = sentence(result.describe())
+        if getattr(result, "stopped_early", False) and "stopped early" not in text.lower():
+            text = f"Stopped early by request; the result so far: {text}"
+        self._set_status(f"{text} Took {elapsed:.2f} s.")
 
     def _show_result(self, job: _Job, result: Any, elapsed: float) -> list[Any]:
         record = build_provenance(
@@ -634,7 +637,8 @@ class MethodDock(QWidget):
             can_run=problem is None and not running_full,
             running=self.runner.running,
             full_run=running_full,
-            preview_possible=self.device is not None and self.supports_preview,
+            preview_supported=self.supports_preview,
+            preview_possible=self.device is not None,
             reason=problem,
         )
         if self.runner.running:

@@ -193,17 +193,19 @@ class DockPanel:
         can_run: bool,
         running: bool,
         full_run: bool,
+        preview_supported: bool,
         preview_possible: bool,
         reason: str | None,
     ) -> None:
-        """Enable what can be used now; a disabled Run says why in its tooltip."""
+        """Enable what can be used now; a disabled Run says why in its tooltip. A method
+        without a preview shows no live-preview toggle."""
         self.run_button.setEnabled(can_run)
         self.run_button.setToolTip(reason or "Run on the whole input layer (Enter)")
         self.cancel_button.setEnabled(running)
         self.stop_button.setEnabled(full_run)
-        self.live_preview.setEnabled(preview_possible)
-        self.live_preview.setVisible(preview_possible or not self.live_preview.isHidden())
-        if not preview_possible and self.live_preview.isChecked():
+        self.live_preview.setVisible(preview_supported)
+        self.live_preview.setEnabled(preview_supported and preview_possible)
+        if not (preview_supported and preview_possible) and self.live_preview.isChecked():
             self.live_preview.setChecked(False)
 
     def options(self) -> dict[str, bool]:
