@@ -430,11 +430,11 @@ class MethodDock(QWidget):
 
     def _on_succeeded(self, result: Any, elapsed: float) -> None:
         job, self._job = self._job, None
-        self.panel.stop_clock(elapsed)
         if job is None or job.kind == WARMUP:
-            self.panel.show_done()
+            self.panel.stop_clock()  # a preparation step: no time or full bar to report
             self._warmed_up(job, result)
             return
+        self.panel.stop_clock(elapsed)
         preview = job.kind == PREVIEW
         try:
             layers = self._show_result(job, result, elapsed)

@@ -252,6 +252,7 @@ class DockPanel:
         self.elapsed.setText("" if elapsed is None else f"{elapsed:.2f} s")
         if elapsed is None:
             self.progress_bar.setRange(0, _STEPS)
+            self.progress_bar.setValue(0)
             self._progress_text("")
 
     def _progress_text(self, text: str) -> None:

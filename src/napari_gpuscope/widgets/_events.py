@@ -34,7 +34,9 @@ class Connections:
     >>> seen = []
     >>> links = Connections(QObject())
     >>> links.connect(events.changed, lambda event: seen.append(1))
-    >>> events.changed(); links.disconnect_all(); events.changed()
+    >>> _ = events.changed()
+    >>> links.disconnect_all()
+    >>> _ = events.changed()
     >>> seen
     [1]
     """
