@@ -135,7 +135,7 @@ class MethodDock(QWidget):
         self._preview_layers: dict[str, Any] = {}
         self.last_results: list[Any] = []
         self._owned: weakref.WeakSet[Any] = weakref.WeakSet()  # every layer this dock made
-        self._links = Connections(self)
+        self._links = Connections()
         self._preview_timer = self._timer(self.preview_debounce_ms, self._start_preview)
         self._save_timer = self._timer(400, self._save_settings)
 

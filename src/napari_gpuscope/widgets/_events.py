@@ -1,9 +1,9 @@
-"""Connections from napari events (viewer, layers) to a widget, undone when the widget goes.
+"""Connections from napari events (viewer, layers) to a widget, undone when it closes.
 
-napari's event emitters hold strong references to their callbacks. A dock that connects bound
-methods to ``viewer.dims`` or to a layer would be called after Qt deleted it (napari then drops
-the callback only after it raised). :class:`Connections` records what a widget connected and
-disconnects all of it when the widget is destroyed or closed.
+napari's event emitters keep a widget's bound methods as weak references and drop a callback
+whose Qt object was deleted (when calling it raises "wrapped C/C++ object ... has been
+deleted"). :class:`Connections` records what a widget connected so that it can disconnect all
+of it itself when it closes or follows another layer, instead of waiting for that.
 """
 
 from __future__ import annotations
@@ -12,27 +12,18 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from qtpy.QtCore import QObject
-
 __all__ = ["Connections"]
 
 
 class Connections:
-    """The napari event connections one Qt object made.
-
-    Parameters
-    ----------
-    owner : QObject
-        Its ``destroyed`` signal disconnects everything (the slot is a plain function holding
-        this object, never the owner).
+    """The napari event connections one widget made.
 
     Examples
     --------
-    >>> from qtpy.QtCore import QObject
     >>> from napari.utils.events import EmitterGroup
     >>> events = EmitterGroup(source=None, changed=None)
     >>> seen = []
-    >>> links = Connections(QObject())
+    >>> links = Connections()
     >>> links.connect(events.changed, lambda event: seen.append(1))
     >>> _ = events.changed()
     >>> links.disconnect_all()
@@ -41,14 +32,8 @@ class Connections:
     [1]
     """
 
-    def __init__(self, owner: QObject) -> None:
+    def __init__(self) -> None:
         self._links: list[tuple[Any, Callable[..., Any]]] = []
-        links = self._links
-
-        def forget(*_: Any) -> None:
-            _disconnect(links, lambda emitter: True)
-
-        owner.destroyed.connect(forget)
 
     def connect(self, emitter: Any, callback: Callable[..., Any]) -> None:
         """Connect ``callback`` to a napari event emitter and remember it."""

@@ -65,7 +65,7 @@ class LayerPicker(QObject):
         native.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         native.setMinimumContentsLength(12)
         self.combo.changed.connect(lambda *_: self.changed.emit(self.layer))
-        self._links = Connections(native)
+        self._links = Connections()
         layers = viewer.layers
         self._links.connect(layers.events.inserted, self._on_inserted)
         self._links.connect(layers.events.removed, self.reset_choices)

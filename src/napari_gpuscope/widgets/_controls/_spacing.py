@@ -88,7 +88,7 @@ class SpacingRow(QWidget):
         self.boxes: list[FloatSpinBox] = []
         self.names: list[str] = []
         self._layer: Any = None
-        self._links = Connections(self)
+        self._links = Connections()
 
     @property
     def layer(self) -> Any:
