@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -63,7 +64,7 @@ class TVDenoiseDock(MethodDock):
     }
 
     def __init__(self, viewer: napari.viewer.Viewer) -> None:
-        self._noise_cache: dict[tuple[int, str], Any] = {}
+        self._noise_cache: dict[str, Any] = {}  # "data" (a weak reference) and its estimates
         super().__init__(viewer)
 
     # ---------------------------------------------------------------- controls
@@ -71,6 +72,7 @@ class TVDenoiseDock(MethodDock):
         """The spacing row (one box per axis, from the layer scale)."""
         self.spacing_row = SpacingRow()
         self.spacing_row.changed.connect(self._on_params_changed)
+        self.spacing_row.changed.connect(self._update_weight_label)  # also on new layer data
         return {"spacing": self.spacing_row}
 
     def build_controls(self) -> None:
@@ -143,18 +145,30 @@ class TVDenoiseDock(MethodDock):
         return self._whole_image("sigma", data)
 
     def _whole_image(self, what: str, data: Any) -> Any:
-        key = (id(data), what)
-        if key not in self._noise_cache:
+        """``"sigma"`` or ``"camera"`` estimated from the whole input, cached for this array."""
+        if not self._whole_image_known(data, what):
             from napari_gpuscope.compute import noise
 
             # Reads a deterministic subsample of planes, so lazy volumes are not loaded whole.
             estimate = (
                 noise.estimate_noise_sigma if what == "sigma" else noise.estimate_poisson_gaussian
             )
-            self._noise_cache = {k: v for k, v in self._noise_cache.items() if k[0] == id(data)} | {
-                key: estimate(data)
-            }
-        return self._noise_cache[key]
+            value = estimate(data)
+            try:  # weakly: a deleted layer's volume must not stay in memory for this
+                ref = weakref.ref(data)
+            except TypeError:
+                return value
+            cache = self._noise_cache if self._same_data(data) else {}
+            self._noise_cache = {**cache, "data": ref, what: value}
+        return self._noise_cache[what]
+
+    def _same_data(self, data: Any) -> bool:
+        # The array itself is the key (an id could be reused by a later array).
+        ref = self._noise_cache.get("data")
+        return ref is not None and ref() is data
+
+    def _whole_image_known(self, data: Any, what: str) -> bool:
+        return self._same_data(data) and what in self._noise_cache
 
     # ---------------------------------------------------------------- preview
     def make_preview_job(
@@ -168,7 +182,8 @@ class TVDenoiseDock(MethodDock):
     ) -> Job[PreviewResult]:
         from napari_gpuscope.compute import tv
 
-        if not self._whole_image_known(data, params):
+        what = "sigma" if params.noise_model == "gaussian" else "camera"
+        if params.weight is None and not self._whole_image_known(data, what):
             yield Progress(None, "estimating the noise of the whole image")
         params = params.replace(**self._whole_image_settings(data, params))
         slab = view.slab(params.spacing or (1.0,) * len(view.shape), PREVIEW_HALF_SLAB)
@@ -194,10 +209,6 @@ class TVDenoiseDock(MethodDock):
         note = f"displayed plane ({'3D slab, ' if in_3d else ''}at most {quick.max_iterations} "
         note += "iterations)"
         return PreviewResult(result, {OUTPUT: np.asarray(result.image)[slab.centre]}, note)
-
-    def _whole_image_known(self, data: Any, params: TVParams) -> bool:
-        what = "sigma" if params.noise_model == "gaussian" else "camera"
-        return (id(data), what) in self._noise_cache
 
     def _whole_image_settings(self, data: Any, params: TVParams) -> dict[str, Any]:
         """The weight or camera a full run would derive from the whole image, so a preview of
