@@ -29,6 +29,13 @@ what the defaults do not cover:
 ``on_input_changed(layer)``, ``on_result(result, preview=)``, ``metric_targets(params)``
     Optional reactions and the dashed target lines of the metrics plot.
 
+Class attributes say the rest: :attr:`~MethodDock.short_title` (result layers are named
+``"<input> [<short_title> <params.label>]"``), :attr:`~MethodDock.streamed_outputs`,
+:attr:`~MethodDock.hidden_fields`, :attr:`~MethodDock.layer_fields` (never saved),
+:attr:`~MethodDock.field_styles`, :attr:`~MethodDock.input_dims` and
+:attr:`~MethodDock.step_label`. A preview job's outputs and ``PreviewResult.planes`` are planes
+over the view's two displayed axes; the base places them at the displayed position.
+
 The result follows the result protocol (:mod:`napari_gpuscope.compute.results`): its
 ``layers(name, geometry, metadata)`` give the result layers, ``describe()`` the status line,
 ``summary()`` the provenance. Output ``k`` of :attr:`~MethodDock.streamed_outputs` streams into
