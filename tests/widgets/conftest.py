@@ -3,36 +3,88 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
-from magicgui.widgets import ComboBox, Container, FloatSlider
 
-from napari_gpuscope.compute.jobs import Output, Progress
-from napari_gpuscope.widgets import MethodDock
+from napari_gpuscope.compute.jobs import Output, Progress, is_stop
+from napari_gpuscope.compute.params import Params, param
+from napari_gpuscope.compute.results import image_layer
+from napari_gpuscope.widgets import MethodDock, PreviewResult
+from napari_gpuscope.widgets._controls import FieldStyle
 
 
+@pytest.fixture(autouse=True)
+def _settings_in_tmp(tmp_path, monkeypatch):
+    """Saved dock settings go to a fresh folder per test (never the user's)."""
+    from napari_gpuscope.widgets._settings import CONFIG_DIR_ENV
+
+    monkeypatch.setenv(CONFIG_DIR_ENV, str(tmp_path / "config"))
+
+
+@dataclass(frozen=True)
+class FakeParams(Params):
+    """Parameters of the fake method."""
+
+    method_id: ClassVar[str] = "fake"
+    factor: float = param(
+        2.0, minimum=0.0, exclusive_minimum=True, maximum=10.0, help="Multiply by this"
+    )
+    steps: int = param(4, minimum=1, maximum=1000, advanced=True, help="Streamed updates")
+
+    @property
+    def label(self) -> str:
+        return f"x{self.factor:g}"
+
+
+@dataclass(frozen=True)
 class FakeResult:
-    """What the fake job returns."""
+    """What the fake job returns (result protocol)."""
 
-    def __init__(self, image: np.ndarray, steps: int) -> None:
-        self.image = image
-        self.steps = steps
+    image: np.ndarray
+    steps: int
+    factor: float = 2.0
+    stopped_early: bool = False
 
     def summary(self) -> dict[str, Any]:
-        return {"steps": self.steps}
+        return {"steps": self.steps, "stopped_early": self.stopped_early}
+
+    def describe(self) -> str:
+        early = ", stopped early by request" if self.stopped_early else ""
+        return f"fake done in {self.steps} steps{early}"
+
+    def layers(self, name="image", geometry=None, metadata=None):
+        name = f"{name} [Fake x{self.factor:g}]"
+        return [image_layer(self.image, name, geometry, metadata=metadata)]
+
+
+@dataclass(frozen=True)
+class FakeSpec:
+    """A registry entry for the fake method (duck-typed MethodSpec)."""
+
+    id: str = "fake"
+    title: str = "Fake"
+    supports_stop: bool = True
+
+    def params_class(self) -> type:
+        return FakeParams
+
+    def job_function(self):
+        return None
 
 
 class FakeDock(MethodDock):
     """Scales the input by ``factor`` in ``steps`` streamed updates.
 
-    Class-level knobs let a test pace the job (``gate``), make it fail (``fail_at``) or stream
+    Instance knobs let a test pace the job (``gate``), make it fail (``fail_at``) or stream
     into regions (``regions``). ``starts`` records every job that actually started running.
     """
 
     method_id = "fake"
-    method_title = "Fake"
+    streamed_outputs = ("result",)
+    field_styles: ClassVar = {"factor": FieldStyle(slider=True)}
     preview_debounce_ms = 150
 
     def __init__(self, viewer: Any) -> None:
@@ -41,65 +93,74 @@ class FakeDock(MethodDock):
         self.closed = threading.Event()
         self.fail_at: int | None = None
         self.regions = False
-        self.steps = 4
         super().__init__(viewer)
 
-    def build_parameters(self) -> Container:
-        from napari.layers import Image
+    @classmethod
+    def method_spec(cls):
+        return FakeSpec()
 
-        self.image_combo = ComboBox(
-            label="Input",
-            choices=lambda *_: [
-                (ly.name, ly) for ly in self.viewer.layers if isinstance(ly, Image)
-            ],
-        )
-        self.factor = FloatSlider(label="Factor", min=0.0, max=10.0, value=2.0)
-        return Container(widgets=[self.image_combo, self.factor])
+    @property
+    def factor(self):
+        return self.form.widgets["factor"]
 
-    def input_layer(self):
-        return self.image_combo.value
+    @property
+    def image_combo(self):
+        return self.input.combo
 
-    def collect_parameters(self) -> dict[str, Any]:
-        if self.factor.value == 0:
-            raise ValueError("Factor must not be 0.")
-        return {"factor": float(self.factor.value)}
+    def make_job(self, layer, params, device):
+        return self._job_on(np.asarray(layer.data), params, preview=False)
 
-    def make_job(self, layer, params, device, *, preview):
-        data = np.asarray(layer.data)
-        if preview:
-            data = data[-2:] if data.ndim > 2 else data
-        return self._job(data, params["factor"], preview)
+    def make_preview_job(self, layer, params, device, view):
+        slab = view.slab([1.0] * layer.ndim, 0)
+        return self._preview(np.asarray(layer.data)[slab.selection][slab.centre], params)
 
-    def _job(self, data, factor, preview):
+    def _preview(self, data, params):
+        result = yield from self._job_on(data, params, preview=True)
+        return PreviewResult(result, {"result": result.image}, "current plane")
+
+    def _job_on(self, data, params, *, preview):
         # The body runs on first iteration: records the thread the job is iterated in.
+        factor, steps = params.factor, params.steps
         self.starts.append({"preview": preview, "factor": factor, "thread": threading.get_ident()})
         closed = self.closed  # the event of *this* job, even if a test swaps it later
         closed.clear()
         try:
-            out = np.zeros(data.shape, np.float32)
-            for k in range(1, self.steps + 1):
+            for k in range(1, steps + 1):
                 if self.fail_at == k:
                     raise RuntimeError("the fake solver diverged")
-                value = data.astype(np.float32) * factor * k / self.steps
+                value = data.astype(np.float32) * factor * k / steps
                 if self.regions:
                     n = data.shape[0]
-                    rows = slice((k - 1) * n // self.steps, k * n // self.steps)
+                    rows = slice((k - 1) * n // steps, k * n // steps)
                     output = Output(value[rows], region=(rows,), shape=data.shape)
                 else:
-                    out = value
-                    output = Output(out.copy())
-                yield Progress(k / self.steps, f"step {k}", outputs={"result": output})
+                    output = Output(value.copy())
+                command = yield Progress(
+                    k / steps,
+                    f"step {k}",
+                    step=k,
+                    metrics={"loss": 1.0 / k},
+                    outputs={"result": output},
+                )
                 if self.gate is not None:
                     self.gate.wait(timeout=10)
-            return FakeResult(data.astype(np.float32) * factor, self.steps)
+                if is_stop(command):
+                    return FakeResult(value, k, factor, stopped_early=True)
+            return FakeResult(data.astype(np.float32) * factor, steps, factor)
         finally:
             closed.set()
 
-    def result_layers(self, result, layer, params, *, preview):
-        return [(result.image, {}, "image")]
 
-    def describe_result(self, result) -> str:
-        return f"Fake done in {result.steps} steps."
+@pytest.fixture
+def fake_dock_class():
+    """The fake method's dock class (to derive variants from)."""
+    return FakeDock
+
+
+@pytest.fixture
+def fake_result():
+    """The fake method's result class."""
+    return FakeResult
 
 
 @pytest.fixture
@@ -119,9 +180,21 @@ def viewer(make_napari_viewer_proxy):
 
 @pytest.fixture
 def fake_dock(viewer, qtbot):
-    def make() -> FakeDock:
-        dock = FakeDock(viewer)
+    """``make(supports_stop=True, wait=True)``: a FakeDock on the test viewer (``wait``: until
+    its kernel warm-up has finished)."""
+
+    def make(*, supports_stop: bool = True, wait: bool = True) -> FakeDock:
+        cls = FakeDock
+        if not supports_stop:
+            cls = type("NoStopDock", (FakeDock,), {"method_spec": classmethod(_no_stop_spec)})
+        dock = cls(viewer)
         qtbot.addWidget(dock)
+        if wait:
+            qtbot.waitUntil(lambda: not dock.runner.running, timeout=10_000)
         return dock
 
     return make
+
+
+def _no_stop_spec(cls) -> FakeSpec:
+    return FakeSpec(supports_stop=False)

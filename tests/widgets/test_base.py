@@ -46,7 +46,7 @@ def test_full_run_streams_then_stores_provenance(viewer, qtbot, image, fake_dock
 
     def watch(event):
         layer = event.value
-        if layer.name == "cells [Fake]":
+        if layer.name == "cells [Fake x2]":
             seen.append(float(np.asarray(layer.data).flat[0]))
             layer.events.data.connect(lambda _: seen.append(float(layer.data.flat[0])))
 
@@ -54,19 +54,19 @@ def test_full_run_streams_then_stores_provenance(viewer, qtbot, image, fake_dock
     assert dock.run() is True
     _finish(dock, qtbot)
 
-    assert inserted == ["cells [Fake]"]  # the first update added the layer; no more layers
+    assert inserted == ["cells [Fake x2]"]  # the first update added the layer; no more layers
     factor, first = 2.0, float(original.flat[0])
     streamed = [first * factor * k / 4 for k in range(1, 5)]
     assert seen[:4] == pytest.approx(streamed)  # yield order, each update replaced the data
-    result = viewer.layers["cells [Fake]"]
+    result = viewer.layers["cells [Fake x2]"]
     np.testing.assert_allclose(result.data, original * factor)
     np.testing.assert_array_equal(image.data, original)  # input untouched
 
     record = result.metadata[PROVENANCE_KEY]
     assert set(record) == PROVENANCE_KEYS
     assert record["method"] == "fake"
-    assert record["parameters"] == {"factor": 2.0}
-    assert record["result"] == {"steps": 4}
+    assert record["parameters"] == {"factor": 2.0, "steps": 4}
+    assert record["result"] == {"steps": 4, "stopped_early": False}
     assert record["input"] == "cells"
     assert record["device"].startswith("cpu")
     assert set(record["software"]) >= {"napari-gpuscope", "torch", "cupy", "numpy"}
@@ -87,14 +87,14 @@ def test_region_updates_fill_a_host_buffer(viewer, qtbot, image, fake_dock, cpu_
     dock.regions = True
     dock.gate = threading.Event()
     dock.run()
-    qtbot.waitUntil(lambda: "cells [Fake]" in viewer.layers)
-    partial = np.asarray(viewer.layers["cells [Fake]"].data)
+    qtbot.waitUntil(lambda: "cells [Fake x2]" in viewer.layers)
+    partial = np.asarray(viewer.layers["cells [Fake x2]"].data)
     assert partial.shape == image.data.shape
     np.testing.assert_allclose(partial[:1], image.data[:1] * 2.0 / 4)
     assert not partial[1:].any()  # rows not computed yet are still empty
     dock.gate.set()
     _finish(dock, qtbot)
-    np.testing.assert_allclose(viewer.layers["cells [Fake]"].data, image.data * 2.0)
+    np.testing.assert_allclose(viewer.layers["cells [Fake x2]"].data, image.data * 2.0)
 
 
 def test_cancel_mid_run_removes_the_layer_it_created(viewer, qtbot, image, fake_dock, cpu_device):
@@ -102,11 +102,11 @@ def test_cancel_mid_run_removes_the_layer_it_created(viewer, qtbot, image, fake_
     dock.gate = threading.Event()
     original = image.data.copy()
     dock.run()
-    qtbot.waitUntil(lambda: "cells [Fake]" in viewer.layers)
+    qtbot.waitUntil(lambda: "cells [Fake x2]" in viewer.layers)
     changes = []
     viewer.layers.events.connect(lambda e: changes.append(e.type))
     dock.cancel()
-    assert "cells [Fake]" not in viewer.layers
+    assert "cells [Fake x2]" not in viewer.layers
     changes.clear()
     dock.gate.set()  # the job now yields a late update, then stops at that yield
     qtbot.waitUntil(dock.closed.is_set)
@@ -123,11 +123,24 @@ def test_cancel_keeps_the_previous_result(viewer, qtbot, image, fake_dock, cpu_d
     dock = fake_dock()
     dock.run()
     _finish(dock, qtbot)
-    result = viewer.layers["cells [Fake]"]
+    result = viewer.layers["cells [Fake x2]"]
     previous_data = result.data
     previous_record = result.metadata[PROVENANCE_KEY]
 
+    # a new run into a new layer: cancelling removes that layer only
     dock.factor.value = 5.0
+    dock.gate = threading.Event()
+    dock.run()
+    qtbot.waitUntil(lambda: "cells [Fake x5]" in viewer.layers)
+    dock.cancel()
+    dock.gate.set()
+    qtbot.waitUntil(dock.closed.is_set)
+    qtbot.wait(100)
+    assert [ly.name for ly in viewer.layers] == ["cells", "cells [Fake x2]"]
+    assert result.data is previous_data
+
+    # "replace last result": the run streams into the previous layer; cancel restores it
+    dock.replace_last.setChecked(True)
     dock.gate = threading.Event()
     dock.run()
     qtbot.waitUntil(lambda: result.data is not previous_data)  # streaming replaced the data
@@ -135,10 +148,9 @@ def test_cancel_keeps_the_previous_result(viewer, qtbot, image, fake_dock, cpu_d
     dock.gate.set()
     qtbot.waitUntil(dock.closed.is_set)
     qtbot.wait(100)
-    assert [ly.name for ly in viewer.layers] == ["cells", "cells [Fake]"]
+    assert [ly.name for ly in viewer.layers] == ["cells", "cells [Fake x2]"]
     assert result.data is previous_data
     assert result.metadata[PROVENANCE_KEY] == previous_record
-    assert len(viewer.layers) == 2
 
 
 def test_live_preview_runs_once_for_a_burst(viewer, qtbot, image, fake_dock, cpu_device):
@@ -161,19 +173,32 @@ def test_live_preview_runs_once_for_a_burst(viewer, qtbot, image, fake_dock, cpu
 
 
 def test_new_preview_supersedes_a_running_one(viewer, qtbot, image, fake_dock, cpu_device):
+    # Issue 7, 1.9: the superseded job must close (and free its device memory) before the new
+    # one starts planning; it stops at its next yield.
     dock = fake_dock()
     dock.gate = threading.Event()
     dock.live_preview.setChecked(True)
     qtbot.waitUntil(lambda: "cells [Fake preview]" in viewer.layers)
     first_closed = dock.closed
     dock.closed = threading.Event()
+    order = []
+    first_closed_at = threading.Thread(
+        target=lambda: first_closed.wait(20) and order.append("first closed"), daemon=True
+    )
+    first_closed_at.start()
     dock.factor.value = 7.0
+    qtbot.waitUntil(lambda: dock.runner.waiting, timeout=5000)  # superseded, not yet started
+    qtbot.wait(300)
+    assert len(dock.starts) == 1  # the old job still holds its memory: no new job yet
+    assert not first_closed.is_set()
+    dock.gate.set()  # the old job reaches its next yield, stops and closes
     qtbot.waitUntil(lambda: len(dock.starts) == 2, timeout=5000)
-    dock.gate.set()
+    order.append("second started")
     qtbot.waitUntil(lambda: not dock.runner.running, timeout=5000)
-    qtbot.waitUntil(first_closed.is_set)
+    assert order == ["first closed", "second started"]
     qtbot.wait(100)
     np.testing.assert_allclose(viewer.layers["cells [Fake preview]"].data, image.data * 7.0)
+    assert [ly.name for ly in viewer.layers].count("cells [Fake preview]") == 1
 
 
 def test_errors_become_notifications(viewer, qtbot, image, fake_dock, cpu_device, errors):
@@ -184,12 +209,12 @@ def test_errors_become_notifications(viewer, qtbot, image, fake_dock, cpu_device
     assert len(errors) == 1
     assert "Fake failed on 'cells'" in errors[0] and "diverged" in errors[0]
     assert "diverged" in dock.status_label.text()
-    assert "cells [Fake]" not in viewer.layers  # the partial result was rolled back
+    assert "cells [Fake x2]" not in viewer.layers  # the partial result was rolled back
 
     errors.clear()
     dock.factor.value = 0.0
     assert dock.run() is False
-    assert errors == ["Factor must not be 0."]
+    assert len(errors) == 1 and "FakeParams.factor" in errors[0] and "> 0" in errors[0]
 
     errors.clear()
     dock.factor.value = 1.0
@@ -205,26 +230,26 @@ def test_preview_errors_are_not_repeated(viewer, qtbot, image, fake_dock, cpu_de
     qtbot.wait(300)
     dock.request_preview()
     qtbot.wait(300)
-    assert errors == ["Factor must not be 0."]
-    assert "Factor must not be 0." in dock.status_label.text()
+    assert len(errors) == 1 and "FakeParams.factor" in errors[0]
+    assert "FakeParams.factor" in dock.status_label.text()
 
 
 def test_job_runs_and_is_closed_in_the_worker_thread(viewer, qtbot, image, fake_dock, cpu_device):
     # Compute jobs enter their device inside themselves, so they must run in the worker thread.
     dock = fake_dock()
     closed_in = []
-    original_job = dock._job
+    original_job = dock._job_on
 
-    def job(*args):
+    def job(*args, **kwargs):
         try:
-            yield from original_job(*args)
+            return (yield from original_job(*args, **kwargs))
         finally:
             closed_in.append(threading.get_ident())
 
-    dock._job = job
+    dock._job_on = job
     dock.gate = threading.Event()
     dock.run()
-    qtbot.waitUntil(lambda: "cells [Fake]" in viewer.layers)
+    qtbot.waitUntil(lambda: "cells [Fake x2]" in viewer.layers)
     dock.cancel()
     dock.gate.set()
     qtbot.waitUntil(lambda: bool(closed_in))
@@ -259,7 +284,7 @@ def test_export_buttons_call_the_export_commands(
     _finish(dock, qtbot)
     dock.export_screenshot_button.click()
     dock.save_tiff_button.click()
-    assert calls[0][0] == "screenshot" and calls[1] == ("tiff", "cells [Fake]")
+    assert calls[0][0] == "screenshot" and calls[1] == ("tiff", "cells [Fake x2]")
 
 
 def test_export_failure_is_a_notification(viewer, qtbot, fake_dock, errors, monkeypatch):

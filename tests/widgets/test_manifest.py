@@ -14,5 +14,5 @@ def test_tv_dock_and_samples_open_through_the_manifest(make_napari_viewer_proxy)
     assert len(viewer.layers) >= 2
     assert [ly.ndim for ly in viewer.layers][:2] == [2, 3]
     # napari wires layer-list changes to reset_choices: both samples are offered
-    names = [layer.name for layer in dock.image_combo.choices]
+    names = [layer.name for layer in dock.input.combo.choices]
     assert {layer.name for layer in viewer.layers} <= set(names)

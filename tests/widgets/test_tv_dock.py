@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from skimage.restoration import denoise_tv_chambolle
 
+from napari_gpuscope.compute.tv import TVParams
 from napari_gpuscope.provenance import PROVENANCE_KEY
 from napari_gpuscope.widgets._layers import spacing_from_layer
 from napari_gpuscope.widgets.tv_dock import TVDenoiseDock
@@ -24,18 +25,27 @@ def _noisy(shape, sigma=0.1, seed=0):
 def dock(viewer, qtbot, cpu_device):
     widget = TVDenoiseDock(viewer)
     qtbot.addWidget(widget)
+    qtbot.waitUntil(lambda: not widget.runner.running, timeout=10_000)  # kernel warm-up
     return widget
 
 
 def _select(dock, layer_name):
     dock.reset_choices()
-    dock.image_combo.value = next(c for c in dock.image_combo.choices if c.name == layer_name)
+    dock.input.layer = next(c for c in dock.input.combo.choices if c.name == layer_name)
+
+
+def _field(dock, name):
+    return dock.form.widgets[name]
+
+
+def _spacing(dock):
+    return [box.value for box in dock.spacing_row.boxes]
 
 
 def test_spacing_from_layer_scale(viewer, dock):
     viewer.add_image(np.zeros((4, 8, 8), np.float32), name="vol", scale=(0.5, 0.1, 0.1))
     _select(dock, "vol")
-    assert [w.value for w in dock.spacing] == pytest.approx([0.2, 1.0, 1.0])
+    assert _spacing(dock) == pytest.approx([0.2, 1.0, 1.0])
     movie = viewer.add_image(
         _noisy((3, 4, 8, 8)),
         name="movie",
@@ -44,37 +54,39 @@ def test_spacing_from_layer_scale(viewer, dock):
     )
     assert spacing_from_layer(movie) == pytest.approx((0.0, 1 / 3, 1.0, 1.0))
     _select(dock, "movie")
-    assert [w.value for w in dock.spacing] == pytest.approx([0.0, 1 / 3, 1.0, 1.0], abs=1e-4)
-    dock.spacing[1].value = 0.5  # editable
-    assert dock.collect_parameters()["spacing"] == pytest.approx((0.0, 0.5, 1.0, 1.0))
+    assert _spacing(dock) == pytest.approx([0.0, 1 / 3, 1.0, 1.0], abs=1e-3)
+    dock.spacing_row.boxes[1].value = 0.5  # editable
+    assert dock.params().spacing == pytest.approx((0.0, 0.5, 1.0, 1.0))
 
 
 def test_weight_is_strength_times_estimated_sigma(viewer, dock):
-    viewer.add_image(_noisy((128, 128), sigma=0.1), name="img")
+    layer = viewer.add_image(_noisy((128, 128), sigma=0.1), name="img")
     _select(dock, "img")
-    dock.strength.value = 2.0
-    params = dock.collect_parameters()
-    assert params["sigma_hat"] == pytest.approx(0.1, rel=0.1)
-    assert params["weight"] == pytest.approx(2.0 * params["sigma_hat"])
-    assert f"{params['weight']:.4g}" in dock.weight_label.value
-    assert not dock.gain.native.isVisibleTo(dock)  # camera fields only for Poisson noise
-    dock.noise_model.value = "poisson"  # Anscombe units: the noise std is 1
-    assert dock.collect_parameters()["weight"] == pytest.approx(2.0)
-    assert dock.gain.native.isVisibleTo(dock)
+    _field(dock, "strength").value = 2.0
+    params = dock.params()
+    assert params.weight is None and params.strength == 2.0  # the job derives the weight
+    sigma = dock.sigma_hat(layer.data)
+    assert sigma == pytest.approx(0.1, rel=0.1)
+    assert f"{2.0 * sigma:.3g}" in dock.weight_label.value
+    assert not _field(dock, "gain").native.isVisibleTo(dock)  # camera only for Poisson noise
+    _field(dock, "noise_model").value = "poisson"  # Anscombe units: the noise std is 1
+    assert "weight 2" in dock.weight_label.value
+    assert _field(dock, "gain").native.isVisibleTo(dock)
 
 
 def test_full_run_matches_scikit_image_and_has_provenance(viewer, qtbot, dock):
     data = _noisy((48, 48))
     layer = viewer.add_image(data.copy(), name="img", scale=(0.2, 0.2), units=("um", "um"))
     _select(dock, "img")
-    dock.method.value = "chambolle"
-    dock.tolerance.value = 2e-4
+    _field(dock, "method").value = "chambolle"
+    _field(dock, "tolerance").value = 2e-4
     assert dock.run()
     qtbot.waitUntil(lambda: not dock.runner.running, timeout=30_000)
 
-    result = viewer.layers["img [TV denoise]"]
-    params = result.metadata[PROVENANCE_KEY]["parameters"]
-    expected = denoise_tv_chambolle(data, weight=params["weight"], eps=2e-4, max_num_iter=200)
+    result = viewer.layers["img [TV s=1]"]
+    weight = result.metadata[PROVENANCE_KEY]["result"]["weight"]
+    assert weight == pytest.approx(dock.sigma_hat(layer.data))  # strength 1 x noise level
+    expected = denoise_tv_chambolle(data, weight=weight, eps=2e-4, max_num_iter=200)
     np.testing.assert_allclose(result.data, expected, atol=2e-3)
     np.testing.assert_array_equal(layer.data, data)  # input untouched
     record = result.metadata[PROVENANCE_KEY]
@@ -90,16 +102,17 @@ def test_live_preview_of_a_volume_shows_the_current_plane(viewer, qtbot, dock):
     _select(dock, "vol")
     viewer.dims.set_current_step(0, 5)
     dock.live_preview.setChecked(True)
-    qtbot.waitUntil(lambda: "vol [TV denoise preview]" in viewer.layers, timeout=10_000)
+    qtbot.waitUntil(lambda: "vol [TV preview]" in viewer.layers, timeout=10_000)
     qtbot.waitUntil(lambda: not dock.runner.running, timeout=10_000)
-    preview = viewer.layers["vol [TV denoise preview]"]
-    assert preview.data.shape == (32, 32)
+    preview = viewer.layers["vol [TV preview]"]
+    assert preview.data.shape == (1, 32, 32)  # one plane, placed at z = 5
+    assert tuple(preview.translate) == (5.0, 0.0, 0.0)
     assert preview.metadata[PROVENANCE_KEY]["result"]["preview"] is True
     # the preview plane is much closer to the clean plane than the noisy plane is
     clean = _noisy((12, 32, 32), sigma=0.0)[5]
     noisy_plane = viewer.layers["vol"].data[5]
     rmse = lambda a: float(np.sqrt(np.mean((a - clean) ** 2)))  # noqa: E731
-    assert rmse(preview.data) < 0.5 * rmse(noisy_plane)
+    assert rmse(preview.data[0]) < 0.5 * rmse(noisy_plane)
 
 
 @pytest.mark.parametrize(
@@ -124,7 +137,7 @@ def test_bad_inputs_are_reported_not_raised(viewer, dock, errors, make, expected
 
 def test_non_image_input_is_reported(viewer, dock, errors, monkeypatch):
     labels = viewer.add_labels(np.zeros((8, 8), np.uint8), name="bad")
-    monkeypatch.setattr(dock, "input_layer", lambda: labels)  # napari 0.9 has no 1D images
+    monkeypatch.setattr(type(dock.input), "layer", labels)  # napari 0.9 has no 1D images
     assert dock.run() is False
     assert len(errors) == 1
     assert "'bad' is a Labels layer" in errors[0] and "Image layer with 2 to 4" in errors[0]
@@ -140,17 +153,19 @@ def test_preview_of_a_time_lapse_volume_solves_one_frame(viewer, qtbot, dock, mo
     solved = []
     real = tv.iter_denoise
 
-    def spy(image, weight, **kwargs):
-        solved.append((image.shape, kwargs["spacing"], kwargs["max_iterations"]))
-        return real(image, weight, **kwargs)
+    def spy(image, *args, params, **kwargs):
+        solved.append((image.shape, params.spacing, params.max_iterations))
+        return real(image, *args, params=params, **kwargs)
 
     monkeypatch.setattr(tv, "iter_denoise", spy)
     dock.live_preview.setChecked(True)
-    qtbot.waitUntil(lambda: "movie [TV denoise preview]" in viewer.layers, timeout=10_000)
+    qtbot.waitUntil(lambda: "movie [TV preview]" in viewer.layers, timeout=10_000)
     qtbot.waitUntil(lambda: not dock.runner.running, timeout=10_000)
     # frame t=2 only (time is uncoupled), z slab clipped at the last plane: z 6..9
     assert solved == [((4, 16, 16), (1.0, 1.0, 1.0), 50)]
-    assert viewer.layers["movie [TV denoise preview]"].data.shape == (16, 16)
+    preview = viewer.layers["movie [TV preview]"]
+    assert preview.data.shape == (1, 1, 16, 16)
+    assert tuple(preview.translate[:2]) == (2.0, 9.0)
 
 
 def test_cancelling_a_real_tv_run_keeps_the_previous_result(viewer, qtbot, dock):
@@ -159,13 +174,14 @@ def test_cancelling_a_real_tv_run_keeps_the_previous_result(viewer, qtbot, dock)
     _select(dock, "img")
     assert dock.run()
     qtbot.waitUntil(lambda: not dock.runner.running, timeout=30_000)
-    result = viewer.layers["img [TV denoise]"]
+    result = viewer.layers["img [TV s=1]"]
     previous_data, previous_record = result.data, result.metadata[PROVENANCE_KEY]
 
     # A run that cannot converge on its own (tolerance ~0, huge budget) must be stopped by Cancel.
-    dock.tolerance.value = 1e-6
-    dock.max_iterations.value = 100_000
-    dock.strength.value = 3.0
+    dock.replace_last.setChecked(True)  # it streams into the previous result
+    _field(dock, "tolerance").value = 1e-6
+    _field(dock, "max_iterations").value = 100_000
+    _field(dock, "strength").value = 3.0
     assert dock.run()
     qtbot.waitUntil(lambda: result.data is not previous_data, timeout=30_000)  # it streams
     dock.cancel()
@@ -173,12 +189,12 @@ def test_cancelling_a_real_tv_run_keeps_the_previous_result(viewer, qtbot, dock)
     qtbot.wait(200)  # late updates of the cancelled job, if any, must be dropped
     assert result.data is previous_data
     assert result.metadata[PROVENANCE_KEY] == previous_record
-    assert [ly.name for ly in viewer.layers] == ["img", "img [TV denoise]"]
+    assert [ly.name for ly in viewer.layers] == ["img", "img [TV s=1]"]
     np.testing.assert_array_equal(layer.data, data)
 
 
 def _spacing_axis_names(dock):
-    row = dock.spacing_row.layout()
+    row = dock.spacing_row._row
     widgets = [row.itemAt(i).widget() for i in range(row.count())]
     return [w.text() for w in widgets if hasattr(w, "text") and not hasattr(w, "value")]
 
@@ -192,60 +208,143 @@ def test_spacing_boxes_are_labelled_with_their_axes(viewer, dock):
     )
     _select(dock, "movie")
     assert _spacing_axis_names(dock) == ["t", "z", "y", "x"]
-    assert "independently" in dock.spacing[0].tooltip  # t defaults to 0: frames apart
+    assert "independently" in dock.spacing_row.boxes[0].tooltip  # t defaults to 0
 
 
 def test_every_control_explains_itself(viewer, dock):
     viewer.add_image(np.zeros((4, 8, 8), np.float32), name="vol")
     _select(dock, "vol")
-    controls = [
-        dock.image_combo,
-        dock.strength,
-        dock.noise_model,
-        dock.gain,
-        dock.offset,
-        dock.read_noise,
-        dock.method,
-        dock.tolerance,
-        dock.max_iterations,
-        dock.nonnegative,
-        *dock.spacing,
-    ]
+    controls = [dock.input.combo, *dock.form.widgets.values(), *dock.spacing_row.boxes]
     assert all(len(control.tooltip or "") > 20 for control in controls)
-    assert "noise" in dock.strength.tooltip and "duality gap" in dock.tolerance.tooltip
-    assert "scikit-image" in dock.method.tooltip
+    assert "noise" in _field(dock, "strength").tooltip
+    assert "duality gap" in _field(dock, "tolerance").tooltip
+    assert "scikit-image" in _field(dock, "method").tooltip
+    assert "ADU" in _field(dock, "offset").tooltip  # the unit, from the params model
 
 
 def test_poisson_camera_fields_say_what_is_estimated(viewer, dock):
     viewer.add_image(_noisy((32, 32)) + 2.0, name="img")
     _select(dock, "img")
-    dock.noise_model.value = "poisson"
-    assert dock.gain.native.text() == "auto"
-    assert not dock.offset.enabled and not dock.read_noise.enabled  # estimated with the gain
-    params = dock.collect_parameters()
-    assert params["gain"] is params["offset"] is params["read_noise"] is None
-    dock.gain.value = 2.0
-    dock.offset.value = 100.0
-    assert dock.offset.enabled and dock.read_noise.enabled
-    params = dock.collect_parameters()
-    assert (params["gain"], params["offset"], params["read_noise"]) == (2.0, 100.0, 0.0)
+    _field(dock, "noise_model").value = "poisson"
+    gain, offset, read_noise = (_field(dock, n) for n in ("gain", "offset", "read_noise"))
+    assert gain.native.text() == "auto"
+    assert not offset.enabled and not read_noise.enabled  # estimated with the gain
+    params = dock.params()
+    assert params.gain is params.offset is params.read_noise is None
+    gain.value = 2.0
+    offset.value = 100.0
+    assert offset.enabled and read_noise.enabled
+    params = dock.params()
+    assert (params.gain, params.offset, params.read_noise) == (2.0, 100.0, 0.0)
 
 
 def test_status_line_says_whether_the_run_converged(viewer, qtbot, dock):
     viewer.add_image(_noisy((48, 48)), name="img")
     _select(dock, "img")
-    dock.max_iterations.value = 3  # far too few for 1e-3 on any solver
+    _field(dock, "max_iterations").value = 3  # far too few for 1e-3 on any solver
     assert dock.run()
     qtbot.waitUntil(lambda: not dock.runner.running, timeout=30_000)
     status = dock.status_label.text()
     assert "Stopped at the iteration limit (3)" in status and "tolerance 1e-03" in status
     assert "Took" in status and status.rstrip().endswith("s.")
 
-    dock.max_iterations.value = 5000
-    dock.tolerance.value = 1e-2
+    _field(dock, "max_iterations").value = 5000
+    _field(dock, "tolerance").value = 1e-2
     assert dock.run()
     qtbot.waitUntil(lambda: not dock.runner.running, timeout=30_000)
-    record = viewer.layers["img [TV denoise]"].metadata[PROVENANCE_KEY]["result"]
+    record = dock.last_result_layer.metadata[PROVENANCE_KEY]["result"]
     status = dock.status_label.text()
     assert record["converged"] is True
     assert f"Converged in {record['iterations']} iterations" in status
+
+
+def test_live_preview_follows_the_displayed_axes(viewer, qtbot, dock, monkeypatch):
+    # Issue 7, 2.7: viewing z-x planes must preview a z-x plane (solved in 3D along y).
+    from napari_gpuscope.compute import tv
+
+    rng = np.random.default_rng(3)
+    z, y, x = np.mgrid[0:10, 0:24, 0:16]
+    clean = ((z - 5) ** 2 + (x - 8) ** 2 < 12).astype(np.float32) * (1 + (y > 12))
+    noisy = (clean + rng.normal(0, 0.1, clean.shape)).astype(np.float32)
+    viewer.add_image(noisy, name="vol", scale=(0.5, 0.1, 0.1))
+    _select(dock, "vol")
+    solved = []
+    real = tv.iter_denoise
+
+    def spy(image, *args, params, **kwargs):
+        solved.append((image.shape, params.spacing))
+        return real(image, *args, params=params, **kwargs)
+
+    monkeypatch.setattr(tv, "iter_denoise", spy)
+    viewer.dims.order = (1, 0, 2)  # show z-x planes
+    viewer.dims.set_current_step(1, 15)
+    dock.live_preview.setChecked(True)
+    qtbot.waitUntil(lambda: "vol [TV preview]" in viewer.layers, timeout=10_000)
+    qtbot.waitUntil(lambda: not dock.runner.running, timeout=10_000)
+    assert solved[-1] == ((10, 7, 16), (0.2, 1.0, 1.0))  # y 12..18 around y = 15
+    preview = viewer.layers["vol [TV preview]"]
+    assert preview.data.shape == (10, 1, 16)  # the z-x plane at y = 15
+    assert tuple(preview.translate) == pytest.approx((0.0, 1.5, 0.0))
+    rmse = lambda a: float(np.sqrt(np.mean((a - clean[:, 15, :]) ** 2)))  # noqa: E731
+    assert rmse(preview.data[:, 0, :]) < 0.5 * rmse(noisy[:, 15, :])
+    viewer.dims.order = (0, 1, 2)  # back to y-x planes: the preview follows
+    qtbot.waitUntil(lambda: preview.data.shape == (1, 24, 16), timeout=10_000)
+    assert solved[-1][0] == (7, 24, 16)
+
+
+def test_estimated_camera_is_shown_and_can_be_kept(viewer, qtbot, dock):
+    from napari_gpuscope.sample_data import tv as samples
+
+    data = samples.noisy_cells_2d()[0][0]
+    viewer.add_image(data[:256, :256], name="cells")
+    _select(dock, "cells")
+    _field(dock, "noise_model").value = "poisson"
+    assert dock.camera.row.isHidden()  # nothing estimated yet
+    assert dock.run()
+    qtbot.waitUntil(lambda: not dock.runner.running, timeout=60_000)
+    camera = dock.last_result_layer.metadata[PROVENANCE_KEY]["result"]["camera"]
+    shown = dock.camera.estimate.text()
+    assert not dock.camera.row.isHidden()
+    assert f"gain {camera['gain']:.3g} ADU/photon" in shown
+    assert f"offset {camera['offset']:.4g} ADU" in shown
+    dock.camera.use_button.click()  # keep this camera model for later runs
+    params = dock.params()
+    assert params.gain == pytest.approx(camera["gain"], rel=1e-4)
+    assert params.offset == pytest.approx(camera["offset"], rel=1e-4, abs=1e-3)
+    assert dock.camera.row.isHidden()
+
+
+def test_settings_persist_between_sessions_and_reset(viewer, qtbot, cpu_device):
+    viewer.add_image(np.zeros((4, 16, 16), np.float32), name="vol", scale=(0.5, 0.1, 0.1))
+    first = TVDenoiseDock(viewer)
+    qtbot.addWidget(first)
+    changes = {"strength": 2.5, "noise_model": "poisson", "gain": 3.0, "tolerance": 1e-4}
+    for name, value in changes.items():
+        _field(first, name).value = value
+    first.spacing_row.boxes[0].value = 0.9  # belongs to the layer: not saved
+    first.replace_last.setChecked(True)
+    first.close()  # saves now (otherwise after a short quiet time)
+    saved = first.settings.path.read_text()
+    assert '"strength": 2.5' in saved and "spacing" not in saved
+
+    second = TVDenoiseDock(viewer)  # a new napari session
+    qtbot.addWidget(second)
+    params = second.params()
+    assert (params.strength, params.noise_model, params.gain, params.tolerance) == (
+        2.5,
+        "poisson",
+        3.0,
+        1e-4,
+    )
+    assert params.spacing == pytest.approx((0.2, 1.0, 1.0))  # from the layer again
+    assert second.replace_last.isChecked()
+    second.form.advanced.expand(animate=False)  # "Reset to defaults" is in Advanced
+    second.reset_button.click()
+    defaults = TVParams(spacing=params.spacing)
+    assert second.params() == defaults
+    assert not second.settings.path.exists()
+
+    second.settings.save({"tolerance": -1.0, "strength": 2.0}, {"replace_last": "yes"})
+    third = TVDenoiseDock(viewer)  # invalid saved values: defaults, no error
+    qtbot.addWidget(third)
+    assert third.params() == defaults and not third.replace_last.isChecked()

@@ -1,122 +1,103 @@
 """`MethodDock`: the shared base of every method dock (TV denoise, eSRRF, BaSiC, phase...).
 
-A method dock only describes its method; the base does everything else: device row, Run /
-Cancel, progress (dock bar, napari activity bar, elapsed time, status line), the worker thread,
-streaming updates into layers, cancel/rollback, live preview, output naming and geometry,
-provenance metadata, error notifications and the export buttons.
+A method dock says what is special about its method; the base does the rest. It reads the
+method from the registry (:data:`napari_gpuscope.methods.METHODS`), generates the parameter rows
+from the method's params model, and provides the device row (with kernel warm-up), the input
+picker, Run / Stop & keep / Cancel, live preview of the displayed plane, progress in words
+(percentage or "no estimate"), a live metrics plot, streaming of any number of named outputs
+into layers, results that keep their input's display (linked), a new layer per run (or
+"replace last result"), provenance, settings that persist between sessions, keyboard use and
+the export buttons.
 
 Adding a method
 ---------------
-Subclass :class:`MethodDock`, set :attr:`~MethodDock.method_id` and
-:attr:`~MethodDock.method_title`, and implement these hooks:
+Subclass :class:`MethodDock`, set :attr:`~MethodDock.method_id` (a registry key), and override
+what the defaults do not cover:
 
-``build_parameters() -> QWidget | magicgui.widgets.Container``
-    The method's inputs, including its input-layer combo. Called once from ``__init__`` (before
-    the rest of the dock exists). When a magicgui ``Container`` is returned, its ``changed``
-    signal triggers the live preview and its ``reset_choices`` follows the layer list; a plain
-    QWidget should call :meth:`MethodDock.request_preview` itself.
-``input_layer() -> napari.layers.Layer | None``
-    The selected input layer.
-``validate_input(layer) -> None`` (optional)
-    Raise ``ValueError`` naming the layer and what is valid.
-``collect_parameters() -> dict``
-    Parameter values (JSON-friendly; they go into the provenance). Raise ``ValueError`` with a
-    clear message for bad values.
-``make_job(layer, params, device, *, preview) -> jobs.Job``
-    Called on the GUI thread; returns a job generator that is only iterated in the worker
-    thread. Pass ``device`` to the compute function: compute jobs enter it themselves, inside
-    the worker. ``preview=True`` means "the current plane/slab only" with a small iteration
-    budget. ``torch.no_grad`` is the method's business.
-``result_layers(result, layer, params, *, preview) -> list[LayerDataTuple]``
-    Output layers for the job's result. Missing ``name``/``scale``/``translate``/``units``/
-    ``axis_labels`` are filled in (name ``"<input> [<method_title>]"``, geometry inherited from
-    the input's trailing axes); ``metadata["napari_gpuscope"]`` always receives the provenance.
-``describe_result(result) -> str`` (optional)
-    Text for the status line, e.g. iterations and final gap.
-``stream_shape(layer, params, *, preview) -> tuple`` (optional)
-    Shape of the host buffer that ``Progress.preview_region`` updates are written into
-    (default: the input's shape).
+``custom_fields() -> dict[str, QWidget]``
+    Controls for fields the form cannot generate (per-axis ``floats``, e.g. a
+    :class:`~napari_gpuscope.widgets._controls.SpacingRow`).
+``build_controls()``
+    Extra rows and wiring, after the form exists (``self.form``).
+``params() -> Params``
+    The params model from the controls (default: the generated fields).
+``make_job(layer, params, device)``
+    The full run (default: the registry's job function on ``layer.data``).
+``make_preview_job(layer, params, device, view)``
+    A quick job on the displayed plane (:class:`~napari_gpuscope.widgets._preview.PlaneView`)
+    returning a :class:`PreviewResult`; without it, the dock offers no live preview.
+``on_input_changed(layer)``, ``on_result(result, preview=)``, ``metric_targets(params)``
+    Optional reactions and the dashed target lines of the metrics plot.
 
-Streaming rules: the first update that carries a preview adds the result layer (or, when a
-layer of that name exists from an earlier run, replaces its data after remembering it); later
-updates replace the data or write into the host buffer at ``preview_region``. Cancelling or a
-failure rolls back: a layer created by the run is removed, a reused layer gets its previous data
-and metadata back. The input layer is never modified.
+Class attributes say the rest: :attr:`~MethodDock.short_title` (result layers are named
+``"<input> [<short_title> <params.label>]"``), :attr:`~MethodDock.streamed_outputs`,
+:attr:`~MethodDock.hidden_fields`, :attr:`~MethodDock.layer_fields` (never saved),
+:attr:`~MethodDock.field_styles`, :attr:`~MethodDock.input_dims` and
+:attr:`~MethodDock.step_label`. A preview job's outputs and ``PreviewResult.planes`` are planes
+over the view's two displayed axes; the base places them at the displayed position.
+
+The result follows the result protocol (:mod:`napari_gpuscope.compute.results`): its
+``layers(name, geometry, metadata)`` give the result layers, ``describe()`` the status line,
+``summary()`` the provenance. Output ``k`` of :attr:`~MethodDock.streamed_outputs` streams into
+the layer that result layer ``k`` then takes over.
 """
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import numpy as np
-from qtpy.QtCore import Qt, QTimer
-from qtpy.QtWidgets import (
-    QCheckBox,
-    QHBoxLayout,
-    QLabel,
-    QProgressBar,
-    QPushButton,
-    QSizePolicy,
-    QVBoxLayout,
-    QWidget,
-)
+from qtpy.QtCore import QSize, Qt, QTimer
+from qtpy.QtWidgets import QFrame, QScrollArea, QVBoxLayout, QWidget
 
-from napari_gpuscope.compute.devices import NoGPUError, device_label, no_gpu_message
+from napari_gpuscope.compute.devices import device_label, no_gpu_message
 from napari_gpuscope.compute.jobs import Job, Progress
-from napari_gpuscope.compute.memory import DeviceMemoryError, is_out_of_memory
+from napari_gpuscope.compute.params import ParameterError, Params
+from napari_gpuscope.compute.results import Geometry, image_layer
+from napari_gpuscope.methods import MethodSpec, method
 from napari_gpuscope.provenance import PROVENANCE_KEY, build_provenance
+from napari_gpuscope.widgets._controls import FieldStyle, MetricsPlot, ParamForm
+from napari_gpuscope.widgets._controls._layer_picker import LayerPicker
 from napari_gpuscope.widgets._devices import DeviceRow
-from napari_gpuscope.widgets._layers import output_name, spatial_kwargs
+from napari_gpuscope.widgets._dock_parts import (
+    DockPanel,
+    plain_error_message,
+    sentence,
+)
+from napari_gpuscope.widgets._events import Connections
+from napari_gpuscope.widgets._layers import check_image_layer
+from napari_gpuscope.widgets._outputs import OutputLayers, relink_display
+from napari_gpuscope.widgets._preview import PlaneView, PreviewResult
 from napari_gpuscope.widgets._runner import JobRunner
+from napari_gpuscope.widgets._settings import DockSettings
 
 if TYPE_CHECKING:
     import napari.layers
     import napari.viewer
-    from magicgui.widgets import Container
 
-__all__ = ["MethodDock", "plain_error_message"]
+__all__ = ["MethodDock", "PreviewResult", "plain_error_message"]
 
-_RUN = "run"
-_PREVIEW = "preview"
-
-
-def plain_error_message(exc: BaseException) -> str:
-    """Turn an exception from a job into a sentence a microscopist can act on."""
-    text = str(exc).strip() or type(exc).__name__
-    name = type(exc).__name__
-    if isinstance(exc, DeviceMemoryError | NoGPUError | ValueError):
-        return text  # these messages are written for users already
-    if is_out_of_memory(exc):
-        return (
-            "The GPU ran out of memory. Close other GPU programs, pick another GPU, "
-            f"or process a smaller region. (Details: {text})"
-        )
-    if isinstance(exc, MemoryError):
-        return "The computer ran out of memory (RAM). Process a smaller region."
-    return f"{text} ({name})"
+RUN, PREVIEW, WARMUP = "run", "preview", "warmup"
+_WARMED: set[str] = set()
+"""Devices whose kernels were prepared in this session (once per device is enough)."""
 
 
 @dataclass
-class _Stream:
-    """Bookkeeping of one running job's output layer, for streaming and rollback."""
+class _Job:
+    """What the dock remembers about the running job."""
 
     kind: str
-    layer: Any
-    params: dict[str, Any]
-    device: str
-    name: str
-    target: Any = None
-    created: bool = False
-    previous_data: Any = None
-    previous_metadata: dict[str, Any] | None = None
-    buffer: np.ndarray | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    layer: Any = None
+    params: Any = None
+    device: str = ""
+    outputs: OutputLayers | None = None
+    view: PlaneView | None = None
 
 
 class MethodDock(QWidget):
-    """Base class of the method docks; see the module docstring for the subclass hooks.
+    """Base class of the method docks; see the module docstring for what a subclass adds.
 
     Parameters
     ----------
@@ -124,144 +105,157 @@ class MethodDock(QWidget):
         Injected by napari when the dock is opened from the plugin menu.
     """
 
-    method_id: ClassVar[str] = "method"
-    """Short id stored in the provenance, e.g. ``"tv"``."""
-    method_title: ClassVar[str] = "Method"
-    """Human-readable name, used in output layer names, e.g. ``"TV denoise"``."""
-    streamed_output: ClassVar[str] = "result"
-    """Name of the job output (``Progress.outputs``) streamed into the result layer."""
+    method_id: ClassVar[str] = ""
+    """Registry key of the method (:data:`napari_gpuscope.methods.METHODS`)."""
+    short_title: ClassVar[str] = ""
+    """Tag of result layer names, e.g. ``"TV"`` (default: the method's title)."""
+    streamed_outputs: ClassVar[tuple[str, ...] | None] = None
+    """Outputs streamed into layers, in the order of the result's layers (None: all)."""
+    hidden_fields: ClassVar[tuple[str, ...]] = ()
+    """Parameters the dock does not show (they keep their defaults)."""
+    layer_fields: ClassVar[tuple[str, ...]] = ()
+    """Parameters that come from the input layer (never saved, never reset)."""
+    field_styles: ClassVar[Mapping[str, FieldStyle]] = {}
+    """How some generated fields are shown."""
+    input_dims: ClassVar[tuple[int, int]] = (2, 4)
+    """Accepted input dimensionality."""
+    step_label: ClassVar[str] = "iteration"
+    """What ``Progress.step`` counts (x axis of the metrics plot)."""
     preview_debounce_ms: ClassVar[int] = 200
     """Quiet time after the last parameter change before a live preview starts."""
 
     def __init__(self, viewer: napari.viewer.Viewer) -> None:
         super().__init__()
         self.viewer = viewer
+        self.spec = self.method_spec()
+        self.params_class: type[Params] = self.spec.params_class()
+        self.title = self.spec.title
+        self.settings = DockSettings(self.method_id)
         self.runner = JobRunner(self)
         self.runner.progressed.connect(self._on_progress)
         self.runner.succeeded.connect(self._on_succeeded)
         self.runner.failed.connect(self._on_failed)
-        self.runner.stopped.connect(self._update_buttons)
-        self._stream: _Stream | None = None
+        self.runner.stopped.connect(self._on_stopped)
+        self._job: _Job | None = None
+        self._queued: str | None = None
         self._last_preview_error: str | None = None
-        self.last_result_layer: napari.layers.Layer | None = None
-
-        self._preview_timer = QTimer(self)
-        self._preview_timer.setSingleShot(True)
-        self._preview_timer.setInterval(self.preview_debounce_ms)
-        self._preview_timer.timeout.connect(self._start_preview)
-        self._elapsed_timer = QTimer(self)
-        self._elapsed_timer.setInterval(200)
-        self._elapsed_timer.timeout.connect(self._show_elapsed)
-
-        self.parameters = self.build_parameters()
-        parameters_widget = getattr(self.parameters, "native", self.parameters)
-        if hasattr(self.parameters, "changed"):
-            self.parameters.changed.connect(self.request_preview)
+        self._preview_layers: dict[str, Any] = {}
+        self.last_results: list[Any] = []
+        self._owned: weakref.WeakSet[Any] = weakref.WeakSet()  # every layer this dock made
+        self._links = Connections()
+        self._preview_timer = self._timer(self.preview_debounce_ms, self._start_preview)
+        self._save_timer = self._timer(400, self._save_settings)
 
         self.device_row = DeviceRow()
+        self.input = LayerPicker(
+            viewer,
+            tooltip=(
+                "Image layer to process. It follows the layer you select or add, and is never "
+                "modified: results go to new layers."
+            ),
+            follow=self._follows,
+            parent=self,
+        )
+        self.form = ParamForm(
+            self.params_class,
+            [n for n in self.params_class.names() if n not in self.hidden_fields],
+            styles=self.field_styles,
+            custom=self.custom_fields(),
+        )
+        self.form.add_row("Input", self.input.combo.native, after="")
+        self.build_controls()
+        self.panel = DockPanel(self, supports_stop=self.spec.supports_stop)
+        panel = self.panel
+        self.plot: MetricsPlot = panel.plot
+        self.live_preview, self.run_button = panel.live_preview, panel.run_button
+        self.stop_button, self.cancel_button = panel.stop_button, panel.cancel_button
+        self.replace_last, self.link_display = panel.replace_last, panel.link_display
+        self.progress_bar, self.progress_label = panel.progress_bar, panel.progress
+        self.status_label, self.elapsed_label = panel.status, panel.elapsed
+        self.export_screenshot_button = panel.screenshot_button
+        self.save_tiff_button = panel.save_tiff_button
+        self._build_layout()
+        self.form.changed.connect(self._on_params_changed)
+        self.input.changed.connect(self._on_input_changed)
+        for event in ("current_step", "order", "ndisplay"):
+            self._links.connect(getattr(viewer.dims.events, event), self._on_dims_changed)
         self.device_row.availability_changed.connect(self._update_buttons)
+        self.device_row.device_changed.connect(self._warm_up)
+        self._load_settings()
+        self._on_input_changed()
+        self.panel.set_tab_order(self.content)
+        self._warm_up(self.device)
 
-        self.live_preview = QCheckBox("Live preview")
-        self.live_preview.setToolTip(
-            "Re-run a quick preview of the current plane whenever a parameter changes"
-        )
-        self.live_preview.toggled.connect(self._on_live_preview_toggled)
-        self.run_button = QPushButton("Run")
-        self.run_button.setToolTip(f"Run {self.method_title} on the whole input layer")
-        self.run_button.clicked.connect(self.run)
-        self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.setToolTip(
-            "Stop the running job; a full run's partial result is discarded and any earlier "
-            "result is kept"
-        )
-        self.cancel_button.clicked.connect(self.cancel)
-        self.progress_bar = QProgressBar()
-        self.progress_bar.setRange(0, 1000)
-        self.progress_bar.setTextVisible(False)
-        self.progress_bar.setMaximumHeight(12)
-        self.progress_bar.setToolTip("Progress of the running job (preview or full run)")
-        self.elapsed_label = QLabel("")
-        self.elapsed_label.setToolTip("Elapsed time of the running (or last) job")
-        self.status_label = QLabel("Ready.")
-        self.status_label.setWordWrap(True)
-        # Copyable (users paste it into notes and bug reports), and a long status line wraps
-        # instead of widening the dock.
-        self.status_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.status_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.export_screenshot_button = QPushButton("Screenshot...")
-        self.export_screenshot_button.setToolTip(
-            "Save the canvas as a PNG, with the processing parameters (provenance) saved alongside"
-        )
-        self.export_screenshot_button.clicked.connect(self._export_screenshot)
-        self.save_tiff_button = QPushButton("Save TIFF...")
-        self.save_tiff_button.setToolTip(
-            "Save the latest result layer as a TIFF file (float32 or uint16), with its pixel "
-            "size and processing parameters"
-        )
-        self.save_tiff_button.clicked.connect(self._save_tiff)
+    def _timer(self, interval: int, slot: Any) -> QTimer:
+        timer = QTimer(self)
+        timer.setSingleShot(True)
+        timer.setInterval(interval)
+        timer.timeout.connect(slot)
+        return timer
 
-        buttons = QHBoxLayout()
-        buttons.addWidget(self.live_preview)
-        buttons.addStretch(1)
-        buttons.addWidget(self.run_button)
-        buttons.addWidget(self.cancel_button)
-        progress_row = QHBoxLayout()
-        progress_row.addWidget(self.progress_bar, stretch=1)
-        progress_row.addWidget(self.elapsed_label)
-        exports = QHBoxLayout()
-        exports.addWidget(self.export_screenshot_button)
-        exports.addWidget(self.save_tiff_button)
-        layout = QVBoxLayout(self)
+    def _build_layout(self) -> None:
+        self.content = QWidget()
+        layout = QVBoxLayout(self.content)
         layout.addWidget(self.device_row)
-        layout.addWidget(parameters_widget)
-        layout.addLayout(buttons)
-        layout.addLayout(progress_row)
-        layout.addWidget(self.status_label)
-        layout.addLayout(exports)
+        layout.addWidget(self.form)
+        self.panel.add_to(layout)
         layout.addStretch(1)
-
-        self.viewer.dims.events.current_step.connect(self._on_dims_changed)
-        self._update_buttons()
+        # On a short screen the dock scrolls instead of stretching napari's window.
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setWidget(self.content)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.addWidget(scroll)
 
     # ---------------------------------------------------------------- subclass hooks
-    def build_parameters(self) -> QWidget | Container:
-        """Build the method's input widgets (including the input-layer combo)."""
+    @classmethod
+    def method_spec(cls) -> MethodSpec:
+        """The method's registry entry (title, params model, job function, stop support)."""
+        return method(cls.method_id)
+
+    def custom_fields(self) -> dict[str, QWidget]:
+        """Controls standing for fields the form cannot generate (default: none)."""
+        return {}
+
+    def build_controls(self) -> None:
+        """Add the method's own rows and wiring to ``self.form`` (default: nothing)."""
+
+    def params(self) -> Params:
+        """The parameters the controls describe (raises ParameterError for invalid ones)."""
+        return self.params_class(**self.form.values())
+
+    def validate_input(self, layer: Any, *, check_values: bool = True) -> None:
+        """Raise ValueError naming the layer and what is valid (default: an image layer)."""
+        low, high = self.input_dims
+        check_image_layer(layer, min_ndim=low, max_ndim=high, check_values=check_values)
+
+    def make_job(self, layer: Any, params: Params, device: str) -> Job[Any]:
+        """The full run (default: the registry's job function on the layer's data)."""
+        return self.spec.job_function()(layer.data, params=params, device=device)
+
+    def make_preview_job(
+        self, layer: Any, params: Params, device: str, view: PlaneView
+    ) -> Job[PreviewResult]:
+        """A quick job on the displayed plane; not overriding it means no live preview."""
         raise NotImplementedError
 
-    def input_layer(self) -> napari.layers.Layer | None:
-        """Return the selected input layer (None when there is none)."""
-        raise NotImplementedError
+    def on_input_changed(self, layer: Any) -> None:
+        """React to a new input layer (default: nothing)."""
 
-    def validate_input(self, layer: napari.layers.Layer | None) -> None:
-        """Raise ValueError naming the layer and what is valid; the default accepts anything."""
-        if layer is None:
-            raise ValueError("No input layer selected.")
+    def on_result(self, result: Any, *, preview: bool) -> None:
+        """React to a finished job's result (default: nothing)."""
 
-    def collect_parameters(self) -> dict[str, Any]:
-        """Return the current parameter values; raise ValueError for invalid ones."""
-        raise NotImplementedError
+    def metric_targets(self, params: Params) -> dict[str, float]:
+        """Values the plotted metrics aim for (dashed lines), e.g. a tolerance."""
+        return {}
 
-    def make_job(
-        self, layer: napari.layers.Layer, params: dict[str, Any], device: str, *, preview: bool
-    ) -> Job[Any]:
-        """Return the job generator computing the result (iterated in the worker thread)."""
-        raise NotImplementedError
-
-    def result_layers(
-        self, result: Any, layer: napari.layers.Layer, params: dict[str, Any], *, preview: bool
-    ) -> list[tuple]:
-        """Return the output ``(data, kwargs, layer_type)`` tuples for a finished job."""
-        raise NotImplementedError
-
-    def describe_result(self, result: Any) -> str:
-        """One-line description of a finished job's result for the status line."""
-        return "Done."
-
-    def stream_shape(
-        self, layer: napari.layers.Layer, params: dict[str, Any], *, preview: bool
-    ) -> tuple[int, ...]:
-        """Shape of the host buffer for ``Progress.preview_region`` updates."""
-        return tuple(np.shape(layer.data))
+    @property
+    def supports_preview(self) -> bool:
+        """Whether the subclass implements :meth:`make_preview_job`."""
+        return type(self).make_preview_job is not MethodDock.make_preview_job
 
     # ---------------------------------------------------------------- public actions
     @property
@@ -269,284 +263,404 @@ class MethodDock(QWidget):
         """The selected device string, or None."""
         return self.device_row.device
 
+    @property
+    def input_layer(self) -> Any:
+        """The selected input layer (None when there is none)."""
+        return self.input.layer
+
+    @property
+    def last_result_layer(self) -> Any:
+        """The main layer of the latest full run that is still in the viewer."""
+        alive = [layer for layer in self.last_results if layer in self.viewer.layers]
+        return alive[0] if alive else None
+
     def reset_choices(self, *_: Any) -> None:
-        """Refresh layer combos (napari calls this when the layer list changes)."""
-        reset = getattr(self.parameters, "reset_choices", None)
-        if reset is not None:
-            reset()
+        """Refresh the input combo (napari calls this when the layer list changes)."""
+        self.input.reset_choices()
 
     def run(self) -> bool:
-        """Start a full run on the whole input layer; return whether a job started."""
+        """Start a full run on the whole input layer; return whether it started (or queued)."""
         self._preview_timer.stop()
-        return self._start(_RUN)
+        return self._start(RUN)
+
+    def preview_now(self) -> bool:
+        """Start a live preview now (no debounce); return whether it started."""
+        self._preview_timer.stop()
+        return self.panel.live_preview.isChecked() and self._start_preview()
 
     def cancel(self) -> None:
-        """Cancel the running job; its partial output is rolled back."""
+        """Cancel the running job; its partial outputs are rolled back."""
         self._preview_timer.stop()
-        stream = self._stream
+        self._queued = None
+        job = self._job
         if self.runner.cancel():
-            self._stream = None
-            if stream is not None:
-                self._rollback(stream)
+            self._job = None
+            if job is not None and job.outputs is not None:
+                job.outputs.rollback()
             self._set_status("Cancelled; nothing was changed.")
-            self._stop_clock()
+            self.panel.stop_clock()
         self._update_buttons()
+
+    def stop_and_keep(self) -> None:
+        """Ask a full run to finish now and keep its result so far."""
+        if self._job is not None and self._job.kind == RUN and self.runner.request_stop():
+            self._set_status("Stopping after the current step; the result so far will be kept.")
+            self.panel.stop_button.setEnabled(False)
 
     def request_preview(self, *_: Any) -> None:
         """(Re)start the debounce timer of the live preview, if live preview is on."""
-        live = getattr(self, "live_preview", None)  # None while build_parameters() runs
-        if live is not None and live.isChecked() and live.isEnabled():
+        live = self.panel.live_preview
+        if live.isChecked() and live.isEnabled():
             self._preview_timer.start()
+
+    def reset_to_defaults(self) -> None:
+        """Set every shown parameter to its default and forget the saved settings."""
+        defaults = {
+            info.name: info.default
+            for info in self.params_class.param_info()
+            if info.name not in self.layer_fields
+        }
+        self.form.set_values(defaults)
+        self.on_input_changed(self.input_layer)  # layer-derived fields from the layer again
+        self.settings.clear()
+        self._set_status("Parameters reset to their defaults.")
 
     # ---------------------------------------------------------------- job lifecycle
     def _start(self, kind: str) -> bool:
-        preview = kind == _PREVIEW
+        preview = kind == PREVIEW
         device = self.device
         if device is None:
             self._report_error(no_gpu_message(), preview=preview)
             return False
-        layer = self.input_layer()
+        if self.runner.tag == WARMUP:  # start once the kernels are ready
+            self._queued = RUN if RUN in (kind, self._queued) else kind
+            self._set_status("Preparing GPU kernels first; the job starts right after.")
+            self._update_buttons()
+            return True
+        layer = self.input_layer
         try:
             if layer is not None and layer not in self.viewer.layers:
                 raise ValueError(f"Layer '{layer.name}' is no longer in the viewer.")
-            self.validate_input(layer)
-            params = self.collect_parameters()
-            job = self.make_job(layer, params, device, preview=preview)
-        except ValueError as exc:
+            self.validate_input(layer, check_values=not preview)
+            params = self.params()
+            view = PlaneView.of(self.viewer, layer) if preview else None
+            job = (
+                self.make_preview_job(layer, params, device, view)
+                if preview
+                else self.make_job(layer, params, device)
+            )
+        except ValueError as exc:  # ParameterError included: the message names the field
             self._report_error(str(exc), preview=preview)
             return False
         except Exception as exc:  # a bug must not take napari down; tell the user instead
             self._report_error(
-                f"Could not start {self.method_title}: {plain_error_message(exc)}",
-                preview=preview,
+                f"Could not start {self.title}: {plain_error_message(exc)}", preview=preview
             )
             return False
 
-        previous = self._stream
-        if previous is not None and previous.kind == _RUN:
-            # Superseding a full run (a new Run click) is a cancel of that run.
-            self.runner.cancel()
-            self._rollback(previous)
-        name = output_name(layer.name, self.method_title, preview=preview)
-        self._stream = _Stream(kind, layer, params, device, name)
+        previous = self._job
+        if previous is not None and previous.outputs is not None:
+            if previous.kind == RUN:
+                previous.outputs.rollback()  # a new Run supersedes (cancels) the running one
+            else:  # a superseded preview's layers stay, for the next preview to reuse
+                self._preview_layers.update(previous.outputs.layers())
+        self._job = _Job(kind, layer, params, device, view=view)
+        self._job.outputs = self._output_layers(self._job)
         self._last_preview_error = None  # a later failure is news again
-        what = "Preview" if preview else "Running"
         self.runner.start(
             job,
-            description=f"{self.method_title}: {layer.name}",
+            description=f"{self.title}{' preview' if preview else ''}: {layer.name}",
             tag=kind,
-            wanted=lambda name: name == self.streamed_output,
+            wanted=self._wants,
         )
-        self.progress_bar.setValue(0)
-        self._set_status(f"{what} {self.method_title} on '{layer.name}' ({device})...")
-        self._elapsed_timer.start()
-        self._show_elapsed()
+        what = "Previewing" if preview else "Running"
+        self._set_status(f"{what} {self.title} on '{layer.name}' ({device})...")
+        if not preview:  # a preview's few iterations would only blank the last run's curve
+            self.plot.reset("Run: ", self.metric_targets(params), self.step_label)
+        self.panel.start_clock(self.runner)
         self._update_buttons()
         return True
 
-    def _start_preview(self) -> None:
-        if not self.live_preview.isChecked():
-            return
-        if self._stream is not None and self._stream.kind == _RUN:
-            return  # never disturb a full run; the next change after it re-triggers a preview
-        self._start(_PREVIEW)
+    def _wants(self, name: str) -> bool:
+        return self.streamed_outputs is None or name in self.streamed_outputs
+
+    def _output_layers(self, job: _Job) -> OutputLayers:
+        layer, preview = job.layer, job.kind == PREVIEW
+        main = self.streamed_outputs[0] if self.streamed_outputs else None
+        tag = self.short_title or self.title
+        label = getattr(job.params, "label", "")
+
+        def name_of(output: str) -> str:
+            extra = "" if output == main or main is None else f" {output}"
+            if preview:
+                return f"{layer.name} [{tag} preview{extra}]"
+            return f"{layer.name} [{tag} {label}{extra}]".replace(" ]", "]")
+
+        if preview:
+            reuse = self._preview_layers
+        elif self.panel.replace_last.isChecked():
+            reuse = dict(zip(self.streamed_outputs or (), self.last_results, strict=False))
+        else:
+            reuse = {}
+        return OutputLayers(
+            self.viewer,
+            layer,
+            name_of,
+            reuse=reuse,
+            view=job.view,
+            link=self.panel.link_display.isChecked(),
+            owned=self._owned,
+        )
+
+    def _start_preview(self) -> bool:
+        if not self.panel.live_preview.isChecked():
+            return False
+        if self._job is not None and self._job.kind == RUN:
+            return False  # never disturb a full run; the next change after it previews again
+        return self._start(PREVIEW)
 
     def _on_progress(self, update: Progress) -> None:
-        stream = self._stream
-        if stream is None:
+        job = self._job
+        if job is None or job.kind == WARMUP:
+            self.panel.show_progress(update)
             return
-        if stream.layer not in self.viewer.layers:  # input removed (or viewer closing): stop
+        if job.layer not in self.viewer.layers:  # input removed (or viewer closing): stop
             self.cancel()
             return
-        self._show_fraction(update.fraction)
-        if update.message:
-            self._set_status(update.message)
-        output = update.outputs.get(self.streamed_output)
-        if output is None or output.is_lazy:
-            return
-        data = output.array()
-        if output.region is not None:
-            if stream.buffer is None:
-                shape = self.stream_shape(
-                    stream.layer, stream.params, preview=stream.kind == _PREVIEW
-                )
-                stream.buffer = np.zeros(shape, dtype=data.dtype)
-            stream.buffer[output.region] = data
-            data = stream.buffer
-        self._show_stream(stream, data)
-
-    def _show_fraction(self, fraction: float | None) -> None:
-        """A percentage, or Qt's busy indicator when the job cannot say how far it is."""
-        if fraction is None:
-            self.progress_bar.setRange(0, 0)
-            return
-        self.progress_bar.setRange(0, 1000)
-        self.progress_bar.setValue(round(fraction * 1000))
-
-    def _show_stream(self, stream: _Stream, data: np.ndarray) -> None:
-        """Put streamed data on screen: first update adds/claims the layer, later ones replace."""
-        layers = self.viewer.layers
-        if stream.target is None:
-            existing = self._find_output_layer(stream.name, stream.layer)
-            if existing is not None:
-                stream.target = existing
-                stream.previous_data = existing.data
-                stream.previous_metadata = dict(existing.metadata)
-                existing.data = data
-            else:
-                kwargs = {"name": stream.name, **spatial_kwargs(stream.layer, data.ndim)}
-                stream.target = self.viewer.add_image(data, **kwargs)
-                stream.created = True
-            return
-        if stream.target not in layers:
-            return  # the user deleted it mid-run; the final result is added afresh
-        if data is stream.target.data:
-            stream.target.refresh()
-        else:
-            stream.target.data = data
+        self.panel.show_progress(update)
+        if update.metrics and job.kind == RUN:
+            self.plot.add(update.step, update.metrics)
+            self.plot.setVisible(True)
+        for name, output in update.outputs.items():
+            if not output.is_lazy and job.outputs is not None:
+                job.outputs.show(name, output)
 
     def _on_succeeded(self, result: Any, elapsed: float) -> None:
-        stream, self._stream = self._stream, None
-        self._stop_clock(elapsed)
-        if stream is None:
+        job, self._job = self._job, None
+        if job is None or job.kind == WARMUP:
+            self.panel.stop_clock()  # a preparation step: no time or full bar to report
+            self._warmed_up(job, result)
             return
-        preview = stream.kind == _PREVIEW
+        self.panel.stop_clock(elapsed)
+        preview = job.kind == PREVIEW
         try:
-            self._apply_result(stream, result, elapsed, preview=preview)
+            layers = self._show_result(job, result, elapsed)
+            self.on_result(result, preview=preview)
         except Exception as exc:  # never raise into the Qt loop
-            self._rollback(stream)
+            job.outputs.rollback()
             self._report_error(
-                f"{self.method_title} finished but its result could not be shown: "
+                f"{self.title} finished but its result could not be shown: "
                 f"{plain_error_message(exc)}",
                 preview=preview,
             )
             return
-        self._show_fraction(1.0)
-        prefix = "Preview: " if preview else ""
-        self._set_status(f"{prefix}{self.describe_result(result)}. Took {elapsed:.2f} s.")
+        if preview:
+            self._preview_layers = dict(zip(list(result.planes), layers, strict=False))
+        else:
+            self.last_results = layers
+        self.panel.show_done()
+        text = sentence(result.describe())
+        if getattr(result, "stopped_early", False) and "stopped early" not in text.lower():
+            text = f"Stopped early by request; the result so far: {text}"
+        self._set_status(f"{text} Took {elapsed:.2f} s.")
 
-    def _apply_result(self, stream: _Stream, result: Any, elapsed: float, *, preview: bool) -> None:
-        summary_fn = getattr(result, "summary", None)
-        summary = summary_fn() if callable(summary_fn) else None
+    def _show_result(self, job: _Job, result: Any, elapsed: float) -> list[Any]:
         record = build_provenance(
             self.method_id,
-            stream.params,
-            device=device_label(stream.device),
-            input_name=stream.layer.name,
+            job.params.to_dict(),
+            device=device_label(job.device),
+            input_name=job.layer.name,
             elapsed_seconds=elapsed,
-            result=summary,
+            result=result.summary(),
         )
-        for index, (data, kwargs, layer_type) in enumerate(
-            self.result_layers(result, stream.layer, stream.params, preview=preview)
-        ):
-            data = np.asarray(data)
-            kwargs = dict(kwargs)
-            kwargs.setdefault("name", stream.name if index == 0 else f"{stream.name} {index}")
-            for key, value in spatial_kwargs(stream.layer, data.ndim).items():
-                kwargs.setdefault(key, value)
-            kwargs["metadata"] = {**dict(kwargs.get("metadata") or {}), PROVENANCE_KEY: record}
-            target = stream.target if index == 0 else None
-            if target is None or target not in self.viewer.layers or target.name != kwargs["name"]:
-                target = self._find_output_layer(kwargs["name"], stream.layer, layer_type)
-            if target is not None and target.ndim == data.ndim:
-                target.data = data
-                target.metadata = kwargs["metadata"]
-                for key in ("scale", "translate", "units", "axis_labels"):
-                    setattr(target, key, kwargs[key])
-                if index == 0 and stream.created:
-                    target.reset_contrast_limits()
-            else:
-                if target is not None:
-                    self.viewer.layers.remove(target)
-                from napari.layers import Layer
-
-                target = self.viewer.add_layer(Layer.create(data, kwargs, layer_type))
-            if index == 0 and not preview:
-                self.last_result_layer = target
+        metadata = {PROVENANCE_KEY: record}
+        outputs = job.outputs
+        if job.kind == PREVIEW:
+            geometry = Geometry.of_layer(job.layer)
+            tuples = []
+            for name, plane in result.planes.items():
+                data, kwargs, kind = image_layer(
+                    job.view.embed(plane), outputs.name_of(name), geometry, metadata=metadata
+                )
+                kwargs["translate"] = job.view.translate(job.layer)
+                tuples.append((data, kwargs, kind))
+            return outputs.finish(tuples, list(result.planes))
+        tuples = result.layers(job.layer.name, Geometry.of_layer(job.layer), metadata)
+        return outputs.finish(tuples, list(self.streamed_outputs or outputs.order))
 
     def _on_failed(self, exc: BaseException) -> None:
-        stream, self._stream = self._stream, None
-        self._stop_clock()
-        if stream is not None:
-            self._rollback(stream)
-        where = f" on '{stream.layer.name}'" if stream is not None else ""
+        job, self._job = self._job, None
+        self.panel.stop_clock()
+        if job is not None and job.outputs is not None:
+            job.outputs.rollback()
+        if job is not None and job.kind == WARMUP:
+            self._set_status(
+                f"Could not prepare the GPU kernels ({plain_error_message(exc)}); jobs use the "
+                "slower torch path."
+            )
+            return
+        where = f" on '{job.layer.name}'" if job is not None else ""
         self._report_error(
-            f"{self.method_title} failed{where}: {plain_error_message(exc)}",
-            preview=stream is not None and stream.kind == _PREVIEW,
+            f"{self.title} failed{where}: {plain_error_message(exc)}",
+            preview=job is not None and job.kind == PREVIEW,
         )
 
-    def _rollback(self, stream: _Stream) -> None:
-        """Undo a stopped job's layer changes (remove what it created, restore what it reused)."""
-        target = stream.target
-        stream.target = None
-        if target is None or target not in self.viewer.layers:
+    def _on_stopped(self) -> None:
+        queued, self._queued = self._queued, None
+        if queued is not None and not self.runner.running:
+            self._start(queued)
+        self._update_buttons()
+
+    # ---------------------------------------------------------------- kernel warm-up
+    def _warm_up(self, device: str | None) -> None:
+        """Compile and self-test the kernels on a newly selected device, as a visible step."""
+        if device is None or device in _WARMED:
             return
-        if stream.created:
-            self.viewer.layers.remove(target)
-        elif stream.previous_data is not None:
-            target.data = stream.previous_data
-            target.metadata = stream.previous_metadata or {}
+        job = self._job
+        if job is not None and job.kind in (RUN, WARMUP):
+            return  # never disturb a full run (it pays the compile itself)
+        if job is not None:  # a preview: prepare first, then preview again
+            self.cancel()
+            self._queued = PREVIEW
+        from napari_gpuscope.compute import kernels
 
-    def _find_output_layer(
-        self, name: str, input_layer: Any, layer_type: str = "image"
-    ) -> napari.layers.Layer | None:
-        for candidate in self.viewer.layers:
-            if (
-                candidate.name == name
-                and candidate is not input_layer
-                and candidate.__class__.__name__.lower() == layer_type.lower()
-            ):
-                return candidate
-        return None
+        self.spec.job_function()  # imports the method, which registers its kernels
+        self._job = _Job(WARMUP, device=device)
+        self.runner.start(
+            kernels.warm_up(device), description=f"{self.title}: GPU kernels", tag=WARMUP
+        )
+        self._set_status(
+            f"Preparing GPU kernels on {device} (once per session, so the first preview is "
+            "quick)..."
+        )
+        self.panel.start_clock(self.runner)
+        self._update_buttons()
 
-    # ---------------------------------------------------------------- live preview plumbing
+    def _warmed_up(self, job: _Job | None, ready: Any) -> None:
+        device = job.device if job is not None else ""
+        _WARMED.add(device)
+        slow = sorted(name for name, ok in dict(ready or {}).items() if not ok)
+        if device.startswith("cuda") and slow:
+            self._set_status(
+                f"GPU kernels ready on {device}, except {', '.join(slow)}: those use the "
+                "slower torch path (results are the same)."
+            )
+        else:
+            self._show_idle_status(f"GPU kernels ready on {device}." if device else "")
+
+    # ---------------------------------------------------------------- reactions
+    def _follows(self, layer: Any) -> bool:
+        """Whether selecting ``layer`` makes it the input: not our own results or preview."""
+        if layer in self._owned:
+            return False
+        record = getattr(layer, "metadata", {}).get(PROVENANCE_KEY)
+        return not (isinstance(record, dict) and record.get("method") == self.method_id)
+
+    def _on_input_changed(self, *_: Any) -> None:
+        self._remove_preview_layers()
+        self.on_input_changed(self.input_layer)
+        self._update_buttons()
+        self.request_preview()
+
+    def _on_params_changed(self, *_: Any) -> None:
+        self._save_timer.start()
+        self.request_preview()
+
+    def _on_dims_changed(self, *_: Any) -> None:
+        layer = self.input_layer
+        if layer is not None and layer in self.viewer.layers and layer.ndim > 2:
+            self.request_preview()
+
     def _on_live_preview_toggled(self, checked: bool) -> None:
         if checked:
             self.request_preview()
             return
         self._preview_timer.stop()
-        stream = self._stream
-        if stream is not None and stream.kind == _PREVIEW:
+        job = self._job
+        if job is not None and job.kind == PREVIEW:
             self.runner.cancel()
-            self._stream = None
-            self._rollback(stream)
-            self._stop_clock()
-        layer = self.input_layer()
-        if layer is not None:
-            name = output_name(layer.name, self.method_title, preview=True)
-            stale = self._find_output_layer(name, layer)
-            if stale is not None:
-                self.viewer.layers.remove(stale)
+            self._job = None
+            job.outputs.rollback()
+            self.panel.stop_clock()
+        self._remove_preview_layers()
         self._update_buttons()
 
-    def _on_dims_changed(self, *_: Any) -> None:
+    def _remove_preview_layers(self) -> None:
+        layers, self._preview_layers = self._preview_layers, {}
+        for layer in layers.values():
+            if layer in self.viewer.layers:
+                self.viewer.layers.remove(layer)
+
+    def _on_link_toggled(self, checked: bool) -> None:
+        """Link (or unlink) the display of every result and preview of this dock."""
+        layers = [layer for layer in self._owned if layer in self.viewer.layers]
+        relink_display(self.viewer, layers, self.input_layer, link=checked)
+
+    # ---------------------------------------------------------------- settings
+    def _load_settings(self) -> None:
+        saved, options = self.settings.load()
+        shown = {k: v for k, v in saved.items() if k in self.form.widgets}
         try:
-            layer = self.input_layer()
-            if layer is None or layer not in self.viewer.layers:
-                return
-            if layer.ndim > len(self.viewer.dims.displayed):
-                self.request_preview()
-        except RuntimeError:  # the Qt side of this dock is gone: stop listening
-            self.viewer.dims.events.current_step.disconnect(self._on_dims_changed)
+            self.params_class.from_dict(shown)
+        except (ParameterError, TypeError):
+            shown = {}  # written by another version: start from the defaults
+        self.form.set_values(shown)
+        self.panel.apply_options(options)
+        if options.get("advanced_open") is True:
+            self.form.advanced.expand(animate=False)
+        self.form.advanced.toggled.connect(lambda *_: self._save_timer.start())
 
-    def closeEvent(self, event: Any) -> None:
-        """Stop timers and cancel any job when the dock closes."""
-        self._preview_timer.stop()
-        self.cancel()
-        super().closeEvent(event)
+    def _save_settings(self) -> None:
+        try:
+            values = self.params().to_dict()
+        except ValueError:
+            return  # keep the last valid settings
+        shown = {k: v for k, v in values.items() if k in self.form.widgets}
+        options = {**self.panel.options(), "advanced_open": self.form.advanced.isExpanded()}
+        self.settings.save(shown, options)
 
-    # ---------------------------------------------------------------- small UI helpers
+    # ---------------------------------------------------------------- state and messages
+    def input_problem(self) -> str | None:
+        """Why Run cannot start now, in words (None when it can)."""
+        if self.device is None:
+            return "Run is disabled: no usable CUDA GPU (see the message above)."
+        layer = self.input_layer
+        if layer is None:
+            return (
+                "Run is disabled: no input image. Open an image (File > Open) or select an "
+                "image layer."
+            )
+        try:
+            self.validate_input(layer, check_values=False)
+        except ValueError as exc:
+            return f"Run is disabled: {exc}"
+        return None
+
     def _update_buttons(self, *_: Any) -> None:
-        available = self.device_row.available
-        running_full = self._stream is not None and self._stream.kind == _RUN
-        self.run_button.setEnabled(available and not running_full)
-        self.cancel_button.setEnabled(self.runner.running)
-        self.live_preview.setEnabled(available)
-        if not available:
-            self.live_preview.setChecked(False)
+        problem = self.input_problem()
+        job = self._job
+        running_full = job is not None and job.kind == RUN
+        self.panel.update_buttons(
+            can_run=problem is None and not running_full,
+            running=self.runner.running,
+            full_run=running_full,
+            preview_supported=self.supports_preview,
+            preview_possible=self.device is not None,
+            reason=problem,
+        )
+        if self.runner.running:
+            return
+        if problem is not None:
+            self._set_status(problem)
+        elif self.panel.status.text().startswith("Run is disabled"):
+            self._set_status(f"Ready: Run processes '{self.input_layer.name}'.")
+
+    def _show_idle_status(self, text: str) -> None:
+        problem = self.input_problem()
+        self._set_status(problem or text or "Ready.")
 
     def _set_status(self, text: str) -> None:
-        self.status_label.setText(text)
+        self.panel.status.setText(text)
 
     def _report_error(self, message: str, *, preview: bool = False) -> None:
         """Show an error in the status line and as a napari notification (never raise)."""
@@ -560,14 +674,38 @@ class MethodDock(QWidget):
 
         notifications.show_error(message)
 
-    def _show_elapsed(self) -> None:
-        started = self.runner.started_at
-        if started is not None:
-            self.elapsed_label.setText(f"{time.perf_counter() - started:.1f} s")
+    # ---------------------------------------------------------------- Qt
+    def keyPressEvent(self, event: Any) -> None:
+        """Enter runs (or refreshes the live preview), Escape cancels."""
+        key = event.key()
+        if key in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
+            if not self.preview_now():
+                self.run()
+            event.accept()
+        elif key == Qt.Key.Key_Escape:
+            self.cancel()
+            event.accept()
+        else:
+            super().keyPressEvent(event)
 
-    def _stop_clock(self, elapsed: float | None = None) -> None:
-        self._elapsed_timer.stop()
-        self.elapsed_label.setText("" if elapsed is None else f"{elapsed:.2f} s")
+    def sizeHint(self) -> QSize:
+        """A sensible dock width; long texts wrap instead of widening the dock."""
+        return QSize(340, self.content.sizeHint().height())
+
+    def minimumSizeHint(self) -> QSize:
+        """The dock may be narrowed down to this, and be short (it scrolls)."""
+        return QSize(260, 200)
+
+    def closeEvent(self, event: Any) -> None:
+        """Stop timers, cancel any job and stop following the viewer when the dock closes."""
+        self._preview_timer.stop()
+        if self._save_timer.isActive():
+            self._save_timer.stop()
+            self._save_settings()
+        self.cancel()
+        self._links.disconnect_all()
+        self.input.stop_following()
+        super().closeEvent(event)
 
     def _export_screenshot(self) -> None:
         try:
@@ -578,12 +716,9 @@ class MethodDock(QWidget):
             self._report_error(f"Could not export the screenshot: {plain_error_message(exc)}")
 
     def _save_tiff(self) -> None:
-        layer = self.last_result_layer
-        if layer is not None and layer not in self.viewer.layers:
-            layer = None
         try:
             from napari_gpuscope.export.commands import save_tiff_dialog
 
-            save_tiff_dialog(self.viewer, layer=layer)
+            save_tiff_dialog(self.viewer, layer=self.last_result_layer)
         except Exception as exc:
             self._report_error(f"Could not save the TIFF file: {plain_error_message(exc)}")

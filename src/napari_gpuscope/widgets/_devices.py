@@ -71,15 +71,24 @@ class DeviceRow(QWidget):
     -------
     availability_changed(bool)
         Emitted after every refresh with whether at least one device is available.
+    device_changed(object)
+        The selected device string (or None) changed, by the user or by a refresh.
     """
 
     availability_changed = Signal(bool)
+    device_changed = Signal(object)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.combo = QComboBox()
         self.combo.setToolTip("CUDA GPU the computation runs on (free / total memory)")
         self.combo.setPlaceholderText("no usable GPU")
+        self.combo.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.combo.setMinimumContentsLength(12)
+        self._selected: str | None = None
+        self.combo.currentIndexChanged.connect(self._on_selection)
         self.refresh_button = QPushButton("Refresh")
         self.refresh_button.setToolTip("Probe the GPUs again (e.g. after freeing memory)")
         self.refresh_button.clicked.connect(self.reprobe)
@@ -126,6 +135,13 @@ class DeviceRow(QWidget):
         self.message.setText("" if available else _message_html(_compute_devices.no_gpu_message()))
         self.message.setVisible(not available)
         self.availability_changed.emit(available)
+        self._on_selection()
+
+    def _on_selection(self, *_: object) -> None:
+        device = self.device
+        if device != self._selected:
+            self._selected = device
+            self.device_changed.emit(device)
 
     def reprobe(self) -> None:
         """Forget the cached GPU probes (they are made once per process), then refresh."""

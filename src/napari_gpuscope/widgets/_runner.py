@@ -8,10 +8,14 @@
   superseded job whose last yield was already queued) are dropped;
 - cancel is ``worker.quit()`` -- the job stops at its next yield and its generator is closed in
   the worker thread, so its ``finally`` blocks free device memory there;
+- a new job never overlaps a cancelled one: it is started when the old worker has finished
+  (closed its job), so it plans its memory with the old job's device memory already free;
+  the old job stops at its next yield, a few solver iterations away;
 - errors never reach the Qt event loop (``_ignore_errors=True``); they are relayed through
   :attr:`JobRunner.failed` for the dock to show in plain words;
 - a ``napari.utils.progress`` bar (the activity dock) is created, updated and closed on the GUI
-  thread.
+  thread; it keeps the job's title, adds the job's latest message, and is indeterminate while
+  the job cannot say how far it is.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import dataclasses
 import threading
 import time
 from collections.abc import Callable, Generator
+from dataclasses import dataclass
 from typing import Any
 
 from napari.qt.threading import GeneratorWorker, create_worker
@@ -111,6 +116,17 @@ def _drive(job: Job[Any], control: _Control) -> Generator[Progress, None, tuple[
         job.close()
 
 
+@dataclass
+class _Run:
+    """One started job: its worker once launched, its generation and how to describe it."""
+
+    job: Job[Any]
+    generation: int
+    description: str
+    control: _Control
+    worker: GeneratorWorker | None = None
+
+
 class JobRunner(QObject):
     """Runs at most one job at a time; newer jobs supersede older ones.
 
@@ -135,11 +151,11 @@ class JobRunner(QObject):
         super().__init__(parent)
         self.generation = 0
         self.started_jobs = 0
-        self._worker: GeneratorWorker | None = None
+        self._run: _Run | None = None
+        self._closing: set[GeneratorWorker] = set()
         self._pbar: Any = None
         self._started_at: float | None = None
         self._latest: Progress | None = None
-        self._control = _Control(None)
         self.tag: Any = None
         self._pbar_timer = QTimer(self)
         self._pbar_timer.setInterval(200)
@@ -148,8 +164,13 @@ class JobRunner(QObject):
     # -- public API ----------------------------------------------------------------------
     @property
     def running(self) -> bool:
-        """Whether a current (not cancelled) job is running."""
-        return self._worker is not None
+        """Whether a current (not cancelled) job is running or waiting to start."""
+        return self._run is not None
+
+    @property
+    def waiting(self) -> bool:
+        """Whether the current job waits for a cancelled job to finish closing."""
+        return self._run is not None and self._run.worker is None
 
     @property
     def started_at(self) -> float | None:
@@ -166,13 +187,16 @@ class JobRunner(QObject):
     ) -> int:
         """Start ``job``, superseding (cancelling) any running job.
 
+        The job is launched at once, or -- when a cancelled job is still closing -- as soon
+        as that job's worker has finished, so two jobs never hold device memory together.
+
         Parameters
         ----------
         job : generator
             A job generator (see :mod:`napari_gpuscope.compute.jobs`). It is only iterated in
             the worker thread, where it enters its own device.
         description : str
-            Label of the napari activity progress bar.
+            Title of the job (the napari activity entry keeps it).
         tag : object, optional
             Free-form marker of what is running (the docks store ``"run"``/``"preview"``).
         wanted : callable, optional
@@ -186,26 +210,15 @@ class JobRunner(QObject):
         """
         self.cancel()
         self.generation += 1
-        generation = self.generation
         self.started_jobs += 1
         self.tag = tag
-        self._control = _Control(wanted)
-        worker = create_worker(
-            _drive,
-            job,
-            self._control,
-            _worker_class=_ClosingGeneratorWorker,
-            _ignore_errors=True,
-        )
-        worker.yielded.connect(lambda update, g=generation: self._on_yielded(g, update))
-        worker.returned.connect(lambda value, g=generation: self._on_returned(g, value))
-        worker.errored.connect(lambda exc, g=generation: self._on_errored(g, exc))
-        worker.finished.connect(lambda g=generation: self._on_finished(g))
-        self._worker = worker
+        run = _Run(job, self.generation, description, _Control(wanted))
+        self._run = run
         self._started_at = time.perf_counter()
         self._open_progress(description)
-        worker.start()
-        return generation
+        if not self._closing:
+            self._launch(run)
+        return run.generation
 
     def request_stop(self) -> bool:
         """Ask the running job to return its best result so far (it finishes normally).
@@ -215,9 +228,9 @@ class JobRunner(QObject):
         bool
             True if a job was running.
         """
-        if self._worker is None:
+        if self._run is None:
             return False
-        self._control.stop.set()
+        self._run.control.stop.set()
         return True
 
     def cancel(self) -> bool:
@@ -228,21 +241,42 @@ class JobRunner(QObject):
         bool
             True if a job was running.
         """
-        worker = self._worker
-        if worker is None:
+        run = self._run
+        if run is None:
             return False
         self.generation += 1  # late updates of the cancelled job are now stale
-        worker.quit()
-        self._worker = None
+        if run.worker is not None:
+            self._closing.add(run.worker)
+            run.worker.quit()
+        else:
+            run.job.close()  # never started: nothing of it ran
+        self._run = None
         self._started_at = None
         self.tag = None
         self._close_progress()
         self.stopped.emit()
         return True
 
+    # -- launching -----------------------------------------------------------------------
+    def _launch(self, run: _Run) -> None:
+        worker = create_worker(
+            _drive,
+            run.job,
+            run.control,
+            _worker_class=_ClosingGeneratorWorker,
+            _ignore_errors=True,
+        )
+        g = run.generation
+        worker.yielded.connect(lambda update: self._on_yielded(g, update))
+        worker.returned.connect(lambda value: self._on_returned(g, value))
+        worker.errored.connect(lambda exc: self._on_errored(g, exc))
+        worker.finished.connect(lambda: self._on_finished(g, worker))
+        run.worker = worker
+        worker.start()
+
     # -- worker callbacks (GUI thread) ---------------------------------------------------
     def _is_current(self, generation: int) -> bool:
-        return generation == self.generation and self._worker is not None
+        return self._run is not None and generation == self.generation
 
     def _on_yielded(self, generation: int, update: Any) -> None:
         if not self._is_current(generation) or not isinstance(update, Progress):
@@ -267,39 +301,58 @@ class JobRunner(QObject):
         self.failed.emit(exc.original if isinstance(exc, _JobError) else exc)
         self.stopped.emit()
 
-    def _on_finished(self, generation: int) -> None:
-        # A job that ended without returned/errored (e.g. aborted from napari's task manager).
-        if self._is_current(generation):
+    def _on_finished(self, generation: int, worker: GeneratorWorker) -> None:
+        self._closing.discard(worker)
+        if self._is_current(generation) and self._run.worker is worker:
+            # Ended without returned/errored (e.g. aborted from napari's task manager).
             self._finish()
             self.stopped.emit()
+        run = self._run
+        if run is not None and run.worker is None and not self._closing:
+            self._launch(run)  # the superseded job has closed: its memory is free
 
     def _finish(self) -> None:
-        self._worker = None
+        self._run = None
         self._started_at = None
         self.tag = None
         self._close_progress()
 
     # -- napari activity progress (GUI thread only) -------------------------------------
     def _open_progress(self, description: str) -> None:
-        from napari.utils import progress
-
+        """Arm the activity entry; it appears at the first sync (jobs shorter than the sync
+        interval, e.g. most previews, do not flash one)."""
         self._close_progress()
         self._latest = None
-        self._pbar = progress(total=_PROGRESS_STEPS, desc=description)
+        self._description = description
         self._pbar_timer.start()
 
     def _sync_progress(self) -> None:
+        if self._run is None:
+            return
+        if self._pbar is None:
+            from napari.utils import progress
+
+            # Creating napari's bar processes Qt events: the job may end meanwhile.
+            pbar = progress(total=_PROGRESS_STEPS, desc=self._description)
+            if self._run is None or self._pbar is not None:
+                pbar.close()
+                return
+            self._pbar = pbar
         pbar, update = self._pbar, self._latest
-        if pbar is None or update is None:
+        if update is None:
             return
         self._latest = None
+        title = self._description
+        pbar.set_description(f"{title}: {update.message}" if update.message else title)
+        if self._pbar is not pbar:
+            return  # closed while napari processed events
         if update.fraction is None:
-            if update.message:
-                pbar.set_description(update.message)
+            if pbar.total != 0:
+                pbar.total = 0  # napari shows a busy bar for total 0
             return
+        if pbar.total != _PROGRESS_STEPS:
+            pbar.total = _PROGRESS_STEPS
         target = round(update.fraction * _PROGRESS_STEPS)
-        if update.message:
-            pbar.set_description(update.message)
         if self._pbar is pbar and target > pbar.n:
             pbar.update(target - pbar.n)
 

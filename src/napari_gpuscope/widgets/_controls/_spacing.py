@@ -1,0 +1,150 @@
+"""Per-axis spacing weights, filled in from the input layer's scale and kept in step with it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from magicgui.widgets import FloatSpinBox
+from qtpy.QtCore import Signal
+from qtpy.QtWidgets import QAbstractSpinBox, QHBoxLayout, QLabel, QSizePolicy, QWidget
+from superqt.utils import signals_blocked
+
+from napari_gpuscope.widgets._events import Connections
+from napari_gpuscope.widgets._layers import spacing_from_layer
+
+if TYPE_CHECKING:
+    import napari.layers
+
+__all__ = ["SPACING_TOOLTIP", "SpacingRow", "axis_names"]
+
+SPACING_TOOLTIP = (
+    "How strongly neighbouring pixels are coupled along each axis: x pixel size ÷ step along "
+    "that axis, filled in from the layer scale (e.g. 0.1 µm pixels and 0.4 µm z-steps give "
+    "z = 0.25) and updated when the scale changes. 0 = planes/frames along that axis are "
+    "processed independently (the default for time)."
+)
+_DEFAULT_AXIS_NAMES = ("x", "y", "z")
+"""Names of the trailing axes when a layer has napari's default ("-1", "-2"...) axis labels."""
+
+
+def axis_names(layer: napari.layers.Layer) -> list[str]:
+    """Short display names of the layer's axes: its axis labels, or z/y/x for default labels."""
+    labels = [str(label) for label in (getattr(layer, "axis_labels", None) or ())]
+    if len(labels) != layer.ndim:
+        labels = [str(axis - layer.ndim) for axis in range(layer.ndim)]
+    names = []
+    for axis, label in enumerate(labels):
+        from_end = layer.ndim - 1 - axis
+        if label.lstrip("-").isdigit():  # napari's default label: name it by position
+            label = (
+                _DEFAULT_AXIS_NAMES[from_end]
+                if from_end < len(_DEFAULT_AXIS_NAMES)
+                else f"axis {axis}"
+            )
+        names.append(label)
+    return names
+
+
+def _axis_tooltip(name: str, weight: float, step: float, x_step: float) -> str:
+    if weight == 0:
+        origin = f"0: {name} planes/frames are processed independently (time axis)."
+    else:
+        origin = f"x pixel size / {name} step = {x_step:g} / {step:g} = {weight:.3g} (layer scale)."
+    return (
+        f"Coupling weight along {name}. Default {origin} "
+        "0 = no smoothing across this axis; 1 = as strong as along x."
+    )
+
+
+class SpacingRow(QWidget):
+    """One labelled box per axis of the input layer, holding the spacing weight.
+
+    The boxes are filled from the layer's scale (:func:`spacing_from_layer`) when a layer is
+    set, and again whenever that layer's scale, dimensionality, axis labels or units change, so
+    they are never stale. The user may edit them.
+
+    Signals
+    -------
+    changed()
+        A box was edited or the boxes were refilled.
+    """
+
+    changed = Signal()
+    spans_form = True
+    """Takes a form's whole width (four axes do not fit beside a label column)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setToolTip(SPACING_TOOLTIP)
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+        self.title = QLabel("Spacing")
+        self.title.setToolTip(SPACING_TOOLTIP)
+        outer = QHBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.addWidget(self.title)
+        self._row = QHBoxLayout()
+        self._row.setSpacing(3)
+        outer.addLayout(self._row, stretch=1)
+        self.boxes: list[FloatSpinBox] = []
+        self.names: list[str] = []
+        self._layer: Any = None
+        self._links = Connections()
+
+    @property
+    def layer(self) -> Any:
+        """The layer the weights come from."""
+        return self._layer
+
+    def set_layer(self, layer: napari.layers.Layer | None) -> None:
+        """Follow ``layer`` (None: no boxes)."""
+        if layer is not self._layer:
+            self._links.disconnect_all()
+            self._layer = layer
+            if layer is not None:
+                for event in ("scale", "data", "axis_labels", "units"):
+                    self._links.connect(getattr(layer.events, event), self.refill)
+        self.refill()
+
+    def refill(self, *_: Any) -> None:
+        """Fill the boxes from the layer's scale again (rebuilt when the axes changed)."""
+        layer = self._layer
+        if layer is None:
+            self._rebuild([])
+            self.changed.emit()
+            return
+        names = axis_names(layer)
+        if names != self.names:
+            self._rebuild(names)
+        weights = spacing_from_layer(layer)
+        scale = [float(s) for s in layer.scale]
+        for axis, (box, weight) in enumerate(zip(self.boxes, weights, strict=True)):
+            with signals_blocked(box.native):
+                box.value = weight
+            box.tooltip = _axis_tooltip(names[axis], weight, scale[axis], scale[-1])
+            self._row.itemAt(2 * axis).widget().setToolTip(box.tooltip)
+        self.changed.emit()
+
+    def _rebuild(self, names: list[str]) -> None:
+        while self._row.count():
+            widget = self._row.takeAt(0).widget()
+            if widget is not None:
+                widget.hide()  # off screen now, not only when the deferred delete runs
+                widget.deleteLater()
+        self.boxes, self.names = [], list(names)
+        for axis, name in enumerate(names):
+            box = FloatSpinBox(name=f"axis_{axis}", min=0.0, max=100.0, step=0.05)
+            # 3 decimals: a weight is a ratio of pixel sizes, 0.1 % is far below their accuracy
+            box.native.setDecimals(3)
+            box.native.setButtonSymbols(QAbstractSpinBox.ButtonSymbols.NoButtons)
+            # napari's style sheet gives spin boxes 70 px plus 20 px of padding: 4 axes would
+            # not fit the dock
+            box.native.setStyleSheet("QAbstractSpinBox { min-width: 36px; padding: 1px 2px; }")
+            box.native.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+            box.changed.connect(lambda *_: self.changed.emit())
+            self._row.addWidget(QLabel(name))
+            self._row.addWidget(box.native, stretch=1)
+            self.boxes.append(box)
+
+    def value(self) -> tuple[float, ...]:
+        """The weights, one per layer axis."""
+        return tuple(float(box.value) for box in self.boxes)

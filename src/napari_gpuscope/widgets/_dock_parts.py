@@ -1,0 +1,319 @@
+"""The lower part of every dock: buttons, options, progress in words, status line, metrics
+plot and export buttons, plus the plain-words helpers the dock's messages use."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from typing import TYPE_CHECKING, Any
+
+from qtpy.QtCore import Qt, QTimer
+from qtpy.QtWidgets import (
+    QAbstractButton,
+    QCheckBox,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLayout,
+    QProgressBar,
+    QPushButton,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
+
+from napari_gpuscope.compute.devices import NoGPUError
+from napari_gpuscope.compute.jobs import Progress
+from napari_gpuscope.compute.memory import DeviceMemoryError, is_out_of_memory
+from napari_gpuscope.widgets._controls import MetricsPlot
+
+if TYPE_CHECKING:
+    from napari_gpuscope.widgets._base import MethodDock
+    from napari_gpuscope.widgets._runner import JobRunner
+
+__all__ = ["DockPanel", "plain_error_message", "progress_text", "sentence"]
+
+_STEPS = 1000
+
+
+def plain_error_message(exc: BaseException) -> str:
+    """Turn an exception from a job into a sentence a microscopist can act on."""
+    text = str(exc).strip() or type(exc).__name__
+    name = type(exc).__name__
+    if isinstance(exc, DeviceMemoryError | NoGPUError | ValueError):
+        return text  # these messages are written for users already
+    if is_out_of_memory(exc):
+        return (
+            "The GPU ran out of memory. Close other GPU programs, pick another GPU, "
+            f"or process a smaller region. (Details: {text})"
+        )
+    if isinstance(exc, MemoryError):
+        return "The computer ran out of memory (RAM). Process a smaller region."
+    return f"{text} ({name})"
+
+
+def progress_text(update: Progress) -> str:
+    """Progress in plain words: ``"42 % - iteration 40/200, gap 3.1e-03"`` or
+    ``"working, no estimate of the time left - estimating the noise level"``."""
+    if update.fraction is None:
+        head = "working, no estimate of the time left"
+    else:
+        head = f"{update.fraction:.0%}".replace("%", " %")
+    return f"{head} - {update.message}" if update.message else head
+
+
+def sentence(text: str) -> str:
+    """``text`` with a capital first letter and a final full stop."""
+    text = text.strip()
+    if not text:
+        return text
+    text = text[0].upper() + text[1:]
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
+def _wrapping_label(text: str = "") -> QLabel:
+    label = QLabel(text)
+    label.setWordWrap(True)
+    # Copyable (users paste it into notes and bug reports), and a long text wraps instead of
+    # widening the dock.
+    label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+    label.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
+    label.setMinimumWidth(100)
+    return label
+
+
+def _button(text: str, tooltip: str, slot: Any) -> QPushButton:
+    button = QPushButton(text)
+    button.setToolTip(tooltip)
+    button.clicked.connect(slot)
+    return button
+
+
+class DockPanel:
+    """The widgets below a dock's parameters, wired to the dock's actions."""
+
+    def __init__(self, dock: MethodDock, *, supports_stop: bool) -> None:
+        title = dock.title
+        self.live_preview = QCheckBox("Live preview")
+        self.live_preview.setToolTip(
+            "Re-run a quick preview of the displayed plane whenever a parameter or the plane "
+            "changes (Enter refreshes it)"
+        )
+        self.live_preview.toggled.connect(dock._on_live_preview_toggled)
+        self.run_button = _button("Run", f"Run {title} on the whole input layer (Enter)", dock.run)
+        self.stop_button = _button(
+            "Stop && keep",
+            "Finish the running job now and keep its result so far (marked as stopped early)",
+            dock.stop_and_keep,
+        )
+        self.stop_button.setVisible(supports_stop)
+        self.cancel_button = _button(
+            "Cancel",
+            "Stop the running job and discard its partial result; earlier results are kept (Esc)",
+            dock.cancel,
+        )
+        self.replace_last = QCheckBox("Replace last result")
+        self.replace_last.setToolTip(
+            "Off: every Run makes a new layer named after its key parameter, so results can be "
+            "compared. On: Run overwrites the previous result layer."
+        )
+        self.link_display = QCheckBox("Link display to input")
+        self.link_display.setChecked(True)
+        self.link_display.setToolTip(
+            "Results and preview use the input's colormap and contrast limits, linked: changing "
+            "one changes all, so comparisons are honest. Untick to adjust them separately."
+        )
+        self.link_display.toggled.connect(dock._on_link_toggled)
+        for box in (self.replace_last, self.link_display):
+            box.toggled.connect(lambda *_: dock._save_timer.start())
+        self.progress_bar = QProgressBar()
+        self.progress_bar.setRange(0, _STEPS)
+        self.progress_bar.setTextVisible(False)
+        self.progress_bar.setMaximumHeight(12)
+        self.progress_bar.setToolTip("Progress of the running job (preview or full run)")
+        self.elapsed = QLabel("")
+        self.elapsed.setToolTip("Elapsed time of the running (or last) job")
+        self.progress = _wrapping_label()
+        self.progress.setToolTip("How far the running job is, in words")
+        self.progress.setVisible(False)
+        self.status = _wrapping_label("Ready.")
+        self.plot = MetricsPlot(_theme_colors(dock.viewer))
+        self.plot.setToolTip("Convergence of the running (or last) job")
+        self.plot.setVisible(False)
+        self.screenshot_button = _button(
+            "Screenshot...",
+            "Save the canvas as a PNG, with the processing parameters (provenance) saved alongside",
+            dock._export_screenshot,
+        )
+        self.save_tiff_button = _button(
+            "Save TIFF...",
+            "Save the latest result layer as a TIFF file (float32 or uint16), with its pixel "
+            "size and processing parameters",
+            dock._save_tiff,
+        )
+        dock.reset_button = _button(
+            "Reset to defaults",
+            "Set every parameter to its default (the spacing comes from the layer again) and "
+            "forget the saved settings",
+            dock.reset_to_defaults,
+        )
+        dock.form.add_row("", dock.reset_button, after="advanced")
+        self._clock = QTimer(dock)
+        self._clock.setInterval(200)
+        self._clock.timeout.connect(self._tick)
+        self._runner: JobRunner | None = None
+
+    def add_to(self, layout: QVBoxLayout) -> None:
+        """Lay the panel out below the parameters."""
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.live_preview)
+        buttons.addStretch(1)
+        for button in (self.run_button, self.stop_button, self.cancel_button):
+            buttons.addWidget(button)
+        options = QHBoxLayout()
+        options.addWidget(self.replace_last)
+        options.addWidget(self.link_display)
+        options.addStretch(1)
+        bar = QHBoxLayout()
+        bar.addWidget(self.progress_bar, stretch=1)
+        bar.addWidget(self.elapsed)
+        exports = QHBoxLayout()
+        exports.addWidget(self.screenshot_button)
+        exports.addWidget(self.save_tiff_button)
+        for row in (buttons, options, bar):
+            layout.addLayout(row)
+        for widget in (self.progress, self.status, self.plot):
+            layout.addWidget(widget)
+        layout.addLayout(exports)
+
+    # -- state --------------------------------------------------------------------------------
+    def update_buttons(
+        self,
+        *,
+        can_run: bool,
+        running: bool,
+        full_run: bool,
+        preview_supported: bool,
+        preview_possible: bool,
+        reason: str | None,
+    ) -> None:
+        """Enable what can be used now; a disabled Run says why in its tooltip. A method
+        without a preview shows no live-preview toggle."""
+        self.run_button.setEnabled(can_run)
+        self.run_button.setToolTip(reason or "Run on the whole input layer (Enter)")
+        self.cancel_button.setEnabled(running)
+        self.stop_button.setEnabled(full_run)
+        self.live_preview.setVisible(preview_supported)
+        self.live_preview.setEnabled(preview_supported and preview_possible)
+        if not (preview_supported and preview_possible) and self.live_preview.isChecked():
+            self.live_preview.setChecked(False)
+
+    def options(self) -> dict[str, bool]:
+        """The dock options worth saving."""
+        return {
+            "replace_last": self.replace_last.isChecked(),
+            "link_display": self.link_display.isChecked(),
+        }
+
+    def apply_options(self, options: dict[str, Any]) -> None:
+        """Restore saved options (unknown or invalid entries are ignored)."""
+        for key, box in (("replace_last", self.replace_last), ("link_display", self.link_display)):
+            if isinstance(options.get(key), bool):
+                box.setChecked(options[key])
+
+    # -- progress -----------------------------------------------------------------------------
+    def show_progress(self, update: Progress) -> None:
+        """A percentage, or Qt's busy bar and "no estimate" when the job cannot say."""
+        if update.fraction is None:
+            self.progress_bar.setRange(0, 0)
+        else:
+            self.progress_bar.setRange(0, _STEPS)
+            self.progress_bar.setValue(round(update.fraction * _STEPS))
+        self._progress_text(progress_text(update))
+
+    def show_done(self) -> None:
+        """The job finished: a full bar, no progress text."""
+        self.progress_bar.setRange(0, _STEPS)
+        self.progress_bar.setValue(_STEPS)
+        self._progress_text("")
+
+    def start_clock(self, runner: JobRunner) -> None:
+        """Show the elapsed time of ``runner``'s job until :meth:`stop_clock`."""
+        self._runner = runner
+        self.progress_bar.setRange(0, _STEPS)
+        self.progress_bar.setValue(0)
+        self._progress_text("starting")
+        self._clock.start()
+        self._tick()
+
+    def stop_clock(self, elapsed: float | None = None) -> None:
+        """Stop the clock; show the final time (or nothing)."""
+        self._clock.stop()
+        self.elapsed.setText("" if elapsed is None else f"{elapsed:.2f} s")
+        if elapsed is None:
+            self.progress_bar.setRange(0, _STEPS)
+            self.progress_bar.setValue(0)
+            self._progress_text("")
+
+    def _progress_text(self, text: str) -> None:
+        self.progress.setText(text)
+        self.progress.setVisible(bool(text))  # no empty line between the bar and the status
+
+    def _tick(self) -> None:
+        started = self._runner.started_at if self._runner is not None else None
+        if started is not None:
+            self.elapsed.setText(f"{time.perf_counter() - started:.1f} s")
+
+    # -- keyboard -----------------------------------------------------------------------------
+    def set_tab_order(self, dock: QWidget) -> None:
+        """Tab moves through the dock top to bottom, left to right."""
+        chain = focus_chain(dock.layout())
+        for first, second in itertools.pairwise(chain):
+            QWidget.setTabOrder(first, second)
+
+
+def focus_chain(layout: QLayout | None) -> list[QWidget]:
+    """The focusable widgets of ``layout``, in reading order."""
+    if layout is None:
+        return []
+    if isinstance(layout, QFormLayout):
+        items = [
+            layout.itemAt(row, role)
+            for row in range(layout.rowCount())
+            for role in (
+                QFormLayout.ItemRole.LabelRole,
+                QFormLayout.ItemRole.FieldRole,
+                QFormLayout.ItemRole.SpanningRole,
+            )
+        ]
+    else:
+        items = [layout.itemAt(index) for index in range(layout.count())]
+    chain: list[QWidget] = []
+    for item in items:
+        if item is None:
+            continue
+        if item.layout() is not None:
+            chain += focus_chain(item.layout())
+            continue
+        widget = item.widget()
+        if widget is None:
+            continue
+        if widget.layout() is not None:
+            chain += focus_chain(widget.layout())
+        elif widget.focusPolicy() & Qt.FocusPolicy.TabFocus or isinstance(widget, QAbstractButton):
+            chain.append(widget)
+    return chain
+
+
+def _theme_colors(viewer: Any) -> dict[str, str]:
+    try:
+        from napari.utils.theme import get_theme
+
+        theme = get_theme(viewer.theme)
+        return {
+            "background": theme.background.as_hex(),
+            "foreground": theme.primary.as_hex(),
+            "text": theme.text.as_hex(),
+        }
+    except Exception:  # a theme napari cannot resolve: matplotlib's dark defaults
+        return {}

@@ -1,0 +1,266 @@
+"""The layers one job writes: streamed partial outputs, the final result, and rollback.
+
+Every named output a job streams (``Progress.outputs``) gets a layer on its first update: a
+reused layer (the live preview's, or the last result's when the user ticked "replace last
+result") or a new one. Later updates replace its data, or fill a host buffer region by region.
+When the job succeeds, its result's layer tuples take over these layers in order; when it is
+cancelled or fails, :meth:`OutputLayers.rollback` removes what it created and gives reused
+layers their previous data back. The input layer is never modified.
+
+Image results that set no colormap or contrast limits of their own are shown like their input:
+same colormap, contrast limits and gamma, linked to the input (napari's layer linking; the dock
+can unlink them), so an input and its result are always compared on the same display range.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, MutableSet, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from napari_gpuscope.compute.jobs import Output
+from napari_gpuscope.compute.results import Geometry, LayerDataTuple
+from napari_gpuscope.widgets._preview import PlaneView
+
+if TYPE_CHECKING:
+    import napari.layers
+    import napari.viewer
+
+__all__ = [
+    "DISPLAY_ATTRIBUTES",
+    "OutputLayers",
+    "link_display",
+    "relink_display",
+    "unlink_display",
+]
+
+DISPLAY_ATTRIBUTES = ("colormap", "contrast_limits", "gamma")
+"""What a result shares with its input (and keeps in step with it while linked)."""
+
+_GEOMETRY = ("scale", "translate", "units", "axis_labels")
+
+
+def _is_image(layer: Any) -> bool:
+    return layer.__class__.__name__ == "Image"
+
+
+def link_display(source: napari.layers.Layer, result: napari.layers.Layer) -> None:
+    """Show ``result`` like ``source`` and link their display settings."""
+    from napari.experimental import link_layers
+
+    if not (_is_image(source) and _is_image(result)):
+        return
+    result.colormap = source.colormap
+    result.contrast_limits = source.contrast_limits
+    result.gamma = source.gamma
+    link_layers([source, result], DISPLAY_ATTRIBUTES)
+
+
+def unlink_display(source: napari.layers.Layer, result: napari.layers.Layer) -> None:
+    """Undo :func:`link_display` (the result keeps its current display settings)."""
+    from napari.experimental import unlink_layers
+
+    unlink_layers([source, result], DISPLAY_ATTRIBUTES)
+
+
+def relink_display(
+    viewer: napari.viewer.Viewer, results: Sequence[Any], fallback: Any, *, link: bool
+) -> None:
+    """Link or unlink each result with the layer it was made from (named in its provenance;
+    ``fallback`` for a layer still streaming)."""
+    from napari_gpuscope.provenance import PROVENANCE_KEY
+
+    for result in results:
+        name = (result.metadata.get(PROVENANCE_KEY) or {}).get("input")
+        source = next((layer for layer in viewer.layers if layer.name == name), fallback)
+        if source is None or source not in viewer.layers or source == result:
+            continue
+        if link:
+            link_display(source, result)
+        else:
+            unlink_display(source, result)
+
+
+@dataclass
+class _Target:
+    """The layer of one streamed output."""
+
+    layer: Any
+    created: bool
+    name: str
+    previous: tuple[Any, dict[str, Any], tuple[float, ...]] | None = None
+    buffer: np.ndarray | None = None
+
+
+class OutputLayers:
+    """The layers of one job's outputs.
+
+    Parameters
+    ----------
+    viewer : napari.viewer.Viewer
+    source : napari.layers.Layer
+        The input layer (geometry and display are inherited from it).
+    name_of : callable
+        ``name_of(output_name) -> layer name`` for layers this job creates.
+    reuse : mapping of str to layer, optional
+        Existing layers to stream into, by output name (their data is restored on rollback).
+    view : PlaneView, optional
+        For a live preview: outputs are planes of the displayed axes and are shown in place.
+    link : bool
+        Link the display of new image layers to the input.
+    owned : set, optional
+        Receives every layer this job creates, *before* it enters the viewer (napari selects
+        a new layer at once; the dock's input picker must already know it is a result).
+    """
+
+    def __init__(
+        self,
+        viewer: napari.viewer.Viewer,
+        source: napari.layers.Layer,
+        name_of: Callable[[str], str],
+        *,
+        reuse: dict[str, Any] | None = None,
+        view: PlaneView | None = None,
+        link: bool = True,
+        owned: MutableSet[Any] | None = None,
+    ) -> None:
+        self.viewer = viewer
+        self.source = source
+        self.name_of = name_of
+        self.reuse = {k: v for k, v in (reuse or {}).items() if v in viewer.layers}
+        self.view = view
+        self.link = link
+        self.targets: dict[str, _Target] = {}
+        self.owned = owned if owned is not None else set()
+
+    @property
+    def order(self) -> list[str]:
+        """Output names in the order they first streamed."""
+        return list(self.targets)
+
+    # -- streaming ----------------------------------------------------------------------------
+    def show(self, name: str, output: Output) -> None:
+        """Put one materialised output on screen."""
+        data = output.array()
+        target = self.targets.get(name)
+        if output.kind == "image" and output.region is not None:
+            shape = output.shape or self._full_shape(data)
+            if target is None or target.buffer is None or target.buffer.shape != tuple(shape):
+                buffer = np.zeros(shape, dtype=data.dtype)
+            else:
+                buffer = target.buffer
+            buffer[output.region] = data
+            data = buffer
+        else:
+            buffer = None
+        if output.kind == "image" and self.view is not None:
+            data = self.view.embed(data)
+        if target is None:
+            target = self._claim(name, data, output.kind)
+        elif target.layer not in self.viewer.layers:
+            return  # the user deleted it mid-run; the final result is added afresh
+        elif data is target.layer.data:
+            target.layer.refresh()
+        else:
+            target.layer.data = data
+        target.buffer = buffer
+
+    def _full_shape(self, data: np.ndarray) -> tuple[int, ...]:
+        if self.view is not None:
+            return tuple(self.view.shape[a] for a in self.view.axes)
+        return tuple(np.shape(self.source.data))
+
+    def _claim(self, name: str, data: Any, kind: str) -> _Target:
+        layer = self.reuse.get(name)
+        if layer is not None and layer.ndim == np.ndim(data) - (kind == "vectors"):
+            target = _Target(layer, False, layer.name)
+            target.previous = (layer.data, dict(layer.metadata), tuple(layer.translate))
+            self._place(layer)
+            layer.data = data
+        else:
+            layer_name = self.name_of(name)
+            geometry = self._geometry(np.ndim(data) if kind == "image" else data.shape[-1])
+            layer = self._add(data, {"name": layer_name, **geometry}, kind, inherit=True)
+            target = _Target(layer, True, layer_name)
+        self.targets[name] = target
+        return target
+
+    def _add(self, data: Any, kwargs: dict[str, Any], kind: str, *, inherit: bool) -> Any:
+        from napari.layers import Layer
+
+        layer = Layer.create(data, kwargs, kind)
+        self.owned.add(layer)
+        if inherit and self.link:  # shown like the input from its first frame on
+            link_display(self.source, layer)
+        return self.viewer.add_layer(layer)
+
+    def _geometry(self, ndim: int) -> dict[str, Any]:
+        geometry = Geometry.of_layer(self.source).trailing(ndim).as_kwargs()
+        if self.view is not None and ndim == len(self.view.shape):
+            geometry["translate"] = self.view.translate(self.source)
+        return geometry
+
+    def _place(self, layer: Any) -> None:
+        if self.view is not None and layer.ndim == len(self.view.shape):
+            layer.translate = self.view.translate(self.source)
+
+    # -- the end ------------------------------------------------------------------------------
+    def finish(self, tuples: Sequence[LayerDataTuple], order: Sequence[str]) -> list[Any]:
+        """Show the result's layer tuples; tuple ``k`` takes over the layer of ``order[k]``.
+
+        Returns the result layers, in the order of ``tuples``.
+        """
+        layers = []
+        for index, (data, kwargs, layer_type) in enumerate(tuples):
+            kwargs = dict(kwargs)
+            name = order[index] if index < len(order) else None
+            target = self.targets.pop(name, None) if name is not None else None
+            if target is None and self.reuse.get(name) in self.viewer.layers:
+                layer = self.reuse[name]
+                target = _Target(layer, False, layer.name)
+                self._place(layer)
+            layer = target.layer if target is not None else None
+            fits = (
+                layer is not None
+                and layer in self.viewer.layers
+                and layer.__class__.__name__.lower() == layer_type
+                and layer.ndim == _ndim(data, layer_type)
+            )
+            if fits:
+                layer.data = data
+                layer.metadata = dict(kwargs.get("metadata") or {})
+                for key in _GEOMETRY:
+                    if key in kwargs:
+                        setattr(layer, key, kwargs[key])
+                if kwargs.get("name") and kwargs["name"] != target.name:
+                    layer.name = kwargs["name"]
+            else:
+                if target is not None and target.created and layer in self.viewer.layers:
+                    self.viewer.layers.remove(layer)
+                inherit = not {"colormap", "contrast_limits"} & set(kwargs)
+                layer = self._add(data, kwargs, layer_type, inherit=inherit)
+            layers.append(layer)
+        self.rollback()  # outputs the result did not claim
+        return layers
+
+    def rollback(self) -> None:
+        """Remove the layers this job created; give reused layers their previous data."""
+        targets, self.targets = self.targets, {}
+        for target in targets.values():
+            layer = target.layer
+            if layer not in self.viewer.layers:
+                continue
+            if target.created:
+                self.viewer.layers.remove(layer)
+            elif target.previous is not None:
+                layer.data, layer.metadata, layer.translate = target.previous
+
+    def layers(self) -> dict[str, Any]:
+        """The streamed layers by output name (for reuse by the next job)."""
+        return {name: target.layer for name, target in self.targets.items()}
+
+
+def _ndim(data: Any, layer_type: str) -> int:
+    return int(np.shape(data)[-1]) if layer_type == "vectors" else np.ndim(data)

@@ -1,0 +1,228 @@
+"""The dock base's job protocol: named outputs (image and vectors), regions, lazy outputs,
+metrics plot, stop & keep, kernel warm-up, and the runner's start after the old job closed."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from napari_gpuscope.compute.jobs import Output, Progress
+from napari_gpuscope.compute.results import image_layer, vectors_layer
+from napari_gpuscope.widgets import _base
+from napari_gpuscope.widgets._runner import JobRunner
+
+
+def _finish(dock, qtbot, timeout=20_000):
+    qtbot.waitUntil(lambda: not dock.runner.running, timeout=timeout)
+
+
+@pytest.fixture
+def image(viewer):
+    return viewer.add_image(np.arange(48, dtype=np.float32).reshape(6, 8) + 1, name="cells")
+
+
+@dataclass(frozen=True)
+class PhaseLikeResult:
+    phase: np.ndarray
+    tilt: np.ndarray
+    stopped_early: bool = False
+
+    def summary(self):
+        return {"vectors": len(self.tilt)}
+
+    def describe(self):
+        return "converged in 2 iterations (loss 1.0e-03)"
+
+    def layers(self, name="image", geometry=None, metadata=None):
+        return [
+            image_layer(self.phase, f"{name} [Two phase]", geometry, metadata=metadata),
+            vectors_layer(self.tilt, f"{name} [Two tilt]", geometry, metadata=metadata),
+        ]
+
+
+def test_named_outputs_stream_into_layers_the_result_takes_over(
+    viewer, qtbot, image, fake_dock, cpu_device
+):
+    dock = fake_dock()
+    dock.streamed_outputs = ("phase", "tilt")
+    materialised = []
+    gate = threading.Event()
+
+    def job(layer, params, device):
+        data = np.asarray(layer.data, np.float32)
+        n = data.shape[0]
+        tilt = None
+        for k in (1, 2):
+            rows = slice(0, n * k // 2)
+
+            def phase(rows=rows, k=k):
+                materialised.append("phase")
+                return data[rows] * k
+
+            def hidden():
+                materialised.append("hidden")
+                return data
+
+            tilt = np.zeros((k, 2, 2), np.float32)
+            tilt[:, 0, 0] = np.arange(k)
+            tilt[:, 1, 1] = 1.0
+            yield Progress(
+                k / 2,
+                f"step {k}",
+                outputs={
+                    "phase": Output(phase, region=(rows,), shape=data.shape),
+                    "tilt": Output(tilt, kind="vectors"),
+                    "hidden": Output(hidden),  # not displayed: never copied
+                },
+            )
+            gate.wait(10)
+            time.sleep(0.3)  # past the preview throttle: both updates are shown
+        return PhaseLikeResult(data * 2, tilt)
+
+    dock.make_job = job
+    seen = []
+    viewer.layers.events.inserted.connect(lambda e: seen.append(e.value))
+    dock.run()
+    qtbot.waitUntil(lambda: len(seen) == 2)
+    phase, tilt = seen
+    assert (phase.__class__.__name__, tilt.__class__.__name__) == ("Image", "Vectors")
+    assert [phase.name, tilt.name] == ["cells [Fake x2]", "cells [Fake x2 tilt]"]
+    partial = np.asarray(phase.data)
+    np.testing.assert_allclose(partial[:3], image.data[:3])  # the first region...
+    assert not partial[3:].any()  # ...in a buffer of the full shape
+    gate.set()
+    _finish(dock, qtbot)
+    assert [ly.name for ly in viewer.layers] == ["cells", "cells [Two phase]", "cells [Two tilt]"]
+    assert viewer.layers["cells [Two phase]"] == phase  # the streamed layers became the result
+    assert viewer.layers["cells [Two tilt]"] == tilt
+    np.testing.assert_allclose(phase.data, image.data * 2)
+    assert tilt.data.shape == (2, 2, 2)
+    assert "hidden" not in materialised and materialised.count("phase") == 2
+
+
+def test_metrics_are_plotted_live_for_runs_not_previews(
+    viewer, qtbot, image, fake_dock, cpu_device
+):
+    dock = fake_dock()
+    assert dock.plot.isHidden()  # nothing to show before a job reports metrics
+    dock.run()
+    _finish(dock, qtbot)
+    assert not dock.plot.isHidden()
+    assert dock.plot.values("loss") == pytest.approx([1, 1 / 2, 1 / 3, 1 / 4])
+    assert dock.plot.log_scale  # a loss spans decades
+    dock.live_preview.setChecked(True)
+    qtbot.waitUntil(lambda: "cells [Fake preview]" in viewer.layers)
+    _finish(dock, qtbot)
+    assert dock.plot.values("loss") == pytest.approx([1, 1 / 2, 1 / 3, 1 / 4])  # kept
+
+
+def test_stop_and_keep_returns_the_result_so_far(viewer, qtbot, image, fake_dock, cpu_device):
+    dock = fake_dock()
+    assert dock.stop_button.isVisibleTo(dock) and not dock.stop_button.isEnabled()
+    dock.gate = threading.Event()
+    dock.run()
+    qtbot.waitUntil(lambda: "cells [Fake x2]" in viewer.layers)
+    assert dock.stop_button.isEnabled()
+    dock.stop_button.click()
+    assert "result so far will be kept" in dock.status_label.text()
+    dock.gate.set()
+    _finish(dock, qtbot)
+    result = viewer.layers["cells [Fake x2]"]  # kept, not rolled back
+    steps = result.metadata["napari_gpuscope"]["result"]["steps"]
+    assert result.metadata["napari_gpuscope"]["result"]["stopped_early"] is True
+    assert steps < 4
+    np.testing.assert_allclose(result.data, image.data * 2.0 * steps / 4)
+    assert "stopped early by request" in dock.status_label.text()
+
+
+def test_no_stop_button_for_methods_that_cannot_stop(viewer, qtbot, image, fake_dock, cpu_device):
+    dock = fake_dock(supports_stop=False)
+    assert not dock.stop_button.isVisibleTo(dock)
+    assert dock.cancel_button.isVisibleTo(dock)
+
+
+def test_kernels_are_prepared_first_and_a_run_waits_for_them(
+    viewer, qtbot, image, fake_dock, cpu_device, monkeypatch
+):
+    from napari_gpuscope.compute import kernels
+    from napari_gpuscope.widgets import _devices
+
+    gate = threading.Event()
+    prepared = []
+
+    def warm_up(device):
+        prepared.append(device)
+        yield Progress(0.5, "preparing GPU kernel tv_fgp_step")
+        gate.wait(10)
+        return {"tv_fgp_step": True}
+
+    monkeypatch.setattr(_base, "_WARMED", set())
+    monkeypatch.setattr(kernels, "warm_up", warm_up)
+    dock = fake_dock(wait=False)
+    qtbot.waitUntil(lambda: prepared == ["cpu"])
+    assert dock.runner.tag == "warmup"
+    assert "Preparing GPU kernels on cpu" in dock.status_label.text()
+    qtbot.waitUntil(lambda: "preparing GPU kernel" in dock.progress_label.text())
+    assert dock.run() is True  # queued behind the warm-up
+    assert "Preparing GPU kernels first" in dock.status_label.text()
+    assert dock.starts == []
+    gate.set()
+    qtbot.waitUntil(lambda: "cells [Fake x2]" in viewer.layers)
+    _finish(dock, qtbot)
+    assert [s["preview"] for s in dock.starts] == [False]
+    # once per device and session; another device is prepared when it is selected
+    other = ("cpu (second test device)", "cpu:0")
+    monkeypatch.setattr(_devices, "_TEST_ONLY_DEVICES", [*_devices._TEST_ONLY_DEVICES, other])
+    dock.device_row.refresh()
+    dock.device_row.combo.setCurrentIndex(dock.device_row.offered_devices().index("cpu:0"))
+    qtbot.waitUntil(lambda: prepared == ["cpu", "cpu:0"])
+    _finish(dock, qtbot)
+    dock.device_row.combo.setCurrentIndex(dock.device_row.offered_devices().index("cpu"))
+    qtbot.wait(100)
+    assert prepared == ["cpu", "cpu:0"]
+
+
+def test_runner_starts_a_new_job_only_after_the_superseded_one_closed(qtbot):
+    runner = JobRunner()
+    events = []
+    gate = threading.Event()
+
+    def job(name):
+        events.append(f"{name} planning")  # e.g. measuring free device memory
+        try:
+            for k in range(3):
+                yield Progress((k + 1) / 3, f"{name} {k}")
+                gate.wait(10)
+            return name
+        finally:
+            events.append(f"{name} closed")
+
+    results = []
+    runner.succeeded.connect(lambda result, _: results.append(result))
+    runner.start(job("old"), description="old")
+    qtbot.waitUntil(lambda: events == ["old planning"])
+    runner.start(job("new"), description="new")
+    assert runner.running and runner.waiting
+    qtbot.wait(200)
+    assert events == ["old planning"]  # the old job still holds its memory
+    gate.set()
+    qtbot.waitUntil(lambda: not runner.running)
+    assert events == ["old planning", "old closed", "new planning", "new closed"]
+    assert results == ["new"]
+
+
+def test_a_method_without_preview_shows_no_preview_toggle(
+    viewer, qtbot, image, fake_dock_class, cpu_device
+):
+    from napari_gpuscope.widgets import MethodDock
+
+    hooks = {"make_preview_job": MethodDock.make_preview_job}  # not overridden
+    dock = type("NoPreviewDock", (fake_dock_class,), hooks)(viewer)
+    qtbot.addWidget(dock)
+    assert not dock.supports_preview
+    assert not dock.live_preview.isVisibleTo(dock)
+    assert dock.preview_now() is False
