@@ -141,8 +141,9 @@ class DockPanel:
         self.plot.setToolTip("Convergence of the running (or last) job")
         self.plot.setVisible(False)
         self.screenshot_button = _button(
-            "Screenshot...",
-            "Save the canvas as a PNG, with the processing parameters (provenance) saved alongside",
+            "Export figure...",
+            "Save the visible panels as a PNG figure at a whole zoom (chosen DPI or print width), "
+            "with scale bar, colorbar and the processing parameters (provenance) alongside",
             dock._export_screenshot,
         )
         self.save_tiff_button = _button(
