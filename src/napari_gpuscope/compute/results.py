@@ -133,6 +133,23 @@ class MethodResult(Protocol):
         ...
 
 
+def _layer_tuple(
+    data: Any,
+    name: str,
+    geometry: Geometry | None,
+    ndim: int,
+    metadata: Mapping[str, Any] | None,
+    display: Mapping[str, Any],
+    layer_type: str,
+) -> LayerDataTuple:
+    kwargs: dict[str, Any] = {"name": name}
+    if geometry is not None:
+        kwargs.update(geometry.trailing(ndim).as_kwargs())
+    kwargs.update(display)
+    kwargs["metadata"] = dict(metadata or {})
+    return data, kwargs, layer_type
+
+
 def image_layer(
     data: Any,
     name: str,
@@ -168,12 +185,7 @@ def image_layer(
     >>> kwargs["scale"], kind
     ((1.0, 1.0), 'image')
     """
-    kwargs: dict[str, Any] = {"name": name}
-    if geometry is not None:
-        kwargs.update(geometry.trailing(len(data.shape)).as_kwargs())
-    kwargs.update(display)
-    kwargs["metadata"] = dict(metadata or {})
-    return data, kwargs, "image"
+    return _layer_tuple(data, name, geometry, len(data.shape), metadata, display, "image")
 
 
 def vectors_layer(
@@ -188,9 +200,4 @@ def vectors_layer(
 
     The geometry of the trailing ``D`` axes is used, like :func:`image_layer`.
     """
-    kwargs: dict[str, Any] = {"name": name}
-    if geometry is not None:
-        kwargs.update(geometry.trailing(int(data.shape[-1])).as_kwargs())
-    kwargs.update(display)
-    kwargs["metadata"] = dict(metadata or {})
-    return data, kwargs, "vectors"
+    return _layer_tuple(data, name, geometry, int(data.shape[-1]), metadata, display, "vectors")
