@@ -19,11 +19,12 @@ Modules: :mod:`._params` (the parameter model), :mod:`._job` (the job and its re
 """
 
 from ..geometry import spacing_from_scale
-from ._job import HALO_PLANES, OUTPUT, TVResult, denoise, halo, iter_denoise
+from ._job import HALO_PLANES, MAX_HALO_STRENGTH, OUTPUT, TVResult, denoise, halo, iter_denoise
 from ._params import METHODS, NOISE_MODELS, TVParams
 
 __all__ = [
     "HALO_PLANES",
+    "MAX_HALO_STRENGTH",
     "METHODS",
     "NOISE_MODELS",
     "OUTPUT",
