@@ -183,3 +183,35 @@ def test_stop_keeps_the_current_estimate_and_says_so():
     assert float(y.square().sum(0).sqrt().max()) <= 0.1 * (1 + 1e-6)
     expected = denoise_tv_chambolle(f[0].numpy(), 0.1, eps=0, max_num_iter=10)
     np.testing.assert_array_equal(result.image[0].numpy(), expected)
+
+
+# --- host synchronisation (issue 7.1.8) --------------------------------------------------------
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_chambolle_syncs_with_the_host_at_most_once_per_check_block():
+    import warnings
+
+    image = noisy(fluorescence_phantom_2d((256, 256)))
+    f = torch.from_numpy(image)[None].cuda()
+
+    def syncs(iterations: int) -> int:
+        solver = solve_chambolle(f, 0.1, [1.0, 1.0], max_iterations=iterations, eps=0)
+        torch.cuda.synchronize()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode("warn")
+            try:
+                for _ in solver:
+                    pass
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+        return sum("synchroniz" in str(w.message) for w in caught)
+
+    short, long = syncs(100), syncs(300)
+    # One transfer per check block (every 10 iterations) plus a fixed cost per solve.
+    assert long - short <= (300 - 100) // 10
+    expected = denoise_tv_chambolle(image, 0.1, eps=0, max_num_iter=100)
+    got = run_job(tv.iter_denoise(image, 0.1, method="chambolle", tolerance=0, max_iterations=100))
+    np.testing.assert_array_equal(got.image, expected)
