@@ -232,10 +232,16 @@ def _relative_gaps(
     batch: int,
 ) -> torch.Tensor:
     """Per-problem relative duality gap of ``out = f + div y`` with ``y = -p`` (``g`` = grad
-    out and ``norm`` = |g|, both from the current iteration, before the dual update)."""
-    gap = per_problem_sum(weight * norm + (p * g).sum(0))
-    data = out - f
-    primal = 0.5 * per_problem_sum(data * data) + weight * per_problem_sum(norm)
+    out and ``norm`` = |g|, both from the current iteration, before the dual update), with one
+    image-sized temporary."""
+    terms = torch.mul(p[0], g[0])
+    for a in range(1, p.shape[0]):
+        terms.addcmul_(p[a], g[a])
+    terms.add_(norm, alpha=weight)  # weight |g| - <y, g>
+    gap = per_problem_sum(terms)
+    torch.sub(out, f, out=terms)
+    data = per_problem_sum(terms.square_())
+    primal = 0.5 * data + weight * per_problem_sum(norm)
     return relative_gaps(gap, primal)
 
 

@@ -304,7 +304,8 @@ def iter_denoise(
     Raises
     ------
     InvalidInputError
-        For complex, boolean, empty or non-finite input or a wrong number of dimensions.
+        For complex, boolean, empty or non-finite input, a wrong number of dimensions, or
+        values float32 cannot hold (beyond +-3.4e38, or all below 1.2e-38).
     ParameterError
         For invalid parameters (the message names the parameter and the valid range).
     DeviceMemoryError
@@ -314,9 +315,15 @@ def iter_denoise(
     -----
     Integer inputs are converted to float32 **without rescaling** (unlike scikit-image's
     ``img_as_float``): a uint16 image is denoised in ADU and ``weight`` is in ADU too.
+    Internally the data and the weight are multiplied by the same power of two so that the
+    solvers see values of magnitude ~1 (ROF is scale-equivariant, and a power of two changes no
+    bit of the result); any units work.
 
-    The relative gap certifies the FGP result: ``(P(u) - P*) / P(u) <= relative_gap`` where
-    ``P`` is the ROF energy. A gap of 1e-3 is visually converged; 1e-2 is a good preview.
+    The relative gap certifies the result: ``(P(u) - P*) / P(u) <= relative_gap`` where ``P``
+    is the ROF energy. A gap of 1e-3 is visually converged; 1e-2 is a good preview. A volume
+    larger than device memory is split into chunks along its first smoothed axis; FGP then
+    runs the unchunked iterations chunk by chunk (same result, same gap), and the gap of the
+    stitched image is computed in float64.
 
     Parameters are checked when this function is called; the values of the image (NaN,
     infinity) are checked when the job starts, so a worker thread pays for reading a lazy array.
@@ -373,8 +380,9 @@ def _bytes_per_element(method: str, n_coupled: int) -> int:
     """Device bytes per voxel: resident fields plus the torch twins' largest temporaries."""
     d = n_coupled
     if method == "chambolle":
-        # f, d, out, norm, product, p and g (d each), the pairwise sums' leaf lanes.
-        return 4 * (5 + 2 * d + 1)
+        # f, d, out, norm, product, p and g (d each), the pairwise sums' leaf lanes, the gap's
+        # temporary at checks.
+        return 4 * (5 + 2 * d + 2)
     # f, u, primal and gap terms, y and z (d each), at most two twin work buffers.
     return 4 * (4 + 2 * d + 2)
 
