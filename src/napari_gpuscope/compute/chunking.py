@@ -17,6 +17,7 @@ and which the method may sweep as often as its own convergence test requires.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Callable, Sequence
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .jobs import Job, Progress, scaled
+from .jobs import Job, Progress, mapped, scaled
 from .memory import (
     DeviceMemoryError,
     available_bytes,
@@ -372,28 +373,47 @@ class SplitSlab:
         return self._bounds[self.axis][1] - self._bounds[self.axis][0]
 
     def sweep(self, solve: Callable[[Region], Job[None]]) -> Job[None]:
-        """Run ``solve`` on every chunk of the slab (a :class:`Region` with halos), in order,
-        with the out-of-memory retries of :func:`~napari_gpuscope.compute.memory.run_in_chunks`
-        (a chunk size that ran out of memory is not tried again in later sweeps)."""
-        start0 = self._bounds[self.axis][0]
+        """Run ``solve`` on every chunk of the slab (a :class:`Region` with halos), in order.
 
-        def process(start: int, stop: int) -> Job[None]:
+        The chunks' progress fractions pass through unchanged (the method knows how a sweep
+        relates to its whole run); their messages get a ``"chunk k of n: "`` prefix. On an
+        out-of-memory error the cache is freed and the chunk halved (also for later sweeps),
+        down to one core plane, then :class:`DeviceMemoryError` is raised.
+        """
+        start0 = self._bounds[self.axis][0]
+        start = 0
+        index = 0
+        fraction: float | None = None
+
+        def relabel(prefix: str) -> Callable[[Progress], Progress]:
+            def rewrite(update: Progress) -> Progress:
+                nonlocal fraction
+                fraction = update.fraction
+                return dataclasses.replace(update, message=prefix + update.message)
+
+            return rewrite
+
+        while start < self.planes:
+            stop = min(self.planes, start + self.chunk)
+            total = index + math.ceil((self.planes - start) / self.chunk)
             sub = list(self._bounds)
             sub[self.axis] = (start0 + start, start0 + stop)
+            job = self._chunker._solve(sub, self.axis, solve, self.halo)
             try:
-                yield from self._chunker._solve(sub, self.axis, solve, self.halo)
+                yield from mapped(job, relabel(f"chunk {index + 1} of {total}: "))
             except Exception as exc:
-                if is_out_of_memory(exc):
-                    self.chunk = max(1, min(self.chunk, stop - start) // 2)
-                    self.fits = self.chunk + 2 * self.halo
-                raise
-
-        yield from run_in_chunks(
-            self.planes,
-            self.chunk,
-            process,
-            device=self._chunker.device,
-            bytes_per_item=self.bytes_per_plane,
-            fixed_bytes=2 * self.halo * self.bytes_per_plane,
-            what=self._chunker.what,
-        )
+                if not is_out_of_memory(exc):
+                    raise
+                free_cached(self._chunker.device)
+                if self.chunk <= 1:
+                    needed = (1 + 2 * self.halo) * self.bytes_per_plane
+                    available = available_bytes(self._chunker.device)
+                    raise DeviceMemoryError(needed, available, self._chunker.what) from exc
+                self.chunk = max(1, min(self.chunk, stop - start) // 2)
+                self.fits = self.chunk + 2 * self.halo
+                yield Progress(
+                    fraction, f"out of device memory; retrying with chunks of {self.chunk} planes"
+                )
+                continue
+            index += 1
+            start = stop

@@ -47,7 +47,7 @@ import torch
 
 from ..arrays import to_host
 from ..chunking import Region, SplitSlab
-from ..jobs import Job, Output, Progress, is_stop
+from ..jobs import Job, Output, Progress, is_stop, scaled
 from ..memory import DeviceMemoryError
 from . import _certificate as certificate
 from . import _ops as ops
@@ -187,7 +187,7 @@ class _Rounds:
                 unreached = (state.planes - self.reached) * state.plane_voxels
             # Chunks not reached in the last round are one round behind: the stitched dual is
             # still feasible, so the result is certified as it is.
-            yield from _certify_all(self.context, self.slab, state)
+            yield from _certify_all(self.context, self.slab, state, self.progress)
             self.gap = float(state.gaps().max())
         converged = self.gap <= params.tolerance
         _account(self.context, self.slab, state, iteration, self.gap, converged, stopped, unreached)
@@ -271,7 +271,9 @@ def _certify_core(
         )
 
 
-def _certify_all(context: SolveContext, slab: SplitSlab, state: _Slab) -> Job[None]:
+def _certify_all(
+    context: SolveContext, slab: SplitSlab, state: _Slab, fraction: float
+) -> Job[None]:
     """Certificate and output of the whole slab from the host dual, streamed."""
     state.primal.zero_()
     state.dual.zero_()
@@ -285,7 +287,7 @@ def _certify_all(context: SolveContext, slab: SplitSlab, state: _Slab) -> Job[No
         f = context.read(tuple(read))
         y = state.y[:, :, max(start - 1, 0) : upper].to(f.device)
         _certify_block(context, slab, state, f, y, start, stop)
-        yield Progress(None, f"certifying the result: planes {start}-{stop} of {state.planes}")
+        yield Progress(fraction, f"certifying the result: planes {start}-{stop} of {state.planes}")
 
 
 def _certify_block(
@@ -361,10 +363,12 @@ def _chambolle(context: SolveContext, slab: SplitSlab) -> Job[None]:
 
     def chunk(region: Region) -> Job[None]:
         r0, r1 = _lead(region, slab.axis)
+        a, b = _lead(region, slab.axis, read=False)
         f = context.read(region.read)
         if r0 > 0:
             f[:, 0] -= spacing[0] * state.y[0, :, r0 - 1].to(f.device)
-        result = yield from context.solve(region, f)
+        solve = context.solve(region, f)
+        result = yield from scaled(solve, a / state.planes, b / state.planes)
         _write_back(state.y, result.dual.to("cpu"), r0, r1, state.planes, context.weight)
         facts["iterations"] = max(facts["iterations"], result.iterations)
         facts["fired"] = facts["fired"] and result.converged
@@ -378,7 +382,7 @@ def _chambolle(context: SolveContext, slab: SplitSlab) -> Job[None]:
         yield from slab.sweep(chunk)
     except _Stopped:
         stopped = True
-    yield from _certify_all(context, slab, state)
+    yield from _certify_all(context, slab, state, 1.0)
     unreached = (state.planes - facts["reached"]) * state.plane_voxels if stopped else 0
     _account(
         context,
