@@ -156,9 +156,6 @@ class HaloChunker:
         Overrides the free memory (see :func:`~napari_gpuscope.compute.memory.plan_chunk`).
     what : str
         Name used in memory messages.
-    split_bytes_per_element : int, optional
-        Device bytes per element when a slab is split (see :meth:`run`), if more than
-        ``bytes_per_element`` (e.g. a warm-started solver also holds its starting point).
 
     Attributes
     ----------
@@ -175,15 +172,11 @@ class HaloChunker:
         device: torch.device,
         budget: int | None = None,
         what: str = "one chunk",
-        split_bytes_per_element: int | None = None,
     ) -> None:
         if not layout.coupled_axes:
             raise ValueError("HaloChunker needs at least one coupled axis")
         self.layout = layout
         self.bytes_per_element = int(bytes_per_element)
-        self.split_bytes_per_element = max(
-            self.bytes_per_element, int(split_bytes_per_element or 0)
-        )
         lead = layout.coupled_axes[0]
         self._halo = halo
         self._lead_length = layout.shape[lead]
@@ -295,8 +288,7 @@ class HaloChunker:
                     available = available_bytes(self.device)
                     raise DeviceMemoryError(needed, available, self.what) from exc
                 yield Progress(0.0, "out of device memory; splitting into chunks")
-        bytes_per_plane = per_plane * self.split_bytes_per_element
-        fits = min(fits, plan_chunk(length, bytes_per_plane, **plan))
+        bytes_per_plane = per_plane * self.bytes_per_element
         halo = min(self.halo, (fits - 1) // 4)
         yield from split(SplitSlab(self, list(region), axis, fits, halo, bytes_per_plane))
 

@@ -229,12 +229,16 @@ class _Rounds:
         self.reached = b
         done = fraction_done(self.target, self.gap, self.first_gap, params)
         self.progress = max(self.progress, done)
-        gap = f", gap {self.gap:.1e}" if math.isfinite(self.gap) else ""
+        metrics = {"iteration": self.target}
+        gap = ""
+        if math.isfinite(self.gap):  # known from the first check on
+            metrics["relative_gap"] = self.gap
+            gap = f", gap {self.gap:.1e}"
         command = yield Progress(
             self.progress,
             f"iteration {self.target}/{params.max_iterations}{gap}",
             step=self.target,
-            metrics={"iteration": self.target, "relative_gap": self.gap},
+            metrics=metrics,
             outputs={OUTPUT: _preview(context, region, f, y)},
         )
         if is_stop(command):
