@@ -20,6 +20,7 @@ level.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 __all__ = ["PairwiseSum"]
@@ -50,34 +51,20 @@ class PairwiseSum:
     def __init__(self, n: int, device: torch.device) -> None:
         self.n = int(n)
         self.device = device
+        self.tail = self.n % _LANES  # added one by one to the last leaf
         if self.n < _LANES:
             return
-        leaves: list[tuple[int, int, int, int]] = []  # (first element, length, depth, path)
-
-        def visit(start: int, length: int, depth: int, path: int) -> None:
-            if length <= _BLOCK:
-                leaves.append((start, length, depth, path))
-                return
-            half = length // 2
-            half -= half % _LANES
-            visit(start, half, depth + 1, 2 * path)
-            visit(start + half, length - half, depth + 1, 2 * path + 1)
-
-        visit(0, self.n, 0, 0)
-        self.depth = max(depth for _, _, depth, _ in leaves)
+        starts, lengths, depths, paths = _leaves(self.n)
+        self.depth = int(depths.max())
         # A leaf at depth k on path p sits, in the perfect tree of depth D, at the leftmost
         # descendant slot p * 2^(D - k); the other slots stay 0.
-        slots = [path << (self.depth - depth) for _, _, depth, path in leaves]
-        groups = [length // _LANES for _, length, _, _ in leaves]
-        self.rows = max(groups)
-        first_group = torch.tensor([start // _LANES for start, *_ in leaves], dtype=torch.int64)
-        counts = torch.tensor(groups, dtype=torch.int64)
-        self.row_index = [
-            (first_group + t).clamp(max=self.n // _LANES - 1).to(device) for t in range(self.rows)
-        ]
-        self.row_mask = [(t < counts).to(torch.float32).to(device) for t in range(self.rows)]
-        self.slots = torch.tensor(slots, dtype=torch.int64, device=device)
-        self.tail = self.n % _LANES  # added one by one to the last leaf
+        slots = paths << (self.depth - depths)
+        groups = lengths // _LANES
+        self.rows = int(groups.max())
+        self.last_group = self.n // _LANES - 1
+        self.first_group = torch.from_numpy(starts // _LANES).to(device)
+        self.groups = torch.from_numpy(groups).to(device)
+        self.slots = torch.from_numpy(slots).to(device)
 
     def __call__(self, values: torch.Tensor) -> torch.Tensor:
         """Row sums of a contiguous float32 ``(B, n)`` tensor, as ``values.numpy().sum(1)``."""
@@ -88,8 +75,10 @@ class PairwiseSum:
                 total = total + values[:, i]
             return total
         groups = values[:, : self.n - self.tail].view(batch, -1, _LANES)
-        lanes = groups.index_select(1, self.row_index[0])
-        for index, mask in zip(self.row_index[1:], self.row_mask[1:], strict=True):
+        lanes = groups.index_select(1, self.first_group)
+        for t in range(1, self.rows):
+            index = (self.first_group + t).clamp_(max=self.last_group)
+            mask = (self.groups > t).to(values.dtype)
             # mask is 1.0 or 0.0: lanes + row * 1 rounds like lanes + row, and + 0 is exact.
             lanes.addcmul_(groups.index_select(1, index), mask[None, :, None])
         pairs = lanes[..., 0::2] + lanes[..., 1::2]
@@ -102,3 +91,36 @@ class PairwiseSum:
         while tree.shape[1] > 1:
             tree = tree[:, 0::2] + tree[:, 1::2]
         return tree[:, 0] + 0.0
+
+
+def _leaves(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """NumPy's recursion, level by level: each leaf's first element, length, depth and path
+    (the left/right turns from the root as bits), in order."""
+    starts = np.zeros(1, dtype=np.int64)
+    lengths = np.full(1, n, dtype=np.int64)
+    depths = np.zeros(1, dtype=np.int64)
+    paths = np.zeros(1, dtype=np.int64)
+    while (lengths > _BLOCK).any():
+        split = lengths > _BLOCK
+        half = lengths // 2
+        half -= half % _LANES
+        # Each node becomes one (a leaf) or two entries, keeping the order.
+        count = np.where(split, 2, 1)
+        position = np.cumsum(count) - count
+        total = int(count.sum())
+        new = [np.empty(total, dtype=np.int64) for _ in range(4)]
+        for array, left, right in zip(
+            new,
+            (
+                starts,
+                np.where(split, half, lengths),
+                depths + split,
+                2 * paths * split + paths * ~split,
+            ),
+            (starts + half, lengths - half, depths + 1, 2 * paths + 1),
+            strict=True,
+        ):
+            array[position] = left
+            array[position[split] + 1] = right[split]
+        starts, lengths, depths, paths = new
+    return starts, lengths, depths, paths
