@@ -462,7 +462,7 @@ def _run(
                 _check_camera(camera)
             else:
                 camera = CameraModel(params.gain, params.offset or 0.0, params.read_noise or 0.0)
-        scale = DataScale.for_data(low, high, np.dtype(image.dtype), camera, "image")
+        scale = DataScale.for_data(low, high, image.dtype, camera, "image")
         if params.weight is None and params.noise_model == "gaussian":
             yield Progress(None, "estimating the noise level")
         weight, sigma = _resolve_weight(image, params, scale)

@@ -110,9 +110,10 @@ class DataScale:
 
     @staticmethod
     def for_data(
-        low: float, high: float, dtype: np.dtype, camera: CameraModel | None, name: str
+        low: float, high: float, dtype: Any, camera: CameraModel | None, name: str
     ) -> DataScale:
-        """The scale for data in ``[low, high]``; refuses data float32 cannot represent."""
+        """The scale for data in ``[low, high]`` of ``dtype`` (NumPy or torch); refuses data
+        float32 cannot represent."""
         largest = max(abs(low), abs(high))
         if largest > FLOAT32_MAX:
             raise InvalidInputError(
@@ -128,7 +129,7 @@ class DataScale:
                 "it cannot hold them. Multiply the data (and an absolute weight) by a "
                 "constant, e.g. 1e30, first."
             )
-        on_host = np.dtype(dtype).itemsize > 4 and np.dtype(dtype).kind == "f"
+        on_host = _wider_than_float32(dtype)
         on_host = on_host and not _HOST_SCALE_BELOW <= largest <= _HOST_SCALE_ABOVE
         if camera is not None:
             if on_host:
@@ -144,6 +145,14 @@ class DataScale:
     def weight(self, weight: float) -> float:
         """The weight the solver uses: ``c * weight``, capped at :data:`WEIGHT_CAP`."""
         return min(self.factor * weight, WEIGHT_CAP)
+
+
+def _wider_than_float32(dtype: Any) -> bool:
+    """Whether a float dtype (NumPy or torch) holds values float32 cannot."""
+    if isinstance(dtype, torch.dtype):
+        return dtype.is_floating_point and dtype.itemsize > 4
+    dtype = np.dtype(dtype)
+    return dtype.kind == "f" and dtype.itemsize > 4
 
 
 def _power_of_two_below(largest: float) -> float:
