@@ -84,19 +84,22 @@ def test_chunked_volume_is_the_unchunked_solution_at_any_weight(volume, weight):
     reference = run(volume, weight, tolerance=2e-5, max_iterations=50_000)
     assert whole.chunks == 1 and chunked.chunks == 4
     assert chunked.converged and chunked.relative_gap <= tol
-    # The same FGP iterations, chunk by chunk: same stop, same image up to float32 rounding
-    # (measured: max difference <= 1.9e-7, energies equal to 7e-8, gaps to 1e-7).
+    # The same FGP iterations, chunk by chunk: same stop (40 to 1410 iterations from w=0.05
+    # to w=2), same image up to float32 rounding. Measured: max difference <= 1.9e-7, energies
+    # equal to 6.9e-8, gaps (float64 certificate vs the solver's float32 terms) to 7.6e-5.
     assert chunked.iterations == whole.iterations
     np.testing.assert_allclose(chunked.image, whole.image, rtol=0, atol=2e-6)
     energy_chunked = rof_energy(chunked.image, volume, weight)
     energy_whole = rof_energy(whole.image, volume, weight)
     assert abs(energy_chunked - energy_whole) <= 1e-6 * energy_whole
-    assert chunked.relative_gap == pytest.approx(whole.relative_gap, rel=1e-4)
+    assert chunked.relative_gap == pytest.approx(whole.relative_gap, rel=1e-3)
     # The reported gap is true: at least the distance to a tightly converged reference
-    # (measured, gap vs lower bound: 4.7e-4 vs 3.3e-4 at w=0.05 ... 8.3e-4 vs 8.1e-4 at w=2).
+    # (measured, gap vs lower bound: 4.6e-4 vs 3.2e-4 at w=0.05, 9.4e-4 vs 8.6e-4 at 0.2,
+    # 9.9e-4 vs 9.5e-4 at 0.5, 8.2e-4 vs 7.9e-4 at 1, 8.3e-4 vs 8.1e-4 at 2).
     lower_bound = (energy_chunked - rof_energy(reference.image, volume, weight)) / energy_chunked
     assert chunked.relative_gap >= lower_bound
-    # No seams: the difference to the unchunked result does not jump at chunk borders.
+    # No seams: the difference to the unchunked result does not jump at chunk borders
+    # (measured: at most 3.0e-7 between neighbouring planes).
     jumps = np.abs(np.diff(chunked.image.astype(np.float64) - whole.image, axis=0))
     assert jumps.max() <= 2e-6
 
@@ -135,7 +138,7 @@ def test_chunked_anisotropic_time_lapse_with_channels_matches_unchunked():
     assert chunked.chunks > 4  # every (channel, frame) slab split along z
     assert chunked.image.min() >= 0
     np.testing.assert_allclose(chunked.image, whole.image, rtol=0, atol=2e-6)
-    assert chunked.relative_gap == pytest.approx(whole.relative_gap, rel=1e-4)
+    assert chunked.relative_gap == pytest.approx(whole.relative_gap, rel=1e-3)
 
 
 def test_poisson_mode_chunked_matches_unchunked():
