@@ -59,7 +59,7 @@ def test_chambolle_matches_skimage_at_fixed_iterations(shape):
     got = result_of(image, 0.1, method="chambolle", tolerance=0, max_iterations=50)
     assert got.iterations == 50
     assert not got.converged
-    np.testing.assert_allclose(got.image, expected, rtol=0, atol=1e-4)
+    np.testing.assert_array_equal(got.image, expected)  # bitwise (see test_tv_chambolle)
 
 
 def test_chambolle_matches_skimage_default_stopping_rule():
@@ -67,14 +67,14 @@ def test_chambolle_matches_skimage_default_stopping_rule():
     expected = denoise_tv_chambolle(image, weight=0.1)  # eps=2e-4 stops early
     got = result_of(image, 0.1, method="chambolle", tolerance=2e-4)
     assert got.converged and got.iterations < 200
-    np.testing.assert_allclose(got.image, expected, rtol=0, atol=1e-4)
+    np.testing.assert_array_equal(got.image, expected)  # bitwise (see test_tv_chambolle)
 
 
 def test_chambolle_channel_axis_matches_skimage():
     image = np.random.default_rng(4).random((30, 2, 26)).astype(np.float32)
     expected = denoise_tv_chambolle(image, weight=0.15, channel_axis=1)
     got = result_of(image, 0.15, method="chambolle", tolerance=2e-4, channel_axis=1)
-    np.testing.assert_allclose(got.image, expected, rtol=0, atol=1e-4)
+    np.testing.assert_array_equal(got.image, expected)  # bitwise (see test_tv_chambolle)
 
 
 # --- FGP: convergence certificate and quality --------------------------------------------------
@@ -174,7 +174,7 @@ def test_zero_weight_time_axis_with_skimage_stopping_per_frame():
     image[1] *= 0.2  # a very different frame stops at a different iteration
     got = result_of(image, 0.1, method="chambolle", tolerance=2e-4, spacing=(0, 1, 1))
     expected = np.stack([denoise_tv_chambolle(frame, 0.1) for frame in image])
-    np.testing.assert_allclose(got.image, expected, rtol=0, atol=1e-4)
+    np.testing.assert_array_equal(got.image, expected)  # bitwise (see test_tv_chambolle)
 
 
 def test_anisotropic_spacing_uses_weighted_differences():

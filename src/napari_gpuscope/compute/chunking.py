@@ -7,10 +7,18 @@ regions that fit in device memory: independent axes first (their chunks need no 
 leading coupled axis, whose chunks read ``halo`` extra planes on each side and keep only their
 core. The halo is the method's business; a method exposes it publicly (e.g.
 :func:`napari_gpuscope.compute.tv.halo`) so a Dask ``map_overlap`` can ask for the same depth.
+
+A halo makes a chunk exact only for methods whose output depends on a bounded neighbourhood. A
+global problem (TV: a flat region's level depends on all of it) passes ``split=`` to
+:meth:`HaloChunker.run`: each independent slab whose leading axis must be split is then handed
+over whole as a :class:`SplitSlab`, whose :meth:`SplitSlab.sweep` runs one pass over its chunks
+and which the method may sweep as often as its own convergence test requires.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -18,10 +26,17 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .jobs import Job, scaled
-from .memory import DeviceMemoryError, plan_chunk, run_in_chunks
+from .jobs import Job, Progress, mapped, scaled
+from .memory import (
+    DeviceMemoryError,
+    available_bytes,
+    free_cached,
+    is_out_of_memory,
+    plan_chunk,
+    run_in_chunks,
+)
 
-__all__ = ["AxisLayout", "HaloChunker", "Region"]
+__all__ = ["AxisLayout", "HaloChunker", "Region", "SplitSlab"]
 
 
 @dataclass(frozen=True)
@@ -132,8 +147,9 @@ class HaloChunker:
         The input's layout (at least one coupled axis).
     bytes_per_element : int
         Device bytes the method needs per element of a read region.
-    halo : int
-        Extra planes read on each side along the leading coupled axis.
+    halo : int or callable
+        Extra planes read on each side along the leading coupled axis, or a zero-argument
+        function computing it (called once, only if a halo is ever needed).
     device : torch.device
         Where memory is planned.
     budget : int, optional
@@ -144,7 +160,7 @@ class HaloChunker:
     Attributes
     ----------
     chunks : int
-        Regions processed so far.
+        Regions processed so far (over all sweeps of split slabs).
     """
 
     def __init__(
@@ -152,7 +168,7 @@ class HaloChunker:
         layout: AxisLayout,
         *,
         bytes_per_element: int,
-        halo: int,
+        halo: int | Callable[[], int],
         device: torch.device,
         budget: int | None = None,
         what: str = "one chunk",
@@ -162,24 +178,45 @@ class HaloChunker:
         self.layout = layout
         self.bytes_per_element = int(bytes_per_element)
         lead = layout.coupled_axes[0]
-        self.halo = max(0, min(layout.shape[lead] - 1, int(halo)))
+        self._halo = halo
+        self._lead_length = layout.shape[lead]
         self.device = device
         self.budget = budget
         self.what = what
         self.split_axes = (*layout.batch_axes, lead)
         self.chunks = 0
 
-    def run(self, solve: Callable[[Region], Job[None]]) -> Job[None]:
+    @functools.cached_property
+    def halo(self) -> int:
+        """Planes read on each side of a chunk along the leading coupled axis."""
+        halo = self._halo() if callable(self._halo) else self._halo
+        return max(0, min(self._lead_length - 1, int(halo)))
+
+    def run(
+        self,
+        solve: Callable[[Region], Job[None]],
+        *,
+        split: Callable[[SplitSlab], Job[None]] | None = None,
+    ) -> Job[None]:
         """Run ``solve(region)`` on every region, in order; it stores its results itself.
 
         ``solve`` may be restarted on the same region with a smaller chunk after an
         out-of-memory error.
+
+        With ``split``, a slab (all planes of the leading coupled axis for some independent
+        indices) that does not fit at once is not cut into halo regions here: ``split(slab)``
+        gets the whole :class:`SplitSlab` and decides how to sweep it. Its halo is then capped
+        at a quarter of the planes that fit, so that chunks keep a useful core.
         """
         full = [(0, n) for n in self.layout.shape]
-        yield from self._split(0, full, solve)
+        yield from self._split(0, full, solve, split)
 
     def _split(
-        self, level: int, region: list[tuple[int, int]], solve: Callable[[Region], Job[None]]
+        self,
+        level: int,
+        region: list[tuple[int, int]],
+        solve: Callable[[Region], Job[None]],
+        split: Callable[[SplitSlab], Job[None]] | None,
     ) -> Job[None]:
         axis = self.split_axes[level]
         coupled = level == len(self.split_axes) - 1
@@ -187,6 +224,9 @@ class HaloChunker:
         length = stop0 - start0
         elements = math.prod(b - a for a, b in region)
         per_item = elements // length * self.bytes_per_element
+        if coupled and split is not None:
+            yield from self._whole_or_split(region, axis, solve, split)
+            return
         halo = self.halo if coupled else 0
         # A chunk reads its core plus up to 2 halos, never more than the whole axis.
         fixed = min(2 * halo, length - 1) * per_item
@@ -202,7 +242,7 @@ class HaloChunker:
                 sub = list(region)
                 sub[axis] = (start0 + index, start0 + index + 1)
                 yield from scaled(
-                    self._split(level + 1, sub, solve), index / length, (index + 1) / length
+                    self._split(level + 1, sub, solve, split), index / length, (index + 1) / length
                 )
             return
 
@@ -221,18 +261,51 @@ class HaloChunker:
             what=self.what,
         )
 
+    def _whole_or_split(
+        self,
+        region: list[tuple[int, int]],
+        axis: int,
+        solve: Callable[[Region], Job[None]],
+        split: Callable[[SplitSlab], Job[None]],
+    ) -> Job[None]:
+        """A slab at once if it fits (and does not run out of memory), else ``split(slab)``."""
+        start0, stop0 = region[axis]
+        length = stop0 - start0
+        per_plane = math.prod(b - a for a, b in region) // length
+        plan = {"device": self.device, "budget": self.budget, "what": self.what}
+        fits = plan_chunk(length, per_plane * self.bytes_per_element, **plan)
+        if fits >= length:
+            try:
+                yield from self._solve(region, None, solve)
+                return
+            except Exception as exc:
+                if not is_out_of_memory(exc):
+                    raise
+                free_cached(self.device)
+                fits = length // 2
+                if fits < 1:
+                    needed = per_plane * self.bytes_per_element
+                    available = available_bytes(self.device)
+                    raise DeviceMemoryError(needed, available, self.what) from exc
+                yield Progress(0.0, "out of device memory; splitting into chunks")
+        bytes_per_plane = per_plane * self.bytes_per_element
+        halo = min(self.halo, (fits - 1) // 4)
+        yield from split(SplitSlab(self, list(region), axis, fits, halo, bytes_per_plane))
+
     def _solve(
         self,
         core: list[tuple[int, int]],
         halo_axis: int | None,
         solve: Callable[[Region], Job[None]],
+        halo: int | None = None,
     ) -> Job[None]:
+        halo = self.halo if halo is None else halo
         read = list(core)
         if halo_axis is not None:
             a, b = core[halo_axis]
             read[halo_axis] = (
-                max(0, a - self.halo),
-                min(self.layout.shape[halo_axis], b + self.halo),
+                max(0, a - halo),
+                min(self.layout.shape[halo_axis], b + halo),
             )
         keep = tuple(slice(c[0] - r[0], c[1] - r[0]) for c, r in zip(core, read, strict=True))
         whole = all(a == 0 and b == n for (a, b), n in zip(core, self.layout.shape, strict=True))
@@ -244,3 +317,95 @@ class HaloChunker:
         )
         yield from solve(region)
         self.chunks += 1
+
+
+class SplitSlab:
+    """A slab whose leading coupled axis is split into chunks, handed to the method whole.
+
+    Attributes
+    ----------
+    core : tuple of slice
+        The slab in input coordinates (every plane of the leading axis).
+    axis : int
+        The leading coupled axis (input index).
+    fits : int
+        Planes that fit on the device at once (a chunk's core plus its two halos).
+    halo : int
+        Planes read on each side of a chunk's core (see :meth:`set_halo`).
+    chunk : int
+        Core planes per chunk, ``fits - 2 * halo``; halved after an out-of-memory error, for the
+        following sweeps too.
+    """
+
+    def __init__(
+        self,
+        chunker: HaloChunker,
+        bounds: list[tuple[int, int]],
+        axis: int,
+        fits: int,
+        halo: int,
+        bytes_per_plane: int,
+    ) -> None:
+        self._chunker = chunker
+        self._bounds = bounds
+        self.axis = axis
+        self.fits = fits
+        self.bytes_per_plane = bytes_per_plane
+        self.core = tuple(slice(a, b) for a, b in bounds)
+        self.set_halo(halo)
+
+    def set_halo(self, halo: int) -> None:
+        """Use ``halo`` planes on each side (the core shrinks to keep ``fits`` planes)."""
+        self.halo = int(halo)
+        self.chunk = max(1, self.fits - 2 * self.halo)
+
+    @property
+    def planes(self) -> int:
+        """Planes along the leading axis."""
+        return self._bounds[self.axis][1] - self._bounds[self.axis][0]
+
+    def sweep(self, solve: Callable[[Region], Job[None]]) -> Job[None]:
+        """Run ``solve`` on every chunk of the slab (a :class:`Region` with halos), in order.
+
+        The chunks' progress fractions pass through unchanged (the method knows how a sweep
+        relates to its whole run); their messages get a ``"chunk k of n: "`` prefix. On an
+        out-of-memory error the cache is freed and the chunk halved (also for later sweeps),
+        down to one core plane, then :class:`DeviceMemoryError` is raised.
+        """
+        start0 = self._bounds[self.axis][0]
+        start = 0
+        index = 0
+        fraction: float | None = None
+
+        def relabel(prefix: str) -> Callable[[Progress], Progress]:
+            def rewrite(update: Progress) -> Progress:
+                nonlocal fraction
+                fraction = update.fraction
+                return dataclasses.replace(update, message=prefix + update.message)
+
+            return rewrite
+
+        while start < self.planes:
+            stop = min(self.planes, start + self.chunk)
+            total = index + math.ceil((self.planes - start) / self.chunk)
+            sub = list(self._bounds)
+            sub[self.axis] = (start0 + start, start0 + stop)
+            job = self._chunker._solve(sub, self.axis, solve, self.halo)
+            try:
+                yield from mapped(job, relabel(f"chunk {index + 1} of {total}: "))
+            except Exception as exc:
+                if not is_out_of_memory(exc):
+                    raise
+                free_cached(self._chunker.device)
+                if self.chunk <= 1:
+                    needed = (1 + 2 * self.halo) * self.bytes_per_plane
+                    available = available_bytes(self._chunker.device)
+                    raise DeviceMemoryError(needed, available, self._chunker.what) from exc
+                self.chunk = max(1, min(self.chunk, stop - start) // 2)
+                self.fits = self.chunk + 2 * self.halo
+                yield Progress(
+                    fraction, f"out of device memory; retrying with chunks of {self.chunk} planes"
+                )
+                continue
+            index += 1
+            start = stop

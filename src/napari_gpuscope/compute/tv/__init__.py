@@ -10,20 +10,26 @@ forward differences, for 2D, 3D, time-lapse and 4D images with an optional chann
   :func:`skimage.restoration.denoise_tv_chambolle` (same step, stopping rule and output).
 
 Independent problems (channels, and axes whose spacing weight is 0 such as a frame-by-frame time
-axis) are solved together as one batch. Volumes larger than device memory are processed in chunks
-with overlapping halos (:func:`halo`). :func:`iter_denoise` is the progress-reporting job behind
-:func:`denoise`; :class:`TVParams` holds every parameter.
+axis) are solved together as one batch. Volumes larger than device memory are split into chunks
+along their first smoothed axis and still solved as one problem (FGP runs the unchunked
+iterations chunk by chunk; the stitched result is certified in float64); :func:`halo` gives the
+overlap a Dask ``map_overlap`` would need. :func:`iter_denoise` is the progress-reporting job
+behind :func:`denoise`; :class:`TVParams` holds every parameter.
 
 Modules: :mod:`._params` (the parameter model), :mod:`._job` (the job and its result),
-:mod:`._fgp` and :mod:`._chambolle` (solvers), :mod:`._ops` (operators and fused kernels).
+:mod:`._context` (what the chunks of a job share), :mod:`._scale` (intensity scaling and what
+float32 cannot hold), :mod:`._split` and :mod:`._certificate` (split volumes and their duality
+gap), :mod:`._fgp` and :mod:`._chambolle` (solvers; :mod:`._numpy_sum` reproduces NumPy's float32
+sums for scikit-image parity), :mod:`._ops` (operators and fused kernels).
 """
 
 from ..geometry import spacing_from_scale
-from ._job import HALO_PLANES, OUTPUT, TVResult, denoise, halo, iter_denoise
+from ._job import HALO_PLANES, MAX_HALO_STRENGTH, OUTPUT, TVResult, denoise, halo, iter_denoise
 from ._params import METHODS, NOISE_MODELS, TVParams
 
 __all__ = [
     "HALO_PLANES",
+    "MAX_HALO_STRENGTH",
     "METHODS",
     "NOISE_MODELS",
     "OUTPUT",

@@ -11,6 +11,8 @@ from ..params import Params, param
 __all__ = ["METHODS", "NOISE_MODELS", "TVParams"]
 
 METHODS = ("fgp", "chambolle")
+FLOAT32_MAX = 3.4028234663852886e38
+"""Largest weight: results are float32 in the input's units, which reach float32's maximum."""
 NOISE_MODELS = ("gaussian", "poisson")
 
 
@@ -40,7 +42,7 @@ class TVParams(Params):
     weight: float | None = param(
         None,
         minimum=0.0,
-        maximum=1e30,
+        maximum=FLOAT32_MAX,
         help=(
             "TV weight in the image's intensity units (Anscombe units in Poisson mode); larger "
             "is smoother. None = strength x the estimated noise level"

@@ -54,6 +54,12 @@ def per_problem_sum(values: torch.Tensor) -> torch.Tensor:
 
 
 def relative_gaps(gap: torch.Tensor, primal: torch.Tensor) -> torch.Tensor:
-    """Per-problem gap / primal energy; a problem with zero energy is solved exactly (0)."""
-    gap = gap.clamp_min(0.0)  # the exact gap is >= 0; float32 rounding can dip below
-    return torch.where(primal > 0, gap / primal.clamp_min(1e-300), torch.zeros_like(gap))
+    """Per-problem gap / primal energy.
+
+    A problem with zero energy and zero gap is solved exactly (0); a zero energy with a positive
+    gap is infinitely far (inf), and NaN stays NaN, so that no comparison with a tolerance can
+    mistake a broken solve for a converged one.
+    """
+    gap = gap.clamp_min(0.0)  # the exact gap is >= 0; float32 rounding can dip below (NaN stays)
+    rel = gap / primal
+    return torch.where((gap == 0) & (primal == 0), torch.zeros_like(rel), rel)
