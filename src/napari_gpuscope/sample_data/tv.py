@@ -36,7 +36,7 @@ def _layer(
                 "read_noise_adu": camera.read_noise,
                 "peak_photons": light.peak_photons,
                 "background_photons": light.background_photons,
-            }
+            },
         },
     }
     return (data, kwargs, "image")
