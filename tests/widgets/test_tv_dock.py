@@ -80,6 +80,7 @@ def test_full_run_matches_scikit_image_and_has_provenance(viewer, qtbot, dock):
     _select(dock, "img")
     _field(dock, "method").value = "chambolle"
     _field(dock, "tolerance").value = 2e-4
+    _field(dock, "max_iterations").value = 200  # scikit-image's default
     assert dock.run()
     qtbot.waitUntil(lambda: not dock.runner.running, timeout=30_000)
 
