@@ -140,7 +140,7 @@ class TVResult:
 
     def describe(self) -> str:
         """One line in plain words, e.g. ``"converged in 80 iterations (relative gap 9.5e-04
-        <= tolerance 1e-03), weight 0.0998"``."""
+        <= tolerance 1e-03, weight 6.18 = strength 1 x noise σ 6.18)"``."""
         params = self.params
         gap = f"relative gap {self.relative_gap:.1e}"
         if params.method == "fgp":
@@ -148,7 +148,9 @@ class TVResult:
             gap += f" {'<=' if below else '>'} tolerance {params.tolerance:.0e}"
         facts = f"{gap}, weight {self.weight:.4g}"
         if self.noise_sigma is not None:
-            facts += f" (strength {params.strength:g} x noise {self.noise_sigma:.4g})"
+            facts += f" = strength {params.strength:g} x noise σ {self.noise_sigma:.4g}"
+        elif params.weight is None and params.noise_model == "poisson":
+            facts += f" = strength {params.strength:g} (Anscombe units)"
         if self.chunks > 1:
             facts += f", {self.chunks} chunks"
         if self.stopped_early:
