@@ -101,6 +101,14 @@ def _interactive_demo() -> int:
 DEMO_PANEL_PIXELS = 400
 
 
+def demo_zoom(plane: Sequence[int]) -> int:
+    """The whole zoom that makes a plane at least :data:`DEMO_PANEL_PIXELS` wide, capped at the
+    figure export's largest zoom (a tiny plane is then drawn smaller, not refused)."""
+    from .export.figure import MAX_ZOOM
+
+    return min(MAX_ZOOM, max(1, -(-DEMO_PANEL_PIXELS // max(plane))))
+
+
 def _demo_viewer(run: Any) -> Any:
     """A shown viewer with the sample and its results side by side, on one display range."""
     import napari
@@ -130,8 +138,7 @@ def _screenshot(run: Any, path: Path) -> None:
 
     viewer = _demo_viewer(run)
     try:
-        plane = run.input_layer[0].shape[-2:]
-        zoom = max(1, -(-DEMO_PANEL_PIXELS // max(plane)))
+        zoom = demo_zoom(run.input_layer[0].shape[-2:])
         export_screenshot(viewer, path, zoom=zoom, colorbar=True, titles=True)
     finally:
         viewer.close()
