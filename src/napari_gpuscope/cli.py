@@ -147,8 +147,7 @@ def _screenshot(run: Any, path: Path) -> None:
 def _headless_demo(out: Path, device: str | None, methods: Sequence[str] | None) -> int:
     from .compute.devices import NoGPUError, resolve_device
     from .demos import available_demos, run_demo
-    from .export import save_tiff
-    from .export.tiff import axes_from_labels
+    from .export.tiff import save_layer_data_tiff
 
     try:
         resolved = str(resolve_device(device))
@@ -175,14 +174,7 @@ def _headless_demo(out: Path, device: str | None, methods: Sequence[str] | None)
     for method in methods or demos:
         for run in run_demo(demos[method], resolved):
             result, kwargs, _ = run.result_layer
-            tiff = save_tiff(
-                out / f"{run.slug}.tif",
-                result,
-                scale=kwargs.get("scale"),
-                units=kwargs.get("units"),
-                axes=axes_from_labels(kwargs.get("axis_labels") or (), result.ndim),
-                provenance=run.provenance,
-            )
+            tiff = save_layer_data_tiff(out / f"{run.slug}.tif", result, kwargs)
             png = out / f"{run.slug}.png"
             _screenshot(run, png)
             print(f"  {run.summary}\n    wrote {tiff.name}, {png.name} (+ {png.stem}.json)")
