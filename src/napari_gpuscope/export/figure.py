@@ -213,7 +213,7 @@ def _draw_colorbar(
     line_width = max(1, round(0.5 * point))
     # napari's shaders apply gamma to the normalised value: colour = cmap(t ** gamma).
     fractions = np.linspace(0.0, 1.0, height) ** bar.gamma
-    strip = draw.colorbar_strip(bar.colormap.map(fractions), bar_width, height, background)
+    strip = draw.colorbar_strip(bar.colormap.map(fractions), bar_width, background)
     canvas.paste(strip, (x, top))
     pen = ImageDraw.Draw(canvas)
     low, high = bar.contrast_limits
