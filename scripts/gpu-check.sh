@@ -6,7 +6,7 @@
 #     bash scripts/gpu-check.sh [REPORT_DIR]      # default: $OUT, else ./gpu-report
 #
 # Writes REPORT_DIR/report.md (summary) and report.json (everything), plus the logs of each step:
-# pytest.log (the `gpu` test suite), bench.log, sanitizer.log (compute-sanitizer memcheck and
+# pytest.log (the `gpu`-marked tests of tests/gpu and tests/compute), bench.log, sanitizer.log (compute-sanitizer memcheck and
 # racecheck on a small fused solve, when compute-sanitizer is on PATH) and ncu.log (Nsight Compute
 # on the main kernels, when ncu is on PATH). Takes 1-2 minutes on one H100. Exit status: 0 when
 # the test suite and the sanitizers pass.
@@ -36,9 +36,10 @@ step() {  # step NAME COMMAND...: run, log the outcome
 echo "== GPU check: report in $OUT_DIR"
 nvidia-smi >"$OUT_DIR/nvidia-smi.log" 2>&1 || echo "nvidia-smi not available" >>"$OUT_DIR/nvidia-smi.log"
 
-# 1. The `gpu` test suite (correctness). -p no:cacheprovider: the tree may be read-only.
+# 1. The `gpu` tests (correctness): the suite in tests/gpu and the gpu-marked tests beside the
+# CPU tests in tests/compute. -p no:cacheprovider: the tree may be read-only.
 GPUSCOPE_KIT_RECORDS="$OUT_DIR/records.json" step pytest timeout 300 \
-    "$PYTHON" -m pytest tests/gpu -m gpu -q -ra -p no:cacheprovider -o addopts="" \
+    "$PYTHON" -m pytest tests/gpu tests/compute -m gpu -q -ra -p no:cacheprovider -o addopts="" \
     --strict-markers >"$OUT_DIR/pytest.log" 2>&1 || failed=1
 tail -n 25 "$OUT_DIR/pytest.log"
 

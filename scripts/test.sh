@@ -12,7 +12,8 @@ echo "== import contracts (compute never imports Qt, napari or the docks)"
 .venv/bin/lint-imports
 echo "== npe2 validate"
 .venv/bin/npe2 validate napari-gpuscope
-echo "== GPU kit: the gpu suite is collected (it runs on a GPU machine: scripts/gpu-check.sh)"
-.venv/bin/python -m pytest --collect-only -q -m gpu tests/gpu -p no:cacheprovider | tail -n 1
+echo "== GPU kit: the gpu tests are collected (they run on a GPU machine: scripts/gpu-check.sh)"
+.venv/bin/python -m pytest --collect-only -q -m gpu tests/gpu tests/compute -p no:cacheprovider \
+  | tail -n 1
 echo "== pytest"
 exec .venv/bin/python -m pytest "$@"

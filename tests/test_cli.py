@@ -11,6 +11,9 @@ import torch
 from PIL import Image
 
 from napari_gpuscope import cli, sample_data
+from napari_gpuscope.export.figure import MAX_ZOOM
+from napari_gpuscope.export.screenshot import read_png_provenance
+from napari_gpuscope.export.tiff import read_tiff
 
 
 def test_headless_demo_without_gpu_stops_with_the_no_gpu_message(monkeypatch, tmp_path, capsys):
@@ -73,9 +76,13 @@ def test_headless_demo_writes_results_and_screenshots(demo_output):
             result = tif.asarray()
         assert result.shape == shape and result.dtype == np.float32 and np.isfinite(result).all()
         sidecar = json.loads((out / f"{slug}.json").read_text())
-        assert "tv" in json.dumps(sidecar)
-        png = (out / f"{slug}.png").read_bytes()
-        assert png.startswith(b"\x89PNG") and b"napari_gpuscope" in png
+        (entry,) = sidecar["provenance"]  # the one result layer shown
+        assert entry["provenance"]["method"] == "tv"
+        shown = {layer["name"]: layer["result"] for layer in sidecar["layers"]}
+        assert shown[entry["layer"]] is True and shown[entry["provenance"]["input"]] is False
+        (in_png,) = read_png_provenance(out / f"{slug}.png")
+        assert in_png == entry
+        assert read_tiff(out / f"{slug}.tif").provenance == entry["provenance"]
     assert "relative gap" in printed
 
 
@@ -100,6 +107,12 @@ def test_demo_figure_shows_input_and_result_on_one_display_range(demo_output, sl
         levels.append(np.median(crop))  # mostly background: the objects cover a minority
     assert abs(levels[0] - levels[1]) <= 3, levels
     assert 10 < levels[0] < 245  # the background is neither clipped black nor white
+
+
+def test_demo_zoom_of_tiny_planes_stays_within_the_figure_limit():
+    assert cli.demo_zoom((96, 128)) == 4  # 512 px >= DEMO_PANEL_PIXELS
+    assert cli.demo_zoom((1000, 1200)) == 1
+    assert cli.demo_zoom((8, 10)) == MAX_ZOOM  # 40 would be refused by the figure export
 
 
 def test_demo_figure_of_the_volume_shows_its_middle_plane(demo_output):

@@ -28,7 +28,7 @@ def test_manifest_widgets_and_samples_are_exactly_the_registry():
     assert set(samples) == expected_samples
     for spec in methods.METHODS.values():
         assert widgets[spec.command_id]["display_name"] == spec.title
-        assert commands[spec.command_id]["python_name"] == spec.dock.replace(":", ":")
+        assert commands[spec.command_id]["python_name"] == spec.dock
         for sample in spec.samples:
             entry = samples[sample.key]
             assert entry["display_name"] == sample.title

@@ -101,6 +101,14 @@ def _interactive_demo() -> int:
 DEMO_PANEL_PIXELS = 400
 
 
+def demo_zoom(plane: Sequence[int]) -> int:
+    """The whole zoom that makes a plane at least :data:`DEMO_PANEL_PIXELS` wide, capped at the
+    figure export's largest zoom (a tiny plane is then drawn smaller, not refused)."""
+    from .export.figure import MAX_ZOOM
+
+    return min(MAX_ZOOM, max(1, -(-DEMO_PANEL_PIXELS // max(plane))))
+
+
 def _demo_viewer(run: Any) -> Any:
     """A shown viewer with the sample and its results side by side, on one display range."""
     import napari
@@ -130,8 +138,7 @@ def _screenshot(run: Any, path: Path) -> None:
 
     viewer = _demo_viewer(run)
     try:
-        plane = run.input_layer[0].shape[-2:]
-        zoom = max(1, -(-DEMO_PANEL_PIXELS // max(plane)))
+        zoom = demo_zoom(run.input_layer[0].shape[-2:])
         export_screenshot(viewer, path, zoom=zoom, colorbar=True, titles=True)
     finally:
         viewer.close()
@@ -140,8 +147,7 @@ def _screenshot(run: Any, path: Path) -> None:
 def _headless_demo(out: Path, device: str | None, methods: Sequence[str] | None) -> int:
     from .compute.devices import NoGPUError, resolve_device
     from .demos import available_demos, run_demo
-    from .export import save_tiff
-    from .export.tiff import axes_from_labels
+    from .export.tiff import save_layer_data_tiff
 
     try:
         resolved = str(resolve_device(device))
@@ -168,14 +174,7 @@ def _headless_demo(out: Path, device: str | None, methods: Sequence[str] | None)
     for method in methods or demos:
         for run in run_demo(demos[method], resolved):
             result, kwargs, _ = run.result_layer
-            tiff = save_tiff(
-                out / f"{run.slug}.tif",
-                result,
-                scale=kwargs.get("scale"),
-                units=kwargs.get("units"),
-                axes=axes_from_labels(kwargs.get("axis_labels") or (), result.ndim),
-                provenance=run.provenance,
-            )
+            tiff = save_layer_data_tiff(out / f"{run.slug}.tif", result, kwargs)
             png = out / f"{run.slug}.png"
             _screenshot(run, png)
             print(f"  {run.summary}\n    wrote {tiff.name}, {png.name} (+ {png.stem}.json)")

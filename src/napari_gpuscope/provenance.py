@@ -16,9 +16,56 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["PROVENANCE_KEY", "build_provenance", "provenance_json", "software_versions"]
+__all__ = [
+    "PROVENANCE_KEY",
+    "build_provenance",
+    "is_result",
+    "provenance_json",
+    "provenance_of",
+    "software_versions",
+]
 
 PROVENANCE_KEY = "napari_gpuscope"
+
+
+def provenance_of(layer: Any) -> dict[str, Any] | list[Any] | None:
+    """The provenance record a layer carries in ``metadata[PROVENANCE_KEY]``, else ``None``.
+
+    Parameters
+    ----------
+    layer : napari.layers.Layer
+        Any object with a ``metadata`` mapping.
+
+    Returns
+    -------
+    dict or list or None
+        The record (a list when a layer combines several results).
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as Layer
+    >>> provenance_of(Layer(metadata={PROVENANCE_KEY: {"method": "tv"}}))
+    {'method': 'tv'}
+    >>> provenance_of(Layer(metadata={PROVENANCE_KEY: "not a record"})) is None
+    True
+    """
+    record = (getattr(layer, "metadata", None) or {}).get(PROVENANCE_KEY)
+    return record if isinstance(record, dict | list) else None
+
+
+def is_result(layer: Any) -> bool:
+    """Whether ``layer`` is a result: it carries a provenance record.
+
+    The figure export lists the provenance of the visible result layers, "Save result as TIFF"
+    prefers a selected result, and a result's intensity unit follows its record to its input.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as Layer
+    >>> is_result(Layer(metadata={PROVENANCE_KEY: {"method": "tv"}})), is_result(Layer(metadata={}))
+    (True, False)
+    """
+    return provenance_of(layer) is not None
 
 
 def _version(dist: str) -> str | None:

@@ -11,7 +11,6 @@ from qtpy.QtWidgets import QDialog, QFileDialog
 from napari_gpuscope.export import commands, read_tiff
 from napari_gpuscope.export._dialogs import (
     FigureOptionsDialog,
-    TiffOptions,
     TiffOptionsDialog,
     napari_stylesheet,
 )
@@ -23,6 +22,7 @@ from napari_gpuscope.export.commands import (
     save_tiff_dialog,
 )
 from napari_gpuscope.export.figure import FigureOptions
+from napari_gpuscope.export.tiff import TiffOptions
 from napari_gpuscope.provenance import PROVENANCE_KEY, build_provenance
 
 IO_MENU = "napari/file/io_utilities"

@@ -142,6 +142,7 @@ def test_print_width_sets_the_dpi(shown, tmp_path):
 
 
 def test_colorbar_is_labelled_with_the_intensity_unit_and_shows_the_display_range(shown):
+    shown.theme = "dark"  # the label below is white on napari's black canvas
     data = RNG.uniform(100, 400, (60, 60)).astype(np.float32)
     shown.add_image(
         data,
@@ -265,17 +266,20 @@ def test_viewer_is_restored_when_rendering_fails(shown, monkeypatch):
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        (FigureOptions(zoom=0), "zoom"),
-        (FigureOptions(zoom=1.5), "zoom"),
-        (FigureOptions(zoom=17), "zoom"),
-        (FigureOptions(dpi=300, width_mm=80), "either dpi or width_mm"),
-        (FigureOptions(dpi=5), "dpi must be from"),
-        (FigureOptions(width_mm=-1), "width_mm"),
+        ({"zoom": 0}, r"zoom must be an integer in \[1, 16\], got 0"),
+        ({"zoom": 1.5}, r"zoom must be an integer in \[1, 16\], got 1.5"),
+        ({"zoom": 17}, r"zoom must be an integer in \[1, 16\], got 17"),
+        ({"zoom": True}, "zoom must be an integer"),
+        ({"dpi": 300, "width_mm": 80}, "dpi and width_mm cannot both be given"),
+        ({"dpi": 5}, r"dpi must be a finite number in \[10, 10000\], got 5"),
+        ({"dpi": float("nan")}, "dpi must be a finite number"),
+        ({"width_mm": -1}, "width_mm must be a finite number > 0, got -1"),
+        ({"colorbar": "yes"}, "colorbar must be True or False"),
     ],
 )
 def test_bad_options_are_refused_with_the_valid_range(options, message):
     with pytest.raises(ValueError, match=message):
-        options.validated()
+        FigureOptions(**options)
 
 
 def test_nothing_visible_is_a_clear_error(shown):

@@ -130,6 +130,24 @@ def test_colorbar_option_adds_a_colorbar_and_leaves_layer_colorbars_alone(viewer
     assert sorted(b["layers"] for b in sidecar["figure"]["colorbars"]) == [["denoised"], ["raw"]]
 
 
+def test_sidecar_says_whether_a_colorbar_was_drawn_not_whether_one_was_asked_for(
+    make_napari_viewer, tmp_path
+):
+    viewer = make_napari_viewer(show=True)
+    rgb = np.zeros((16, 16, 3), np.uint8)
+    viewer.add_image(rgb, rgb=True, metadata={PROVENANCE_KEY: _record()})  # no display range
+    files = export_screenshot(viewer, tmp_path / "rgb.png", colorbar=True, scale_bar=True)
+    sidecar = json.loads(files.sidecar.read_text())
+    assert sidecar["figure"]["colorbars"] == [] and sidecar["colorbar"] is False
+    assert sidecar["figure"]["scale_bar"] is None and sidecar["scale_bar"] is False  # no units
+
+
+def test_unknown_option_is_a_type_error(viewer, tmp_path):
+    with pytest.raises(TypeError, match="colourbar"):
+        export_screenshot(viewer, tmp_path / "typo.png", colourbar=True)
+    assert not (tmp_path / "typo.png").exists()
+
+
 def test_overlays_restored_when_rendering_fails(viewer, tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("GL context lost")

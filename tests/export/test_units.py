@@ -1,4 +1,4 @@
-"""Intensity units for colorbar labels: stated, from the camera simulation, or via provenance."""
+"""Intensity units for colorbar labels: stated by the layer or followed through provenance."""
 
 from __future__ import annotations
 
@@ -13,14 +13,19 @@ def _layer(name: str, **metadata) -> SimpleNamespace:
     return SimpleNamespace(name=name, metadata=metadata)
 
 
-def test_stated_unit_wins():
-    layer = _layer("x", **{INTENSITY_UNIT_KEY: " photons ", "sample": {"camera_offset_adu": 100}})
-    assert intensity_unit(layer) == "photons"
+def test_stated_unit_is_read_without_padding():
+    assert intensity_unit(_layer("x", **{INTENSITY_UNIT_KEY: " photons "})) == "photons"
 
 
-def test_camera_samples_are_in_adu():
+def test_camera_samples_state_adu():
     ((_, kwargs, _),) = tv.noisy_cells_2d()
+    assert kwargs["metadata"][INTENSITY_UNIT_KEY] == "ADU"
     assert intensity_unit(SimpleNamespace(**kwargs)) == "ADU"
+
+
+def test_camera_fields_in_adu_are_no_statement_of_the_intensity_unit():
+    layer = _layer("x", sample={"camera_offset_adu": 100, "read_noise_adu": 2.0})
+    assert intensity_unit(layer) is None  # never a guess from key names
 
 
 def test_result_follows_its_provenance_to_the_input_through_chains():

@@ -2,6 +2,7 @@
 editable install and from a wheel installed in a fresh virtual environment."""
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -39,6 +40,17 @@ def test_every_command_resolves_to_a_python_object():
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
+    # Built from a copy without build/ and *.egg-info: setuptools reuses build/lib and
+    # SOURCES.txt from earlier builds, which would ship files the package data no longer names.
+    source = tmp_path_factory.mktemp("source")
+    for name in ("pyproject.toml", "README.md", "LICENSE", "napari.yaml"):
+        shutil.copy2(ROOT / name, source / name)
+    shutil.copytree(
+        ROOT / "src",
+        source / "src",
+        symlinks=True,  # src/napari_gpuscope/napari.yaml links to the top-level manifest
+        ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"),
+    )
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run(
         [
@@ -51,7 +63,7 @@ def wheel(tmp_path_factory) -> Path:
             "-q",
             "-w",
             str(out),
-            str(ROOT),
+            str(source),
         ],
         check=True,
         timeout=600,
@@ -62,10 +74,15 @@ def wheel(tmp_path_factory) -> Path:
 def test_wheel_contains_manifest_and_kernel_sources(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     assert "napari_gpuscope/napari.yaml" in names
-    kernels = {Path(n).name for n in names if n.startswith("napari_gpuscope/compute/kernels/")}
-    expected = {p.name for p in (ROOT / "src/napari_gpuscope/compute/kernels").glob("*.cu")}
-    assert expected and expected <= kernels
-    assert "host_shim.h" in kernels
+    # Every .cu of the compute package (kernels/ and each method's own folder), at its place.
+    package = ROOT / "src"
+    sources = sorted((package / "napari_gpuscope/compute").rglob("*.cu"))
+    assert any(p.parent.name == "kernels" for p in sources)
+    assert any(p.parent.name != "kernels" for p in sources)  # a method's kernels, e.g. tv/
+    expected = [p.relative_to(package).as_posix() for p in sources]
+    missing = [name for name in expected if name not in names]
+    assert not missing, f"kernel sources missing from the wheel: {missing}"
+    assert "napari_gpuscope/compute/kernels/host_shim.h" in names
     shipped = zipfile.ZipFile(wheel).read("napari_gpuscope/napari.yaml").decode()
     assert shipped == MANIFEST.read_text()  # a real file, not a dangling symlink
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))

@@ -10,8 +10,10 @@ from napari_gpuscope.export.figure import FigureOptions, plan_figure, render_fig
 from napari_gpuscope.export.screenshot import ScreenshotFiles, export_screenshot
 from napari_gpuscope.export.tiff import (
     TiffContents,
+    TiffOptions,
     TiffScaling,
     read_tiff,
+    save_layer_data_tiff,
     save_layer_tiff,
     save_tiff,
 )
@@ -21,12 +23,14 @@ __all__ = [
     "FigureOptions",
     "ScreenshotFiles",
     "TiffContents",
+    "TiffOptions",
     "TiffScaling",
     "export_screenshot",
     "intensity_unit",
     "plan_figure",
     "read_tiff",
     "render_figure",
+    "save_layer_data_tiff",
     "save_layer_tiff",
     "save_tiff",
 ]

@@ -6,7 +6,6 @@ Tests replace :func:`QFileDialog.getSaveFileName` or drive the option dialogs di
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ from qtpy.QtWidgets import (
     QWidget,
 )
 
-from napari_gpuscope.export._panels import figure_panels
+from napari_gpuscope.export._panels import figure_panels, theme_name
 from napari_gpuscope.export.figure import (
     DEFAULT_DPI,
     DPI_RANGE,
@@ -33,11 +32,10 @@ from napari_gpuscope.export.figure import (
     FigureOptions,
     plan_figure,
 )
-from napari_gpuscope.export.tiff import DTYPES, UINT16_SCALINGS
+from napari_gpuscope.export.tiff import DTYPES, UINT16_SCALINGS, TiffOptions
 
 __all__ = [
     "FigureOptionsDialog",
-    "TiffOptions",
     "TiffOptionsDialog",
     "ask_save_path",
     "napari_stylesheet",
@@ -64,13 +62,9 @@ def napari_stylesheet(viewer: Any = None) -> str:
     """
     from napari.qt import get_stylesheet
     from napari.settings import get_settings
-    from napari.utils.theme import get_system_theme
 
-    appearance = get_settings().appearance
-    theme = getattr(viewer, "theme", None) or appearance.theme
-    if theme == "system":
-        theme = get_system_theme()
-    return get_stylesheet(theme, extra_variables={"font_size": f"{appearance.font_size}pt"})
+    font_size = f"{get_settings().appearance.font_size}pt"
+    return get_stylesheet(theme_name(viewer), extra_variables={"font_size": font_size})
 
 
 def ask_save_path(caption: str, suggested: Path, file_filter: str, suffix: str) -> Path | None:
@@ -237,14 +231,6 @@ class FigureOptionsDialog(_OptionsDialog):
             scale_bar=self.scale_bar_check.isChecked(),
             titles=self.titles_check.isChecked(),
         )
-
-
-@dataclass(frozen=True)
-class TiffOptions:
-    """Choices of the TIFF options dialog."""
-
-    dtype: str = "float32"
-    uint16_scaling: str = "clip"
 
 
 class TiffOptionsDialog(_OptionsDialog):

@@ -113,15 +113,14 @@ def format_ticks(values: Sequence[float]) -> list[str]:
     return [f"{v:.{decimals}f}" for v in values]
 
 
-def colorbar_strip(colors: np.ndarray, width: int, height: int, background: RGB) -> Image.Image:
-    """A vertical gradient, ``colors[0]`` at the bottom; ``(height, 4)`` RGBA in [0, 1].
+def colorbar_strip(colors: np.ndarray, width: int, background: RGB) -> Image.Image:
+    """A vertical gradient ``width`` pixels wide, one row per colour, ``colors[0]`` at the bottom.
 
-    Transparent colormap entries are blended over ``background`` as the canvas would show them.
+    ``colors`` is ``(rows, 4)`` RGBA in [0, 1]; transparent colormap entries are blended over
+    ``background`` as the canvas would show them.
     """
     rgba = np.asarray(colors, dtype=float)[::-1]
     alpha = rgba[:, 3:4]
     rgb = rgba[:, :3] * alpha + np.asarray(background, float) / 255 * (1 - alpha)
     column = np.clip(np.rint(rgb * 255), 0, 255).astype(np.uint8)
-    return Image.fromarray(np.repeat(column[:, None, :], width, axis=1), "RGB").resize(
-        (width, height), Image.Resampling.NEAREST
-    )
+    return Image.fromarray(np.repeat(column[:, None, :], width, axis=1), "RGB")

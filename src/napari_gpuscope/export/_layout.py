@@ -74,58 +74,43 @@ class Scene:
 
 
 def _colorbars(viewer: Viewer, panels: list[_panels.Panel]) -> list[Colorbar]:
+    """One colorbar per distinct display range, naming every layer drawn with it."""
     from napari.layers import Image as ImageLayer
 
-    found: dict[tuple, list[Layer]] = {}
+    found: dict[tuple, Colorbar] = {}
     for panel in panels:
         for layer in panel.layers:
             if not isinstance(layer, ImageLayer) or layer.rgb:
                 continue
             low, high = (float(v) for v in layer.contrast_limits)
-            unit = intensity_unit(layer, viewer.layers)
-            key = (
-                layer.colormap.name,
-                np.asarray(layer.colormap.colors).tobytes(),
-                low,
-                high,
-                float(layer.gamma),
-                unit,
-            )
-            found.setdefault(key, []).append(layer)
-    bars = []
-    for layers in found.values():
-        first = layers[0]
-        low, high = (float(v) for v in first.contrast_limits)
-        bars.append(
-            Colorbar(
-                layers=tuple(layer.name for layer in layers),
-                colormap=first.colormap,
-                contrast_limits=(low, high),
-                gamma=float(first.gamma),
-                unit=intensity_unit(first, viewer.layers),
-            )
-        )
-    return bars
+            gamma, unit = float(layer.gamma), intensity_unit(layer, viewer.layers)
+            colors = np.asarray(layer.colormap.colors).tobytes()
+            key = (layer.colormap.name, colors, low, high, gamma, unit)
+            if key in found:
+                shared = found[key]
+                found[key] = dataclasses.replace(shared, layers=(*shared.layers, layer.name))
+            else:
+                found[key] = Colorbar((layer.name,), layer.colormap, (low, high), gamma, unit)
+    return list(found.values())
 
 
 def _plane_caption(viewer: Viewer, layers: list[Layer]) -> str:
     """Where the shown plane lies on the axes not displayed, e.g. "z = 6.4 µm (index 16 of 32)"."""
-    dims = viewer.dims
     parts = []
-    for axis in range(dims.ndim):
-        if axis in dims.displayed or dims.nsteps[axis] <= 1:
+    for position in _panels.slider_positions(viewer):
+        if position.steps <= 1:
             continue
         unit = ""
         for layer in layers:
-            offset = dims.ndim - layer.ndim
+            offset = viewer.dims.ndim - layer.ndim
             units = getattr(layer, "units", None)
-            if axis >= offset and units is not None:
-                unit = f"{units[axis - offset]:~}"
+            if position.axis >= offset and units is not None:
+                unit = f"{units[position.axis - offset]:~}"
                 break
         unit = "" if unit in ("", "px") else f" {unit}"
         parts.append(
-            f"{dims.axis_labels[axis]} = {dims.point[axis]:.4g}{unit} "
-            f"(index {dims.current_step[axis]} of {dims.nsteps[axis]})"
+            f"{position.label} = {position.world:.4g}{unit} "
+            f"(index {position.index} of {position.steps})"
         )
     return ", ".join(parts)
 

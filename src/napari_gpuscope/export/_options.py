@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+
+from napari_gpuscope.compute.params import Params, param
 
 __all__ = ["DEFAULT_DPI", "DPI_RANGE", "MAX_PIXELS", "MAX_ZOOM", "MM_PER_INCH", "FigureOptions"]
 
@@ -15,13 +16,15 @@ MM_PER_INCH = 25.4
 
 
 @dataclass(frozen=True)
-class FigureOptions:
-    """How to draw the figure.
+class FigureOptions(Params):
+    """How to draw the figure; checked on creation (:class:`~napari_gpuscope.compute.params.
+    ParameterError`, a ``ValueError``, names the bad option and its valid range).
 
     Attributes
     ----------
     zoom : int
-        Screen pixels per data pixel of the finest layer, along each axis (1 = native size).
+        Screen pixels per data pixel of the finest layer, along each axis (1 = native size), 1
+        to :data:`MAX_ZOOM`.
     dpi : float, optional
         Dots per inch written to the PNG; default 300 unless ``width_mm`` is given.
     width_mm : float, optional
@@ -35,35 +38,45 @@ class FigureOptions:
 
     Examples
     --------
-    >>> FigureOptions(zoom=2, width_mm=85.0, colorbar=True).validated().zoom
+    >>> FigureOptions(zoom=2, width_mm=85.0, colorbar=True).zoom
     2
-    >>> FigureOptions(zoom=0).validated()
-    Traceback (most recent call last):
-    ...
-    ValueError: zoom must be from 1 to 16, got 0.
+    >>> try:
+    ...     FigureOptions(zoom=0)
+    ... except ValueError as error:
+    ...     print(error)
+    FigureOptions.zoom must be an integer in [1, 16], got 0
     """
 
-    zoom: int = 1
-    dpi: float | None = None
-    width_mm: float | None = None
-    colorbar: bool = False
-    scale_bar: bool = True
-    titles: bool | None = None
+    zoom: int = param(
+        1,
+        minimum=1,
+        maximum=MAX_ZOOM,
+        unit="×",
+        help="Screen pixels per data pixel of the finest layer, along each axis",
+    )
+    dpi: float | None = param(
+        None,
+        minimum=DPI_RANGE[0],
+        maximum=DPI_RANGE[1],
+        unit="dpi",
+        label="Resolution",
+        help=f"Dots per inch written to the PNG; {DEFAULT_DPI:g} unless width_mm is given",
+    )
+    width_mm: float | None = param(
+        None,
+        minimum=0.0,
+        exclusive_minimum=True,
+        unit="mm",
+        label="Print width",
+        help="Print width; the DPI follows from the figure's pixels",
+    )
+    colorbar: bool = param(False, help="A colorbar per display range, with the intensity unit")
+    scale_bar: bool = param(True, help="A scale bar, when the layers have a physical pixel size")
+    titles: bool | None = param(
+        None, help="Layer names above the panels; default: when there are several panels"
+    )
 
-    def validated(self) -> FigureOptions:
-        """These options, checked; raises ValueError naming the bad one and the valid range."""
-        if isinstance(self.zoom, bool) or int(self.zoom) != self.zoom:
-            raise ValueError(f"zoom must be a whole number from 1 to {MAX_ZOOM}, got {self.zoom}.")
-        if not 1 <= self.zoom <= MAX_ZOOM:
-            raise ValueError(f"zoom must be from 1 to {MAX_ZOOM}, got {self.zoom}.")
+    def validate(self) -> None:
+        """DPI and print width are two views of one choice: at most one is given."""
         if self.dpi is not None and self.width_mm is not None:
-            raise ValueError("Give either dpi or width_mm, not both: one follows from the other.")
-        if self.dpi is not None and not (
-            math.isfinite(self.dpi) and DPI_RANGE[0] <= self.dpi <= DPI_RANGE[1]
-        ):
-            raise ValueError(
-                f"dpi must be from {DPI_RANGE[0]:g} to {DPI_RANGE[1]:g}, got {self.dpi}."
-            )
-        if self.width_mm is not None and not (math.isfinite(self.width_mm) and self.width_mm > 0):
-            raise ValueError(f"width_mm must be a positive length, got {self.width_mm}.")
-        return self
+            self.fail("dpi", "and width_mm cannot both be given: one follows from the other.")

@@ -28,11 +28,14 @@ __all__ = [
     "MAX_TILE",
     "Panel",
     "Region",
+    "SliderPosition",
     "figure_panels",
     "hidden_overlays",
     "length_unit",
     "render_canvas_3d",
     "render_region",
+    "slider_positions",
+    "theme_name",
     "window_pixel_ratio",
     "world_region",
 ]
@@ -103,6 +106,57 @@ def figure_panels(viewer: Viewer) -> list[Panel]:
         if members:
             panels.append(Panel(members, int(row), int(column)))
     return panels
+
+
+def theme_name(viewer: Viewer) -> str:
+    """The theme the viewer is drawn with: its own, else the settings'; ``"system"`` resolved
+    to the light or dark theme the system uses."""
+    from napari.settings import get_settings
+    from napari.utils.theme import get_system_theme
+
+    name = getattr(viewer, "theme", None) or get_settings().appearance.theme
+    return get_system_theme() if name == "system" else name
+
+
+@dataclass(frozen=True)
+class SliderPosition:
+    """Where the shown plane lies on one axis the viewer does not display.
+
+    Attributes
+    ----------
+    axis : int
+        World axis.
+    label : str
+        Its axis label (e.g. ``"z"``).
+    world : float
+        World coordinate of the plane.
+    index : int
+        Slider step.
+    steps : int
+        Number of slider steps.
+    """
+
+    axis: int
+    label: str
+    world: float
+    index: int
+    steps: int
+
+
+def slider_positions(viewer: Viewer) -> list[SliderPosition]:
+    """The position of the shown plane on every axis not displayed (e.g. which z plane)."""
+    dims = viewer.dims
+    return [
+        SliderPosition(
+            axis,
+            str(dims.axis_labels[axis]),
+            float(dims.point[axis]),
+            int(dims.current_step[axis]),
+            int(dims.nsteps[axis]),
+        )
+        for axis in range(dims.ndim)
+        if axis not in dims.displayed
+    ]
 
 
 def _displayed_axes(layer: Layer, viewer: Viewer) -> list[int]:

@@ -18,14 +18,13 @@ from napari.viewer import Viewer
 
 from napari_gpuscope.export._dialogs import (
     FigureOptionsDialog,
-    TiffOptions,
     TiffOptionsDialog,
     ask_save_path,
 )
 from napari_gpuscope.export.figure import FigureOptions
 from napari_gpuscope.export.screenshot import ScreenshotFiles, export_screenshot
-from napari_gpuscope.export.tiff import save_layer_tiff
-from napari_gpuscope.provenance import PROVENANCE_KEY
+from napari_gpuscope.export.tiff import TiffOptions, save_layer_tiff
+from napari_gpuscope.provenance import is_result
 
 __all__ = [
     "SAVE_TIFF_COMMAND",
@@ -68,7 +67,7 @@ def default_export_layer(viewer: Viewer) -> Image | None:
     active = selection.active
     candidates = [active, *sorted(selection, key=lambda layer: layer.name)]
     for layer in candidates:
-        if isinstance(layer, Image) and PROVENANCE_KEY in layer.metadata:
+        if isinstance(layer, Image) and is_result(layer):
             return layer
     return active if isinstance(active, Image) else None
 
@@ -94,9 +93,11 @@ def export_screenshot_dialog(
         Output PNG; skips the file dialog.
     zoom : int, optional
         Pixels per data pixel; when given, the options dialog is skipped and the other options
-        take their given values or defaults (300 dpi, scale bar on, colorbar off).
+        take their given values or the defaults of
+        :class:`~napari_gpuscope.export.figure.FigureOptions` (300 dpi, scale bar on, colorbar
+        off).
     dpi, width_mm, colorbar, scale_bar, titles : optional
-        See :func:`~napari_gpuscope.export.export_screenshot`.
+        See :class:`~napari_gpuscope.export.figure.FigureOptions`; ``None`` keeps the default.
 
     Returns
     -------
@@ -113,27 +114,19 @@ def export_screenshot_dialog(
             )
             if path is None:
                 return None
-        defaults = FigureOptions(
-            zoom=1 if zoom is None else zoom,
-            dpi=dpi,
-            width_mm=width_mm,
-            colorbar=bool(colorbar) if colorbar is not None else False,
-            scale_bar=bool(scale_bar) if scale_bar is not None else True,
-            titles=titles,
-        )
+        given = {
+            "zoom": zoom,
+            "dpi": dpi,
+            "width_mm": width_mm,
+            "colorbar": colorbar,
+            "scale_bar": scale_bar,
+            "titles": titles,
+        }
+        defaults = FigureOptions(**{k: v for k, v in given.items() if v is not None})
         options = defaults if zoom is not None else FigureOptionsDialog.ask(defaults, viewer=viewer)
         if options is None:
             return None
-        files = export_screenshot(
-            viewer,
-            path,
-            zoom=options.zoom,
-            dpi=options.dpi,
-            width_mm=options.width_mm,
-            colorbar=options.colorbar,
-            scale_bar=options.scale_bar,
-            titles=options.titles,
-        )
+        files = export_screenshot(viewer, path, options)
     except Exception as exc:
         _log.exception("Figure export failed")
         show_error(f"Could not export the figure: {exc}")
@@ -167,7 +160,8 @@ def save_tiff_dialog(
     dtype : {"float32", "uint16"}, optional
         When given, the options dialog is skipped.
     uint16_scaling : {"clip", "minmax"}, optional
-        Scaling for uint16 output (default ``"clip"``).
+        Scaling for uint16 output (default: :class:`~napari_gpuscope.export.tiff.TiffOptions`'
+        ``"clip"``).
 
     Returns
     -------
@@ -190,16 +184,12 @@ def save_tiff_dialog(
             )
             if path is None:
                 return None
-        defaults = TiffOptions(
-            dtype=dtype or "float32",
-            uint16_scaling=uint16_scaling or "clip",
-        )
+        given = {"dtype": dtype, "uint16_scaling": uint16_scaling}
+        defaults = TiffOptions(**{k: v for k, v in given.items() if v is not None})
         options = defaults if dtype is not None else TiffOptionsDialog.ask(defaults, viewer=viewer)
         if options is None:
             return None
-        written = save_layer_tiff(
-            layer, path, dtype=options.dtype, uint16_scaling=options.uint16_scaling
-        )
+        written = save_layer_tiff(layer, path, **options.to_dict())
     except Exception as exc:
         _log.exception("TIFF export failed")
         show_error(f"Could not save the TIFF file: {exc}")

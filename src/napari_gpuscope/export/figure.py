@@ -116,6 +116,19 @@ def _plan(scene: Scene, layout: Layout) -> FigurePlan:
     )
 
 
+def _measure_and_fit(viewer: Viewer, options: FigureOptions | None) -> tuple[Scene, Layout]:
+    """What the viewer shows and where it goes in the figure; refuses oversized figures."""
+    options = options or FigureOptions()
+    scene = measure_scene(viewer, options)
+    layout = fit_layout(scene, options)
+    if layout.width * layout.height > MAX_PIXELS:
+        raise ValueError(
+            f"The figure would be {layout.width} x {layout.height} pixels, more than "
+            f"{MAX_PIXELS / 1e6:.0f} megapixels; choose a smaller zoom."
+        )
+    return scene, layout
+
+
 def plan_figure(viewer: Viewer, options: FigureOptions | None = None) -> FigurePlan:
     """Pixel and physical size of the figure :func:`render_figure` would draw.
 
@@ -133,7 +146,8 @@ def plan_figure(viewer: Viewer, options: FigureOptions | None = None) -> FigureP
     Raises
     ------
     ValueError
-        Bad options, no visible layer, or a figure beyond :data:`MAX_PIXELS`.
+        No visible layer, a print width beyond the DPI range, or a figure beyond
+        :data:`MAX_PIXELS` (bad options are refused when the :class:`FigureOptions` is made).
 
     Examples
     --------
@@ -141,15 +155,7 @@ def plan_figure(viewer: Viewer, options: FigureOptions | None = None) -> FigureP
     >>> plan.width, plan.height, round(plan.dpi)  # doctest: +SKIP
     (1100, 584, 329)
     """
-    options = (options or FigureOptions()).validated()
-    scene = measure_scene(viewer, options)
-    layout = fit_layout(scene, options)
-    if layout.width * layout.height > MAX_PIXELS:
-        raise ValueError(
-            f"The figure would be {layout.width} x {layout.height} pixels, more than "
-            f"{MAX_PIXELS / 1e6:.0f} megapixels; choose a smaller zoom."
-        )
-    return _plan(scene, layout)
+    return _plan(*_measure_and_fit(viewer, options))
 
 
 @dataclass(frozen=True)
@@ -179,12 +185,9 @@ def _background(viewer: Viewer) -> tuple[int, int, int]:
     if override is not None:
         color = transform_color(override)[0]
     else:
-        from napari.settings import get_settings
-        from napari.utils.theme import get_system_theme, get_theme
+        from napari.utils.theme import get_theme
 
-        name = getattr(viewer, "theme", None) or get_settings().appearance.theme
-        theme = get_theme(get_system_theme() if name == "system" else name)
-        color = transform_color(theme.canvas.as_hex())[0]
+        color = transform_color(get_theme(_panels.theme_name(viewer)).canvas.as_hex())[0]
     return tuple(round(float(c) * 255) for c in color[:3])  # type: ignore[return-value]
 
 
@@ -213,7 +216,7 @@ def _draw_colorbar(
     line_width = max(1, round(0.5 * point))
     # napari's shaders apply gamma to the normalised value: colour = cmap(t ** gamma).
     fractions = np.linspace(0.0, 1.0, height) ** bar.gamma
-    strip = draw.colorbar_strip(bar.colormap.map(fractions), bar_width, height, background)
+    strip = draw.colorbar_strip(bar.colormap.map(fractions), bar_width, background)
     canvas.paste(strip, (x, top))
     pen = ImageDraw.Draw(canvas)
     low, high = bar.contrast_limits
@@ -350,7 +353,8 @@ def render_figure(viewer: Viewer, options: FigureOptions | None = None) -> Figur
     Raises
     ------
     ValueError
-        Bad options, no visible layer, or a figure beyond :data:`MAX_PIXELS`.
+        No visible layer, a print width beyond the DPI range, or a figure beyond
+        :data:`MAX_PIXELS` (bad options are refused when the :class:`FigureOptions` is made).
 
     Examples
     --------
@@ -358,14 +362,7 @@ def render_figure(viewer: Viewer, options: FigureOptions | None = None) -> Figur
     >>> figure.image.shape, figure.info["colorbars"][0]["label"]  # doctest: +SKIP
     ((584, 1100, 3), 'Intensity (ADU)')
     """
-    options = (options or FigureOptions()).validated()
-    scene = measure_scene(viewer, options)
-    layout = fit_layout(scene, options)
-    if layout.width * layout.height > MAX_PIXELS:
-        raise ValueError(
-            f"The figure would be {layout.width} x {layout.height} pixels, more than "
-            f"{MAX_PIXELS / 1e6:.0f} megapixels; choose a smaller zoom."
-        )
+    scene, layout = _measure_and_fit(viewer, options)
     background = _background(viewer)
     ink = _foreground(background)
     canvas = Image.new("RGB", (layout.width, layout.height), background)

@@ -1,8 +1,8 @@
 """Figures of the viewer that carry the provenance of the results they show.
 
-:func:`export_screenshot` draws the viewer as a figure (:mod:`napari_gpuscope.export.figure`:
-panels at an integer zoom, optional titles, colorbar with the intensity unit, scale bar) and
-writes
+:func:`export_screenshot` (the **Export figure with provenance...** command) draws the viewer as
+a figure (:mod:`napari_gpuscope.export.figure`: panels at an integer zoom, optional titles,
+colorbar with the intensity unit, scale bar) and writes
 
 - ``<name>.png`` -- the figure, with its DPI (``pHYs`` chunk), napari's ``Software`` text chunk
   and a ``napari_gpuscope`` text chunk holding the provenance of the visible result layers as
@@ -11,8 +11,8 @@ writes
   pixel size, colorbars and scale bar, the visible layers with their scale and units, the plane
   shown, and the same provenance list.
 
-A *result layer* is a layer whose ``metadata`` holds a provenance record under
-:data:`napari_gpuscope.provenance.PROVENANCE_KEY`. The viewer (layers, grid, camera, overlays) is
+A *result layer* is one that carries a provenance record
+(:func:`napari_gpuscope.provenance.is_result`). The viewer (layers, grid, camera, overlays) is
 restored afterwards, also when the export fails.
 """
 
@@ -26,8 +26,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from napari_gpuscope.compute.params import merge_call
+from napari_gpuscope.export._panels import slider_positions
 from napari_gpuscope.export.figure import FigureOptions, render_figure
-from napari_gpuscope.provenance import PROVENANCE_KEY, provenance_json, software_versions
+from napari_gpuscope.provenance import (
+    PROVENANCE_KEY,
+    is_result,
+    provenance_json,
+    provenance_of,
+    software_versions,
+)
 
 if TYPE_CHECKING:
     from napari.layers import Layer
@@ -52,7 +60,7 @@ class ScreenshotFiles:
     Attributes
     ----------
     png : Path
-        The rendered canvas.
+        The figure.
     sidecar : Path
         The JSON sidecar next to it (same name, ``.json`` suffix).
     size : tuple of int
@@ -70,13 +78,9 @@ class ScreenshotFiles:
     notes: tuple[str, ...] = ()
 
 
-def _is_result(layer: Layer) -> bool:
-    return isinstance(layer.metadata.get(PROVENANCE_KEY), dict | list)
-
-
 def visible_result_layers(viewer: Viewer) -> list[Layer]:
     """Visible layers carrying a provenance record, bottom to top."""
-    return [layer for layer in viewer.layers if layer.visible and _is_result(layer)]
+    return [layer for layer in viewer.layers if layer.visible and is_result(layer)]
 
 
 def _unit_names(layer: Layer) -> list[str] | None:
@@ -91,7 +95,7 @@ def _layer_summary(layer: Layer) -> dict[str, Any]:
         "scale": [float(s) for s in layer.scale],
         "units": _unit_names(layer),
         "axis_labels": [str(a) for a in getattr(layer, "axis_labels", ())],
-        "result": _is_result(layer),
+        "result": is_result(layer),
     }
 
 
@@ -101,22 +105,11 @@ def _provenance_entries(viewer: Viewer) -> list[dict[str, Any]]:
     return json.loads(
         provenance_json(
             [
-                {"layer": layer.name, "provenance": layer.metadata[PROVENANCE_KEY]}
+                {"layer": layer.name, "provenance": provenance_of(layer)}
                 for layer in visible_result_layers(viewer)
             ]
         )
     )
-
-
-def _plane(viewer: Viewer) -> dict[str, float]:
-    """World position of the axes that are not displayed (e.g. which z plane), by axis label."""
-    displayed = set(viewer.dims.displayed)
-    labels = viewer.dims.axis_labels
-    return {
-        str(labels[axis]): float(viewer.dims.point[axis])
-        for axis in range(viewer.dims.ndim)
-        if axis not in displayed
-    }
 
 
 def _png_path(path: str | Path) -> Path:
@@ -124,7 +117,7 @@ def _png_path(path: str | Path) -> Path:
     if path.suffix == "":
         return path.with_suffix(".png")
     if path.suffix.lower() != ".png":
-        raise ValueError(f"Screenshots are saved as PNG; got a {path.suffix!r} file name.")
+        raise ValueError(f"Figures are saved as PNG; got a {path.suffix!r} file name.")
     return path
 
 
@@ -165,13 +158,8 @@ def read_png_provenance(path: str | Path) -> list[dict[str, Any]]:
 def export_screenshot(
     viewer: Viewer,
     path: str | Path,
-    *,
-    zoom: int = 1,
-    dpi: float | None = None,
-    width_mm: float | None = None,
-    colorbar: bool = False,
-    scale_bar: bool = True,
-    titles: bool | None = None,
+    options: FigureOptions | None = None,
+    **changes: Any,
 ) -> ScreenshotFiles:
     """Save a figure of the viewer as PNG plus a JSON sidecar, both carrying provenance.
 
@@ -185,19 +173,15 @@ def export_screenshot(
     path : str or Path
         PNG file to write; ``.png`` is appended when there is no suffix. The sidecar is the
         same path with a ``.json`` suffix.
-    zoom : int
-        Screen pixels per data pixel along each axis, 1 to
-        :data:`~napari_gpuscope.export.figure.MAX_ZOOM`.
-    dpi : float, optional
-        Resolution written to the PNG (``pHYs`` chunk); default 300.
-    width_mm : float, optional
-        Print width instead of ``dpi``: the DPI follows from the pixel width.
-    colorbar : bool
-        Draw a colorbar per display range, labelled with the intensity unit.
-    scale_bar : bool
-        Draw a scale bar (when the layers have a physical pixel size).
-    titles : bool, optional
-        Layer names above the panels; default when there are several panels.
+    options : FigureOptions, optional
+        Zoom, DPI or print width, colorbar, scale bar and titles (default: ``FigureOptions()``).
+    **changes
+        Fields of :class:`~napari_gpuscope.export.figure.FigureOptions` to set instead of
+        ``options``' values: ``zoom`` (screen pixels per data pixel, 1 to
+        :data:`~napari_gpuscope.export.figure.MAX_ZOOM`), ``dpi`` (default 300) or
+        ``width_mm`` (the DPI follows), ``colorbar`` (one per display range, labelled with the
+        intensity unit), ``scale_bar`` (when the layers have a physical pixel size), ``titles``
+        (layer names above the panels; default when there are several panels).
 
     Returns
     -------
@@ -208,6 +192,8 @@ def export_screenshot(
     ------
     ValueError
         Bad options, nothing visible or a non-PNG file name.
+    TypeError
+        A keyword that is no figure option.
 
     Examples
     --------
@@ -215,17 +201,10 @@ def export_screenshot(
     >>> files.dpi, files.size  # doctest: +SKIP
     (300.0, (1100, 584))
     """
+    options = merge_call(FigureOptions, options, changes, "export_screenshot")
     png = _png_path(path)
     sidecar = png.with_suffix(".json")
-    options = FigureOptions(
-        zoom=zoom,
-        dpi=dpi,
-        width_mm=width_mm,
-        colorbar=colorbar,
-        scale_bar=scale_bar,
-        titles=titles,
-    ).validated()
-    figure = render_figure(viewer, options)
+    figure = render_figure(viewer, options)  # type: ignore[arg-type]
 
     entries = _provenance_entries(viewer)
     _write_png(png, figure.image, provenance_json(entries), figure.plan.dpi)
@@ -236,11 +215,13 @@ def export_screenshot(
     record = {
         "image": {"file": png.name, "width": int(width), "height": int(height)},
         "figure": figure.info,
+        # What was drawn, not what was asked for (no scale bar without units, no colorbar
+        # without an intensity image).
         "scale_bar": figure.info["scale_bar"] is not None,
-        "colorbar": bool(colorbar),
+        "colorbar": bool(figure.info["colorbars"]),
         "ndisplay": int(viewer.dims.ndisplay),
         "current_step": [int(s) for s in viewer.dims.current_step],
-        "plane": _plane(viewer),
+        "plane": {position.label: position.world for position in slider_positions(viewer)},
         "layers": [_layer_summary(layer) for layer in viewer.layers if layer.visible],
         "provenance": entries,
         "software": {"napari": napari.__version__, **software_versions()},

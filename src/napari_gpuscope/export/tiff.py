@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from napari_gpuscope.compute.params import Params, param
 from napari_gpuscope.provenance import PROVENANCE_KEY, provenance_json
 
 if TYPE_CHECKING:
@@ -47,15 +48,47 @@ __all__ = [
     "DTYPES",
     "UINT16_SCALINGS",
     "TiffContents",
+    "TiffOptions",
     "TiffScaling",
     "axes_from_labels",
     "read_tiff",
+    "save_layer_data_tiff",
     "save_layer_tiff",
     "save_tiff",
 ]
 
-DTYPES = ("float32", "uint16")
-UINT16_SCALINGS = ("clip", "minmax")
+
+@dataclass(frozen=True)
+class TiffOptions(Params):
+    """Sample type and uint16 scaling of a TIFF file (see the module docstring).
+
+    Examples
+    --------
+    >>> TiffOptions(dtype="uint16").uint16_scaling
+    'clip'
+    >>> try:
+    ...     TiffOptions(dtype="uint8")
+    ... except ValueError as error:
+    ...     print(error)
+    TiffOptions.dtype must be one of 'float32', 'uint16', got 'uint8'
+    """
+
+    dtype: str = param(
+        "float32",
+        choices=("float32", "uint16"),
+        label="Sample type",
+        help="Sample type of the file: float32 keeps intensities exactly",
+    )
+    uint16_scaling: str = param(
+        "clip",
+        choices=("clip", "minmax"),
+        label="uint16 scaling",
+        help="How values become uint16: clip to 0..65535, or map [min, max] onto it",
+    )
+
+
+DTYPES = tuple(TiffOptions.info("dtype").choices or ())
+UINT16_SCALINGS = tuple(TiffOptions.info("uint16_scaling").choices or ())
 
 _IMAGEJ_ORDER = "TZCYX"
 _DEFAULT_AXES = {2: "YX", 3: "ZYX", 4: "TZYX", 5: "TZCYX"}
@@ -235,8 +268,8 @@ def save_tiff(
     units: str | Sequence[Any] | None = None,
     axes: str | None = None,
     provenance: Mapping[str, Any] | Sequence[Any] | None = None,
-    dtype: str = "float32",
-    uint16_scaling: str = "clip",
+    dtype: str = TiffOptions.dtype,
+    uint16_scaling: str = TiffOptions.uint16_scaling,
 ) -> Path:
     """Write an ImageJ-compatible TIFF with calibration and provenance.
 
@@ -276,12 +309,7 @@ def save_tiff(
     """
     import tifffile
 
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}.")
-    if uint16_scaling not in UINT16_SCALINGS:
-        raise ValueError(
-            f"uint16_scaling must be one of {UINT16_SCALINGS}, got {uint16_scaling!r}."
-        )
+    TiffOptions(dtype=dtype, uint16_scaling=uint16_scaling)  # raises naming the bad one
     array = np.asarray(data)
     if array.dtype.kind not in "biuf":
         raise ValueError(f"Cannot save data of dtype {array.dtype} as TIFF; expected numbers.")
@@ -336,8 +364,91 @@ def save_tiff(
     return path
 
 
+def _smallest_exact_dtype(array: np.ndarray) -> str:
+    """uint16 for integers (and booleans) within 0..65535, which it stores exactly; else float32."""
+    if array.dtype.kind in "biu" and array.size:
+        low, high = int(array.min()), int(array.max())
+        if low >= 0 and high <= _UINT16_MAX:
+            return "uint16"
+    return "float32"
+
+
+def save_layer_data_tiff(
+    path: str | Path,
+    data: Any,
+    state: Mapping[str, Any],
+    *,
+    dtype: str | None = TiffOptions.dtype,
+    uint16_scaling: str = TiffOptions.uint16_scaling,
+) -> Path:
+    """Save an image layer's data with its state: scale, units, axis labels and provenance.
+
+    This is the one place that turns a layer into a TIFF: :func:`save_layer_tiff` (a layer
+    object), napari's writer (data plus the layer state it passes) and the headless demo (a
+    layer-data tuple) all call it.
+
+    Parameters
+    ----------
+    path : str or Path
+        Output file (``.tif``/``.tiff``).
+    data : array-like or list of arrays
+        The layer data; of a multiscale layer (a list), the full-resolution level is saved.
+    state : Mapping
+        The layer's state as napari passes it to writers and as layer-data tuples carry it:
+        ``scale``, ``units``, ``axis_labels``, ``metadata`` (with the provenance record),
+        ``name``, ``rgb``, ``multiscale``; missing keys mean napari's defaults.
+    dtype : {"float32", "uint16"} or None
+        Sample type; ``None`` picks the smallest exact one: uint16 for integer or boolean data
+        within 0..65535, float32 otherwise.
+    uint16_scaling : {"clip", "minmax"}
+        See :func:`save_tiff`.
+
+    Returns
+    -------
+    Path
+        The written file.
+
+    Raises
+    ------
+    ValueError
+        RGB layers, or what :func:`save_tiff` refuses.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> state = {"scale": (0.1, 0.1), "units": ("um", "um"), "axis_labels": ("y", "x")}
+    >>> counts = np.arange(20, dtype=np.int64).reshape(4, 5)
+    >>> contents = read_tiff(save_layer_data_tiff(folder / "a.tif", counts, state, dtype=None))
+    >>> contents.data.dtype, contents.scale, contents.units
+    (dtype('uint16'), (0.1, 0.1), ('um', 'um'))
+    """
+    if state.get("rgb"):
+        name = state.get("name", "image")
+        raise ValueError(f"Layer {name!r} is RGB; only intensity images can be saved as TIFF.")
+    if state.get("multiscale") or isinstance(data, list | tuple):
+        data = data[0]
+    array = np.asarray(data)
+    units = state.get("units")
+    metadata = state.get("metadata") or {}
+    return save_tiff(
+        path,
+        array,
+        scale=state.get("scale"),
+        units=tuple(units) if units is not None else None,
+        axes=axes_from_labels(state.get("axis_labels") or (), array.ndim),
+        provenance=metadata.get(PROVENANCE_KEY),
+        dtype=_smallest_exact_dtype(array) if dtype is None else dtype,
+        uint16_scaling=uint16_scaling,
+    )
+
+
 def save_layer_tiff(
-    layer: Layer, path: str | Path, *, dtype: str = "float32", uint16_scaling: str = "clip"
+    layer: Layer,
+    path: str | Path,
+    *,
+    dtype: str = TiffOptions.dtype,
+    uint16_scaling: str = TiffOptions.uint16_scaling,
 ) -> Path:
     """Save a napari image layer with its scale, units, axis labels and provenance.
 
@@ -354,21 +465,22 @@ def save_layer_tiff(
     -------
     Path
         The written file.
+
+    Examples
+    --------
+    >>> save_layer_tiff(viewer.layers["cells [TV s=1]"], "cells.tif")  # doctest: +SKIP
+    PosixPath('cells.tif')
     """
-    if getattr(layer, "rgb", False):
-        raise ValueError(f"Layer {layer.name!r} is RGB; only intensity images can be saved.")
-    data = layer.data[0] if getattr(layer, "multiscale", False) else layer.data
-    units = getattr(layer, "units", None)
-    return save_tiff(
-        path,
-        data,
-        scale=tuple(layer.scale),
-        units=tuple(units) if units is not None else None,
-        axes=axes_from_labels(getattr(layer, "axis_labels", ()), layer.ndim),
-        provenance=layer.metadata.get(PROVENANCE_KEY),
-        dtype=dtype,
-        uint16_scaling=uint16_scaling,
-    )
+    state = {
+        "name": layer.name,
+        "rgb": getattr(layer, "rgb", False),
+        "multiscale": getattr(layer, "multiscale", False),
+        "scale": tuple(layer.scale),
+        "units": getattr(layer, "units", None),
+        "axis_labels": getattr(layer, "axis_labels", ()),
+        "metadata": layer.metadata,
+    }
+    return save_layer_data_tiff(path, layer.data, state, dtype=dtype, uint16_scaling=uint16_scaling)
 
 
 def read_tiff(path: str | Path) -> TiffContents:

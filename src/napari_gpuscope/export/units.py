@@ -2,13 +2,10 @@
 
 napari layers carry spatial units (``layer.units``) but no intensity unit. A layer states its
 intensity unit as ``layer.metadata["intensity_unit"]`` (e.g. ``"ADU"``, ``"photons"``,
-``"a.u."``). Without it:
-
-- a layer produced by the plugin's camera simulation (``metadata["sample"]`` with ``*_adu``
-  camera fields) is in ADU;
-- a result layer (with a provenance record) is in the unit of the input layer its record names,
-  when that layer is in the viewer. Methods whose results are not in their input's unit must set
-  ``intensity_unit`` on the result layer.
+``"a.u."``; the plugin's samples state ``"ADU"``). Without it, a result layer (with a
+provenance record) is in the unit of the input layer its record names, when that layer is in
+the viewer. Methods whose results are not in their input's unit must set ``intensity_unit`` on
+the result layer.
 
 Otherwise the unit is unknown and the colorbar says just "Intensity": never a guess.
 """
@@ -18,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from napari_gpuscope.provenance import PROVENANCE_KEY
+from napari_gpuscope.provenance import provenance_of
 
 __all__ = ["INTENSITY_UNIT_KEY", "intensity_unit"]
 
@@ -29,9 +26,6 @@ def _stated(metadata: Mapping[str, Any]) -> str | None:
     unit = metadata.get(INTENSITY_UNIT_KEY)
     if isinstance(unit, str) and unit.strip():
         return unit.strip()
-    sample = metadata.get("sample")
-    if isinstance(sample, Mapping) and any(str(key).endswith("_adu") for key in sample):
-        return "ADU"
     return None
 
 
@@ -68,7 +62,7 @@ def intensity_unit(layer: Any, layers: Iterable[Any] = ()) -> str | None:
         unit = _stated(metadata)
         if unit is not None:
             return unit
-        record = metadata.get(PROVENANCE_KEY)
-        source = record.get("input") if isinstance(record, Mapping) else None
+        record = provenance_of(current)
+        source = record.get("input") if isinstance(record, dict) else None
         current = by_name.get(source) if isinstance(source, str) else None
     return None

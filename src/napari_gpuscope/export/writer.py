@@ -14,22 +14,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
-from napari_gpuscope.export.tiff import axes_from_labels, save_tiff
-from napari_gpuscope.provenance import PROVENANCE_KEY
+from napari_gpuscope.export.tiff import save_layer_data_tiff
 
 __all__ = ["WRITER_COMMAND", "write_image_tiff"]
 
 WRITER_COMMAND = "napari-gpuscope.write_tiff"
-
-
-def _sample_type(data: np.ndarray) -> str:
-    if data.dtype.kind in "iu" and data.size:
-        low, high = int(data.min()), int(data.max())
-        if low >= 0 and high <= np.iinfo(np.uint16).max:
-            return "uint16"
-    return "float32"
 
 
 def write_image_tiff(path: str, data: Any, attributes: Mapping[str, Any]) -> list[str]:
@@ -62,23 +51,5 @@ def write_image_tiff(path: str, data: Any, attributes: Mapping[str, Any]) -> lis
     >>> viewer.layers.save("cells.tif", selected=True, plugin="napari-gpuscope")  # doctest: +SKIP
     ['cells.tif']
     """
-    name = attributes.get("name", "image")
-    if attributes.get("rgb"):
-        raise ValueError(f"Layer {name!r} is RGB; only intensity images can be saved as TIFF.")
-    if attributes.get("multiscale") or isinstance(data, list | tuple):
-        data = data[0]
-    array = np.asarray(data)
-    if array.dtype.kind == "b":
-        array = array.astype(np.uint8)
-    units = attributes.get("units")
-    metadata = attributes.get("metadata") or {}
-    written = save_tiff(
-        path,
-        array,
-        scale=attributes.get("scale"),
-        units=tuple(units) if units is not None else None,
-        axes=axes_from_labels(attributes.get("axis_labels") or (), array.ndim),
-        provenance=metadata.get(PROVENANCE_KEY),
-        dtype=_sample_type(array),
-    )
-    return [str(written)]
+    # dtype=None: uint16 for integer data within 0..65535 (exact), float32 otherwise.
+    return [str(save_layer_data_tiff(path, data, attributes, dtype=None))]
