@@ -335,7 +335,7 @@ def _phases(image: np.ndarray, weight: float, tolerance: float, device: torch.de
     for _ in range(2):  # the first round warms up
         torch.cuda.synchronize()
         t0 = time.perf_counter()
-        f = to_device(image, device, check_finite=True).reshape(1, *image.shape)
+        f = to_device(image, device).reshape(1, *image.shape)
         torch.cuda.synchronize()
         t1 = time.perf_counter()
         solver = solve_fgp(f, weight, [1.0] * d, lo=0.0, tolerance=tolerance, max_iterations=500)
@@ -491,8 +491,7 @@ def bench(out: Path) -> dict:
 
 
 def sanitize_solve() -> None:
-    from napari_gpuscope.compute.tv import _ops as ops
-    from napari_gpuscope.compute.tv._fgp import solve_fgp
+    from napari_gpuscope.compute.tv._fgp import FUSED_OPS, solve_fgp
 
     for shape, spacing in (((2, 33, 47), [1.0, 0.5]), ((1, 5, 17, 23), [0.3, 1.0, 1.0])):
         f = torch.rand(shape, device="cuda")
@@ -501,8 +500,7 @@ def sanitize_solve() -> None:
             while True:
                 next(solver)
         torch.cuda.synchronize()
-    tv_ops = (ops.fgp_step, ops.fgp_primal, ops.tv_gap_partials)
-    paths = {op.name: op.last_paths["cuda:0"].path for op in tv_ops}
+    paths = {op.name: op.last_paths["cuda:0"].path for op in FUSED_OPS}
     print("paths:", paths)
     assert set(paths.values()) == {"kernel"}, paths
 

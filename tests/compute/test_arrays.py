@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from napari_gpuscope.compute import arrays
 from napari_gpuscope.compute.arrays import (
     InvalidInputError,
     check_finite,
@@ -13,6 +14,7 @@ from napari_gpuscope.compute.arrays import (
     to_device,
     to_host,
     validate_image,
+    value_range,
 )
 
 
@@ -91,7 +93,7 @@ def test_read_only_inputs_are_copied_without_a_torch_warning():
     data.flags.writeable = False
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        tensor = to_device(data, "cpu", check_finite=True)
+        tensor = to_device(data, "cpu")
     tensor += 1  # our copy is writable
     np.testing.assert_array_equal(data, np.arange(12, dtype=np.float32).reshape(3, 4))
 
@@ -122,20 +124,23 @@ def test_non_finite_tensors_are_located():
         check_finite(data)
 
 
-def test_upload_check_reports_indices_of_the_whole_input():
+def test_blockwise_scans_count_over_blocks_and_locate_the_first(monkeypatch):
+    monkeypatch.setattr(arrays, "_CHECK_BLOCK_ELEMENTS", 20)  # one plane of 5 x 4 per block
     data = np.zeros((6, 5, 4), np.float32)
     data[4, 1, 2] = np.nan
-    region = (slice(3, 6), slice(None), slice(1, 4))
-    with pytest.raises(InvalidInputError, match=r"layer 'x' contains 1 .*\(4, 1, 2\)"):
-        to_device(data, "cpu", region=region, check_finite=True, name="layer 'x'")
-    to_device(data, "cpu", region=(slice(0, 3),), check_finite=True)  # that part is finite
-
-
-def test_values_beyond_float32_are_reported_as_such():
-    data = np.ones((3, 3), np.float64)
-    data[2, 1] = 1e39
-    with pytest.raises(InvalidInputError, match=r"beyond float32's range.*\(2, 1\)"):
-        to_device(data, "cpu", check_finite=True)
+    data[5, 0, 0] = -np.inf
+    data[1, 3, 3] = 7.0
+    data[2, 0, 1] = -3.0
+    message = r"layer 'x' contains 2 non-finite value\(s\) \(1 NaN, 1 infinite\).*\(4, 1, 2\)"
+    for scan in (check_finite, value_range):
+        with pytest.raises(InvalidInputError, match=message):
+            scan(data, name="layer 'x'")
+        with pytest.raises(InvalidInputError, match=message):
+            scan(torch.from_numpy(data), name="layer 'x'")
+    assert value_range(data[:4]) == (-3.0, 7.0) == value_range(torch.from_numpy(data[:4]))
+    # Integers up to 32 bits are not read: their dtype's bounds hold every value.
+    assert value_range(np.full((2, 2), 7, np.int16)) == (-32768.0, 32767.0)
+    assert value_range(np.array([[-(2**40), 3]], np.int64)) == (-(2.0**40), 3.0)
 
 
 def test_download_into_writes_views_in_place():

@@ -1,4 +1,4 @@
-"""Uploads, device-side checks and downloads on a real GPU; whole jobs around them."""
+"""Uploads, scans and downloads on a real GPU; whole jobs around them."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def test_uploads_keep_values_for_every_dtype(gpu, dtype):
         data[0, 0, :2] = [info.min, info.max]
     else:
         data = (rng.standard_normal((7, 33, 65)) * 100).astype(dtype)
-    tensor = to_device(data, gpu, check_finite=True)
+    tensor = to_device(data, gpu)
     assert tensor.dtype == torch.float32 and tensor.is_cuda and tensor.is_contiguous()
     np.testing.assert_array_equal(tensor.cpu().numpy(), data.astype(np.float32))
 
@@ -45,14 +45,18 @@ def test_uploads_of_strided_read_only_regions_larger_than_the_staging_buffers(gp
     np.testing.assert_array_equal(whole.cpu().numpy(), data)
 
 
-def test_device_check_reports_nan_and_overflow_with_global_indices(gpu):
-    data = np.zeros((6, 5, 4), np.float64)
-    data[4, 1, 2] = np.nan
-    with pytest.raises(InvalidInputError, match=r"1 non-finite value\(s\) \(1 NaN.*\(4, 1, 2\)"):
-        to_device(data, gpu, region=(slice(3, 6),), check_finite=True)
+def test_scans_of_cuda_tensors_locate_nan_and_jobs_refuse_values_beyond_float32(gpu):
+    data = torch.zeros((6, 5, 4), dtype=torch.float64, device=gpu)
+    data[4, 1, 2] = float("nan")
+    for scan in (arrays.check_finite, arrays.value_range):
+        with pytest.raises(
+            InvalidInputError, match=r"1 non-finite value\(s\) \(1 NaN.*\(4, 1, 2\)"
+        ):
+            scan(data)
     data[4, 1, 2] = 1e39
-    with pytest.raises(InvalidInputError, match=r"beyond float32's range.*\(4, 1, 2\)"):
-        to_device(data, gpu, check_finite=True)
+    assert arrays.value_range(data) == (0.0, 1e39)
+    with pytest.raises(InvalidInputError, match="beyond float32's range"):
+        run_job(tv.iter_denoise(data, 0.1))
 
 
 def test_downloads_into_views_through_the_staging_buffers(gpu, monkeypatch):

@@ -12,6 +12,7 @@ import torch
 from napari_gpuscope.compute import tv
 from napari_gpuscope.compute.jobs import run_job
 from napari_gpuscope.compute.kernels import KILL_SWITCH_ENV
+from napari_gpuscope.compute.tv import _job
 from napari_gpuscope.compute.tv import _ops as ops
 from napari_gpuscope.compute.tv._fgp import solve_fgp
 from napari_gpuscope.sample_data import fluorescence_phantom_2d, fluorescence_phantom_3d
@@ -90,6 +91,23 @@ def test_host_syncs_per_iteration(gpu, fused, monkeypatch, kit_record):
     kit_record(f"host_syncs_per_iteration_{'fused' if fused else 'twin'}", syncs / iterations)
     checks = math.ceil(iterations / 10)
     assert syncs <= checks + 1, f"{syncs} synchronisations for {iterations} iterations"
+
+
+def test_split_volume_stays_within_its_memory_budget(gpu, kit_record):
+    # The chunk plan, the rounds' resident fields and the certificate blocks together.
+    volume = _noisy(fluorescence_phantom_3d((64, 128, 128)), seed=2)
+    budget = 20 * 128 * 128 * _job._bytes_per_element("fgp", 3, gpu)
+    torch.cuda.synchronize(gpu)
+    torch.cuda.empty_cache()
+    base = torch.cuda.memory_allocated(gpu)
+    torch.cuda.reset_peak_memory_stats(gpu)
+    result = run_job(
+        tv.iter_denoise(volume, 0.08, tolerance=1e-3, memory_budget=budget, device=gpu)
+    )
+    peak = torch.cuda.max_memory_allocated(gpu) - base
+    kit_record("split_volume_peak_over_budget", peak / budget)
+    assert result.chunks > 1 and result.converged
+    assert peak <= budget
 
 
 def test_result_provenance_names_the_kernel_path(gpu, images):

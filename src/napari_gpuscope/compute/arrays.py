@@ -6,9 +6,9 @@ They are read region by region, so a volume larger than device (or host) memory 
 and converted to float32 *without rescaling*: a uint16 image stays in ADU.
 
 Transfers to a GPU move the input's own dtype (a uint16 image moves half the bytes of its
-float32 version) through small reusable pinned buffers, and convert on the device, where
-:func:`to_device` can also check finiteness: one upload serves both. Results come back with
-:func:`download_into`, straight into the caller's array.
+float32 version) through small reusable pinned buffers, and convert on the device. Results come
+back with :func:`download_into`, straight into the caller's array. :func:`check_finite` and
+:func:`value_range` read an input block by block, so a lazy array is never loaded whole.
 """
 
 from __future__ import annotations
@@ -27,10 +27,13 @@ __all__ = [
     "to_device",
     "to_host",
     "validate_image",
+    "value_range",
 ]
 
 # Reading this many elements at a time bounds host memory while checking huge lazy inputs.
 _CHECK_BLOCK_ELEMENTS = 1 << 24
+# Integer dtypes whose value range is their dtype's (see value_range): no read needed.
+_DTYPE_BOUNDS = {np.dtype(t) for t in (np.int8, np.int16, np.int32, np.uint8, np.uint16, np.uint32)}
 # Host-to-device copies go through two pinned buffers of this size, so the host copy of one
 # piece overlaps the DMA of the previous one and the pinned memory held stays small.
 _STAGING_BYTES = 1 << 24
@@ -76,43 +79,12 @@ def _dtype_of(data: Any) -> np.dtype:
 
 
 def _non_finite_error(
-    name: str, count: int, nans: int, first: tuple[int, ...] | None, overflow: bool = False
+    name: str, count: int, nans: int, first: tuple[int, ...] | None
 ) -> InvalidInputError:
-    if overflow:
-        return InvalidInputError(
-            f"{name} has {count} value(s) beyond float32's range (about ±3.4e38), the first at "
-            f"index {first}; they cannot be denoised in float32. Rescale the image first."
-        )
     return InvalidInputError(
         f"{name} contains {count} non-finite value(s) ({nans} NaN, {count - nans} infinite); "
         f"the first is at index {first}. Replace or mask them (e.g. numpy.nan_to_num) first."
     )
-
-
-def _first_bad(bad: torch.Tensor, offset: tuple[int, ...]) -> tuple[int, ...]:
-    flat = int(torch.argmax(bad.reshape(-1).to(torch.uint8)))
-    local = np.unravel_index(flat, tuple(bad.shape))
-    return tuple(int(i) + o for i, o in zip(local, offset, strict=True))
-
-
-def _check_tensor_finite(
-    raw: torch.Tensor, converted: torch.Tensor, name: str, offset: tuple[int, ...]
-) -> None:
-    """Raise if ``raw`` has NaN/infinity or ``converted`` (its float32 version) overflowed.
-
-    One host synchronisation when everything is finite.
-    """
-    if not raw.is_floating_point():
-        return  # integers convert to finite float32
-    flags = torch.stack([(~torch.isfinite(raw)).any(), (~torch.isfinite(converted)).any()])
-    raw_bad, converted_bad = (bool(v) for v in flags.tolist())
-    if raw_bad:
-        bad = ~torch.isfinite(raw)
-        count, nans = int(bad.sum()), int(torch.isnan(raw).sum())
-        raise _non_finite_error(name, count, nans, _first_bad(bad, offset))
-    if converted_bad:
-        bad = ~torch.isfinite(converted)
-        raise _non_finite_error(name, int(bad.sum()), 0, _first_bad(bad, offset), overflow=True)
 
 
 def _leading_blocks(shape: tuple[int, ...]) -> Iterator[tuple[slice, ...]]:
@@ -126,19 +98,34 @@ def _leading_blocks(shape: tuple[int, ...]) -> Iterator[tuple[slice, ...]]:
         yield (slice(start, min(shape[0], start + step)),)
 
 
-def _check_array_finite(
-    raw: np.ndarray, converted: np.ndarray, name: str, offset: tuple[int, ...]
-) -> None:
-    """NumPy version of :func:`_check_tensor_finite`."""
-    if not np.issubdtype(raw.dtype, np.floating):
+def _blocks(data: Any) -> Iterator[tuple[int, np.ndarray | torch.Tensor]]:
+    """``data`` read along axis 0 in blocks of bounded size, each with its first index (a
+    tensor is one block: it is in memory already)."""
+    if isinstance(data, torch.Tensor):
+        yield 0, data.detach()
         return
-    for values, overflow in ((raw, False), (converted, True)):
-        bad = ~np.isfinite(values)
-        if bad.any():
-            local = np.unravel_index(int(np.argmax(bad)), bad.shape)
-            first = tuple(int(i) + o for i, o in zip(local, offset, strict=True))
-            nans = 0 if overflow else int(np.isnan(values).sum())
-            raise _non_finite_error(name, int(bad.sum()), nans, first, overflow=overflow)
+    for region in _leading_blocks(tuple(int(s) for s in data.shape)):
+        yield (region[0].start if region else 0), np.asarray(data[region])
+
+
+def _non_finite(block: np.ndarray | torch.Tensor) -> tuple[int, int, tuple[int, ...] | None]:
+    """How many values of a NumPy array or tensor are non-finite, how many of them are NaN, and
+    the index of the first one."""
+    if isinstance(block, torch.Tensor):
+        bad = ~torch.isfinite(block)
+        count = int(bad.sum())
+        if not count:
+            return 0, 0, None
+        nans = int(torch.isnan(block).sum())
+        flat = int(torch.argmax(bad.reshape(-1).to(torch.uint8)))
+    else:
+        bad = ~np.isfinite(block)
+        count = int(bad.sum())
+        if not count:
+            return 0, 0, None
+        nans = int(np.isnan(block).sum())
+        flat = int(np.argmax(bad))
+    return count, nans, tuple(int(i) for i in np.unravel_index(flat, tuple(block.shape)))
 
 
 def check_finite(data: Any, *, name: str = "image") -> None:
@@ -147,7 +134,7 @@ def check_finite(data: Any, *, name: str = "image") -> None:
     Parameters
     ----------
     data : array-like
-        NumPy, dask or zarr-like array (read block by block).
+        NumPy, dask or zarr-like array (read block by block), or a torch tensor.
     name : str
         How the input is called in the error message (e.g. the layer name).
 
@@ -155,33 +142,70 @@ def check_finite(data: Any, *, name: str = "image") -> None:
     ------
     InvalidInputError
         With the number of non-finite values and the index of the first one.
+
+    Examples
+    --------
+    >>> check_finite(np.array([[0.0, np.inf], [np.nan, 1.0]]), name="layer 'cells'")
+    Traceback (most recent call last):
+    ...
+    napari_gpuscope.compute.arrays.InvalidInputError: layer 'cells' contains 2 non-finite ...
     """
     if not np.issubdtype(_dtype_of(data), np.floating):
         return  # integers cannot hold NaN or infinity
-    if isinstance(data, torch.Tensor):
-        tensor = data.detach()
-        _check_tensor_finite(tensor, tensor, name, (0,) * tensor.ndim)
-        return
-    shape = tuple(int(s) for s in data.shape)
-    count = 0
+    count = nans = 0
     first: tuple[int, ...] | None = None
-    nans = 0
-    for region in _leading_blocks(shape):
-        block = np.asarray(data[region])
-        bad = ~np.isfinite(block)
-        n_bad = int(bad.sum())
+    for start, block in _blocks(data):
+        n_bad, n_nan, local = _non_finite(block)
         if n_bad:
             count += n_bad
-            nans += int(np.isnan(block).sum())
-            if first is None:
-                local = np.unravel_index(int(np.argmax(bad)), block.shape)
-                offset = region[0].start if region else 0
-                first = (int(local[0]) + offset, *map(int, local[1:]))
+            nans += n_nan
+            if first is None and local is not None:
+                first = (local[0] + start, *local[1:]) if local else local
     if count:
-        raise InvalidInputError(
-            f"{name} contains {count} non-finite value(s) ({nans} NaN, {count - nans} infinite); "
-            f"the first is at index {first}. Replace or mask them (e.g. numpy.nan_to_num) first."
-        )
+        raise _non_finite_error(name, count, nans, first)
+
+
+def value_range(data: Any, *, name: str = "image") -> tuple[float, float]:
+    """Bounds of the values of ``data`` in one blockwise pass, refusing NaN and infinity.
+
+    Integer dtypes up to 32 bits are not read: every value lies within the bounds of the dtype,
+    which are returned (a whole pass over a lazy array only to tighten them is not worth it for
+    scaling). Other data is read block by block (a tensor at once); NaN or infinity raise the
+    detailed error of :func:`check_finite`.
+
+    Parameters
+    ----------
+    data : array-like
+        NumPy, dask or zarr-like array, or a torch tensor.
+    name : str
+        How the input is called in the error message.
+
+    Returns
+    -------
+    tuple of float
+        ``(low, high)`` with ``low <= data <= high``.
+
+    Examples
+    --------
+    >>> value_range(np.array([[0.5, -2.0], [3.0, 1.0]]))
+    (-2.0, 3.0)
+    >>> value_range(np.zeros((2, 2), np.uint16))
+    (0.0, 65535.0)
+    """
+    dtype = _dtype_of(data)
+    if dtype in _DTYPE_BOUNDS:
+        info = np.iinfo(dtype)
+        return float(info.min), float(info.max)
+    low, high = math.inf, -math.inf
+    for _, block in _blocks(data):
+        if isinstance(block, torch.Tensor):
+            block_low, block_high = (float(v) for v in torch.aminmax(block))
+        else:
+            block_low, block_high = float(block.min()), float(block.max())
+        if not (math.isfinite(block_low) and math.isfinite(block_high)):
+            check_finite(data, name=name)  # raises with the count and the first location
+        low, high = min(low, block_low), max(high, block_high)
+    return low, high
 
 
 def validate_image(
@@ -234,11 +258,6 @@ def validate_image(
         raise InvalidInputError(f"{name} is empty (shape {shape}).")
     if check_values:
         check_finite(data, name=name)
-
-
-def _offset(region: tuple[slice, ...] | None, ndim: int) -> tuple[int, ...]:
-    starts = [0 if r.start is None else int(r.start) for r in (region or ())]
-    return tuple(starts + [0] * (ndim - len(starts)))
 
 
 def _stage_to_device(host: np.ndarray, device: torch.device) -> torch.Tensor:
@@ -296,8 +315,6 @@ def to_device(
     device: str | torch.device,
     *,
     region: tuple[slice, ...] | None = None,
-    check_finite: bool = False,
-    name: str = "image",
 ) -> torch.Tensor:
     """Read (a region of) an array into a contiguous float32 tensor on ``device``.
 
@@ -309,17 +326,13 @@ def to_device(
         Target device.
     region : tuple of slice, optional
         Part to read; only that part is loaded from lazy inputs.
-    check_finite : bool
-        Also raise :class:`InvalidInputError` for NaN or infinity (or values beyond float32's
-        range), checked on the device after the upload: no separate pass over the input.
-    name : str
-        How the input is called in that error (indices in it are those of the whole input).
 
     Returns
     -------
     torch.Tensor
-        float32, contiguous, values unchanged (no rescaling of integers), never sharing memory
-        with ``data``.
+        float32, contiguous, values unchanged (no rescaling of integers; values beyond
+        float32's range become infinite, so check them first, e.g. with
+        :func:`value_range`), never sharing memory with ``data``.
 
     Examples
     --------
@@ -330,11 +343,9 @@ def to_device(
     """
     target = torch.device(device)
     part = data if region is None else data[region]
-    offset = _offset(region, len(part.shape))
     if isinstance(part, torch.Tensor):
         _dtype_of(part)  # a clear error for dtypes NumPy cannot represent
-        raw = part.detach().to(target)
-        tensor = raw.to(torch.float32).contiguous()
+        tensor = part.detach().to(target).to(torch.float32).contiguous()
         if tensor.data_ptr() == part.data_ptr():
             # Still the caller's memory: a solver must never write to it.
             tensor = tensor.clone()
@@ -346,19 +357,13 @@ def to_device(
         elif host_dtype not in _DEVICE_DTYPES:
             host = host.astype(np.float32)
             host_dtype = host.dtype
-        raw = _stage_to_device(host, target)
-        tensor = _converted(raw, host_dtype)
+        tensor = _converted(_stage_to_device(host, target), host_dtype)
     else:
         # A float32 copy on the host: writable (no torch warning for read-only inputs) and
         # independent of the caller's array.
-        host = np.asarray(part)
-        with np.errstate(over="ignore"):  # values beyond float32 are reported just below
-            converted = np.array(host, dtype=np.float32, order="C")
-        if check_finite:
-            _check_array_finite(host, converted, name, offset)
-        return torch.from_numpy(converted)
-    if check_finite:
-        _check_tensor_finite(raw, tensor, name, offset)
+        with np.errstate(over="ignore"):  # beyond float32 -> inf, as on the device
+            converted = np.array(np.asarray(part), dtype=np.float32, order="C")
+        tensor = torch.from_numpy(converted)
     return tensor
 
 

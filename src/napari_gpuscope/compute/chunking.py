@@ -11,8 +11,10 @@ core. The halo is the method's business; a method exposes it publicly (e.g.
 A halo makes a chunk exact only for methods whose output depends on a bounded neighbourhood. A
 global problem (TV: a flat region's level depends on all of it) passes ``split=`` to
 :meth:`HaloChunker.run`: each independent slab whose leading axis must be split is then handed
-over whole as a :class:`SplitSlab`, whose :meth:`SplitSlab.sweep` runs one pass over its chunks
-and which the method may sweep as often as its own convergence test requires.
+over whole as a :class:`SplitSlab`; the method chooses its halo (:meth:`SplitSlab.set_halo`) from
+the planes that fit, and :meth:`SplitSlab.sweep` runs one pass over its chunks, as often as the
+method's own convergence test requires. Out-of-memory errors are recovered from, and given up
+on, through one :class:`~napari_gpuscope.compute.memory.MemoryRetry`.
 """
 
 from __future__ import annotations
@@ -27,14 +29,7 @@ import numpy as np
 import torch
 
 from .jobs import Job, Progress, mapped, scaled
-from .memory import (
-    DeviceMemoryError,
-    available_bytes,
-    free_cached,
-    is_out_of_memory,
-    plan_chunk,
-    run_in_chunks,
-)
+from .memory import DeviceMemoryError, MemoryRetry, plan_chunk, run_in_chunks
 
 __all__ = ["AxisLayout", "HaloChunker", "Region", "SplitSlab"]
 
@@ -147,20 +142,16 @@ class HaloChunker:
         The input's layout (at least one coupled axis).
     bytes_per_element : int
         Device bytes the method needs per element of a read region.
-    halo : int or callable
-        Extra planes read on each side along the leading coupled axis, or a zero-argument
-        function computing it (called once, only if a halo is ever needed).
     device : torch.device
         Where memory is planned.
+    halo : int or callable
+        Extra planes read on each side along the leading coupled axis, or a zero-argument
+        function computing it (called once, only if a halo is ever needed). Not used for the
+        slabs handed to ``split`` (see :meth:`run`).
     budget : int, optional
         Overrides the free memory (see :func:`~napari_gpuscope.compute.memory.plan_chunk`).
     what : str
         Name used in memory messages.
-
-    Attributes
-    ----------
-    chunks : int
-        Regions processed so far (over all sweeps of split slabs).
     """
 
     def __init__(
@@ -168,8 +159,8 @@ class HaloChunker:
         layout: AxisLayout,
         *,
         bytes_per_element: int,
-        halo: int | Callable[[], int],
         device: torch.device,
+        halo: int | Callable[[], int] = 0,
         budget: int | None = None,
         what: str = "one chunk",
     ) -> None:
@@ -184,7 +175,7 @@ class HaloChunker:
         self.budget = budget
         self.what = what
         self.split_axes = (*layout.batch_axes, lead)
-        self.chunks = 0
+        self.retry = MemoryRetry(device, budget, what)
 
     @functools.cached_property
     def halo(self) -> int:
@@ -205,8 +196,7 @@ class HaloChunker:
 
         With ``split``, a slab (all planes of the leading coupled axis for some independent
         indices) that does not fit at once is not cut into halo regions here: ``split(slab)``
-        gets the whole :class:`SplitSlab` and decides how to sweep it. Its halo is then capped
-        at a quarter of the planes that fit, so that chunks keep a useful core.
+        gets the whole :class:`SplitSlab`, sets its halo and decides how to sweep it.
         """
         full = [(0, n) for n in self.layout.shape]
         yield from self._split(0, full, solve, split)
@@ -258,6 +248,7 @@ class HaloChunker:
             device=self.device,
             bytes_per_item=per_item,
             fixed_bytes=fixed,
+            budget=self.budget,
             what=self.what,
         )
 
@@ -274,23 +265,19 @@ class HaloChunker:
         per_plane = math.prod(b - a for a, b in region) // length
         plan = {"device": self.device, "budget": self.budget, "what": self.what}
         fits = plan_chunk(length, per_plane * self.bytes_per_element, **plan)
+        bytes_per_plane = per_plane * self.bytes_per_element
         if fits >= length:
             try:
                 yield from self._solve(region, None, solve)
                 return
             except Exception as exc:
-                if not is_out_of_memory(exc):
+                if not self.retry.recover(exc):
                     raise
-                free_cached(self.device)
                 fits = length // 2
                 if fits < 1:
-                    needed = per_plane * self.bytes_per_element
-                    available = available_bytes(self.device)
-                    raise DeviceMemoryError(needed, available, self.what) from exc
+                    raise self.retry.error(bytes_per_plane) from exc
                 yield Progress(0.0, "out of device memory; splitting into chunks")
-        bytes_per_plane = per_plane * self.bytes_per_element
-        halo = min(self.halo, (fits - 1) // 4)
-        yield from split(SplitSlab(self, list(region), axis, fits, halo, bytes_per_plane))
+        yield from split(SplitSlab(self, list(region), axis, fits, bytes_per_plane))
 
     def _solve(
         self,
@@ -316,7 +303,6 @@ class HaloChunker:
             whole=whole,
         )
         yield from solve(region)
-        self.chunks += 1
 
 
 class SplitSlab:
@@ -330,8 +316,11 @@ class SplitSlab:
         The leading coupled axis (input index).
     fits : int
         Planes that fit on the device at once (a chunk's core plus its two halos).
+    bytes_per_plane : int
+        Device bytes one plane of a chunk needs.
     halo : int
-        Planes read on each side of a chunk's core (see :meth:`set_halo`).
+        Planes read on each side of a chunk's core: 0 until the method chooses it with
+        :meth:`set_halo` (only the method knows how far its chunks must see).
     chunk : int
         Core planes per chunk, ``fits - 2 * halo``; halved after an out-of-memory error, for the
         following sweeps too.
@@ -343,7 +332,6 @@ class SplitSlab:
         bounds: list[tuple[int, int]],
         axis: int,
         fits: int,
-        halo: int,
         bytes_per_plane: int,
     ) -> None:
         self._chunker = chunker
@@ -352,12 +340,17 @@ class SplitSlab:
         self.fits = fits
         self.bytes_per_plane = bytes_per_plane
         self.core = tuple(slice(a, b) for a, b in bounds)
-        self.set_halo(halo)
+        self.set_halo(0)
 
     def set_halo(self, halo: int) -> None:
         """Use ``halo`` planes on each side (the core shrinks to keep ``fits`` planes)."""
         self.halo = int(halo)
         self.chunk = max(1, self.fits - 2 * self.halo)
+
+    def memory_error(self, planes: int) -> DeviceMemoryError:
+        """The error for a method whose smallest chunk needs ``planes`` planes (core and halos)
+        when fewer fit; the advice matches the device and the budget."""
+        return self._chunker.retry.error(planes * self.bytes_per_plane)
 
     @property
     def planes(self) -> int:
@@ -369,8 +362,10 @@ class SplitSlab:
 
         The chunks' progress fractions pass through unchanged (the method knows how a sweep
         relates to its whole run); their messages get a ``"chunk k of n: "`` prefix. On an
-        out-of-memory error the cache is freed and the chunk halved (also for later sweeps),
-        down to one core plane, then :class:`DeviceMemoryError` is raised.
+        out-of-memory error the failed chunk's memory is freed and the chunk halved (also for
+        later sweeps), down to one core plane, then :class:`DeviceMemoryError` is raised. A
+        chunk may therefore run again, smaller: it must change the method's state only once
+        its device work has succeeded.
         """
         start0 = self._bounds[self.axis][0]
         start = 0
@@ -394,13 +389,10 @@ class SplitSlab:
             try:
                 yield from mapped(job, relabel(f"chunk {index + 1} of {total}: "))
             except Exception as exc:
-                if not is_out_of_memory(exc):
+                if not self._chunker.retry.recover(exc):
                     raise
-                free_cached(self._chunker.device)
                 if self.chunk <= 1:
-                    needed = (1 + 2 * self.halo) * self.bytes_per_plane
-                    available = available_bytes(self._chunker.device)
-                    raise DeviceMemoryError(needed, available, self._chunker.what) from exc
+                    raise self.memory_error(1 + 2 * self.halo) from exc
                 self.chunk = max(1, min(self.chunk, stop - start) // 2)
                 self.fits = self.chunk + 2 * self.halo
                 yield Progress(

@@ -147,7 +147,7 @@ class Progress:
         Completed fraction of the whole job, in ``[0, 1]``; ``None`` means indeterminate (an
         optimiser that stops on a criterion, an estimate, an autotune).
     message : str
-        Short human-readable status, e.g. ``"iteration 40/200, gap 3.1e-03"``.
+        Short human-readable status, e.g. ``"iteration 40/1000, gap 3.1e-03"``.
     step : float, optional
         x-axis value of ``metrics`` (iteration, frame, evaluation).
     metrics : Mapping[str, float]

@@ -4,8 +4,11 @@ Methods describe their memory needs as ``fixed_bytes + n * bytes_per_item`` (an 
 frame, a plane, a tile or a small problem of a batch). :func:`plan_chunk` turns free device
 memory into the largest ``n`` that fits; :func:`run_in_chunks` processes items chunk by chunk
 and, when the device runs out of memory anyway (fragmentation, another process), frees the
-cache, halves the chunk and retries the same items. When even the smallest chunk does not fit,
-:class:`DeviceMemoryError` says how many bytes were needed and how many were available.
+failed attempt's memory, halves the chunk and retries the same items. When even the smallest
+chunk does not fit, :class:`DeviceMemoryError` says how many bytes were needed and how many were
+available. Every chunked loop (:func:`run_in_chunks`, and the split volumes of
+:mod:`~napari_gpuscope.compute.chunking`) recovers and gives up through one
+:class:`MemoryRetry`, so they free the same way and give the same advice.
 
 A *budget* (argument or the ``NAPARI_GPUSCOPE_MEMORY_BUDGET`` environment variable, in bytes,
 with optional K/M/G suffix) overrides the free memory reported by the device; tests use it to
@@ -19,6 +22,7 @@ import math
 import os
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
@@ -27,6 +31,7 @@ from .jobs import Job, Progress, scaled
 __all__ = [
     "BUDGET_ENV",
     "DeviceMemoryError",
+    "MemoryRetry",
     "available_bytes",
     "format_bytes",
     "free_cached",
@@ -261,6 +266,56 @@ def free_cached(device: str | torch.device) -> None:
         pass
 
 
+@dataclass(frozen=True)
+class MemoryRetry:
+    """How a chunked loop survives an out-of-memory error, and how it gives up.
+
+    Attributes
+    ----------
+    device : str or torch.device
+        Where the chunks run.
+    budget : int, optional
+        The explicit budget the chunks were planned with (see :func:`available_bytes`).
+    what : str
+        Name used in the error message.
+
+    Examples
+    --------
+    >>> retry = MemoryRetry("cpu", budget=1000, what="one chunk")
+    >>> retry.recover(ValueError("a bug"))
+    False
+    >>> error = retry.error(4096)
+    >>> error.needed_bytes, error.available_bytes, error.budget
+    (4096, 1000, True)
+    """
+
+    device: str | torch.device
+    budget: int | None = None
+    what: str = "this job"
+
+    def recover(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is an out-of-memory error; if so, the memory of the failed attempt
+        is freed (the tensors its traceback keeps alive, then the device caches), so that a
+        smaller retry starts from a clean slate. Call it in the ``except`` block."""
+        if not is_out_of_memory(exc):
+            return False
+        release_frames(exc)
+        free_cached(self.device)
+        return True
+
+    def error(self, needed_bytes: int) -> DeviceMemoryError:
+        """The error for a smallest chunk of ``needed_bytes`` that still does not fit: the
+        usable memory measured now (after :meth:`recover`), the device, and whether a budget
+        applies (which changes the advice)."""
+        return DeviceMemoryError(
+            needed_bytes,
+            _usable_bytes(self.device, self.budget),
+            self.what,
+            device=self.device,
+            budget=_explicit_budget(self.budget),
+        )
+
+
 def run_in_chunks(
     n_items: int,
     chunk: int,
@@ -270,6 +325,7 @@ def run_in_chunks(
     bytes_per_item: int,
     fixed_bytes: int = 0,
     min_chunk: int = 1,
+    budget: int | None = None,
     what: str = "this job",
 ) -> Job[int]:
     """Process ``range(n_items)`` in chunks, shrinking the chunk on out-of-memory errors.
@@ -289,6 +345,8 @@ def run_in_chunks(
         Memory model, used only to state the need in the final error.
     min_chunk : int
         Smallest chunk to try before giving up.
+    budget : int, optional
+        The budget the chunk was planned with (for the final error).
     what : str
         Name used in messages.
 
@@ -302,6 +360,7 @@ def run_in_chunks(
     DeviceMemoryError
         When a chunk of ``min_chunk`` items still runs out of memory.
     """
+    retry = MemoryRetry(device, budget, what)
     start = 0
     chunks = 0
     while start < n_items:
@@ -311,19 +370,10 @@ def run_in_chunks(
         try:
             yield from scaled(process(start, stop), start / n_items, stop / n_items, label)
         except Exception as exc:
-            if not is_out_of_memory(exc):
+            if not retry.recover(exc):
                 raise
-            release_frames(exc)  # the failed chunk's tensors, so that they can be freed
-            free_cached(device)
             if chunk <= min_chunk:
-                needed = fixed_bytes + min_chunk * bytes_per_item
-                raise DeviceMemoryError(
-                    needed,
-                    _usable_bytes(device, None),  # measured now, after freeing
-                    what,
-                    device=device,
-                    budget=_explicit_budget(None),
-                ) from exc
+                raise retry.error(fixed_bytes + min_chunk * bytes_per_item) from exc
             chunk = max(min_chunk, chunk // 2)
             yield Progress(
                 start / n_items,

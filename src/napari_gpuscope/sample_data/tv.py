@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from napari_gpuscope.compute.camera import CameraModel
-from napari_gpuscope.compute.results import LayerDataTuple
+from napari_gpuscope.compute.results import Geometry, LayerDataTuple, image_layer
 
 from ._camera import DEFAULT_CAMERA, Illumination, simulate_camera
 from ._phantoms import fluorescence_phantom_2d, fluorescence_phantom_3d
@@ -20,26 +20,21 @@ def _layer(
     camera: CameraModel,
     light: Illumination,
 ) -> LayerDataTuple:
-    axis_labels = ("z", "y", "x")[-data.ndim :]
-    kwargs = {
-        "name": name,
-        "scale": scale,
-        "units": ("um",) * data.ndim,
-        "axis_labels": axis_labels,
-        "colormap": "gray",
-        "metadata": {
-            # Figures label colorbars with it (export.units reads this key).
-            "intensity_unit": "ADU",
-            "sample": {
-                "camera_gain_adu_per_photon": camera.gain,
-                "camera_offset_adu": camera.offset,
-                "read_noise_adu": camera.read_noise,
-                "peak_photons": light.peak_photons,
-                "background_photons": light.background_photons,
-            },
+    geometry = Geometry(
+        scale=scale, units=("um",) * data.ndim, axis_labels=("z", "y", "x")[-data.ndim :]
+    )
+    metadata = {
+        # Figures label colorbars with it (export.units reads this key).
+        "intensity_unit": "ADU",
+        "sample": {
+            "camera_gain_adu_per_photon": camera.gain,
+            "camera_offset_adu": camera.offset,
+            "read_noise_adu": camera.read_noise,
+            "peak_photons": light.peak_photons,
+            "background_photons": light.background_photons,
         },
     }
-    return (data, kwargs, "image")
+    return image_layer(data, name, geometry, metadata=metadata, colormap="gray")
 
 
 def noisy_cells_2d() -> list[LayerDataTuple]:

@@ -4,8 +4,9 @@ Each fused operation is a :class:`FusedOp`: a small *launcher* that runs a kerne
 file (kept beside its method's torch twins, e.g. ``compute/tv/tv_fgp.cu``), paired with a pure-
 torch *twin* with the same in-place semantics. The ``.cu`` files ship as package data and follow
 one set of rules: ``extern "C" __global__`` kernels, one thread per output element with a grid-
-stride loop over a ``long long`` count, no ``#include``, no shared memory and no atomics. That
-keeps them valid for NVRTC, ``nvcc`` and g++ alike.
+stride loop (over a ``long long`` count, or a 32-bit one in the ``*_u32`` variants a launcher
+picks when every index fits, as in ``tv_fgp.cu``), no ``#include``, no shared memory and no
+atomics. That keeps them valid for NVRTC, ``nvcc`` and g++ alike.
 
 Dispatch
 --------

@@ -14,18 +14,22 @@ axis) are solved together as one batch. Volumes larger than device memory are sp
 along their first smoothed axis and still solved as one problem (FGP runs the unchunked
 iterations chunk by chunk; the stitched result is certified in float64); :func:`halo` gives the
 overlap a Dask ``map_overlap`` would need. :func:`iter_denoise` is the progress-reporting job
-behind :func:`denoise`; :class:`TVParams` holds every parameter.
+behind :func:`denoise`; :class:`TVParams` holds every parameter; :func:`resolve_weight` tells
+which weight (and noise level, camera model) a job will use on an image, without solving.
 
-Modules: :mod:`._params` (the parameter model), :mod:`._job` (the job and its result),
-:mod:`._context` (what the chunks of a job share), :mod:`._scale` (intensity scaling and what
-float32 cannot hold), :mod:`._split` and :mod:`._certificate` (split volumes and their duality
-gap), :mod:`._fgp` and :mod:`._chambolle` (solvers; :mod:`._numpy_sum` reproduces NumPy's float32
-sums for scikit-image parity), :mod:`._ops` (operators and fused kernels).
+Modules: :mod:`._params` (the parameter model), :mod:`._weight` (input checks and the weight),
+:mod:`._job` (the job and its result), :mod:`._context` (what the chunks of a job share),
+:mod:`._scale` (intensity scaling and what float32 cannot hold), :mod:`._split` and
+:mod:`._certificate` (split volumes and their duality gap), :mod:`._halo` (the public halo),
+:mod:`._fgp` and :mod:`._chambolle` (solvers; :mod:`._numpy_sum` reproduces NumPy's float32 sums
+for scikit-image parity), :mod:`._ops` (operators and fused kernels).
 """
 
 from ..geometry import spacing_from_scale
-from ._job import HALO_PLANES, MAX_HALO_STRENGTH, OUTPUT, TVResult, denoise, halo, iter_denoise
+from ._halo import HALO_PLANES, MAX_HALO_STRENGTH, halo
+from ._job import OUTPUT, TVResult, denoise, iter_denoise
 from ._params import METHODS, NOISE_MODELS, TVParams
+from ._weight import ResolvedWeight, resolve_weight
 
 __all__ = [
     "HALO_PLANES",
@@ -33,10 +37,12 @@ __all__ = [
     "METHODS",
     "NOISE_MODELS",
     "OUTPUT",
+    "ResolvedWeight",
     "TVParams",
     "TVResult",
     "denoise",
     "halo",
     "iter_denoise",
+    "resolve_weight",
     "spacing_from_scale",
 ]

@@ -8,7 +8,7 @@ For the ROF problem with a box ``C = [lo, hi]``,
 
 so ``P(u) - D(y) >= P(u) - P*`` for *any* ``u`` in ``C``: nothing ties ``u`` to ``y``. This
 module evaluates that bound for the image a chunked run returns: ``y`` is the stitched dual
-(made exactly feasible in float64 by scaling each ``y_i`` to ``|y_i| <= w``), ``u`` is the
+(made feasible in float64 by scaling each ``y_i`` to ``|y_i| <= w``), ``u`` is the
 float32 image ``P_C(f + div y)`` that is returned, and both energies are summed in float64. A
 block of planes ``[a, b)`` along the leading coupled axis needs the dual on ``[a - 1, b]`` and the
 data on ``[a, b]``: one plane of overlap on each side.
@@ -16,14 +16,27 @@ data on ``[a, b]``: one plane of overlap on each side.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
 
-__all__ = ["BYTES_PER_ELEMENT", "certify_block"]
+__all__ = ["bytes_per_element", "certify_block"]
 
-BYTES_PER_ELEMENT = 8 * 10
-"""Device bytes per voxel of a block (float64: data, dual of up to 4 axes, v, u, terms)."""
+
+def bytes_per_element(n_coupled: int) -> int:
+    """Device bytes :func:`certify_block` allocates at its peak, on top of its float32 inputs,
+    per voxel of its dual block ``y`` (``k`` planes: the block, and up to one plane on each
+    side): float64 work fields, first the feasible dual, its norm and the data, then the data,
+    ``v``, ``P_C(v)``, the dual terms and a product, then the gradient's. Checked by tracking
+    every allocation (``tests/compute/test_tv_chunks.py``).
+
+    Examples
+    --------
+    >>> bytes_per_element(3)
+    48
+    """
+    return 8 * max(n_coupled + 2, 6)
 
 
 def certify_block(
@@ -66,29 +79,46 @@ def certify_block(
     primal, dual : torch.Tensor
         float64 ``(B,)``: ``P(image)`` and ``D(y)`` restricted to the block (their sums over
         the blocks are the energies of the whole problem).
+
+    Notes
+    -----
+    Work fields are freed as soon as they are spent, so the block needs
+    :func:`bytes_per_element` bytes per voxel besides its inputs.
     """
     first = max(start - 1, 0)
     planes = f.shape[1]
-    y = y.double()
-    norm = y.square().sum(0).sqrt_()
-    y.mul_(torch.clamp(weight / norm, max=1.0))  # |y_i| <= w exactly; 0 stays 0
-    data = f.double()
-    v = _divergence(y, spacing, start - first, planes, start, length).add_(data)
-    u = v.clamp(lo, hi)
-    image = u.float()
     core = stop - start
-    # Dual terms: 1/2 f^2 - 1/2 v^2 = -(v - f)(f + (v - f)/2), without the cancellation.
-    div = v[:, :core] - data[:, :core]
-    dual_terms = (div * 0.5).add_(data[:, :core]).mul_(div).neg_()
-    dual_terms.add_(0.5 * (u[:, :core] - v[:, :core]).square_())
-    returned = image.double()
-    gradient_norm = _gradient_norm(returned, spacing, core)
-    primal_terms = 0.5 * (returned[:, :core] - data[:, :core]).square_()
-    primal_terms.add_(gradient_norm.mul_(weight))
     batch = f.shape[0]
-    primal = primal_terms.reshape(batch, -1).sum(1)
+    data = f.double()
+    v = _divergence(_feasible(y, weight), spacing, start - first, planes, start, length)
+    v.add_(data)
+    boxed = lo > -math.inf or hi < math.inf
+    u = v.clamp(lo, hi) if boxed else v
+    image = u.float()
+    # Dual terms: 1/2 f^2 - 1/2 v^2 = -(v - f)(f + (v - f)/2), without the cancellation.
+    dual_terms = torch.sub(v[:, :core], data[:, :core])
+    dual_terms.mul_(torch.add(data[:, :core], dual_terms, alpha=0.5)).neg_()
+    if boxed:
+        dual_terms.add_(torch.sub(u[:, :core], v[:, :core]).square_(), alpha=0.5)
+        del u
     dual = dual_terms.reshape(batch, -1).sum(1)
+    del dual_terms
+    returned = v.copy_(image)  # the float32 image, exactly, in v's memory (v is spent)
+    primal_terms = torch.sub(returned[:, :core], data[:, :core]).square_().mul_(0.5)
+    primal_terms.add_(_gradient_norm(returned, spacing, core).mul_(weight))
+    primal = primal_terms.reshape(batch, -1).sum(1)
     return image[:, :core], primal, dual
+
+
+def _feasible(y: torch.Tensor, weight: float) -> torch.Tensor:
+    """A float64 copy of ``y`` scaled to ``|y_i| <= weight`` (0 stays 0)."""
+    y = y.double()
+    norm = y[0].square()
+    for a in range(1, y.shape[0]):
+        norm.addcmul_(y[a], y[a])
+    scale = torch.div(weight, norm.sqrt_(), out=norm).clamp_(max=1.0)
+    y.mul_(scale)
+    return y
 
 
 def _divergence(
@@ -117,28 +147,29 @@ def _divergence(
         n = p.shape[dim]
         if n == 1:
             continue
-        acc = torch.zeros_like(out)
-        acc.narrow(dim, 0, n - 1).add_(p.narrow(dim, 0, n - 1))
-        acc.narrow(dim, 1, n - 1).sub_(p.narrow(dim, 0, n - 1))
-        out.add_(acc.mul_(spacing[a]))
+        inner = p.narrow(dim, 0, n - 1)
+        out.narrow(dim, 0, n - 1).add_(inner, alpha=spacing[a])
+        out.narrow(dim, 1, n - 1).sub_(inner, alpha=spacing[a])
     return out
 
 
 def _gradient_norm(u: torch.Tensor, spacing: Sequence[float], core: int) -> torch.Tensor:
     """``|grad u|`` on the first ``core`` planes (the next plane, when present, supplies the
-    leading difference of the last one)."""
+    leading difference of the last one), with one difference field alive at a time."""
     planes = u.shape[1]
     squared = torch.zeros_like(u[:, :core])
     reach = min(core, planes - 1)
     if reach > 0:
-        lead = spacing[0] * (u[:, 1 : reach + 1] - u[:, :reach])
-        squared[:, :reach].add_(lead.square_())
+        lead = torch.sub(u[:, 1 : reach + 1], u[:, :reach])
+        squared[:, :reach].add_(lead.mul_(spacing[0]).square_())
+        del lead
+    part = u[:, :core]
     for a in range(1, len(spacing)):
         dim = a + 1
         n = u.shape[dim]
         if n == 1:
             continue
-        part = u[:, :core]
-        diff = spacing[a] * (part.narrow(dim, 1, n - 1) - part.narrow(dim, 0, n - 1))
-        squared.narrow(dim, 0, n - 1).add_(diff.square_())
+        diff = torch.sub(part.narrow(dim, 1, n - 1), part.narrow(dim, 0, n - 1))
+        squared.narrow(dim, 0, n - 1).add_(diff.mul_(spacing[a]).square_())
+        del diff
     return squared.sqrt_()

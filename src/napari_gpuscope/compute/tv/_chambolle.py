@@ -10,7 +10,7 @@ order (:mod:`._numpy_sum`).
 Independent problems of a batch stop on their own: a finished problem is *frozen* (its step
 factors become 0, so ``p`` and therefore its output stay exactly those of its stopping
 iteration) while the others go on, and the stop masks stay on the device. The host learns that
-every problem has finished at a check (every ``check_every`` iterations, one transfer) or,
+every problem has finished at a check (every ``CHECK_EVERY`` iterations, one transfer) or,
 on CUDA, from a flag copied asynchronously after every iteration; neither changes the result.
 """
 
@@ -23,6 +23,7 @@ import torch
 
 from ..jobs import is_stop
 from ._numpy_sum import PairwiseSum
+from ._ops import gradient
 from ._solvers import CHECK_EVERY, Solver, SolveResult, Tick, per_problem_sum, relative_gaps
 
 __all__ = ["solve_chambolle", "sqrt_rounded_"]
@@ -89,27 +90,13 @@ class _AllDoneFlag:
         return False
 
 
-def _gradient_into(u: torch.Tensor, spacing: Sequence[float], g: torch.Tensor) -> None:
-    """``g[a] = s_a * diff(u, axis a)`` (NumPy's ``np.diff`` rounding), 0 on the last index."""
-    for a, s in enumerate(spacing):
-        dim = a + 1
-        n = u.shape[dim]
-        if n > 1:
-            diff = g[a].narrow(dim, 0, n - 1)
-            torch.sub(u.narrow(dim, 1, n - 1), u.narrow(dim, 0, n - 1), out=diff)
-            if s != 1.0:
-                diff.mul_(s)
-        g[a].narrow(dim, n - 1, 1).zero_()
-
-
 def solve_chambolle(
     f: torch.Tensor,
     weight: float,
     spacing: Sequence[float],
     *,
-    max_iterations: int = 200,
+    max_iterations: int,
     eps: float = 2e-4,
-    check_every: int = CHECK_EVERY,
 ) -> Solver:
     """Chambolle's (2004) projection exactly as ``skimage.restoration.denoise_tv_chambolle``.
 
@@ -173,7 +160,7 @@ def solve_chambolle(
                 shifted = p[a].narrow(dim, 0, n - 1)
                 d.narrow(dim, 1, n - 1).add_(_scaled(shifted, s, product))
         torch.add(f, d, out=out)
-        _gradient_into(out, spacing, g)
+        gradient(out, spacing, out=g)
         torch.mul(g[0], g[0], out=norm)
         for a in range(1, len(spacing)):  # not addcmul_, which fuses into one rounding
             norm.add_(torch.mul(g[a], g[a], out=product))
@@ -195,7 +182,7 @@ def solve_chambolle(
         active &= ~finishing
         iterations = i + 1
         last = i == max_iterations - 1
-        if (i + 1) % check_every == 0 or last:
+        if (i + 1) % CHECK_EVERY == 0 or last:
             gaps = _relative_gaps(f, out, p, g, norm, weight, batch)
             pending = torch.where(active, gaps, torch.zeros_like(gaps))
             largest, all_done = torch.stack([pending.max(), (~active.any()).double()]).tolist()

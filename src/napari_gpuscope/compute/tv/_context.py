@@ -55,7 +55,7 @@ class Totals:
         self.converged = self.converged and converged
 
 
-SolverFactory = Callable[..., solvers.Solver]
+SolverFactory = Callable[[torch.Tensor, "SolveContext"], solvers.Solver]
 
 
 @dataclass
@@ -72,6 +72,8 @@ class SolveContext:
         How the input maps onto solver problems.
     weight : float
         The weight the solver uses (times the data scale).
+    noise_sigma : float or None
+        The noise level the weight was derived from (Gaussian model with a strength).
     scale : DataScale
         How the data is brought to magnitude ~1.
     camera : CameraModel or None
@@ -81,7 +83,7 @@ class SolveContext:
     out : numpy.ndarray
         The float32 output, written chunk by chunk.
     solver : callable
-        ``solver(f, spacing, weight, params, **options)`` returning a solver generator.
+        ``solver(f, context)`` returning a solver generator for the problems ``f``.
     bytes_per_element : int
         Device bytes per voxel the solver needs (the chunk plan).
     totals : Totals
@@ -92,6 +94,7 @@ class SolveContext:
     params: TVParams
     layout: AxisLayout
     weight: float
+    noise_sigma: float | None
     scale: DataScale
     camera: CameraModel | None
     device: torch.device
@@ -102,7 +105,12 @@ class SolveContext:
 
     @property
     def lo(self) -> float:
-        """Lower bound of the box the solver enforces (FGP, Gaussian non-negative mode)."""
+        """Lower bound of the box the solver enforces: 0 for FGP in non-negative Gaussian mode.
+
+        The one place the non-negative rule is decided: elsewhere (Chambolle, which has no box,
+        and Poisson mode, whose solver works in the Anscombe domain where 0 is not the
+        transform's 0) the output is clipped at 0 instead (:meth:`to_output`).
+        """
         box = self.params.method == "fgp" and self.params.nonnegative and self.camera is None
         return 0.0 if box else -math.inf
 
@@ -127,32 +135,28 @@ class SolveContext:
             u = u * (1.0 / self.scale.factor)
         if self.camera is not None:
             u = anscombe_inverse(u, self.camera, exact=True)
-        unboxed = self.camera is not None or self.params.method == "chambolle"
-        if self.params.nonnegative and unboxed:  # FGP's Gaussian mode enforces the box itself
+        if self.params.nonnegative and self.lo < 0:  # not enforced by the solver: clip
             u = u.clamp_min(0.0)
         return u
 
-    def solve(self, region: Region, f: torch.Tensor, **options: Any) -> Job[solvers.SolveResult]:
+    def solve(self, region: Region, f: torch.Tensor) -> Job[solvers.SolveResult]:
         """Run the solver on ``f`` (the data of ``region.read``) with progress and previews of
         the region's core; refuse a non-finite result."""
         params = self.params
         first_gap = None
         fraction = 0.0  # FGP's gap is not monotone; the bar must not move backwards
         output_region = None if region.whole else region.core
-        tolerance = options.get("tolerance", params.tolerance)
-        max_iterations = options.get("max_iterations", params.max_iterations)
 
         def report(tick: solvers.Tick) -> Progress:
             nonlocal first_gap, fraction
-            first_gap = first_gap or tick.relative_gap
-            done = fraction_done(
-                tick.iteration, tick.relative_gap, first_gap, params, max_iterations, tolerance
-            )
+            if first_gap is None:
+                first_gap = tick.relative_gap
+            done = fraction_done(tick.iteration, tick.relative_gap, first_gap, params)
             fraction = max(fraction, done)
             estimate = tick.estimate
             return Progress(
                 fraction,
-                f"iteration {tick.iteration}/{max_iterations}, gap {tick.relative_gap:.1e}",
+                f"iteration {tick.iteration}/{params.max_iterations}, gap {tick.relative_gap:.1e}",
                 step=tick.iteration,
                 metrics={"iteration": tick.iteration, "relative_gap": tick.relative_gap},
                 outputs={
@@ -164,7 +168,7 @@ class SolveContext:
                 },
             )
 
-        solver = self.solver(f, self.layout.coupled_spacing, self.weight, params, **options)
+        solver = self.solver(f, self)
         result: solvers.SolveResult = yield from mapped(solver, report)
         finite = bool(torch.isfinite(result.image).all()) and not math.isnan(result.relative_gap)
         if not finite:
@@ -176,22 +180,21 @@ class SolveContext:
         return result
 
 
-def fraction_done(
-    iteration: int,
-    gap: float,
-    first_gap: float,
-    params: TVParams,
-    max_iterations: int | None = None,
-    tolerance: float | None = None,
-) -> float:
-    """Progress of a solve: iterations used, or the way to the tolerance on a log scale.
+def fraction_done(iteration: int, gap: float, first_gap: float, params: TVParams) -> float:
+    """Progress of a solve: iterations used, or the way from the first gap to the tolerance on
+    a log scale, whichever is further.
 
     Runs usually stop on the gap long before ``max_iterations``; counting iterations alone
     would make the bar jump from a fraction to 100 %.
+
+    Examples
+    --------
+    >>> params = TVParams(tolerance=1e-3, max_iterations=1000)
+    >>> fraction_done(50, 1e-2, 1e-1, params)  # half way from 1e-1 to 1e-3
+    0.5
     """
-    max_iterations = params.max_iterations if max_iterations is None else max_iterations
-    tolerance = params.tolerance if tolerance is None else tolerance
-    by_iterations = iteration / max_iterations
+    tolerance = params.tolerance
+    by_iterations = iteration / params.max_iterations
     usable = math.isfinite(gap) and math.isfinite(first_gap) and gap > 0
     if tolerance <= 0 or not usable or first_gap <= tolerance:
         return min(1.0, by_iterations)

@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 
-from ..arrays import InvalidInputError, download_into, to_device, validate_image
+from ..arrays import download_into, to_device, value_range
 from ..camera import CameraModel
 from ..chunking import AxisLayout, HaloChunker, Region
 from ..devices import device_context
 from ..jobs import Job, Progress, blocking
-from ..noise import estimate_noise_sigma, estimate_poisson_gaussian
 from ..params import ParameterError, takes_params
 from ..results import Geometry, LayerDataTuple, image_layer
 from . import _fgp
@@ -24,25 +22,11 @@ from ._chambolle import solve_chambolle
 from ._context import OUTPUT, SolveContext, StopAll
 from ._fgp import solve_fgp
 from ._params import TVParams
-from ._scale import NEGLIGIBLE_WEIGHT, DataScale, ScaledView, value_range
-from ._split import FGP_HALO, solve_split
+from ._scale import NEGLIGIBLE_WEIGHT, DataScale
+from ._split import solve_split
+from ._weight import check_input, resolve_weight
 
-__all__ = [
-    "HALO_PLANES",
-    "MAX_HALO_STRENGTH",
-    "OUTPUT",
-    "TVResult",
-    "denoise",
-    "halo",
-    "iter_denoise",
-]
-
-HALO_PLANES = 16
-"""Halo (in planes) around each chunk of a chunked volume, per unit of spacing weight and of
-smoothing strength (weight / noise level); see :func:`halo`."""
-MAX_HALO_STRENGTH = 4.0
-"""Strength beyond which the halo stops growing (plateaus then span the volume anyway, and the
-certified refinement does the rest)."""
+__all__ = ["OUTPUT", "TVResult", "denoise", "iter_denoise"]
 
 
 @dataclass(frozen=True)
@@ -207,71 +191,6 @@ class TVResult:
         ]
 
 
-def halo(params: TVParams, spacing_weight: float = 1.0, *, noise_sigma: float | None = None) -> int:
-    """Planes of overlap a chunk of a volume needs along an axis of difference weight
-    ``spacing_weight`` (e.g. the ``depth`` of a Dask ``map_overlap``).
-
-    ``HALO_PLANES`` planes per unit of spacing weight and per unit of smoothing relative to the
-    noise (``strength``, or ``weight / noise_sigma`` when an absolute weight and the noise
-    level are given; 1 when the noise level is unknown), between 1 and
-    ``MAX_HALO_STRENGTH`` units. ROF's plateaus grow with the weight relative to the noise, and
-    so does the reach of a chunk border.
-
-    A halo alone does not make chunks exact: ROF is global (a flat region's level depends on
-    all of it). :func:`denoise` therefore does not rely on it for FGP, whose chunks run the
-    unchunked iterations round by round with a halo of their own, and certifies the stitched
-    result of both solvers. With a ``map_overlap`` of this depth (each chunk solved alone),
-    expect seams at the level of the tolerance at strength ~1, growing with the strength
-    (measured on noisy 3D phantoms with 32-plane cores: stitched relative gap 3e-3 at strength
-    1 and a halo of 16 planes, 1e-3 with 32).
-
-    Examples
-    --------
-    >>> halo(TVParams(), 0.25)
-    4
-    >>> halo(TVParams(weight=0.3), noise_sigma=0.1)
-    48
-    """
-    if params.weight is None:
-        units = params.strength
-    elif params.noise_model == "poisson":
-        units = params.weight  # the variance-stabilised noise has unit standard deviation
-    elif noise_sigma is not None and noise_sigma > 0:
-        units = params.weight / noise_sigma
-    else:
-        units = 1.0
-    units = min(MAX_HALO_STRENGTH, max(1.0, units))
-    return math.ceil(HALO_PLANES * spacing_weight * units)
-
-
-def _check_call(image: Any, params: TVParams) -> tuple[int | None, tuple[float, ...]]:
-    """Shape checks that need both the image and the parameters."""
-    extra = params.channel_axis is not None
-    validate_image(image, min_ndim=2, max_ndim=4 + extra, check_values=False)
-    ndim = len(image.shape)
-    channel = params.channel_axis
-    if channel is not None:
-        if not -ndim <= channel < ndim:
-            raise ParameterError(
-                f"TVParams.channel_axis={channel} is out of range for an image with {ndim} "
-                "dimensions"
-            )
-        channel %= ndim
-        if ndim - 1 < 2:
-            raise InvalidInputError(
-                f"image has {ndim - 1} non-channel dimension(s); expected 2 to 4 besides the "
-                "channel axis"
-            )
-    n_spatial = ndim - (channel is not None)
-    spacing = params.spacing if params.spacing is not None else (1.0,) * n_spatial
-    if len(spacing) != n_spatial:
-        raise ParameterError(
-            f"TVParams.spacing must have one weight per non-channel axis ({n_spatial} for an "
-            f"image of shape {tuple(image.shape)}), got {len(spacing)}: {spacing!r}"
-        )
-    return channel, spacing
-
-
 @takes_params(TVParams, positional=("weight",))
 def iter_denoise(
     image: Any,
@@ -347,7 +266,7 @@ def iter_denoise(
     (True, True)
     """
     memory_budget = _check_budget(memory_budget)
-    channel, spacing = _check_call(image, params)
+    channel, spacing = check_input(image, params)
     if device is None and isinstance(image, torch.Tensor) and image.is_cuda:
         device = image.device  # a CUDA tensor is denoised where it lives
     return _run(image, params, channel, spacing, memory_budget, device)
@@ -402,60 +321,33 @@ def _bytes_per_element(method: str, n_coupled: int, device: Any = None) -> int:
     return _fgp.bytes_per_element(d, device)
 
 
-def _solver(
-    f: torch.Tensor,
-    spacing: tuple[float, ...],
-    weight: float,
-    params: TVParams,
-    *,
-    max_iterations: int | None = None,
-    tolerance: float | None = None,
-    y0: torch.Tensor | None = None,
-):
+def _solver(f: torch.Tensor, context: SolveContext):
     """Solver for one chunk (module-level so tests can inject out-of-memory failures)."""
-    max_iterations = params.max_iterations if max_iterations is None else max_iterations
-    tolerance = params.tolerance if tolerance is None else tolerance
+    params = context.params
+    spacing = context.layout.coupled_spacing
     if params.method == "chambolle":
-        return solve_chambolle(f, weight, spacing, max_iterations=max_iterations, eps=tolerance)
-    lo = 0.0 if params.nonnegative and params.noise_model == "gaussian" else -math.inf
+        return solve_chambolle(
+            f,
+            context.weight,
+            spacing,
+            max_iterations=params.max_iterations,
+            eps=params.tolerance,
+        )
     return solve_fgp(
         f,
-        weight,
+        context.weight,
         spacing,
-        lo=lo,
-        max_iterations=max_iterations,
-        tolerance=tolerance,
-        y0=y0,
+        lo=context.lo,
+        max_iterations=params.max_iterations,
+        tolerance=params.tolerance,
     )
 
 
-def _resolve_weight(image: Any, params: TVParams, scale: DataScale) -> tuple[float, float | None]:
-    """The weight to solve with (input units), and the noise level it came from (Gaussian
-    strength mode)."""
-    if params.weight is not None:
-        return params.weight, None
+def _estimating(params: TVParams) -> str | None:
+    """What :func:`resolve_weight` is about to estimate from the image, if anything."""
     if params.noise_model == "poisson":
-        return params.strength, None  # unit-variance noise after the Anscombe transform
-    sigma = _noise_sigma(image, scale)
-    if not (math.isfinite(sigma) and sigma > 0):
-        raise InvalidInputError(
-            f"the noise level estimated from the image is {sigma:g}: it looks noise-free (or "
-            "constant), so a strength relative to the noise is undefined. Pass an absolute "
-            "weight instead."
-        )
-    return params.strength * sigma, sigma
-
-
-def _noise_sigma(image: Any, scale: DataScale) -> float:
-    """Immerkaer's estimate in the input's units, computed on the scaled data (float32-safe)."""
-    view = image if scale.factor == 1.0 else ScaledView(image, scale.factor)
-    try:
-        return estimate_noise_sigma(view) / scale.factor
-    except ValueError as exc:
-        raise InvalidInputError(
-            f"cannot estimate the noise level of this image ({exc}); pass an absolute weight "
-            "instead of a strength"
-        ) from None
+        return "estimating camera gain, offset and read noise" if params.gain is None else None
+    return "estimating the noise level" if params.weight is None else None
 
 
 def _run(
@@ -468,27 +360,21 @@ def _run(
 ) -> Job[TVResult]:
     with torch.no_grad(), device_context(device) as dev:
         low, high = value_range(image)  # refuses NaN and infinity
-        shape = tuple(int(s) for s in image.shape)
-        camera = None
-        if params.noise_model == "poisson":
-            if params.gain is None:
-                yield Progress(None, "estimating camera gain, offset and read noise")
-                camera = estimate_poisson_gaussian(image)  # reads a subsample of planes
-                _check_camera(camera)
-            else:
-                camera = CameraModel(params.gain, params.offset or 0.0, params.read_noise or 0.0)
+        message = _estimating(params)
+        if message is not None:
+            yield Progress(None, message)
+        resolved = resolve_weight(image, params, value_range=(low, high))
+        weight, camera = resolved.weight, resolved.camera
         scale = DataScale.for_data(low, high, image.dtype, camera, "image")
-        if params.weight is None and params.noise_model == "gaussian":
-            yield Progress(None, "estimating the noise level")
-        weight, sigma = _resolve_weight(image, params, scale)
-        layout = AxisLayout.of(shape, spacing, channel)
+        shape = tuple(int(s) for s in image.shape)
+        layout = AxisLayout.of(shape, spacing, channel)  # validated: one coupled axis at least
         out = np.empty(shape, dtype=np.float32)
-        solver_weight = scale.weight(weight)
         context = SolveContext(
             image=image,
             params=params,
             layout=layout,
-            weight=solver_weight,
+            weight=scale.weight(weight),
+            noise_sigma=resolved.noise_sigma,
             scale=scale,
             camera=camera,
             device=dev,
@@ -497,8 +383,8 @@ def _run(
             bytes_per_element=_bytes_per_element(params.method, len(layout.coupled_axes), dev),
         )
         totals = context.totals
-        if solver_weight < NEGLIGIBLE_WEIGHT or not layout.coupled_axes:
-            # Nothing is penalised (or too little to move a float32 value): f is the solution.
+        if context.weight < NEGLIGIBLE_WEIGHT:
+            # Too little to move a float32 value (or nothing penalised): f is the solution.
             data = to_device(image, "cpu").numpy()  # NumPy, lazy arrays and tensors alike
             out[...] = np.maximum(data, 0) if params.nonnegative else data
             message = "nothing to solve: with weight 0 the input is its own solution"
@@ -506,20 +392,9 @@ def _run(
                 message = "nothing to solve: the weight is negligible next to the data"
             yield Progress(1.0, message)
         else:
-
-            def halo_planes() -> int:
-                if params.method == "fgp":
-                    return FGP_HALO  # exact rounds of iterations (see _split)
-                noise = None
-                if params.weight is not None and camera is None:
-                    with contextlib.suppress(InvalidInputError):
-                        noise = _noise_sigma(image, scale)
-                return halo(params, layout.coupled_spacing[0], noise_sigma=sigma or noise)
-
             chunker = HaloChunker(
                 layout,
                 bytes_per_element=context.bytes_per_element,
-                halo=halo_planes,
                 device=dev,
                 budget=memory_budget,
                 what="TV denoising of one chunk",
@@ -547,20 +422,11 @@ def _run(
             converged=totals.converged and not totals.stopped,
             spacing=spacing,
             chunks=totals.chunks,
-            noise_sigma=sigma,
+            noise_sigma=resolved.noise_sigma,
             camera=camera,
             stopped_early=totals.stopped,
             unprocessed_fraction=unprocessed,
             kernel_paths=_fgp.kernel_paths(dev) if params.method == "fgp" and totals.chunks else {},
-        )
-
-
-def _check_camera(camera: CameraModel) -> None:
-    values = (camera.gain, camera.offset, camera.read_noise)
-    if not all(math.isfinite(v) for v in values) or camera.gain <= 0:
-        raise InvalidInputError(
-            f"the camera model estimated from the image is not usable ({camera}); pass the "
-            "camera's gain (and offset, read noise) or use the Gaussian noise model"
         )
 
 

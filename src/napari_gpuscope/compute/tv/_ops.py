@@ -53,18 +53,18 @@ def _shaped(buffer: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
     return buffer[: math.prod(shape)].view(shape)
 
 
-def _forward_difference(u: torch.Tensor, dim: int, s: float, buffer: torch.Tensor) -> torch.Tensor:
-    """``s * (u[i + 1] - u[i])`` along ``dim`` for ``i < n - 1`` (the boundary row is omitted).
+def _forward_difference(u: torch.Tensor, dim: int, s: float, out: torch.Tensor) -> torch.Tensor:
+    """``out = s * (u[i + 1] - u[i])`` along ``dim`` for ``i < n - 1`` (the boundary row is
+    omitted, so ``out`` has ``n - 1`` rows along ``dim``); returns ``out``.
 
-    Written into the front of the flat ``buffer`` and rounded exactly as the kernels round it:
-    the difference first, then the product with ``s``.
+    Rounded exactly as the kernels (and NumPy's ``s * np.diff``) round it: the difference
+    first, then the product with ``s``.
     """
     n = u.shape[dim]
-    hi, lo = u.narrow(dim, 1, n - 1), u.narrow(dim, 0, n - 1)
-    diff = torch.sub(hi, lo, out=_shaped(buffer, lo.shape))
+    torch.sub(u.narrow(dim, 1, n - 1), u.narrow(dim, 0, n - 1), out=out)
     if s != 1.0:
-        diff.mul_(s)
-    return diff
+        out.mul_(s)
+    return out
 
 
 def _backward_difference(p: torch.Tensor, dim: int, out: torch.Tensor) -> None:
@@ -104,7 +104,9 @@ def _divergence_into(
             out.add_(acc)
 
 
-def gradient(u: torch.Tensor, spacing: Sequence[float]) -> torch.Tensor:
+def gradient(
+    u: torch.Tensor, spacing: Sequence[float], *, out: torch.Tensor | None = None
+) -> torch.Tensor:
     """Weighted forward differences with Neumann boundaries.
 
     Parameters
@@ -113,24 +115,27 @@ def gradient(u: torch.Tensor, spacing: Sequence[float]) -> torch.Tensor:
         ``(B, n_0, ..., n_{d-1})``.
     spacing : sequence of float
         ``d`` difference weights ``s_a``.
+    out : torch.Tensor, optional
+        ``(d, B, n_0, ..., n_{d-1})`` tensor to write into (allocated when not given).
 
     Returns
     -------
     torch.Tensor
-        ``(d, B, n_0, ..., n_{d-1})``; component ``a`` is ``s_a * (u[i + e_a] - u[i])`` and 0 on
-        the last index of axis ``a``.
+        ``(d, B, n_0, ..., n_{d-1})``; component ``a`` is ``s_a * (u[i + e_a] - u[i])`` (NumPy's
+        rounding of ``s * np.diff``) and 0 on the last index of axis ``a``.
+
+    Examples
+    --------
+    >>> gradient(torch.tensor([[0.0, 1.0, 4.0]]), [0.5])
+    tensor([[[0.5000, 1.5000, 0.0000]]])
     """
-    g = u.new_empty((len(spacing), *u.shape))
+    g = u.new_empty((len(spacing), *u.shape)) if out is None else out
     for a, s in enumerate(spacing):
         dim = a + 1
         n = u.shape[dim]
         component = g[a]
-        if n > 1:
-            # Written straight into the strided slice: no temporary.
-            diff = component.narrow(dim, 0, n - 1)
-            torch.sub(u.narrow(dim, 1, n - 1), u.narrow(dim, 0, n - 1), out=diff)
-            if s != 1.0:
-                diff.mul_(s)
+        if n > 1:  # written straight into the strided slice: no temporary
+            _forward_difference(u, dim, s, component.narrow(dim, 0, n - 1))
         component.narrow(dim, n - 1, 1).zero_()
     return g
 
@@ -183,11 +188,7 @@ def _geometry(
 ) -> tuple[str, type, tuple]:
     """Kernel name suffix, index type and the (N, n_0..n_3, s_0..s_3) scalars of a launch."""
     del limit  # part of the cache key only: tests change NARROW_INDEX_LIMIT
-    if not 1 <= len(spacing) <= MAX_COUPLED_AXES or len(shape) != len(spacing) + 1:
-        raise ValueError(
-            f"expected a (batch, n_0..n_{{d-1}}) tensor with 1 <= d <= {MAX_COUPLED_AXES} and "
-            f"d spacing weights, got shape {shape} and {len(spacing)} weight(s)"
-        )
+    _check_layout(shape, spacing)
     d = len(spacing)
     n_elements = math.prod(shape)
     narrow = index_width(n_elements, d) == 32
@@ -203,11 +204,11 @@ def _launch_geometry(f: torch.Tensor, spacing: Sequence[float]) -> tuple[str, ty
     return _geometry(tuple(f.shape), tuple(spacing), NARROW_INDEX_LIMIT)
 
 
-def _check_layout(f: torch.Tensor, spacing: Sequence[float]) -> None:
-    if not 1 <= len(spacing) <= MAX_COUPLED_AXES or f.ndim != len(spacing) + 1:
+def _check_layout(shape: Sequence[int], spacing: Sequence[float]) -> None:
+    if not 1 <= len(spacing) <= MAX_COUPLED_AXES or len(shape) != len(spacing) + 1:
         raise ValueError(
             f"expected a (batch, n_0..n_{{d-1}}) tensor with 1 <= d <= {MAX_COUPLED_AXES} and "
-            f"d spacing weights, got shape {tuple(f.shape)} and {len(spacing)} weight(s)"
+            f"d spacing weights, got shape {tuple(shape)} and {len(spacing)} weight(s)"
         )
 
 
@@ -244,7 +245,7 @@ def _twin_primal(
     hi: float = math.inf,
     buffer: torch.Tensor | None = None,
 ) -> None:
-    _check_layout(f, spacing)
+    _check_layout(f.shape, spacing)
     # u doubles as the divergence accumulator (so it must not share memory with f or z, which
     # the kernel rules out anyway); f + div == div + f exactly.
     _divergence_into(z, spacing, u, buffer)
@@ -295,7 +296,7 @@ def _twin_step(
     weight: float,
     momentum: float,
 ) -> None:
-    _check_layout(f, spacing)
+    _check_layout(f.shape, spacing)
     numel = f.numel()
     work = _scratch(f, 2 * numel)
     u, grad = work[:numel].view(f.shape), work[numel:].view(f.shape)
@@ -307,10 +308,7 @@ def _twin_step(
         if n == 1:
             z_next[a].copy_(z[a])
             continue
-        diff = grad.narrow(dim, 0, n - 1)
-        torch.sub(u.narrow(dim, 1, n - 1), u.narrow(dim, 0, n - 1), out=diff)
-        if s != 1.0:
-            diff.mul_(s)
+        _forward_difference(u, dim, s, grad.narrow(dim, 0, n - 1))
         grad.narrow(dim, n - 1, 1).zero_()
         torch.add(z[a], grad, alpha=inv_l2, out=z_next[a])
     norm = u  # u is spent
@@ -392,7 +390,7 @@ def _twin_gap_partials(
     spacing: Sequence[float],
     weight: float,
 ) -> None:
-    _check_layout(f, spacing)
+    _check_layout(f.shape, spacing)
     batch, per_problem = f.shape[0], f[0].numel()
     threads = primal_part.shape[-1]
     numel = f.numel()
@@ -406,7 +404,9 @@ def _twin_gap_partials(
         dim = a + 1
         n = u.shape[dim]
         if n > 1:  # the boundary gradient is 0 and adds nothing
-            g = _forward_difference(u, dim, s, difference)
+            rows = list(u.shape)
+            rows[dim] = n - 1
+            g = _forward_difference(u, dim, s, _shaped(difference, rows))
             primal.narrow(dim, 0, n - 1).addcmul_(g, g)
             gap.narrow(dim, 0, n - 1).addcmul_(y[a].narrow(dim, 0, n - 1), g)
     weighted_tv = primal.sqrt_().mul_(weight)

@@ -12,7 +12,8 @@ __all__ = ["METHODS", "NOISE_MODELS", "TVParams"]
 
 METHODS = ("fgp", "chambolle")
 FLOAT32_MAX = 3.4028234663852886e38
-"""Largest weight: results are float32 in the input's units, which reach float32's maximum."""
+"""float32's largest value: the largest weight (results are float32 in the input's units, which
+reach it) and the largest magnitude an input may hold."""
 NOISE_MODELS = ("gaussian", "poisson")
 
 

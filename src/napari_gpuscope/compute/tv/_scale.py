@@ -22,19 +22,18 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..arrays import InvalidInputError, check_finite
+from ..arrays import InvalidInputError
 from ..camera import CameraModel
 from ..noise import anscombe_forward
+from ._params import FLOAT32_MAX
 
 __all__ = [
     "NEGLIGIBLE_WEIGHT",
     "WEIGHT_CAP",
     "DataScale",
     "ScaledView",
-    "value_range",
 ]
 
-FLOAT32_MAX = float(np.finfo(np.float32).max)
 FLOAT32_TINY = float(np.finfo(np.float32).tiny)
 # float64 data this far from 1 is scaled on the host before the float32 conversion, which would
 # overflow or lose it in subnormals; other data is converted first and scaled on the device.
@@ -52,43 +51,6 @@ WEIGHT_CAP = 2.0**60
 ``y`` with ``|y_i| <= w`` has ``div y = mean - f``; routing the imbalance (at most ``2N``)
 along a spanning tree of the grid needs ``|y_i| <= 2 N sqrt(d) / min(s_a) <= 4.4e16`` for
 ``N <= 2^40`` voxels, ``d <= 4`` and ``s_a >= 1e-4``, below the cap."""
-
-# Integer dtypes whose whole range is safe in float32 arithmetic (squares below 2e19) and
-# which cannot hold NaN: no scan needed.
-_SAFE_INTEGERS = {np.dtype(t) for t in (np.int8, np.int16, np.int32, np.uint8, np.uint16)}
-_SAFE_INTEGERS |= {np.dtype(np.uint32)}
-_SCAN_ELEMENTS = 1 << 24
-
-
-def value_range(image: Any, *, name: str = "image") -> tuple[float, float]:
-    """``(min, max)`` of the data in one blockwise pass, refusing NaN and infinity.
-
-    Integer dtypes up to 32 bits are not read: their whole range is safe, and the bounds of the
-    dtype are returned. Non-finite values raise the detailed error of
-    :func:`~napari_gpuscope.compute.arrays.check_finite`.
-    """
-    if isinstance(image, torch.Tensor):
-        if not image.is_floating_point():
-            return float(image.min()), float(image.max())
-        low, high = (float(v) for v in torch.aminmax(image))
-        if not (math.isfinite(low) and math.isfinite(high)):
-            raise InvalidInputError(f"{name} contains NaN or infinity")
-        return low, high
-    dtype = np.dtype(image.dtype)
-    if dtype in _SAFE_INTEGERS:
-        info = np.iinfo(dtype)
-        return float(info.min), float(info.max)
-    shape = tuple(int(s) for s in image.shape)
-    per_plane = max(1, math.prod(shape[1:]))
-    step = max(1, _SCAN_ELEMENTS // per_plane)
-    low, high = math.inf, -math.inf
-    for start in range(0, shape[0], step):
-        block = np.asarray(image[start : start + step])
-        block_low, block_high = float(block.min()), float(block.max())
-        if not (math.isfinite(block_low) and math.isfinite(block_high)):
-            check_finite(image, name=name)  # raises with the count and the first location
-        low, high = min(low, block_low), max(high, block_high)
-    return low, high
 
 
 @dataclass(frozen=True)

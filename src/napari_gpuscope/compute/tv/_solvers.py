@@ -33,8 +33,9 @@ class Tick:
 class SolveResult:
     """Final estimate and convergence facts of one solve.
 
-    ``dual`` is the final dual field (FGP's ``y``; ``None`` for Chambolle), which certifies the
-    estimate and can warm-start another solve. ``stopped`` is True when a STOP command ended it.
+    ``dual`` is Chambolle's final dual field ``y = -p`` (None for FGP), which certifies the
+    estimate and lets the next chunk of a split volume start next to it. ``stopped`` is True
+    when a STOP command ended the solve.
     """
 
     image: torch.Tensor

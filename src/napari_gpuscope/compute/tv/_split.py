@@ -19,13 +19,18 @@ global momentum sequence, and stores its core (a core's last planes are stored o
 next chunk has read them as its halo, so every chunk of a round starts from the same iteration).
 The chunked run is therefore the unchunked FGP, iteration for iteration: same iterates (to
 float32 rounding of the same operations), same stopping iteration (``h`` divides the check
-interval), no seams. Rounds of ``h = 10`` iterations move the slab across the bus once per 10
-iterations; tight memory shortens the rounds (``h`` = 5, 2 or 1) rather than the cores. The
-rounds call the FGP steps of :mod:`._ops` directly: ``solve_fgp`` restarts its momentum on every
-call, which would make a different (slower) algorithm.
+interval), no seams. Rounds of ``h = 10`` iterations (halos of 12 planes) move the slab across
+the bus once per 10 iterations; with less room the rounds shrink (``h`` = 5, 2 or 1) so that a
+core keeps at least half of a chunk, and below 13 planes one iteration per round (halos of 3
+planes) runs with whatever core is left, down to one plane. The rounds and ``solve_fgp`` share
+the momentum sequence and the iteration loop (:func:`._fgp.fgp_momenta`,
+:func:`._fgp.fgp_iterations`); calling ``solve_fgp`` per chunk would restart the momentum every
+round, a different (slower) algorithm.
 
 The certificate of the returned image is computed in float64 on each chunk's core at every
-check (:mod:`._certificate`): the image is ``P_C(f + div y)`` of the stitched dual and its
+check (:mod:`._certificate`), and added to the slab's energies only once the chunk has finished
+(a chunk that runs out of memory is retried smaller and must not be counted twice): the image
+is ``P_C(f + div y)`` of the stitched dual and its
 relative gap ``(P(u) - D(y)) / P(u)`` bounds ``(P(u) - P*) / P(u)`` exactly as for an unchunked
 run. (A first design, block-coordinate ascent on the dual with warm-started chunk solves, cannot
 be made exact with a black-box solver: the isotropic projection at a chunk's last plane also
@@ -40,27 +45,30 @@ back its dual; the stitched result's gap is certified the same way.
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
 import torch
 
-from ..arrays import to_host
+from ..arrays import InvalidInputError, to_host
 from ..chunking import Region, SplitSlab
 from ..jobs import Job, Output, Progress, is_stop, scaled
-from ..memory import DeviceMemoryError
 from . import _certificate as certificate
 from . import _ops as ops
 from ._context import OUTPUT, SolveContext, StopAll, fraction_done
+from ._fgp import fgp_iterations, fgp_momenta
+from ._halo import halo
 from ._solvers import CHECK_EVERY, relative_gaps
+from ._weight import noise_sigma
 
-__all__ = ["FGP_HALO", "solve_split"]
+__all__ = ["solve_split"]
 
 _ROUND_LENGTHS = tuple(h for h in range(CHECK_EVERY, 0, -1) if CHECK_EVERY % h == 0)
-FGP_HALO = _ROUND_LENGTHS[0] + 2
-"""Halo planes of a split FGP solve: one round of ``CHECK_EVERY`` iterations, plus one plane
-because a chunk's last plane lacks its forward coupling from the first iteration on, plus the
-plane the certificate reads beyond the core."""
+_MIN_FGP_PLANES = 2 * (_ROUND_LENGTHS[-1] + 2) + 1
+"""Planes of the smallest FGP chunk: one core plane between halos of one round of 1 iteration
+(that iteration, one plane because a chunk's last plane lacks its forward coupling, and the
+plane the certificate reads beyond the core)."""
 
 
 class _Stopped(Exception):
@@ -112,14 +120,26 @@ def _lead(region: Region, axis: int, read: bool = True) -> tuple[int, int]:
 # --- FGP: the unchunked iterations, round by round ---------------------------------------------
 
 
+def round_length(fits: int) -> int:
+    """Iterations per round for chunks of ``fits`` planes (0 when not even the smallest chunk
+    fits): the longest round whose halos (``h + 2`` planes each) leave a core of more than half
+    the chunk, else one iteration per round with whatever core is left.
+
+    Examples
+    --------
+    >>> [round_length(fits) for fits in (6, 7, 12, 13, 29, 48, 49)]
+    [0, 1, 1, 1, 5, 5, 10]
+    """
+    for steps in _ROUND_LENGTHS:
+        if 4 * (steps + 2) < fits:
+            return steps
+    return _ROUND_LENGTHS[-1] if fits >= _MIN_FGP_PLANES else 0
+
+
 def _fgp(context: SolveContext, slab: SplitSlab) -> Job[None]:
-    halo = min(FGP_HALO, (slab.fits - 1) // 4)
-    steps = next((h for h in _ROUND_LENGTHS if h + 2 <= halo), 0)
+    steps = round_length(slab.fits)
     if steps == 0:
-        # A round needs a core plus two halos of 3 planes.
-        needed = 7 * slab.bytes_per_plane
-        available = slab.fits * slab.bytes_per_plane
-        raise DeviceMemoryError(needed, available, "TV denoising of one chunk")
+        raise slab.memory_error(_MIN_FGP_PLANES)
     slab.set_halo(steps + 2)
     yield from _Rounds(context, slab, steps).run()
 
@@ -140,7 +160,7 @@ class _Rounds:
         self.momenta: list[float] = []
         self.check = False
         self.gap = math.inf
-        self.first_gap = math.inf
+        self.first_gap: float | None = None  # the gap of the first check: where the bar starts
         self.progress = 0.0
         self.reached = 0  # end of the last core stored in the current round
         # New dual of planes a later chunk of the round still reads as its (old) halo.
@@ -153,11 +173,7 @@ class _Rounds:
         stopped = first_round = False
         while iteration < params.max_iterations:
             n = min(self.steps, params.max_iterations - iteration)
-            self.momenta = []
-            for _ in range(n):
-                t_next = (1.0 + math.sqrt(1.0 + 4.0 * self.t * self.t)) / 2.0
-                self.momenta.append((self.t - 1.0) / t_next)
-                self.t = t_next
+            self.momenta, self.t = fgp_momenta(self.t, n)
             self.target = iteration + n
             self.check = self.target % CHECK_EVERY == 0 or self.target == params.max_iterations
             if self.check:
@@ -175,7 +191,8 @@ class _Rounds:
                 break
             if self.check:
                 self.gap = float(state.gaps().max())
-                self.first_gap = min(self.first_gap, self.gap)
+                if self.first_gap is None:
+                    self.first_gap = self.gap
                 if self.gap <= params.tolerance:
                     break
         unreached = 0
@@ -189,8 +206,21 @@ class _Rounds:
             # still feasible, so the result is certified as it is.
             yield from _certify_all(self.context, self.slab, state, self.progress)
             self.gap = float(state.gaps().max())
+        else:
+            # The gap of the last round is known only now: the bar ends where the run did.
+            self.progress = max(self.progress, self._fraction(iteration))
+            yield Progress(
+                self.progress,
+                f"iteration {iteration}/{params.max_iterations}, gap {self.gap:.1e}",
+                step=iteration,
+                metrics={"iteration": iteration, "relative_gap": self.gap},
+            )
         converged = self.gap <= params.tolerance
         _account(self.context, self.slab, state, iteration, self.gap, converged, stopped, unreached)
+
+    def _fraction(self, iteration: int) -> float:
+        first = math.inf if self.first_gap is None else self.first_gap
+        return fraction_done(iteration, self.gap, first, self.context.params)
 
     def _commit(self, below: int) -> None:
         for plane in sorted(p for p in self.pending if p < below):
@@ -199,40 +229,37 @@ class _Rounds:
     def _chunk(self, region: Region) -> Job[None]:
         context, slab, state = self.context, self.slab, self.state
         params = context.params
-        spacing = context.layout.coupled_spacing
         r0, r1 = _lead(region, slab.axis)
         a, b = _lead(region, slab.axis, read=False)
         f = context.read(region.read)
         y = _fresh(state.y[:, :, r0:r1], f.device)
         z = _fresh(self.z[:, :, r0:r1], f.device)
-        z_next = torch.empty_like(z)
-        step = ops.fgp_step.bind(f, z, y, z_next)
-        for momentum in self.momenta:  # exactly solve_fgp's iteration (see the module docstring)
-            step(
-                f,
-                z,
-                y,
-                z_next,
-                spacing=spacing,
-                lo=context.lo,
-                hi=math.inf,
-                inv_l2=self.inv_l2,
-                weight=context.weight,
-                momentum=momentum,
-            )
-            z, z_next = z_next, z
-        del z_next
-        if self.check:
-            _certify_core(context, slab, state, f, y, r0, a, b)
-        # This chunk read from a - halo on: earlier planes are not read again this round.
-        self._commit(a - slab.halo)
-        y_core = y[:, :, a - r0 : b - r0].to("cpu")
-        z_core = z[:, :, a - r0 : b - r0].to("cpu")
+        z, z_next = fgp_iterations(
+            f,
+            z,
+            y,
+            torch.empty_like(z),
+            self.momenta,
+            spacing=context.layout.coupled_spacing,
+            lo=context.lo,
+            hi=math.inf,
+            inv_l2=self.inv_l2,
+            weight=context.weight,
+        )
+        z_core = _fresh(z[:, :, a - r0 : b - r0], torch.device("cpu"))
+        y_core = _fresh(y[:, :, a - r0 : b - r0], torch.device("cpu"))
+        del z, z_next  # room for the certificate
+        energies = _certify_core(context, slab, f, y, r0, a, b) if self.check else None
+        # The chunk's device work is done: only now may it change the slab's state (an
+        # out-of-memory error above retries this chunk, smaller, from the same state).
+        if energies is not None:
+            state.primal += energies[0]
+            state.dual += energies[1]
+        self._commit(a - slab.halo)  # earlier planes are not read again this round
         for plane in range(a, b):
             self.pending[plane] = (y_core[:, :, plane - a], z_core[:, :, plane - a])
         self.reached = b
-        done = fraction_done(self.target, self.gap, self.first_gap, params)
-        self.progress = max(self.progress, done)
+        self.progress = max(self.progress, self._fraction(self.target))
         metrics = {"iteration": self.target}
         gap = ""
         if math.isfinite(self.gap):  # known from the first check on
@@ -252,31 +279,34 @@ class _Rounds:
 def _certify_core(
     context: SolveContext,
     slab: SplitSlab,
-    state: _Slab,
     f: torch.Tensor,
     y: torch.Tensor,
     r0: int,
     a: int,
     b: int,
-) -> None:
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Certificate and output of the core ``[a, b)`` from a chunk's data (valid one plane
-    beyond the core), in blocks that fit next to the chunk's resident state."""
-    resident = 4 * (1 + 3 * y.shape[0])  # f, y, z and z_next in float32
-    room = max(1, context.bytes_per_element - resident)
-    step = max(1, (slab.fits * room) // certificate.BYTES_PER_ELEMENT - 2)
+    beyond the core), in blocks that fit next to the chunk's resident ``f`` and ``y``. Returns
+    the core's float64 energies (host)."""
+    d = y.shape[0]
+    room = max(1, context.bytes_per_element - 4 * (1 + d))  # what f and y leave of a plane
+    step = _block_planes(slab.fits * room, certificate.bytes_per_element(d))
+    planes = slab.planes
+    primal = dual = torch.zeros(y.shape[1], dtype=torch.float64)
     for start in range(a, b, step):
         stop = min(b, start + step)
-        upper = min(stop + 1, state.planes)
+        upper = min(stop + 1, planes)
         lower = max(start - 1, 0)
-        _certify_block(
-            context,
-            slab,
-            state,
-            f[:, start - r0 : upper - r0],
-            y[:, :, lower - r0 : upper - r0],
-            start,
-            stop,
-        )
+        block_f = f[:, start - r0 : upper - r0]
+        block_y = y[:, :, lower - r0 : upper - r0]
+        block_primal, block_dual = _certify_block(context, slab, block_f, block_y, start, stop)
+        primal, dual = primal + block_primal, dual + block_dual
+    return primal, dual
+
+
+def _block_planes(room: int, bytes_per_plane_voxel: int) -> int:
+    """Planes per certificate block: a block of ``p`` planes reads ``p + 2`` planes of dual."""
+    return max(1, room // bytes_per_plane_voxel - 2)
 
 
 def _certify_all(
@@ -285,8 +315,11 @@ def _certify_all(
     """Certificate and output of the whole slab from the host dual, streamed."""
     state.primal.zero_()
     state.dual.zero_()
-    room = slab.fits * context.bytes_per_element
-    step = max(1, room // certificate.BYTES_PER_ELEMENT - 2)
+    d = state.y.shape[0]
+    inputs = 4 * (1 + d)  # f and y in float32, read for each block
+    step = _block_planes(
+        slab.fits * context.bytes_per_element, inputs + certificate.bytes_per_element(d)
+    )
     for start in range(0, state.planes, step):
         stop = min(state.planes, start + step)
         upper = min(stop + 1, state.planes)
@@ -294,25 +327,27 @@ def _certify_all(
         read[slab.axis] = slice(start, upper)
         f = context.read(tuple(read))
         y = state.y[:, :, max(start - 1, 0) : upper].to(f.device)
-        _certify_block(context, slab, state, f, y, start, stop)
+        primal, dual = _certify_block(context, slab, f, y, start, stop)
+        state.primal += primal
+        state.dual += dual
         yield Progress(fraction, f"certifying the result: planes {start}-{stop} of {state.planes}")
 
 
 def _certify_block(
     context: SolveContext,
     slab: SplitSlab,
-    state: _Slab,
     f: torch.Tensor,
     y: torch.Tensor,
     start: int,
     stop: int,
-) -> None:
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Writes the output of the planes ``[start, stop)``; returns their energies (host)."""
     image, primal, dual = certificate.certify_block(
         f,
         y,
         start=start,
         stop=stop,
-        length=state.planes,
+        length=slab.planes,
         weight=context.weight,
         spacing=context.layout.coupled_spacing,
         lo=context.lo,
@@ -323,8 +358,7 @@ def _certify_block(
     core = tuple(core)
     region = Region(core=core, read=core, keep=tuple(slice(None) for _ in core), whole=False)
     context.out[core] = to_host(context.to_output(image, region))
-    state.primal += primal.cpu()
-    state.dual += dual.cpu()
+    return primal.cpu(), dual.cpu()
 
 
 def _preview(context: SolveContext, region: Region, f: torch.Tensor, y: torch.Tensor) -> Output:
@@ -364,7 +398,19 @@ def _account(
 # --- Chambolle: one pass -----------------------------------------------------------------------
 
 
+def _chambolle_halo(context: SolveContext, slab: SplitSlab) -> int:
+    """The public :func:`~._halo.halo` for the leading axis (with the noise level estimated
+    if an absolute weight left it unknown), at most a quarter of the planes that fit."""
+    noise = context.noise_sigma
+    if noise is None and context.params.weight is not None and context.camera is None:
+        with contextlib.suppress(InvalidInputError):
+            noise = noise_sigma(context.image, context.scale)
+    wanted = halo(context.params, context.layout.coupled_spacing[0], noise_sigma=noise)
+    return max(0, min(wanted, slab.planes - 1, (slab.fits - 1) // 4))
+
+
 def _chambolle(context: SolveContext, slab: SplitSlab) -> Job[None]:
+    slab.set_halo(_chambolle_halo(context, slab))
     state = _Slab(context, slab)
     spacing = context.layout.coupled_spacing
     facts = {"iterations": 0, "fired": True, "chunks": 0, "reached": 0}
@@ -377,7 +423,7 @@ def _chambolle(context: SolveContext, slab: SplitSlab) -> Job[None]:
             f[:, 0] -= spacing[0] * state.y[0, :, r0 - 1].to(f.device)
         solve = context.solve(region, f)
         result = yield from scaled(solve, a / state.planes, b / state.planes)
-        _write_back(state.y, result.dual.to("cpu"), r0, r1, state.planes, context.weight)
+        _write_back(state.y, result.dual.to("cpu"), r0, r1, state.planes)
         facts["iterations"] = max(facts["iterations"], result.iterations)
         facts["fired"] = facts["fired"] and result.converged
         facts["chunks"] += 1
@@ -405,9 +451,7 @@ def _chambolle(context: SolveContext, slab: SplitSlab) -> Job[None]:
     )
 
 
-def _write_back(
-    dual: torch.Tensor, solved: torch.Tensor, r0: int, r1: int, planes: int, weight: float
-) -> None:
+def _write_back(dual: torch.Tensor, solved: torch.Tensor, r0: int, r1: int, planes: int) -> None:
     """Store a chunk's dual (planes ``[r0, r1)``) into the slab's dual.
 
     Every variable the chunk optimised is stored, halos included (the next chunk re-solves the
