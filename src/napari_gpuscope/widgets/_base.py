@@ -31,7 +31,7 @@ what the defaults do not cover:
 
 Class attributes say the rest: :attr:`~MethodDock.short_title` (result layers are named
 ``"<input> [<short_title> <params.label>]"``), :attr:`~MethodDock.streamed_outputs`,
-:attr:`~MethodDock.hidden_fields`, :attr:`~MethodDock.layer_fields` (never saved),
+:attr:`~MethodDock.hidden_fields`,
 :attr:`~MethodDock.field_styles`, :attr:`~MethodDock.input_dims` and
 :attr:`~MethodDock.step_label`. A preview job's outputs and ``PreviewResult.planes`` are planes
 over the view's two displayed axes; the base places them at the displayed position.
@@ -113,8 +113,6 @@ class MethodDock(QWidget):
     """Outputs streamed into layers, in the order of the result's layers (None: all)."""
     hidden_fields: ClassVar[tuple[str, ...]] = ()
     """Parameters the dock does not show (they keep their defaults)."""
-    layer_fields: ClassVar[tuple[str, ...]] = ()
-    """Parameters that come from the input layer (never saved, never reset)."""
     field_styles: ClassVar[Mapping[str, FieldStyle]] = {}
     """How some generated fields are shown."""
     input_dims: ClassVar[tuple[int, int]] = (2, 4)
@@ -171,7 +169,7 @@ class MethodDock(QWidget):
         self.stop_button, self.cancel_button = panel.stop_button, panel.cancel_button
         self.replace_last, self.link_display = panel.replace_last, panel.link_display
         self.progress_bar, self.progress_label = panel.progress_bar, panel.progress
-        self.status_label, self.elapsed_label = panel.status, panel.elapsed
+        self.status_label = panel.status
         self.export_screenshot_button = panel.screenshot_button
         self.save_tiff_button = panel.save_tiff_button
         self._build_layout()
@@ -315,11 +313,7 @@ class MethodDock(QWidget):
 
     def reset_to_defaults(self) -> None:
         """Set every shown parameter to its default and forget the saved settings."""
-        defaults = {
-            info.name: info.default
-            for info in self.params_class.param_info()
-            if info.name not in self.layer_fields
-        }
+        defaults = {info.name: info.default for info in self.params_class.param_info()}
         self.form.set_values(defaults)
         self.on_input_changed(self.input_layer)  # layer-derived fields from the layer again
         self.settings.clear()

@@ -53,7 +53,7 @@ def plain_error_message(exc: BaseException) -> str:
 
 
 def progress_text(update: Progress) -> str:
-    """Progress in plain words: ``"42 % - iteration 40/200, gap 3.1e-03"`` or
+    """Progress in plain words: ``"42 % - iteration 420/1000, gap 3.1e-03"`` or
     ``"working, no estimate of the time left - estimating the noise level"``."""
     if update.fraction is None:
         head = "working, no estimate of the time left"

@@ -56,7 +56,6 @@ class TVDenoiseDock(MethodDock):
     short_title = "TV"
     streamed_outputs = (OUTPUT,)
     hidden_fields = ("weight", "channel_axis")
-    layer_fields = ("spacing",)
     field_styles = {  # noqa: RUF012 (read-only presentation table)
         "strength": FieldStyle(slider=True, minimum=0.05, maximum=5.0),
         "gain": FieldStyle(auto_text="auto"),

@@ -90,11 +90,6 @@ class SpacingRow(QWidget):
         self._layer: Any = None
         self._links = Connections()
 
-    @property
-    def layer(self) -> Any:
-        """The layer the weights come from."""
-        return self._layer
-
     def set_layer(self, layer: napari.layers.Layer | None) -> None:
         """Follow ``layer`` (None: no boxes)."""
         if layer is not self._layer:
