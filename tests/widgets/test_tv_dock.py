@@ -316,17 +316,21 @@ def test_estimated_camera_is_shown_and_can_be_kept(viewer, qtbot, dock):
 
 
 def test_settings_persist_between_sessions_and_reset(viewer, qtbot, cpu_device):
+    import json
+
     viewer.add_image(np.zeros((4, 16, 16), np.float32), name="vol", scale=(0.5, 0.1, 0.1))
     first = TVDenoiseDock(viewer)
     qtbot.addWidget(first)
     changes = {"strength": 2.5, "noise_model": "poisson", "gain": 3.0, "tolerance": 1e-4}
     for name, value in changes.items():
         _field(first, name).value = value
-    first.spacing_row.boxes[0].value = 0.9  # belongs to the layer: not saved
+    first.spacing_row.boxes[0].value = 0.9  # saved with the parameters, but it follows the layer
     first.replace_last.setChecked(True)
-    first.close()  # saves now (otherwise after a short quiet time)
-    saved = first.settings.path.read_text()
-    assert '"strength": 2.5' in saved and "spacing" not in saved
+    # written at once (nothing waits for a timer that a closing napari would never fire)
+    record = json.loads(first.settings.path.read_text())
+    assert TVParams.from_dict(record["params"]) == first.params()  # a TVParams recipe
+    assert first.params().spacing == pytest.approx((0.9, 1.0, 1.0))
+    assert record["options"]["replace_last"] is True
 
     second = TVDenoiseDock(viewer)  # a new napari session
     qtbot.addWidget(second)
@@ -343,9 +347,12 @@ def test_settings_persist_between_sessions_and_reset(viewer, qtbot, cpu_device):
     second.reset_button.click()
     defaults = TVParams(spacing=params.spacing)
     assert second.params() == defaults
+    qtbot.wait(600)  # longer than any quiet time a save could wait for
     assert not second.settings.path.exists()
 
-    second.settings.save({"tolerance": -1.0, "strength": 2.0}, {"replace_last": "yes"})
+    record["params"]["tolerance"] = -1.0  # written by another version: not valid parameters
+    record["options"]["replace_last"] = "yes"
+    second.settings.path.write_text(json.dumps(record))
     third = TVDenoiseDock(viewer)  # invalid saved values: defaults, no error
     qtbot.addWidget(third)
     assert third.params() == defaults and not third.replace_last.isChecked()

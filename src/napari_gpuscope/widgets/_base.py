@@ -54,7 +54,7 @@ from qtpy.QtWidgets import QFrame, QScrollArea, QVBoxLayout, QWidget
 
 from napari_gpuscope.compute.devices import device_label, no_gpu_message
 from napari_gpuscope.compute.jobs import Job, Progress
-from napari_gpuscope.compute.params import ParameterError, Params
+from napari_gpuscope.compute.params import Params
 from napari_gpuscope.compute.results import Geometry, image_layer
 from napari_gpuscope.methods import MethodSpec, method
 from napari_gpuscope.provenance import PROVENANCE_KEY, build_provenance
@@ -142,7 +142,7 @@ class MethodDock(QWidget):
         self._owned: weakref.WeakSet[Any] = weakref.WeakSet()  # every layer this dock made
         self._links = Connections()
         self._preview_timer = self._timer(self.preview_debounce_ms, self._start_preview)
-        self._save_timer = self._timer(400, self._save_settings)
+        self._saving = False  # settings are written once loaded, not while resetting
 
         self.device_row = DeviceRow()
         self.input = LayerPicker(
@@ -179,6 +179,9 @@ class MethodDock(QWidget):
             self._links.connect(getattr(viewer.dims.events, event), self._on_dims_changed)
         self.device_row.availability_changed.connect(self._update_buttons)
         self.device_row.device_changed.connect(self._warm_up)
+        for box in (self.replace_last, self.link_display):
+            box.toggled.connect(self._save_settings)
+        self.form.advanced.toggled.connect(self._save_settings)
         self._load_settings()
         self._on_input_changed()
         self.panel.set_tab_order(self.content)
@@ -314,8 +317,12 @@ class MethodDock(QWidget):
     def reset_to_defaults(self) -> None:
         """Set every shown parameter to its default and forget the saved settings."""
         defaults = {info.name: info.default for info in self.params_class.param_info()}
-        self.form.set_values(defaults)
-        self.on_input_changed(self.input_layer)  # layer-derived fields from the layer again
+        self._saving = False  # the changes below must not write the settings again
+        try:
+            self.form.set_values(defaults)
+            self.on_input_changed(self.input_layer)  # layer-derived fields from the layer again
+        finally:
+            self._saving = True
         self.settings.clear()
         self._set_status("Parameters reset to their defaults.")
 
@@ -557,7 +564,7 @@ class MethodDock(QWidget):
         self.request_preview()
 
     def _on_params_changed(self, *_: Any) -> None:
-        self._save_timer.start()
+        self._save_settings()
         self.request_preview()
 
     def _on_dims_changed(self, *_: Any) -> None:
@@ -592,26 +599,26 @@ class MethodDock(QWidget):
 
     # ---------------------------------------------------------------- settings
     def _load_settings(self) -> None:
-        saved, options = self.settings.load()
-        shown = {k: v for k, v in saved.items() if k in self.form.widgets}
-        try:
-            self.params_class.from_dict(shown)
-        except (ParameterError, TypeError):
-            shown = {}  # written by another version: start from the defaults
-        self.form.set_values(shown)
+        """Show the saved parameters (the fields the form has; the others come from the
+        layer or keep their defaults) and options; then save every later change."""
+        saved, options = self.settings.load(self.params_class)
+        if saved is not None:
+            self.form.set_values({name: getattr(saved, name) for name in self.form.widgets})
         self.panel.apply_options(options)
         if options.get("advanced_open") is True:
             self.form.advanced.expand(animate=False)
-        self.form.advanced.toggled.connect(lambda *_: self._save_timer.start())
+        self._saving = True
 
-    def _save_settings(self) -> None:
+    def _save_settings(self, *_: Any) -> None:
+        """Write the settings now (a few hundred bytes), so closing napari loses nothing."""
+        if not self._saving:
+            return
         try:
-            values = self.params().to_dict()
+            params = self.params()
         except ValueError:
             return  # keep the last valid settings
-        shown = {k: v for k, v in values.items() if k in self.form.widgets}
         options = {**self.panel.options(), "advanced_open": self.form.advanced.isExpanded()}
-        self.settings.save(shown, options)
+        self.settings.save(params, options)
 
     # ---------------------------------------------------------------- state and messages
     def input_problem(self) -> str | None:
@@ -693,9 +700,6 @@ class MethodDock(QWidget):
     def closeEvent(self, event: Any) -> None:
         """Stop timers, cancel any job and stop following the viewer when the dock closes."""
         self._preview_timer.stop()
-        if self._save_timer.isActive():
-            self._save_timer.stop()
-            self._save_settings()
         self.cancel()
         self._links.disconnect_all()
         self.input.stop_following()

@@ -124,8 +124,6 @@ class DockPanel:
             "one changes all, so comparisons are honest. Untick to adjust them separately."
         )
         self.link_display.toggled.connect(dock._on_link_toggled)
-        for box in (self.replace_last, self.link_display):
-            box.toggled.connect(lambda *_: dock._save_timer.start())
         self.progress_bar = QProgressBar()
         self.progress_bar.setRange(0, _STEPS)
         self.progress_bar.setTextVisible(False)
