@@ -301,3 +301,67 @@ def test_export_failure_is_a_notification(viewer, qtbot, fake_dock, errors, monk
     dock = fake_dock()
     dock.export_screenshot_button.click()
     assert errors and "disk full" in errors[0]
+
+
+def _connected(emitter, obj) -> bool:
+    """Whether a napari event emitter still calls a method of ``obj``."""
+    for callback in emitter.callbacks:
+        owner = callback[0]() if isinstance(callback, tuple) else None
+        if owner is obj or getattr(callback, "__self__", None) is obj:
+            return True
+    return False
+
+
+def test_removing_the_dock_from_napari_releases_it(
+    make_napari_viewer, qtbot, fake_dock_class, cpu_device
+):
+    # napari's close button and remove_dock_widget never reach the dock's closeEvent.
+    viewer = make_napari_viewer()
+    viewer.add_image(np.arange(5 * 6 * 8, dtype=np.float32).reshape(5, 6, 8), name="vol")
+    dock = fake_dock_class(viewer)
+    viewer.window.add_dock_widget(dock, name="Fake")
+    qtbot.waitUntil(lambda: not dock.runner.running, timeout=10_000)
+    assert _connected(viewer.dims.events.current_step, dock)
+    dock.factor.value = 3.0
+    dock.gate = threading.Event()
+    dock.run()
+    qtbot.waitUntil(lambda: len(viewer.layers) == 2)  # the run streams into a new layer
+
+    viewer.window.remove_dock_widget(dock)
+    assert not dock.runner.running  # cancelled...
+    assert [layer.name for layer in viewer.layers] == ["vol"]  # ...and rolled back
+    dock.gate.set()
+    qtbot.waitUntil(dock.closed.is_set)  # the job itself was closed
+    assert not _connected(viewer.dims.events.current_step, dock)
+    viewer.add_image(np.ones((6, 8), np.float32), name="later")
+    assert dock.input.layer.name == "vol"  # no longer follows the layer list
+    saved, _ = dock.settings.load(dock.params_class)
+    assert saved.factor == 3.0  # saved when it changed; nothing was pending
+
+
+def test_hiding_the_dock_pauses_its_live_preview(
+    make_napari_viewer, qtbot, fake_dock_class, cpu_device
+):
+    viewer = make_napari_viewer(show=True)
+    viewer.add_image(np.arange(5 * 6 * 8, dtype=np.float32).reshape(5, 6, 8), name="vol")
+    dock = fake_dock_class(viewer)
+    panel = viewer.window.add_dock_widget(dock, name="Fake")
+    qtbot.waitUntil(lambda: not dock.runner.running, timeout=10_000)
+    dock.live_preview.setChecked(True)
+    qtbot.waitUntil(lambda: len(dock.starts) == 1 and not dock.runner.running, timeout=5000)
+    assert [layer.name for layer in viewer.layers] == ["vol", "vol [Fake preview]"]
+    dock.gate = threading.Event()
+    dock.run()
+
+    panel.close()  # napari's "hide this panel" button
+    assert [layer.name for layer in viewer.layers][-1] != "vol [Fake preview]"
+    viewer.dims.set_current_step(0, 3)
+    qtbot.wait(400)  # past the preview's quiet time
+    assert [s["preview"] for s in dock.starts] == [True, False]  # no preview while hidden
+    dock.gate.set()  # the full run goes on and delivers its result
+    qtbot.waitUntil(lambda: not dock.runner.running, timeout=5000)
+    assert "vol [Fake x2]" in viewer.layers
+
+    panel.show()  # shown again: the preview catches up with the displayed plane
+    qtbot.waitUntil(lambda: "vol [Fake preview]" in viewer.layers, timeout=5000)
+    assert dock.starts[-1]["preview"] and _connected(viewer.dims.events.current_step, dock)

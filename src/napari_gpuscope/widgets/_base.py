@@ -16,7 +16,8 @@ what the defaults do not cover:
 
 ``custom_fields() -> dict[str, QWidget]``
     Controls for fields the form cannot generate (per-axis ``floats``, e.g. a
-    :class:`~napari_gpuscope.widgets._controls.SpacingRow`).
+    :class:`~napari_gpuscope.widgets._controls.SpacingRow`). One that follows a layer has a
+    ``stop_following()`` method, which :meth:`~MethodDock.release` calls.
 ``build_controls()``
     Extra rows and wiring, after the form exists (``self.form``).
 ``params() -> Params``
@@ -49,7 +50,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from qtpy.QtCore import QSize, Qt, QTimer
+from qtpy.QtCore import QEvent, QSize, Qt, QTimer
 from qtpy.QtWidgets import QFrame, QScrollArea, QVBoxLayout, QWidget
 
 from napari_gpuscope.compute.devices import device_label, no_gpu_message
@@ -143,6 +144,9 @@ class MethodDock(QWidget):
         self._links = Connections()
         self._preview_timer = self._timer(self.preview_debounce_ms, self._start_preview)
         self._saving = False  # settings are written once loaded, not while resetting
+        self._docked = False  # napari put the dock in a panel
+        self._hidden = False  # its panel is hidden (napari's hide button, another tab)
+        self._released = False
 
         self.device_row = DeviceRow()
         self.input = LayerPicker(
@@ -309,10 +313,31 @@ class MethodDock(QWidget):
             self.panel.stop_button.setEnabled(False)
 
     def request_preview(self, *_: Any) -> None:
-        """(Re)start the debounce timer of the live preview, if live preview is on."""
+        """(Re)start the debounce timer of the live preview, if live preview is on (and the
+        dock is on screen)."""
         live = self.panel.live_preview
-        if live.isChecked() and live.isEnabled():
+        if live.isChecked() and live.isEnabled() and not (self._hidden or self._released):
             self._preview_timer.start()
+
+    def release(self) -> None:
+        """Cancel any job, stop the timers and disconnect from the viewer: the dock is done.
+
+        Runs when napari removes the dock (its close button, ``remove_dock_widget``) or the
+        widget itself is closed. napari tells a removed dock nothing; the dock notices that it
+        lost its panel (see :meth:`event`). Settings need no saving here: every change was
+        written when it was made.
+        """
+        if self._released:
+            return
+        self._released = True
+        self._saving = False
+        self._stop_preview()
+        self.cancel()
+        self._links.disconnect_all()
+        for control in (self.input, *self.form.custom.values()):
+            stop_following = getattr(control, "stop_following", None)
+            if stop_following is not None:
+                stop_following()
 
     def reset_to_defaults(self) -> None:
         """Set every shown parameter to its default and forget the saved settings."""
@@ -576,7 +601,14 @@ class MethodDock(QWidget):
         if checked:
             self.request_preview()
             return
+        self._stop_preview()
+        self._update_buttons()
+
+    def _stop_preview(self) -> None:
+        """Cancel a pending or running preview (rolled back) and remove the preview layers."""
         self._preview_timer.stop()
+        if self._queued == PREVIEW:
+            self._queued = None
         job = self._job
         if job is not None and job.kind == PREVIEW:
             self.runner.cancel()
@@ -584,7 +616,6 @@ class MethodDock(QWidget):
             job.outputs.rollback()
             self.panel.stop_clock()
         self._remove_preview_layers()
-        self._update_buttons()
 
     def _remove_preview_layers(self) -> None:
         layers, self._preview_layers = self._preview_layers, {}
@@ -697,12 +728,36 @@ class MethodDock(QWidget):
         """The dock may be narrowed down to this, and be short (it scrolls)."""
         return QSize(260, 200)
 
+    def event(self, event: QEvent) -> bool:
+        """Notice napari removing the dock: it takes the widget out of its panel and tells it
+        nothing else (neither ``remove_dock_widget`` nor the panel's close reaches
+        :meth:`closeEvent`)."""
+        if event.type() == QEvent.Type.ParentChange:
+            if self.parent() is not None:
+                self._docked = True
+            elif self._docked:
+                self.release()
+        return super().event(event)
+
+    def hideEvent(self, event: Any) -> None:
+        """A hidden panel (napari's hide button, another tab in front) shows no live preview;
+        a full run goes on (its result is wanted; the activity dock shows its progress)."""
+        if not event.spontaneous():  # not a minimised window
+            self._hidden = True
+            self._stop_preview()
+            self._update_buttons()
+        super().hideEvent(event)
+
+    def showEvent(self, event: Any) -> None:
+        """Shown again: the live preview (if on) catches up with the displayed plane."""
+        if self._hidden and not event.spontaneous():
+            self._hidden = False
+            self.request_preview()
+        super().showEvent(event)
+
     def closeEvent(self, event: Any) -> None:
-        """Stop timers, cancel any job and stop following the viewer when the dock closes."""
-        self._preview_timer.stop()
-        self.cancel()
-        self._links.disconnect_all()
-        self.input.stop_following()
+        """The widget itself was closed (outside a napari panel): release it."""
+        self.release()
         super().closeEvent(event)
 
     def _export_screenshot(self) -> None:

@@ -140,6 +140,11 @@ class SpacingRow(QWidget):
             self._row.addWidget(box.native, stretch=1)
             self.boxes.append(box)
 
+    def stop_following(self) -> None:
+        """Disconnect from the layer (the dock is closing); the boxes keep their values."""
+        self._links.disconnect_all()
+        self._layer = None
+
     def value(self) -> tuple[float, ...]:
         """The weights, one per layer axis."""
         return tuple(float(box.value) for box in self.boxes)
