@@ -81,8 +81,19 @@ if TYPE_CHECKING:
 __all__ = ["MethodDock", "PreviewResult", "plain_error_message"]
 
 RUN, PREVIEW, WARMUP = "run", "preview", "warmup"
-_WARMED: set[str] = set()
-"""Devices whose kernels were prepared in this session (once per device is enough)."""
+
+
+def unprepared_kernels(device: str) -> list[str]:
+    """The registered fused ops whose path on ``device`` is not decided yet.
+
+    The kernels module keeps, per op and device, the outcome of its compile and self-test
+    (:func:`~napari_gpuscope.compute.kernels.path_report`), so a method imported later, with
+    kernels of its own, is prepared too.
+    """
+    from napari_gpuscope.compute import kernels
+
+    decided = kernels.path_report(device)
+    return [op.name for op in kernels.registered_ops() if op.name not in decided]
 
 
 @dataclass
@@ -539,8 +550,12 @@ class MethodDock(QWidget):
 
     # ---------------------------------------------------------------- kernel warm-up
     def _warm_up(self, device: str | None) -> None:
-        """Compile and self-test the kernels on a newly selected device, as a visible step."""
-        if device is None or device in _WARMED:
+        """Compile and self-test the kernels not yet prepared on ``device``, as a visible
+        step."""
+        if device is None:
+            return
+        self.spec.job_function()  # imports the method, which registers its kernels
+        if not unprepared_kernels(device):
             return
         job = self._job
         if job is not None and job.kind in (RUN, WARMUP):
@@ -550,7 +565,6 @@ class MethodDock(QWidget):
             self._queued = PREVIEW
         from napari_gpuscope.compute import kernels
 
-        self.spec.job_function()  # imports the method, which registers its kernels
         self._job = _Job(WARMUP, device=device)
         self.runner.start(
             kernels.warm_up(device), description=f"{self.title}: GPU kernels", tag=WARMUP
@@ -564,7 +578,6 @@ class MethodDock(QWidget):
 
     def _warmed_up(self, job: _Job | None, ready: Any) -> None:
         device = job.device if job is not None else ""
-        _WARMED.add(device)
         slow = sorted(name for name, ok in dict(ready or {}).items() if not ok)
         if device.startswith("cuda") and slow:
             self._set_status(
