@@ -365,3 +365,71 @@ def test_hiding_the_dock_pauses_its_live_preview(
     panel.show()  # shown again: the preview catches up with the displayed plane
     qtbot.waitUntil(lambda: "vol [Fake preview]" in viewer.layers, timeout=5000)
     assert dock.starts[-1]["preview"] and _connected(viewer.dims.events.current_step, dock)
+
+
+def test_enter_during_a_run_does_not_restart_it(viewer, qtbot, image, fake_dock, cpu_device):
+    from qtpy.QtCore import Qt
+
+    dock = fake_dock()
+    dock.gate = threading.Event()
+    qtbot.keyClick(dock.factor.native, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: len(viewer.layers) == 2)  # the run streams
+    streamed = viewer.layers[-1]
+    qtbot.keyClick(dock.factor.native, Qt.Key.Key_Return)  # impatient
+    assert dock.run() is False
+    assert "already running on 'cells'" in dock.status_label.text()
+    assert dock.runner.tag == "run" and len(dock.starts) == 1
+    dock.gate.set()
+    _finish(dock, qtbot)
+    assert len(dock.starts) == 1 and viewer.layers[-1] == streamed  # the first run finished
+    np.testing.assert_allclose(streamed.data, image.data * 2.0)
+
+
+def test_an_output_that_cannot_be_shown_cancels_the_job_once(
+    viewer, qtbot, image, fake_dock, fake_result, cpu_device, errors
+):
+    from napari_gpuscope.compute.jobs import Output, Progress
+
+    dock = fake_dock()
+    closed = threading.Event()
+
+    def misplaced(layer, params, device):
+        def job():
+            try:
+                for k in range(5):  # a region that does not fit the declared shape
+                    output = Output(
+                        np.ones((2, 3), np.float32), region=(slice(0, 2),), shape=(6, 8)
+                    )
+                    yield Progress(k / 5, f"step {k}", outputs={"result": output})
+                return fake_result(np.asarray(layer.data, np.float32), 5)
+            finally:
+                closed.set()
+
+        return job()
+
+    dock.make_job = misplaced
+    assert dock.run()
+    qtbot.waitUntil(closed.is_set)
+    qtbot.wait(100)
+    assert not dock.runner.running
+    assert len(errors) == 1 and "could not be shown" in errors[0] and "'result'" in errors[0]
+    assert "could not be shown" in dock.status_label.text()
+    assert [layer.name for layer in viewer.layers] == ["cells"]
+
+
+def test_a_new_input_cancels_the_preview_of_the_old_one(
+    viewer, qtbot, image, fake_dock, cpu_device
+):
+    dock = fake_dock()
+    dock.gate = threading.Event()
+    dock.live_preview.setChecked(True)
+    qtbot.waitUntil(lambda: "cells [Fake preview]" in viewer.layers)  # streaming, held
+    viewer.add_image(np.full((6, 8), 10.0, np.float32), name="other")  # the new input
+    assert dock.input.layer.name == "other"
+    assert "cells [Fake preview]" not in viewer.layers  # rolled back at once
+    dock.gate.set()
+    qtbot.waitUntil(lambda: "other [Fake preview]" in viewer.layers, timeout=5000)
+    _finish(dock, qtbot)
+    qtbot.wait(100)
+    assert [layer.name for layer in viewer.layers] == ["cells", "other", "other [Fake preview]"]
+    np.testing.assert_allclose(viewer.layers["other [Fake preview]"].data, 20.0)

@@ -295,7 +295,17 @@ class MethodDock(QWidget):
         self.input.reset_choices()
 
     def run(self) -> bool:
-        """Start a full run on the whole input layer; return whether it started (or queued)."""
+        """Start a full run on the whole input layer; return whether it started (or queued).
+
+        Refused while a full run is going on: Cancel (Escape) or Stop & keep it first.
+        """
+        job = self._job
+        if job is not None and job.kind == RUN:
+            self._set_status(
+                f"{self.title} is already running on '{job.layer.name}'; it was not started "
+                "again (Escape cancels it)."
+            )
+            return False
         self._preview_timer.stop()
         return self._start(RUN)
 
@@ -469,8 +479,18 @@ class MethodDock(QWidget):
             self.plot.add(update.step, update.metrics)
             self.plot.setVisible(True)
         for name, output in update.outputs.items():
-            if not output.is_lazy and job.outputs is not None:
+            if output.is_lazy or job.outputs is None:
+                continue
+            try:
                 job.outputs.show(name, output)
+            except Exception as exc:  # raised in a Qt slot it would repeat on every update
+                self.cancel()
+                self._report_error(
+                    f"{self.title} was cancelled: its output '{name}' could not be shown "
+                    f"({plain_error_message(exc)}). Nothing was changed.",
+                    preview=job.kind == PREVIEW,
+                )
+                return
 
     def _on_succeeded(self, result: Any, elapsed: float) -> None:
         job, self._job = self._job, None
@@ -596,7 +616,7 @@ class MethodDock(QWidget):
         return not (isinstance(record, dict) and record.get("method") == self.method_id)
 
     def _on_input_changed(self, *_: Any) -> None:
-        self._remove_preview_layers()
+        self._stop_preview()  # a preview of the previous input is of no use any more
         self.on_input_changed(self.input_layer)
         self._update_buttons()
         self.request_preview()
@@ -721,10 +741,14 @@ class MethodDock(QWidget):
 
     # ---------------------------------------------------------------- Qt
     def keyPressEvent(self, event: Any) -> None:
-        """Enter runs (or refreshes the live preview), Escape cancels."""
+        """Enter refreshes the live preview when it is on and runs otherwise (never while a
+        run is going on); Escape cancels."""
         key = event.key()
         if key in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
-            if not self.preview_now():
+            live = self.panel.live_preview
+            if live.isChecked() and live.isEnabled():
+                self.preview_now()
+            else:
                 self.run()
             event.accept()
         elif key == Qt.Key.Key_Escape:
