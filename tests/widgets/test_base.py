@@ -46,18 +46,19 @@ def test_full_run_streams_then_stores_provenance(viewer, qtbot, image, fake_dock
 
     def watch(event):
         layer = event.value
-        if layer.name == "cells [Fake x2]":
-            seen.append(float(np.asarray(layer.data).flat[0]))
-            layer.events.data.connect(lambda _: seen.append(float(layer.data.flat[0])))
+        seen.append(float(np.asarray(layer.data).flat[0]))
+        layer.events.data.connect(lambda _: seen.append(float(layer.data.flat[0])))
 
     viewer.layers.events.inserted.connect(watch)
     assert dock.run() is True
     _finish(dock, qtbot)
 
-    assert inserted == ["cells [Fake x2]"]  # the first update added the layer; no more layers
+    # the first update added the layer (named as running), no more layers; the result named it
+    assert inserted == ["cells [Fake, running]"]
     factor, first = 2.0, float(original.flat[0])
     streamed = [first * factor * k / 4 for k in range(1, 5)]
     assert seen[:4] == pytest.approx(streamed)  # yield order, each update replaced the data
+    assert [ly.name for ly in viewer.layers] == ["cells", "cells [Fake x2]"]
     result = viewer.layers["cells [Fake x2]"]
     np.testing.assert_allclose(result.data, original * factor)
     np.testing.assert_array_equal(image.data, original)  # input untouched
@@ -87,8 +88,8 @@ def test_region_updates_fill_a_host_buffer(viewer, qtbot, image, fake_dock, cpu_
     dock.regions = True
     dock.gate = threading.Event()
     dock.run()
-    qtbot.waitUntil(lambda: "cells [Fake x2]" in viewer.layers)
-    partial = np.asarray(viewer.layers["cells [Fake x2]"].data)
+    qtbot.waitUntil(lambda: "cells [Fake, running]" in viewer.layers)
+    partial = np.asarray(viewer.layers["cells [Fake, running]"].data)
     assert partial.shape == image.data.shape
     np.testing.assert_allclose(partial[:1], image.data[:1] * 2.0 / 4)
     assert not partial[1:].any()  # rows not computed yet are still empty
@@ -102,11 +103,11 @@ def test_cancel_mid_run_removes_the_layer_it_created(viewer, qtbot, image, fake_
     dock.gate = threading.Event()
     original = image.data.copy()
     dock.run()
-    qtbot.waitUntil(lambda: "cells [Fake x2]" in viewer.layers)
+    qtbot.waitUntil(lambda: "cells [Fake, running]" in viewer.layers)
     changes = []
     viewer.layers.events.connect(lambda e: changes.append(e.type))
     dock.cancel()
-    assert "cells [Fake x2]" not in viewer.layers
+    assert "cells [Fake, running]" not in viewer.layers
     changes.clear()
     dock.gate.set()  # the job now yields a late update, then stops at that yield
     qtbot.waitUntil(dock.closed.is_set)
@@ -131,7 +132,7 @@ def test_cancel_keeps_the_previous_result(viewer, qtbot, image, fake_dock, cpu_d
     dock.factor.value = 5.0
     dock.gate = threading.Event()
     dock.run()
-    qtbot.waitUntil(lambda: "cells [Fake x5]" in viewer.layers)
+    qtbot.waitUntil(lambda: "cells [Fake, running]" in viewer.layers)
     dock.cancel()
     dock.gate.set()
     qtbot.waitUntil(dock.closed.is_set)
@@ -249,7 +250,7 @@ def test_job_runs_and_is_closed_in_the_worker_thread(viewer, qtbot, image, fake_
     dock._job_on = job
     dock.gate = threading.Event()
     dock.run()
-    qtbot.waitUntil(lambda: "cells [Fake x2]" in viewer.layers)
+    qtbot.waitUntil(lambda: "cells [Fake, running]" in viewer.layers)
     dock.cancel()
     dock.gate.set()
     qtbot.waitUntil(lambda: bool(closed_in))
@@ -259,13 +260,21 @@ def test_job_runs_and_is_closed_in_the_worker_thread(viewer, qtbot, image, fake_
 
 
 def test_changing_the_plane_re_runs_the_preview(viewer, qtbot, fake_dock, cpu_device):
-    viewer.add_image(np.ones((5, 6, 8), np.float32), name="vol")
+    volume = np.arange(5 * 6 * 8, dtype=np.float32).reshape(5, 6, 8)  # every plane differs
+    viewer.add_image(volume, name="vol", scale=(2.0, 1.0, 0.5), translate=(-1.0, 0.0, 3.0))
     dock = fake_dock()
     dock.live_preview.setChecked(True)
     qtbot.waitUntil(lambda: len(dock.starts) == 1 and not dock.runner.running, timeout=5000)
+    preview = viewer.layers["vol [Fake preview]"]
+    np.testing.assert_allclose(preview.data, volume[2:3] * 2.0)  # napari starts mid-stack
+    assert tuple(preview.translate) == (-1.0 + 2 * 2.0, 0.0, 3.0)
     viewer.dims.set_current_step(0, 3)
     qtbot.waitUntil(lambda: len(dock.starts) == 2 and not dock.runner.running, timeout=5000)
     assert all(s["preview"] for s in dock.starts)
+    assert viewer.layers["vol [Fake preview]"] == preview  # the same layer, moved
+    np.testing.assert_allclose(preview.data, volume[3:4] * 2.0)
+    assert tuple(preview.translate) == (-1.0 + 3 * 2.0, 0.0, 3.0)
+    assert tuple(preview.scale) == (2.0, 1.0, 0.5)
 
 
 def test_export_buttons_call_the_export_commands(

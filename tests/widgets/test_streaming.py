@@ -89,7 +89,7 @@ def test_named_outputs_stream_into_layers_the_result_takes_over(
     qtbot.waitUntil(lambda: len(seen) == 2)
     phase, tilt = seen
     assert (phase.__class__.__name__, tilt.__class__.__name__) == ("Image", "Vectors")
-    assert [phase.name, tilt.name] == ["cells [Fake x2]", "cells [Fake x2 tilt]"]
+    assert [phase.name, tilt.name] == ["cells [Fake, running]", "cells [Fake tilt, running]"]
     partial = np.asarray(phase.data)
     np.testing.assert_allclose(partial[:3], image.data[:3])  # the first region...
     assert not partial[3:].any()  # ...in a buffer of the full shape
@@ -124,7 +124,7 @@ def test_stop_and_keep_returns_the_result_so_far(viewer, qtbot, image, fake_dock
     assert dock.stop_button.isVisibleTo(dock) and not dock.stop_button.isEnabled()
     dock.gate = threading.Event()
     dock.run()
-    qtbot.waitUntil(lambda: "cells [Fake x2]" in viewer.layers)
+    qtbot.waitUntil(lambda: "cells [Fake, running]" in viewer.layers)
     assert dock.stop_button.isEnabled()
     dock.stop_button.click()
     assert "result so far will be kept" in dock.status_label.text()

@@ -30,8 +30,9 @@ what the defaults do not cover:
 ``on_input_changed(layer)``, ``on_result(result, preview=)``, ``metric_targets(params)``
     Optional reactions and the dashed target lines of the metrics plot.
 
-Class attributes say the rest: :attr:`~MethodDock.short_title` (result layers are named
-``"<input> [<short_title> <params.label>]"``), :attr:`~MethodDock.streamed_outputs`,
+Class attributes say the rest: :attr:`~MethodDock.short_title` (the tag of the preview layer,
+``"<input> [<short_title> preview]"``, and of a run's layers while they stream; the result then
+names its layers), :attr:`~MethodDock.streamed_outputs`,
 :attr:`~MethodDock.hidden_fields`,
 :attr:`~MethodDock.field_styles`, :attr:`~MethodDock.input_dims` and
 :attr:`~MethodDock.step_label`. A preview job's outputs and ``PreviewResult.planes`` are planes
@@ -56,7 +57,7 @@ from qtpy.QtWidgets import QFrame, QScrollArea, QVBoxLayout, QWidget
 from napari_gpuscope.compute.devices import device_label, no_gpu_message
 from napari_gpuscope.compute.jobs import Job, Progress
 from napari_gpuscope.compute.params import Params
-from napari_gpuscope.compute.results import Geometry, image_layer
+from napari_gpuscope.compute.results import Geometry
 from napari_gpuscope.methods import MethodSpec, method
 from napari_gpuscope.provenance import PROVENANCE_KEY, build_provenance
 from napari_gpuscope.widgets._controls import FieldStyle, MetricsPlot, ParamForm
@@ -120,7 +121,7 @@ class MethodDock(QWidget):
     method_id: ClassVar[str] = ""
     """Registry key of the method (:data:`napari_gpuscope.methods.METHODS`)."""
     short_title: ClassVar[str] = ""
-    """Tag of result layer names, e.g. ``"TV"`` (default: the method's title)."""
+    """Tag of preview and streaming layer names, e.g. ``"TV"`` (default: the method's title)."""
     streamed_outputs: ClassVar[tuple[str, ...] | None] = None
     """Outputs streamed into layers, in the order of the result's layers (None: all)."""
     hidden_fields: ClassVar[tuple[str, ...]] = ()
@@ -151,7 +152,8 @@ class MethodDock(QWidget):
         self._last_preview_error: str | None = None
         self._preview_layers: dict[str, Any] = {}
         self.last_results: list[Any] = []
-        self._owned: weakref.WeakSet[Any] = weakref.WeakSet()  # every layer this dock made
+        # every layer this dock made -> its input layer (weakly: the user may delete either)
+        self._owned: weakref.WeakKeyDictionary[Any, weakref.ref[Any]] = weakref.WeakKeyDictionary()
         self._links = Connections()
         self._preview_timer = self._timer(self.preview_debounce_ms, self._start_preview)
         self._saving = False  # settings are written once loaded, not while resetting
@@ -435,13 +437,11 @@ class MethodDock(QWidget):
         layer, preview = job.layer, job.kind == PREVIEW
         main = self.streamed_outputs[0] if self.streamed_outputs else None
         tag = self.short_title or self.title
-        label = getattr(job.params, "label", "")
 
         def name_of(output: str) -> str:
+            # Provisional for a run: its result names its layers when it finishes.
             extra = "" if output == main or main is None else f" {output}"
-            if preview:
-                return f"{layer.name} [{tag} preview{extra}]"
-            return f"{layer.name} [{tag} {label}{extra}]".replace(" ]", "]")
+            return f"{layer.name} [{tag}{extra}{' preview' if preview else ', running'}]"
 
         if preview:
             reuse = self._preview_layers
@@ -516,10 +516,7 @@ class MethodDock(QWidget):
         else:
             self.last_results = layers
         self.panel.show_done()
-        text = sentence(result.describe())
-        if getattr(result, "stopped_early", False) and "stopped early" not in text.lower():
-            text = f"Stopped early by request; the result so far: {text}"
-        self._set_status(f"{text} Took {elapsed:.2f} s.")
+        self._set_status(f"{sentence(result.describe())} Took {elapsed:.2f} s.")
 
     def _show_result(self, job: _Job, result: Any, elapsed: float) -> list[Any]:
         record = build_provenance(
@@ -533,15 +530,7 @@ class MethodDock(QWidget):
         metadata = {PROVENANCE_KEY: record}
         outputs = job.outputs
         if job.kind == PREVIEW:
-            geometry = Geometry.of_layer(job.layer)
-            tuples = []
-            for name, plane in result.planes.items():
-                data, kwargs, kind = image_layer(
-                    job.view.embed(plane), outputs.name_of(name), geometry, metadata=metadata
-                )
-                kwargs["translate"] = job.view.translate(job.layer)
-                tuples.append((data, kwargs, kind))
-            return outputs.finish(tuples, list(result.planes))
+            return outputs.finish_planes(result.planes, metadata)
         tuples = result.layers(job.layer.name, Geometry.of_layer(job.layer), metadata)
         return outputs.finish(tuples, list(self.streamed_outputs or outputs.order))
 
@@ -658,8 +647,7 @@ class MethodDock(QWidget):
 
     def _on_link_toggled(self, checked: bool) -> None:
         """Link (or unlink) the display of every result and preview of this dock."""
-        layers = [layer for layer in self._owned if layer in self.viewer.layers]
-        relink_display(self.viewer, layers, self.input_layer, link=checked)
+        relink_display(self.viewer, self._owned, link=checked)
 
     # ---------------------------------------------------------------- settings
     def _load_settings(self) -> None:
