@@ -199,7 +199,7 @@ def test_enter_runs_escape_cancels_and_tab_reads_top_to_bottom(
     order = [dock.input.combo.native, dock.live_preview, dock.run_button, dock.cancel_button]
     positions = [next(i for i, w in enumerate(chain) if w is widget) for widget in order]
     assert positions == sorted(positions)
-    assert chain.index(dock.export_screenshot_button) == len(chain) - 2
+    assert chain.index(dock.export_figure_button) == len(chain) - 2
 
 
 def test_progress_in_words_and_the_activity_title(viewer, qtbot, image, fake_dock, cpu_device):

@@ -187,7 +187,7 @@ class MethodDock(QWidget):
         self.replace_last, self.link_display = panel.replace_last, panel.link_display
         self.progress_bar, self.progress_label = panel.progress_bar, panel.progress
         self.status_label = panel.status
-        self.export_screenshot_button = panel.screenshot_button
+        self.export_figure_button = panel.figure_button
         self.save_tiff_button = panel.save_tiff_button
         self._build_layout()
         self.form.changed.connect(self._on_params_changed)
@@ -785,18 +785,14 @@ class MethodDock(QWidget):
         self.release()
         super().closeEvent(event)
 
-    def _export_screenshot(self) -> None:
-        try:
-            from napari_gpuscope.export.commands import export_screenshot_dialog
+    # The export commands report their own failures as notifications (they are File-menu
+    # commands too), so the buttons just call them.
+    def _export_figure(self) -> None:
+        from napari_gpuscope.export.commands import export_screenshot_dialog
 
-            export_screenshot_dialog(self.viewer)
-        except Exception as exc:
-            self._report_error(f"Could not export the screenshot: {plain_error_message(exc)}")
+        export_screenshot_dialog(self.viewer)
 
     def _save_tiff(self) -> None:
-        try:
-            from napari_gpuscope.export.commands import save_tiff_dialog
+        from napari_gpuscope.export.commands import save_tiff_dialog
 
-            save_tiff_dialog(self.viewer, layer=self.last_result_layer)
-        except Exception as exc:
-            self._report_error(f"Could not save the TIFF file: {plain_error_message(exc)}")
+        save_tiff_dialog(self.viewer, layer=self.last_result_layer)

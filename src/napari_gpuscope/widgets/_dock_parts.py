@@ -138,11 +138,11 @@ class DockPanel:
         self.plot = MetricsPlot(_theme_colors(dock.viewer))
         self.plot.setToolTip("Convergence of the running (or last) job")
         self.plot.setVisible(False)
-        self.screenshot_button = _button(
+        self.figure_button = _button(
             "Export figure...",
             "Save the visible panels as a PNG figure at a whole zoom (chosen DPI or print width), "
             "with scale bar, colorbar and the processing parameters (provenance) alongside",
-            dock._export_screenshot,
+            dock._export_figure,
         )
         self.save_tiff_button = _button(
             "Save TIFF...",
@@ -177,7 +177,7 @@ class DockPanel:
         bar.addWidget(self.progress_bar, stretch=1)
         bar.addWidget(self.elapsed)
         exports = QHBoxLayout()
-        exports.addWidget(self.screenshot_button)
+        exports.addWidget(self.figure_button)
         exports.addWidget(self.save_tiff_button)
         for row in (buttons, options, bar):
             layout.addLayout(row)
