@@ -228,15 +228,18 @@ def test_poisson_camera_fields_say_what_is_estimated(viewer, dock):
     _select(dock, "img")
     _field(dock, "noise_model").value = "poisson"
     gain, offset, read_noise = (_field(dock, n) for n in ("gain", "offset", "read_noise"))
-    assert gain.native.text() == "auto"
+    assert gain.native.text() == offset.native.text() == read_noise.native.text() == "auto"
     assert not offset.enabled and not read_noise.enabled  # estimated with the gain
     params = dock.params()
     assert params.gain is params.offset is params.read_noise is None
     gain.value = 2.0
     offset.value = 100.0
     assert offset.enabled and read_noise.enabled
+    assert read_noise.native.text() != "auto"  # 0 is a read noise now, not "estimate it"
     params = dock.params()
     assert (params.gain, params.offset, params.read_noise) == (2.0, 100.0, 0.0)
+    gain.value = gain.min  # back to "auto": the whole model is estimated again
+    assert dock.params().offset is dock.params().read_noise is None
 
 
 def test_status_line_says_whether_the_run_converged(viewer, qtbot, dock):

@@ -121,8 +121,7 @@ class TVDenoiseDock(MethodDock):
     # ---------------------------------------------------------------- parameters
     def params(self) -> TVParams:
         """The parameters the controls describe (weight None: strength x noise level)."""
-        values = {**self.form.values(), **self.camera.values()}
-        return TVParams(**values, spacing=self.spacing_row.value() or None)
+        return TVParams(**self.form.values(), spacing=self.spacing_row.value() or None)
 
     def metric_targets(self, params: TVParams) -> dict[str, float]:
         """FGP's tolerance on the relative duality gap (Chambolle's eps is not a gap)."""
