@@ -27,7 +27,7 @@ what the defaults do not cover:
 ``make_preview_job(layer, params, device, view)``
     A quick job on the displayed plane (:class:`~napari_gpuscope.widgets._preview.PlaneView`)
     returning a :class:`PreviewResult`; without it, the dock offers no live preview.
-``on_input_changed(layer)``, ``on_result(result, preview=)``, ``metric_targets(params)``
+``on_input_changed(layer)``, ``on_result(result, preview=, layer=)``, ``metric_targets(params)``
     Optional reactions and the dashed target lines of the metrics plot.
 
 Class attributes say the rest: :attr:`~MethodDock.short_title` (the tag of the preview layer,
@@ -263,8 +263,8 @@ class MethodDock(QWidget):
     def on_input_changed(self, layer: Any) -> None:
         """React to a new input layer (default: nothing)."""
 
-    def on_result(self, result: Any, *, preview: bool) -> None:
-        """React to a finished job's result (default: nothing)."""
+    def on_result(self, result: Any, *, preview: bool, layer: Any) -> None:
+        """React to a finished job's result on input ``layer`` (default: nothing)."""
 
     def metric_targets(self, params: Params) -> dict[str, float]:
         """Values the plotted metrics aim for (dashed lines), e.g. a tolerance."""
@@ -502,7 +502,7 @@ class MethodDock(QWidget):
         preview = job.kind == PREVIEW
         try:
             layers = self._show_result(job, result, elapsed)
-            self.on_result(result, preview=preview)
+            self.on_result(result, preview=preview, layer=job.layer)
         except Exception as exc:  # never raise into the Qt loop
             job.outputs.rollback()
             self._report_error(
