@@ -407,12 +407,9 @@ class MethodDock(QWidget):
             )
             return False
 
-        previous = self._job
+        previous = self._job  # only a preview is ever superseded (a run never is)
         if previous is not None and previous.outputs is not None:
-            if previous.kind == RUN:
-                previous.outputs.rollback()  # a new Run supersedes (cancels) the running one
-            else:  # a superseded preview's layers stay, for the next preview to reuse
-                self._preview_layers.update(previous.outputs.layers())
+            self._preview_layers.update(previous.outputs.layers())  # for the next preview
         self._job = _Job(kind, layer, params, device, view=view)
         self._job.outputs = self._output_layers(self._job)
         self._last_preview_error = None  # a later failure is news again
