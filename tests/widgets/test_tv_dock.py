@@ -100,7 +100,7 @@ def test_noise_level_comes_from_the_preview_job_never_the_gui(viewer, qtbot, doc
     _field(dock, "strength").value = 2.0
     params = dock.params()
     assert params.weight is None and params.strength == 2.0  # the job derives the weight
-    assert dock.weight_label.value == "noise σ: estimated by the preview or Run"
+    assert dock.weight_label.value == "noise σ: not estimated yet"
     _select(dock, "other")
     _select(dock, "img")
     assert resolutions == []  # input and strength changes estimate nothing (preview is off)

@@ -53,7 +53,7 @@ PREVIEW_TOLERANCE = 1e-2
 PREVIEW_HALF_SLAB = 3
 """Planes on each side of the displayed one in a 3D preview slab (7 planes in total)."""
 
-_UNKNOWN_SIGMA = "noise σ: estimated by the preview or Run"
+_UNKNOWN_SIGMA = "noise σ: not estimated yet"
 
 
 @dataclass(frozen=True)
