@@ -46,18 +46,19 @@ def test_full_run_streams_then_stores_provenance(viewer, qtbot, image, fake_dock
 
     def watch(event):
         layer = event.value
-        if layer.name == "cells [Fake x2]":
-            seen.append(float(np.asarray(layer.data).flat[0]))
-            layer.events.data.connect(lambda _: seen.append(float(layer.data.flat[0])))
+        seen.append(float(np.asarray(layer.data).flat[0]))
+        layer.events.data.connect(lambda _: seen.append(float(layer.data.flat[0])))
 
     viewer.layers.events.inserted.connect(watch)
     assert dock.run() is True
     _finish(dock, qtbot)
 
-    assert inserted == ["cells [Fake x2]"]  # the first update added the layer; no more layers
+    # the first update added the layer (named as running), no more layers; the result named it
+    assert inserted == ["cells [Fake, running]"]
     factor, first = 2.0, float(original.flat[0])
     streamed = [first * factor * k / 4 for k in range(1, 5)]
     assert seen[:4] == pytest.approx(streamed)  # yield order, each update replaced the data
+    assert [ly.name for ly in viewer.layers] == ["cells", "cells [Fake x2]"]
     result = viewer.layers["cells [Fake x2]"]
     np.testing.assert_allclose(result.data, original * factor)
     np.testing.assert_array_equal(image.data, original)  # input untouched
@@ -87,8 +88,8 @@ def test_region_updates_fill_a_host_buffer(viewer, qtbot, image, fake_dock, cpu_
     dock.regions = True
     dock.gate = threading.Event()
     dock.run()
-    qtbot.waitUntil(lambda: "cells [Fake x2]" in viewer.layers)
-    partial = np.asarray(viewer.layers["cells [Fake x2]"].data)
+    qtbot.waitUntil(lambda: "cells [Fake, running]" in viewer.layers)
+    partial = np.asarray(viewer.layers["cells [Fake, running]"].data)
     assert partial.shape == image.data.shape
     np.testing.assert_allclose(partial[:1], image.data[:1] * 2.0 / 4)
     assert not partial[1:].any()  # rows not computed yet are still empty
@@ -102,11 +103,11 @@ def test_cancel_mid_run_removes_the_layer_it_created(viewer, qtbot, image, fake_
     dock.gate = threading.Event()
     original = image.data.copy()
     dock.run()
-    qtbot.waitUntil(lambda: "cells [Fake x2]" in viewer.layers)
+    qtbot.waitUntil(lambda: "cells [Fake, running]" in viewer.layers)
     changes = []
     viewer.layers.events.connect(lambda e: changes.append(e.type))
     dock.cancel()
-    assert "cells [Fake x2]" not in viewer.layers
+    assert "cells [Fake, running]" not in viewer.layers
     changes.clear()
     dock.gate.set()  # the job now yields a late update, then stops at that yield
     qtbot.waitUntil(dock.closed.is_set)
@@ -131,7 +132,7 @@ def test_cancel_keeps_the_previous_result(viewer, qtbot, image, fake_dock, cpu_d
     dock.factor.value = 5.0
     dock.gate = threading.Event()
     dock.run()
-    qtbot.waitUntil(lambda: "cells [Fake x5]" in viewer.layers)
+    qtbot.waitUntil(lambda: "cells [Fake, running]" in viewer.layers)
     dock.cancel()
     dock.gate.set()
     qtbot.waitUntil(dock.closed.is_set)
@@ -227,11 +228,12 @@ def test_preview_errors_are_not_repeated(viewer, qtbot, image, fake_dock, cpu_de
     dock = fake_dock()
     dock.factor.value = 0.0
     dock.live_preview.setChecked(True)
-    qtbot.wait(300)
-    dock.request_preview()
-    qtbot.wait(300)
-    assert len(errors) == 1 and "FakeParams.factor" in errors[0]
-    assert "FakeParams.factor" in dock.status_label.text()
+    qtbot.waitUntil(lambda: "FakeParams.factor" in dock.status_label.text(), timeout=5000)
+    assert len(errors) == 1
+    dock.status_label.setText("")
+    dock.request_preview()  # the same problem again
+    qtbot.waitUntil(lambda: "FakeParams.factor" in dock.status_label.text(), timeout=5000)
+    assert len(errors) == 1 and "FakeParams.factor" in errors[0]  # said, but notified once
 
 
 def test_job_runs_and_is_closed_in_the_worker_thread(viewer, qtbot, image, fake_dock, cpu_device):
@@ -249,7 +251,7 @@ def test_job_runs_and_is_closed_in_the_worker_thread(viewer, qtbot, image, fake_
     dock._job_on = job
     dock.gate = threading.Event()
     dock.run()
-    qtbot.waitUntil(lambda: "cells [Fake x2]" in viewer.layers)
+    qtbot.waitUntil(lambda: "cells [Fake, running]" in viewer.layers)
     dock.cancel()
     dock.gate.set()
     qtbot.waitUntil(lambda: bool(closed_in))
@@ -259,45 +261,168 @@ def test_job_runs_and_is_closed_in_the_worker_thread(viewer, qtbot, image, fake_
 
 
 def test_changing_the_plane_re_runs_the_preview(viewer, qtbot, fake_dock, cpu_device):
-    viewer.add_image(np.ones((5, 6, 8), np.float32), name="vol")
+    volume = np.arange(5 * 6 * 8, dtype=np.float32).reshape(5, 6, 8)  # every plane differs
+    viewer.add_image(volume, name="vol", scale=(2.0, 1.0, 0.5), translate=(-1.0, 0.0, 3.0))
     dock = fake_dock()
     dock.live_preview.setChecked(True)
     qtbot.waitUntil(lambda: len(dock.starts) == 1 and not dock.runner.running, timeout=5000)
+    preview = viewer.layers["vol [Fake preview]"]
+    np.testing.assert_allclose(preview.data, volume[2:3] * 2.0)  # napari starts mid-stack
+    assert tuple(preview.translate) == (-1.0 + 2 * 2.0, 0.0, 3.0)
     viewer.dims.set_current_step(0, 3)
     qtbot.waitUntil(lambda: len(dock.starts) == 2 and not dock.runner.running, timeout=5000)
     assert all(s["preview"] for s in dock.starts)
+    assert viewer.layers["vol [Fake preview]"] == preview  # the same layer, moved
+    np.testing.assert_allclose(preview.data, volume[3:4] * 2.0)
+    assert tuple(preview.translate) == (-1.0 + 3 * 2.0, 0.0, 3.0)
+    assert tuple(preview.scale) == (2.0, 1.0, 0.5)
 
 
 def test_export_buttons_call_the_export_commands(
     viewer, qtbot, image, fake_dock, cpu_device, monkeypatch
 ):
-    import sys
-    import types
+    from napari_gpuscope.export import commands
 
     calls = []
-    fake = types.ModuleType("napari_gpuscope.export.commands")
-    fake.export_screenshot_dialog = lambda v: calls.append(("screenshot", v))
-    fake.save_tiff_dialog = lambda v, layer=None: calls.append(("tiff", layer.name))
-    monkeypatch.setitem(sys.modules, "napari_gpuscope.export.commands", fake)
+    monkeypatch.setattr(commands, "export_screenshot_dialog", lambda v: calls.append("figure"))
+    monkeypatch.setattr(
+        commands, "save_tiff_dialog", lambda v, layer=None: calls.append(("tiff", layer.name))
+    )
     dock = fake_dock()
     dock.run()
     _finish(dock, qtbot)
-    dock.export_screenshot_button.click()
+    dock.export_figure_button.click()
     dock.save_tiff_button.click()
-    assert calls[0][0] == "screenshot" and calls[1] == ("tiff", "cells [Fake x2]")
+    assert calls == ["figure", ("tiff", "cells [Fake x2]")]  # the latest result
 
 
-def test_export_failure_is_a_notification(viewer, qtbot, fake_dock, errors, monkeypatch):
-    import sys
-    import types
+def _connected(emitter, obj) -> bool:
+    """Whether a napari event emitter still calls a method of ``obj``."""
+    for callback in emitter.callbacks:
+        owner = callback[0]() if isinstance(callback, tuple) else None
+        if owner is obj or getattr(callback, "__self__", None) is obj:
+            return True
+    return False
 
-    fake = types.ModuleType("napari_gpuscope.export.commands")
 
-    def broken(viewer):
-        raise OSError("disk full")
+def test_removing_the_dock_from_napari_releases_it(
+    make_napari_viewer, qtbot, fake_dock_class, cpu_device
+):
+    # napari's close button and remove_dock_widget never reach the dock's closeEvent.
+    viewer = make_napari_viewer()
+    viewer.add_image(np.arange(5 * 6 * 8, dtype=np.float32).reshape(5, 6, 8), name="vol")
+    dock = fake_dock_class(viewer)
+    viewer.window.add_dock_widget(dock, name="Fake")
+    qtbot.waitUntil(lambda: not dock.runner.running, timeout=10_000)
+    assert _connected(viewer.dims.events.current_step, dock)
+    dock.factor.value = 3.0
+    dock.gate = threading.Event()
+    dock.run()
+    qtbot.waitUntil(lambda: len(viewer.layers) == 2)  # the run streams into a new layer
 
-    fake.export_screenshot_dialog = broken
-    monkeypatch.setitem(sys.modules, "napari_gpuscope.export.commands", fake)
+    viewer.window.remove_dock_widget(dock)
+    assert not dock.runner.running  # cancelled...
+    assert [layer.name for layer in viewer.layers] == ["vol"]  # ...and rolled back
+    dock.gate.set()
+    qtbot.waitUntil(dock.closed.is_set)  # the job itself was closed
+    assert not _connected(viewer.dims.events.current_step, dock)
+    viewer.add_image(np.ones((6, 8), np.float32), name="later")
+    assert dock.input.layer.name == "vol"  # no longer follows the layer list
+    saved, _ = dock.settings.load(dock.params_class)
+    assert saved.factor == 3.0  # saved when it changed; nothing was pending
+
+
+def test_hiding_the_dock_pauses_its_live_preview(
+    make_napari_viewer, qtbot, fake_dock_class, cpu_device
+):
+    viewer = make_napari_viewer(show=True)
+    viewer.add_image(np.arange(5 * 6 * 8, dtype=np.float32).reshape(5, 6, 8), name="vol")
+    dock = fake_dock_class(viewer)
+    panel = viewer.window.add_dock_widget(dock, name="Fake")
+    qtbot.waitUntil(lambda: not dock.runner.running, timeout=10_000)
+    dock.live_preview.setChecked(True)
+    qtbot.waitUntil(lambda: len(dock.starts) == 1 and not dock.runner.running, timeout=5000)
+    assert [layer.name for layer in viewer.layers] == ["vol", "vol [Fake preview]"]
+    dock.gate = threading.Event()
+    dock.run()
+
+    panel.close()  # napari's "hide this panel" button
+    assert [layer.name for layer in viewer.layers][-1] != "vol [Fake preview]"
+    viewer.dims.set_current_step(0, 3)
+    qtbot.wait(400)  # past the preview's quiet time
+    assert [s["preview"] for s in dock.starts] == [True, False]  # no preview while hidden
+    dock.gate.set()  # the full run goes on and delivers its result
+    qtbot.waitUntil(lambda: not dock.runner.running, timeout=5000)
+    assert "vol [Fake x2]" in viewer.layers
+
+    panel.show()  # shown again: the preview catches up with the displayed plane
+    qtbot.waitUntil(lambda: "vol [Fake preview]" in viewer.layers, timeout=5000)
+    assert dock.starts[-1]["preview"] and _connected(viewer.dims.events.current_step, dock)
+
+
+def test_enter_during_a_run_does_not_restart_it(viewer, qtbot, image, fake_dock, cpu_device):
+    from qtpy.QtCore import Qt
+
     dock = fake_dock()
-    dock.export_screenshot_button.click()
-    assert errors and "disk full" in errors[0]
+    dock.gate = threading.Event()
+    qtbot.keyClick(dock.factor.native, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: len(viewer.layers) == 2)  # the run streams
+    streamed = viewer.layers[-1]
+    qtbot.keyClick(dock.factor.native, Qt.Key.Key_Return)  # impatient
+    assert dock.run() is False
+    assert "already running on 'cells'" in dock.status_label.text()
+    assert dock.runner.tag == "run" and len(dock.starts) == 1
+    dock.gate.set()
+    _finish(dock, qtbot)
+    assert len(dock.starts) == 1 and viewer.layers[-1] == streamed  # the first run finished
+    np.testing.assert_allclose(streamed.data, image.data * 2.0)
+
+
+def test_an_output_that_cannot_be_shown_cancels_the_job_once(
+    viewer, qtbot, image, fake_dock, fake_result, cpu_device, errors
+):
+    from napari_gpuscope.compute.jobs import Output, Progress
+
+    dock = fake_dock()
+    closed = threading.Event()
+
+    def misplaced(layer, params, device):
+        def job():
+            try:
+                for k in range(5):  # a region that does not fit the declared shape
+                    output = Output(
+                        np.ones((2, 3), np.float32), region=(slice(0, 2),), shape=(6, 8)
+                    )
+                    yield Progress(k / 5, f"step {k}", outputs={"result": output})
+                return fake_result(np.asarray(layer.data, np.float32), 5)
+            finally:
+                closed.set()
+
+        return job()
+
+    dock.make_job = misplaced
+    assert dock.run()
+    qtbot.waitUntil(closed.is_set)
+    qtbot.wait(100)
+    assert not dock.runner.running
+    assert len(errors) == 1 and "could not be shown" in errors[0] and "'result'" in errors[0]
+    assert "could not be shown" in dock.status_label.text()
+    assert [layer.name for layer in viewer.layers] == ["cells"]
+
+
+def test_a_new_input_cancels_the_preview_of_the_old_one(
+    viewer, qtbot, image, fake_dock, cpu_device
+):
+    dock = fake_dock()
+    dock.gate = threading.Event()
+    dock.live_preview.setChecked(True)
+    qtbot.waitUntil(lambda: "cells [Fake preview]" in viewer.layers)  # streaming, held
+    viewer.add_image(np.full((6, 8), 10.0, np.float32), name="other")  # the new input
+    assert dock.input.layer.name == "other"
+    assert "cells [Fake preview]" not in viewer.layers  # rolled back at once
+    dock.gate.set()
+    qtbot.waitUntil(lambda: "other [Fake preview]" in viewer.layers, timeout=5000)
+    _finish(dock, qtbot)
+    qtbot.wait(100)
+    assert [layer.name for layer in viewer.layers] == ["cells", "other", "other [Fake preview]"]
+    np.testing.assert_allclose(viewer.layers["other [Fake preview]"].data, 20.0)

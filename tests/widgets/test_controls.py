@@ -131,14 +131,22 @@ def test_metrics_plot_uses_a_log_axis_for_gaps_and_breaks_at_chunks(qtbot):
 
 def test_settings_round_trip_and_survive_garbage(tmp_path, monkeypatch):
     monkeypatch.setenv("NAPARI_GPUSCOPE_CONFIG_DIR", str(tmp_path))
+    from napari_gpuscope.compute.tv import TVParams
+
     settings = DockSettings("tv")
-    assert settings.load() == ({}, {})
-    settings.save({"strength": 2.5}, {"replace_last": True})
+    assert settings.load(TVParams) == (None, {})
+    params = TVParams(strength=2.5, spacing=(0.2, 1.0, 1.0))
+    settings.save(params, {"replace_last": True})
     assert settings.path == tmp_path / "docks" / "tv.json"
-    assert json.loads(settings.path.read_text())["params"] == {"strength": 2.5}
-    assert settings.load() == ({"strength": 2.5}, {"replace_last": True})
+    record = json.loads(settings.path.read_text())
+    assert TVParams.from_json(json.dumps(record["params"])) == params  # the params' own JSON
+    assert set(record) == {"version", "params", "options"}
+    assert settings.load(TVParams) == (params, {"replace_last": True})
     settings.path.write_text("{not json")
-    assert settings.load() == ({}, {})
+    assert settings.load(TVParams) == (None, {})
+    record["params"]["strength"] = "strong"  # not a valid parameter: the options still load
+    settings.path.write_text(json.dumps(record))
+    assert settings.load(TVParams) == (None, {"replace_last": True})
     settings.clear()
     assert not settings.path.exists()
 

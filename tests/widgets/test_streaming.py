@@ -12,7 +12,6 @@ import pytest
 
 from napari_gpuscope.compute.jobs import Output, Progress
 from napari_gpuscope.compute.results import image_layer, vectors_layer
-from napari_gpuscope.widgets import _base
 from napari_gpuscope.widgets._runner import JobRunner
 
 
@@ -90,7 +89,7 @@ def test_named_outputs_stream_into_layers_the_result_takes_over(
     qtbot.waitUntil(lambda: len(seen) == 2)
     phase, tilt = seen
     assert (phase.__class__.__name__, tilt.__class__.__name__) == ("Image", "Vectors")
-    assert [phase.name, tilt.name] == ["cells [Fake x2]", "cells [Fake x2 tilt]"]
+    assert [phase.name, tilt.name] == ["cells [Fake, running]", "cells [Fake tilt, running]"]
     partial = np.asarray(phase.data)
     np.testing.assert_allclose(partial[:3], image.data[:3])  # the first region...
     assert not partial[3:].any()  # ...in a buffer of the full shape
@@ -125,7 +124,7 @@ def test_stop_and_keep_returns_the_result_so_far(viewer, qtbot, image, fake_dock
     assert dock.stop_button.isVisibleTo(dock) and not dock.stop_button.isEnabled()
     dock.gate = threading.Event()
     dock.run()
-    qtbot.waitUntil(lambda: "cells [Fake x2]" in viewer.layers)
+    qtbot.waitUntil(lambda: "cells [Fake, running]" in viewer.layers)
     assert dock.stop_button.isEnabled()
     dock.stop_button.click()
     assert "result so far will be kept" in dock.status_label.text()
@@ -145,23 +144,30 @@ def test_no_stop_button_for_methods_that_cannot_stop(viewer, qtbot, image, fake_
     assert dock.cancel_button.isVisibleTo(dock)
 
 
+def _fused_op(name):
+    """A fused op as a method module would define it (torch twin only on the CPU)."""
+    from napari_gpuscope.compute.kernels import FusedOp, axpby
+
+    return FusedOp(name, lambda *a: None, axpby.axpby_twin, axpby._example, outputs=(2,))
+
+
 def test_kernels_are_prepared_first_and_a_run_waits_for_them(
     viewer, qtbot, image, fake_dock, cpu_device, monkeypatch
 ):
     from napari_gpuscope.compute import kernels
-    from napari_gpuscope.widgets import _devices
 
     gate = threading.Event()
     prepared = []
+    real_warm_up = kernels.warm_up
 
     def warm_up(device):
         prepared.append(device)
-        yield Progress(0.5, "preparing GPU kernel tv_fgp_step")
+        yield Progress(0.5, "preparing GPU kernel first_method_op")
         gate.wait(10)
-        return {"tv_fgp_step": True}
+        return (yield from real_warm_up(device))
 
-    monkeypatch.setattr(_base, "_WARMED", set())
     monkeypatch.setattr(kernels, "warm_up", warm_up)
+    first_op = _fused_op("first_method_op")  # never prepared on any device yet
     dock = fake_dock(wait=False)
     qtbot.waitUntil(lambda: prepared == ["cpu"])
     assert dock.runner.tag == "warmup"
@@ -174,16 +180,19 @@ def test_kernels_are_prepared_first_and_a_run_waits_for_them(
     qtbot.waitUntil(lambda: "cells [Fake x2]" in viewer.layers)
     _finish(dock, qtbot)
     assert [s["preview"] for s in dock.starts] == [False]
-    # once per device and session; another device is prepared when it is selected
-    other = ("cpu (second test device)", "cpu:0")
-    monkeypatch.setattr(_devices, "_TEST_ONLY_DEVICES", [*_devices._TEST_ONLY_DEVICES, other])
-    dock.device_row.refresh()
-    dock.device_row.combo.setCurrentIndex(dock.device_row.offered_devices().index("cpu:0"))
-    qtbot.waitUntil(lambda: prepared == ["cpu", "cpu:0"])
-    _finish(dock, qtbot)
-    dock.device_row.combo.setCurrentIndex(dock.device_row.offered_devices().index("cpu"))
+    assert "first_method_op" in kernels.path_report("cpu")  # the kernels module knows
+
+    # every op is prepared on this device: another dock does not prepare them again...
+    fake_dock(wait=False)
     qtbot.wait(100)
-    assert prepared == ["cpu", "cpu:0"]
+    assert prepared == ["cpu"]
+    # ...until a method imported later brings kernels of its own
+    later_op = _fused_op("later_method_op")
+    dock.device_row.device_changed.emit("cpu")  # the device selected again
+    qtbot.waitUntil(lambda: prepared == ["cpu", "cpu"])
+    _finish(dock, qtbot)
+    assert "later_method_op" in kernels.path_report("cpu")
+    del first_op, later_op
 
 
 def test_runner_starts_a_new_job_only_after_the_superseded_one_closed(qtbot):

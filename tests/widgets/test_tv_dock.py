@@ -59,19 +59,131 @@ def test_spacing_from_layer_scale(viewer, dock):
     assert dock.params().spacing == pytest.approx((0.0, 0.5, 1.0, 1.0))
 
 
-def test_weight_is_strength_times_estimated_sigma(viewer, dock):
-    layer = viewer.add_image(_noisy((128, 128), sigma=0.1), name="img")
+def _true_sigma(noisy):
+    """The standard deviation of the noise actually added (the oracle of the estimate)."""
+    return float(np.std(noisy - _noisy(noisy.shape, sigma=0.0)))
+
+
+@pytest.fixture
+def resolutions(monkeypatch):
+    """Every ``tv.resolve_weight`` call: (thread, noise model); the noise estimators too."""
+    import threading
+
+    from napari_gpuscope.compute import noise, tv
+
+    calls = []
+    real = tv.resolve_weight
+
+    def spy(image, params):
+        calls.append((threading.get_ident(), params.noise_model))
+        return real(image, params)
+
+    monkeypatch.setattr(tv, "resolve_weight", spy)
+    for name in ("estimate_noise_sigma", "estimate_poisson_gaussian"):
+        real_estimate = getattr(noise, name)
+
+        def estimate(*args, real_estimate=real_estimate, **kwargs):
+            calls.append((threading.get_ident(), "estimate"))
+            return real_estimate(*args, **kwargs)
+
+        monkeypatch.setattr(noise, name, estimate)
+    return calls
+
+
+def test_noise_level_comes_from_the_preview_job_never_the_gui(viewer, qtbot, dock, resolutions):
+    import threading
+
+    data = _noisy((128, 128), sigma=0.1)
+    viewer.add_image(data, name="img")
+    viewer.add_image(_noisy((64, 64), sigma=0.3, seed=1), name="other")
     _select(dock, "img")
     _field(dock, "strength").value = 2.0
     params = dock.params()
     assert params.weight is None and params.strength == 2.0  # the job derives the weight
-    sigma = dock.sigma_hat(layer.data)
-    assert sigma == pytest.approx(0.1, rel=0.1)
-    assert f"{2.0 * sigma:.3g}" in dock.weight_label.value
+    assert dock.weight_label.value == "noise σ: not estimated yet"
+    _select(dock, "other")
+    _select(dock, "img")
+    assert resolutions == []  # input and strength changes estimate nothing (preview is off)
+
+    dock.live_preview.setChecked(True)
+    qtbot.waitUntil(lambda: "img [TV preview]" in viewer.layers, timeout=10_000)
+    qtbot.waitUntil(lambda: not dock.runner.running, timeout=10_000)
+    assert resolutions and all(t != threading.get_ident() for t, _ in resolutions)
+    record = viewer.layers["img [TV preview]"].metadata[PROVENANCE_KEY]["result"]
+    sigma = record["noise_sigma"]  # of the whole image, as a run would use it
+    assert sigma == pytest.approx(_true_sigma(data), rel=0.05)
+    assert record["weight"] == pytest.approx(2.0 * sigma, rel=1e-12)
+    assert dock.weight_label.value == f"noise σ ≈ {sigma:.3g} → weight {2.0 * sigma:.3g}"
+
+    calls = len(resolutions)
+    _field(dock, "strength").value = 3.0  # the strength scales the weight: no new estimate
+    qtbot.waitUntil(
+        lambda: (
+            viewer.layers["img [TV preview]"].metadata[PROVENANCE_KEY]["result"]["weight"]
+            == pytest.approx(3.0 * sigma)
+        ),
+        timeout=10_000,
+    )
+    assert resolutions[calls:] == []  # remembered for this array: nothing estimated again
+    assert f"weight {3.0 * sigma:.3g}" in dock.weight_label.value
+
     assert not _field(dock, "gain").native.isVisibleTo(dock)  # camera only for Poisson noise
     _field(dock, "noise_model").value = "poisson"  # Anscombe units: the noise std is 1
-    assert "weight 2" in dock.weight_label.value
+    assert "weight 3" in dock.weight_label.value
     assert _field(dock, "gain").native.isVisibleTo(dock)
+
+
+def test_a_typed_gain_previews_without_estimating(viewer, qtbot, dock, resolutions):
+    viewer.add_image(_noisy((64, 64)) * 50 + 100, name="img")
+    _select(dock, "img")
+    _field(dock, "noise_model").value = "poisson"
+    _field(dock, "gain").value = 2.0
+    _field(dock, "offset").value = 100.0
+    messages = []
+    dock.runner.progressed.connect(lambda update: messages.append(update.message))
+    dock.live_preview.setChecked(True)
+    qtbot.waitUntil(lambda: "img [TV preview]" in viewer.layers, timeout=10_000)
+    qtbot.waitUntil(lambda: not dock.runner.running, timeout=10_000)
+    assert not any("estimat" in message for message in messages)
+    assert [kind for _, kind in resolutions] == ["poisson"]  # checked, nothing estimated
+    camera = viewer.layers["img [TV preview]"].metadata[PROVENANCE_KEY]["result"]["camera"]
+    assert (camera["gain"], camera["offset"], camera["read_noise"]) == (2.0, 100.0, 0.0)
+    assert dock.camera.row.isHidden()  # a typed camera is not an estimate to offer
+
+
+def test_preview_matches_the_run_within_its_tolerance(viewer, qtbot, dock):
+    # ROF's energy P is 1-strongly convex, so P(u) - P(u*) >= |u - u*|^2 / 2, and a relative
+    # duality gap g bounds P(u) - P(u*) by g * P(u): |u - u*| <= sqrt(2 g P(u)). The preview
+    # (at most 50 iterations, tolerance 1e-2) and the run (tolerance 1e-4) are both within
+    # that distance of the one exact solution; P is recomputed here in NumPy.
+    data = _noisy((96, 96))
+    viewer.add_image(data, name="img")
+    _select(dock, "img")
+    _field(dock, "tolerance").value = 1e-4
+    dock.live_preview.setChecked(True)
+    qtbot.waitUntil(lambda: "img [TV preview]" in viewer.layers, timeout=10_000)
+    qtbot.waitUntil(lambda: not dock.runner.running, timeout=10_000)
+    preview = viewer.layers["img [TV preview]"]
+    preview_record = preview.metadata[PROVENANCE_KEY]["result"]
+    assert preview_record["converged"] and preview_record["iterations"] <= 50
+    assert dock.run()
+    qtbot.waitUntil(lambda: not dock.runner.running, timeout=30_000)
+    run = viewer.layers["img [TV s=1]"]
+    run_record = run.metadata[PROVENANCE_KEY]["result"]
+    assert run_record["converged"]
+    weight = run_record["weight"]
+    assert preview_record["weight"] == weight  # the whole image's weight, as the run's
+
+    def energy(u):
+        u, f = np.asarray(u, np.float64), data.astype(np.float64)
+        dy, dx = np.zeros_like(u), np.zeros_like(u)
+        dy[:-1], dx[:, :-1] = np.diff(u, axis=0), np.diff(u, axis=1)
+        return 0.5 * np.sum((u - f) ** 2) + weight * np.sum(np.hypot(dy, dx))
+
+    u_preview, u_run = np.asarray(preview.data, np.float64), np.asarray(run.data, np.float64)
+    bound = np.sqrt(2 * 1e-2 * energy(u_preview)) + np.sqrt(2 * 1e-4 * energy(u_run))
+    assert np.linalg.norm(u_preview - u_run) <= bound
+    assert bound < 0.2 * np.linalg.norm(data - u_run)  # a bound that says something
 
 
 def test_full_run_matches_scikit_image_and_has_provenance(viewer, qtbot, dock):
@@ -86,7 +198,7 @@ def test_full_run_matches_scikit_image_and_has_provenance(viewer, qtbot, dock):
 
     result = viewer.layers["img [TV s=1]"]
     weight = result.metadata[PROVENANCE_KEY]["result"]["weight"]
-    assert weight == pytest.approx(dock.sigma_hat(layer.data))  # strength 1 x noise level
+    assert weight == pytest.approx(_true_sigma(data), rel=0.1)  # strength 1 x noise level
     expected = denoise_tv_chambolle(data, weight=weight, eps=2e-4, max_num_iter=200)
     np.testing.assert_allclose(result.data, expected, atol=2e-3)
     np.testing.assert_array_equal(layer.data, data)  # input untouched
@@ -228,15 +340,18 @@ def test_poisson_camera_fields_say_what_is_estimated(viewer, dock):
     _select(dock, "img")
     _field(dock, "noise_model").value = "poisson"
     gain, offset, read_noise = (_field(dock, n) for n in ("gain", "offset", "read_noise"))
-    assert gain.native.text() == "auto"
+    assert gain.native.text() == offset.native.text() == read_noise.native.text() == "auto"
     assert not offset.enabled and not read_noise.enabled  # estimated with the gain
     params = dock.params()
     assert params.gain is params.offset is params.read_noise is None
     gain.value = 2.0
     offset.value = 100.0
     assert offset.enabled and read_noise.enabled
+    assert read_noise.native.text() != "auto"  # 0 is a read noise now, not "estimate it"
     params = dock.params()
     assert (params.gain, params.offset, params.read_noise) == (2.0, 100.0, 0.0)
+    gain.value = gain.min  # back to "auto": the whole model is estimated again
+    assert dock.params().offset is dock.params().read_noise is None
 
 
 def test_status_line_says_whether_the_run_converged(viewer, qtbot, dock):
@@ -316,17 +431,21 @@ def test_estimated_camera_is_shown_and_can_be_kept(viewer, qtbot, dock):
 
 
 def test_settings_persist_between_sessions_and_reset(viewer, qtbot, cpu_device):
+    import json
+
     viewer.add_image(np.zeros((4, 16, 16), np.float32), name="vol", scale=(0.5, 0.1, 0.1))
     first = TVDenoiseDock(viewer)
     qtbot.addWidget(first)
     changes = {"strength": 2.5, "noise_model": "poisson", "gain": 3.0, "tolerance": 1e-4}
     for name, value in changes.items():
         _field(first, name).value = value
-    first.spacing_row.boxes[0].value = 0.9  # belongs to the layer: not saved
+    first.spacing_row.boxes[0].value = 0.9  # saved with the parameters, but it follows the layer
     first.replace_last.setChecked(True)
-    first.close()  # saves now (otherwise after a short quiet time)
-    saved = first.settings.path.read_text()
-    assert '"strength": 2.5' in saved and "spacing" not in saved
+    # written at once (nothing waits for a timer that a closing napari would never fire)
+    record = json.loads(first.settings.path.read_text())
+    assert TVParams.from_dict(record["params"]) == first.params()  # a TVParams recipe
+    assert first.params().spacing == pytest.approx((0.9, 1.0, 1.0))
+    assert record["options"]["replace_last"] is True
 
     second = TVDenoiseDock(viewer)  # a new napari session
     qtbot.addWidget(second)
@@ -343,9 +462,12 @@ def test_settings_persist_between_sessions_and_reset(viewer, qtbot, cpu_device):
     second.reset_button.click()
     defaults = TVParams(spacing=params.spacing)
     assert second.params() == defaults
+    qtbot.wait(600)  # longer than any quiet time a save could wait for
     assert not second.settings.path.exists()
 
-    second.settings.save({"tolerance": -1.0, "strength": 2.0}, {"replace_last": "yes"})
+    record["params"]["tolerance"] = -1.0  # written by another version: not valid parameters
+    record["options"]["replace_last"] = "yes"
+    second.settings.path.write_text(json.dumps(record))
     third = TVDenoiseDock(viewer)  # invalid saved values: defaults, no error
     qtbot.addWidget(third)
     assert third.params() == defaults and not third.replace_last.isChecked()

@@ -64,6 +64,14 @@ def test_results_share_the_input_display_linked(viewer, qtbot, image, fake_dock,
     dock.link_display.setChecked(True)
     image.contrast_limits = (1, 2)
     assert tuple(result.contrast_limits) == (1, 2)
+    # relinking finds the input itself, not a layer that now has its old name
+    image.name = "cells (renamed)"
+    viewer.add_image(np.zeros((6, 8), np.float32), name="cells", contrast_limits=(0, 1))
+    dock.link_display.setChecked(False)
+    dock.link_display.setChecked(True)
+    image.contrast_limits = (3, 4)
+    assert tuple(result.contrast_limits) == (3, 4)
+    assert tuple(viewer.layers["cells"].contrast_limits) == (0, 1)
 
 
 def test_each_run_makes_a_new_layer_unless_replace_is_ticked(
@@ -172,7 +180,7 @@ def test_enter_runs_escape_cancels_and_tab_reads_top_to_bottom(
     dock.gate = threading.Event()
     field = dock.factor.native
     qtbot.keyClick(field, Qt.Key.Key_Return)
-    qtbot.waitUntil(lambda: "cells [Fake x2]" in viewer.layers)  # Enter ran it
+    qtbot.waitUntil(lambda: "cells [Fake, running]" in viewer.layers)  # Enter ran it
     assert dock.runner.tag == "run"
     qtbot.keyClick(field, Qt.Key.Key_Escape)
     assert not dock.runner.running and "Cancelled" in dock.status_label.text()
@@ -191,7 +199,7 @@ def test_enter_runs_escape_cancels_and_tab_reads_top_to_bottom(
     order = [dock.input.combo.native, dock.live_preview, dock.run_button, dock.cancel_button]
     positions = [next(i for i, w in enumerate(chain) if w is widget) for widget in order]
     assert positions == sorted(positions)
-    assert chain.index(dock.export_screenshot_button) == len(chain) - 2
+    assert chain.index(dock.export_figure_button) == len(chain) - 2
 
 
 def test_progress_in_words_and_the_activity_title(viewer, qtbot, image, fake_dock, cpu_device):

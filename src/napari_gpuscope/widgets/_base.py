@@ -16,7 +16,8 @@ what the defaults do not cover:
 
 ``custom_fields() -> dict[str, QWidget]``
     Controls for fields the form cannot generate (per-axis ``floats``, e.g. a
-    :class:`~napari_gpuscope.widgets._controls.SpacingRow`).
+    :class:`~napari_gpuscope.widgets._controls.SpacingRow`). One that follows a layer has a
+    ``stop_following()`` method, which :meth:`~MethodDock.release` calls.
 ``build_controls()``
     Extra rows and wiring, after the form exists (``self.form``).
 ``params() -> Params``
@@ -26,12 +27,13 @@ what the defaults do not cover:
 ``make_preview_job(layer, params, device, view)``
     A quick job on the displayed plane (:class:`~napari_gpuscope.widgets._preview.PlaneView`)
     returning a :class:`PreviewResult`; without it, the dock offers no live preview.
-``on_input_changed(layer)``, ``on_result(result, preview=)``, ``metric_targets(params)``
+``on_input_changed(layer)``, ``on_result(result, preview=, layer=)``, ``metric_targets(params)``
     Optional reactions and the dashed target lines of the metrics plot.
 
-Class attributes say the rest: :attr:`~MethodDock.short_title` (result layers are named
-``"<input> [<short_title> <params.label>]"``), :attr:`~MethodDock.streamed_outputs`,
-:attr:`~MethodDock.hidden_fields`, :attr:`~MethodDock.layer_fields` (never saved),
+Class attributes say the rest: :attr:`~MethodDock.short_title` (the tag of the preview layer,
+``"<input> [<short_title> preview]"``, and of a run's layers while they stream; the result then
+names its layers), :attr:`~MethodDock.streamed_outputs`,
+:attr:`~MethodDock.hidden_fields`,
 :attr:`~MethodDock.field_styles`, :attr:`~MethodDock.input_dims` and
 :attr:`~MethodDock.step_label`. A preview job's outputs and ``PreviewResult.planes`` are planes
 over the view's two displayed axes; the base places them at the displayed position.
@@ -49,13 +51,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from qtpy.QtCore import QSize, Qt, QTimer
+from qtpy.QtCore import QEvent, QSize, Qt, QTimer
 from qtpy.QtWidgets import QFrame, QScrollArea, QVBoxLayout, QWidget
 
 from napari_gpuscope.compute.devices import device_label, no_gpu_message
 from napari_gpuscope.compute.jobs import Job, Progress
-from napari_gpuscope.compute.params import ParameterError, Params
-from napari_gpuscope.compute.results import Geometry, image_layer
+from napari_gpuscope.compute.params import Params
+from napari_gpuscope.compute.results import Geometry
 from napari_gpuscope.methods import MethodSpec, method
 from napari_gpuscope.provenance import PROVENANCE_KEY, build_provenance
 from napari_gpuscope.widgets._controls import FieldStyle, MetricsPlot, ParamForm
@@ -80,8 +82,19 @@ if TYPE_CHECKING:
 __all__ = ["MethodDock", "PreviewResult", "plain_error_message"]
 
 RUN, PREVIEW, WARMUP = "run", "preview", "warmup"
-_WARMED: set[str] = set()
-"""Devices whose kernels were prepared in this session (once per device is enough)."""
+
+
+def unprepared_kernels(device: str) -> list[str]:
+    """The registered fused ops whose path on ``device`` is not decided yet.
+
+    The kernels module keeps, per op and device, the outcome of its compile and self-test
+    (:func:`~napari_gpuscope.compute.kernels.path_report`), so a method imported later, with
+    kernels of its own, is prepared too.
+    """
+    from napari_gpuscope.compute import kernels
+
+    decided = kernels.path_report(device)
+    return [op.name for op in kernels.registered_ops() if op.name not in decided]
 
 
 @dataclass
@@ -108,13 +121,11 @@ class MethodDock(QWidget):
     method_id: ClassVar[str] = ""
     """Registry key of the method (:data:`napari_gpuscope.methods.METHODS`)."""
     short_title: ClassVar[str] = ""
-    """Tag of result layer names, e.g. ``"TV"`` (default: the method's title)."""
+    """Tag of preview and streaming layer names, e.g. ``"TV"`` (default: the method's title)."""
     streamed_outputs: ClassVar[tuple[str, ...] | None] = None
     """Outputs streamed into layers, in the order of the result's layers (None: all)."""
     hidden_fields: ClassVar[tuple[str, ...]] = ()
     """Parameters the dock does not show (they keep their defaults)."""
-    layer_fields: ClassVar[tuple[str, ...]] = ()
-    """Parameters that come from the input layer (never saved, never reset)."""
     field_styles: ClassVar[Mapping[str, FieldStyle]] = {}
     """How some generated fields are shown."""
     input_dims: ClassVar[tuple[int, int]] = (2, 4)
@@ -141,10 +152,14 @@ class MethodDock(QWidget):
         self._last_preview_error: str | None = None
         self._preview_layers: dict[str, Any] = {}
         self.last_results: list[Any] = []
-        self._owned: weakref.WeakSet[Any] = weakref.WeakSet()  # every layer this dock made
+        # every layer this dock made -> its input layer (weakly: the user may delete either)
+        self._owned: weakref.WeakKeyDictionary[Any, weakref.ref[Any]] = weakref.WeakKeyDictionary()
         self._links = Connections()
         self._preview_timer = self._timer(self.preview_debounce_ms, self._start_preview)
-        self._save_timer = self._timer(400, self._save_settings)
+        self._saving = False  # settings are written once loaded, not while resetting
+        self._docked = False  # napari put the dock in a panel
+        self._hidden = False  # its panel is hidden (napari's hide button, another tab)
+        self._released = False
 
         self.device_row = DeviceRow()
         self.input = LayerPicker(
@@ -171,8 +186,8 @@ class MethodDock(QWidget):
         self.stop_button, self.cancel_button = panel.stop_button, panel.cancel_button
         self.replace_last, self.link_display = panel.replace_last, panel.link_display
         self.progress_bar, self.progress_label = panel.progress_bar, panel.progress
-        self.status_label, self.elapsed_label = panel.status, panel.elapsed
-        self.export_screenshot_button = panel.screenshot_button
+        self.status_label = panel.status
+        self.export_figure_button = panel.figure_button
         self.save_tiff_button = panel.save_tiff_button
         self._build_layout()
         self.form.changed.connect(self._on_params_changed)
@@ -181,6 +196,9 @@ class MethodDock(QWidget):
             self._links.connect(getattr(viewer.dims.events, event), self._on_dims_changed)
         self.device_row.availability_changed.connect(self._update_buttons)
         self.device_row.device_changed.connect(self._warm_up)
+        for box in (self.replace_last, self.link_display):
+            box.toggled.connect(self._save_settings)
+        self.form.advanced.toggled.connect(self._save_settings)
         self._load_settings()
         self._on_input_changed()
         self.panel.set_tab_order(self.content)
@@ -245,8 +263,8 @@ class MethodDock(QWidget):
     def on_input_changed(self, layer: Any) -> None:
         """React to a new input layer (default: nothing)."""
 
-    def on_result(self, result: Any, *, preview: bool) -> None:
-        """React to a finished job's result (default: nothing)."""
+    def on_result(self, result: Any, *, preview: bool, layer: Any) -> None:
+        """React to a finished job's result on input ``layer`` (default: nothing)."""
 
     def metric_targets(self, params: Params) -> dict[str, float]:
         """Values the plotted metrics aim for (dashed lines), e.g. a tolerance."""
@@ -279,7 +297,17 @@ class MethodDock(QWidget):
         self.input.reset_choices()
 
     def run(self) -> bool:
-        """Start a full run on the whole input layer; return whether it started (or queued)."""
+        """Start a full run on the whole input layer; return whether it started (or queued).
+
+        Refused while a full run is going on: Cancel (Escape) or Stop & keep it first.
+        """
+        job = self._job
+        if job is not None and job.kind == RUN:
+            self._set_status(
+                f"{self.title} is already running on '{job.layer.name}'; it was not started "
+                "again (Escape cancels it)."
+            )
+            return False
         self._preview_timer.stop()
         return self._start(RUN)
 
@@ -308,20 +336,41 @@ class MethodDock(QWidget):
             self.panel.stop_button.setEnabled(False)
 
     def request_preview(self, *_: Any) -> None:
-        """(Re)start the debounce timer of the live preview, if live preview is on."""
+        """(Re)start the debounce timer of the live preview, if live preview is on (and the
+        dock is on screen)."""
         live = self.panel.live_preview
-        if live.isChecked() and live.isEnabled():
+        if live.isChecked() and live.isEnabled() and not (self._hidden or self._released):
             self._preview_timer.start()
+
+    def release(self) -> None:
+        """Cancel any job, stop the timers and disconnect from the viewer: the dock is done.
+
+        Runs when napari removes the dock (its close button, ``remove_dock_widget``) or the
+        widget itself is closed. napari tells a removed dock nothing; the dock notices that it
+        lost its panel (see :meth:`event`). Settings need no saving here: every change was
+        written when it was made.
+        """
+        if self._released:
+            return
+        self._released = True
+        self._saving = False
+        self._stop_preview()
+        self.cancel()
+        self._links.disconnect_all()
+        for control in (self.input, *self.form.custom.values()):
+            stop_following = getattr(control, "stop_following", None)
+            if stop_following is not None:
+                stop_following()
 
     def reset_to_defaults(self) -> None:
         """Set every shown parameter to its default and forget the saved settings."""
-        defaults = {
-            info.name: info.default
-            for info in self.params_class.param_info()
-            if info.name not in self.layer_fields
-        }
-        self.form.set_values(defaults)
-        self.on_input_changed(self.input_layer)  # layer-derived fields from the layer again
+        defaults = {info.name: info.default for info in self.params_class.param_info()}
+        self._saving = False  # the changes below must not write the settings again
+        try:
+            self.form.set_values(defaults)
+            self.on_input_changed(self.input_layer)  # layer-derived fields from the layer again
+        finally:
+            self._saving = True
         self.settings.clear()
         self._set_status("Parameters reset to their defaults.")
 
@@ -358,12 +407,9 @@ class MethodDock(QWidget):
             )
             return False
 
-        previous = self._job
+        previous = self._job  # only a preview is ever superseded (a run never is)
         if previous is not None and previous.outputs is not None:
-            if previous.kind == RUN:
-                previous.outputs.rollback()  # a new Run supersedes (cancels) the running one
-            else:  # a superseded preview's layers stay, for the next preview to reuse
-                self._preview_layers.update(previous.outputs.layers())
+            self._preview_layers.update(previous.outputs.layers())  # for the next preview
         self._job = _Job(kind, layer, params, device, view=view)
         self._job.outputs = self._output_layers(self._job)
         self._last_preview_error = None  # a later failure is news again
@@ -388,13 +434,11 @@ class MethodDock(QWidget):
         layer, preview = job.layer, job.kind == PREVIEW
         main = self.streamed_outputs[0] if self.streamed_outputs else None
         tag = self.short_title or self.title
-        label = getattr(job.params, "label", "")
 
         def name_of(output: str) -> str:
+            # Provisional for a run: its result names its layers when it finishes.
             extra = "" if output == main or main is None else f" {output}"
-            if preview:
-                return f"{layer.name} [{tag} preview{extra}]"
-            return f"{layer.name} [{tag} {label}{extra}]".replace(" ]", "]")
+            return f"{layer.name} [{tag}{extra}{' preview' if preview else ', running'}]"
 
         if preview:
             reuse = self._preview_layers
@@ -432,8 +476,18 @@ class MethodDock(QWidget):
             self.plot.add(update.step, update.metrics)
             self.plot.setVisible(True)
         for name, output in update.outputs.items():
-            if not output.is_lazy and job.outputs is not None:
+            if output.is_lazy or job.outputs is None:
+                continue
+            try:
                 job.outputs.show(name, output)
+            except Exception as exc:  # raised in a Qt slot it would repeat on every update
+                self.cancel()
+                self._report_error(
+                    f"{self.title} was cancelled: its output '{name}' could not be shown "
+                    f"({plain_error_message(exc)}). Nothing was changed.",
+                    preview=job.kind == PREVIEW,
+                )
+                return
 
     def _on_succeeded(self, result: Any, elapsed: float) -> None:
         job, self._job = self._job, None
@@ -445,7 +499,7 @@ class MethodDock(QWidget):
         preview = job.kind == PREVIEW
         try:
             layers = self._show_result(job, result, elapsed)
-            self.on_result(result, preview=preview)
+            self.on_result(result, preview=preview, layer=job.layer)
         except Exception as exc:  # never raise into the Qt loop
             job.outputs.rollback()
             self._report_error(
@@ -459,10 +513,7 @@ class MethodDock(QWidget):
         else:
             self.last_results = layers
         self.panel.show_done()
-        text = sentence(result.describe())
-        if getattr(result, "stopped_early", False) and "stopped early" not in text.lower():
-            text = f"Stopped early by request; the result so far: {text}"
-        self._set_status(f"{text} Took {elapsed:.2f} s.")
+        self._set_status(f"{sentence(result.describe())} Took {elapsed:.2f} s.")
 
     def _show_result(self, job: _Job, result: Any, elapsed: float) -> list[Any]:
         record = build_provenance(
@@ -476,15 +527,7 @@ class MethodDock(QWidget):
         metadata = {PROVENANCE_KEY: record}
         outputs = job.outputs
         if job.kind == PREVIEW:
-            geometry = Geometry.of_layer(job.layer)
-            tuples = []
-            for name, plane in result.planes.items():
-                data, kwargs, kind = image_layer(
-                    job.view.embed(plane), outputs.name_of(name), geometry, metadata=metadata
-                )
-                kwargs["translate"] = job.view.translate(job.layer)
-                tuples.append((data, kwargs, kind))
-            return outputs.finish(tuples, list(result.planes))
+            return outputs.finish_planes(result.planes, metadata)
         tuples = result.layers(job.layer.name, Geometry.of_layer(job.layer), metadata)
         return outputs.finish(tuples, list(self.streamed_outputs or outputs.order))
 
@@ -513,8 +556,12 @@ class MethodDock(QWidget):
 
     # ---------------------------------------------------------------- kernel warm-up
     def _warm_up(self, device: str | None) -> None:
-        """Compile and self-test the kernels on a newly selected device, as a visible step."""
-        if device is None or device in _WARMED:
+        """Compile and self-test the kernels not yet prepared on ``device``, as a visible
+        step."""
+        if device is None:
+            return
+        self.spec.job_function()  # imports the method, which registers its kernels
+        if not unprepared_kernels(device):
             return
         job = self._job
         if job is not None and job.kind in (RUN, WARMUP):
@@ -524,7 +571,6 @@ class MethodDock(QWidget):
             self._queued = PREVIEW
         from napari_gpuscope.compute import kernels
 
-        self.spec.job_function()  # imports the method, which registers its kernels
         self._job = _Job(WARMUP, device=device)
         self.runner.start(
             kernels.warm_up(device), description=f"{self.title}: GPU kernels", tag=WARMUP
@@ -538,7 +584,6 @@ class MethodDock(QWidget):
 
     def _warmed_up(self, job: _Job | None, ready: Any) -> None:
         device = job.device if job is not None else ""
-        _WARMED.add(device)
         slow = sorted(name for name, ok in dict(ready or {}).items() if not ok)
         if device.startswith("cuda") and slow:
             self._set_status(
@@ -557,13 +602,13 @@ class MethodDock(QWidget):
         return not (isinstance(record, dict) and record.get("method") == self.method_id)
 
     def _on_input_changed(self, *_: Any) -> None:
-        self._remove_preview_layers()
+        self._stop_preview()  # a preview of the previous input is of no use any more
         self.on_input_changed(self.input_layer)
         self._update_buttons()
         self.request_preview()
 
     def _on_params_changed(self, *_: Any) -> None:
-        self._save_timer.start()
+        self._save_settings()
         self.request_preview()
 
     def _on_dims_changed(self, *_: Any) -> None:
@@ -575,7 +620,14 @@ class MethodDock(QWidget):
         if checked:
             self.request_preview()
             return
+        self._stop_preview()
+        self._update_buttons()
+
+    def _stop_preview(self) -> None:
+        """Cancel a pending or running preview (rolled back) and remove the preview layers."""
         self._preview_timer.stop()
+        if self._queued == PREVIEW:
+            self._queued = None
         job = self._job
         if job is not None and job.kind == PREVIEW:
             self.runner.cancel()
@@ -583,7 +635,6 @@ class MethodDock(QWidget):
             job.outputs.rollback()
             self.panel.stop_clock()
         self._remove_preview_layers()
-        self._update_buttons()
 
     def _remove_preview_layers(self) -> None:
         layers, self._preview_layers = self._preview_layers, {}
@@ -593,31 +644,30 @@ class MethodDock(QWidget):
 
     def _on_link_toggled(self, checked: bool) -> None:
         """Link (or unlink) the display of every result and preview of this dock."""
-        layers = [layer for layer in self._owned if layer in self.viewer.layers]
-        relink_display(self.viewer, layers, self.input_layer, link=checked)
+        relink_display(self.viewer, self._owned, link=checked)
 
     # ---------------------------------------------------------------- settings
     def _load_settings(self) -> None:
-        saved, options = self.settings.load()
-        shown = {k: v for k, v in saved.items() if k in self.form.widgets}
-        try:
-            self.params_class.from_dict(shown)
-        except (ParameterError, TypeError):
-            shown = {}  # written by another version: start from the defaults
-        self.form.set_values(shown)
+        """Show the saved parameters (the fields the form has; the others come from the
+        layer or keep their defaults) and options; then save every later change."""
+        saved, options = self.settings.load(self.params_class)
+        if saved is not None:
+            self.form.set_values({name: getattr(saved, name) for name in self.form.widgets})
         self.panel.apply_options(options)
         if options.get("advanced_open") is True:
             self.form.advanced.expand(animate=False)
-        self.form.advanced.toggled.connect(lambda *_: self._save_timer.start())
+        self._saving = True
 
-    def _save_settings(self) -> None:
+    def _save_settings(self, *_: Any) -> None:
+        """Write the settings now (a few hundred bytes), so closing napari loses nothing."""
+        if not self._saving:
+            return
         try:
-            values = self.params().to_dict()
+            params = self.params()
         except ValueError:
             return  # keep the last valid settings
-        shown = {k: v for k, v in values.items() if k in self.form.widgets}
         options = {**self.panel.options(), "advanced_open": self.form.advanced.isExpanded()}
-        self.settings.save(shown, options)
+        self.settings.save(params, options)
 
     # ---------------------------------------------------------------- state and messages
     def input_problem(self) -> str | None:
@@ -676,10 +726,14 @@ class MethodDock(QWidget):
 
     # ---------------------------------------------------------------- Qt
     def keyPressEvent(self, event: Any) -> None:
-        """Enter runs (or refreshes the live preview), Escape cancels."""
+        """Enter refreshes the live preview when it is on and runs otherwise (never while a
+        run is going on); Escape cancels."""
         key = event.key()
         if key in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
-            if not self.preview_now():
+            live = self.panel.live_preview
+            if live.isChecked() and live.isEnabled():
+                self.preview_now()
+            else:
                 self.run()
             event.accept()
         elif key == Qt.Key.Key_Escape:
@@ -696,29 +750,46 @@ class MethodDock(QWidget):
         """The dock may be narrowed down to this, and be short (it scrolls)."""
         return QSize(260, 200)
 
+    def event(self, event: QEvent) -> bool:
+        """Notice napari removing the dock: it takes the widget out of its panel and tells it
+        nothing else (neither ``remove_dock_widget`` nor the panel's close reaches
+        :meth:`closeEvent`)."""
+        if event.type() == QEvent.Type.ParentChange:
+            if self.parent() is not None:
+                self._docked = True
+            elif self._docked:
+                self.release()
+        return super().event(event)
+
+    def hideEvent(self, event: Any) -> None:
+        """A hidden panel (napari's hide button, another tab in front) shows no live preview;
+        a full run goes on (its result is wanted; the activity dock shows its progress)."""
+        if not event.spontaneous():  # not a minimised window
+            self._hidden = True
+            self._stop_preview()
+            self._update_buttons()
+        super().hideEvent(event)
+
+    def showEvent(self, event: Any) -> None:
+        """Shown again: the live preview (if on) catches up with the displayed plane."""
+        if self._hidden and not event.spontaneous():
+            self._hidden = False
+            self.request_preview()
+        super().showEvent(event)
+
     def closeEvent(self, event: Any) -> None:
-        """Stop timers, cancel any job and stop following the viewer when the dock closes."""
-        self._preview_timer.stop()
-        if self._save_timer.isActive():
-            self._save_timer.stop()
-            self._save_settings()
-        self.cancel()
-        self._links.disconnect_all()
-        self.input.stop_following()
+        """The widget itself was closed (outside a napari panel): release it."""
+        self.release()
         super().closeEvent(event)
 
-    def _export_screenshot(self) -> None:
-        try:
-            from napari_gpuscope.export.commands import export_screenshot_dialog
+    # The export commands report their own failures as notifications (they are File-menu
+    # commands too), so the buttons just call them.
+    def _export_figure(self) -> None:
+        from napari_gpuscope.export.commands import export_screenshot_dialog
 
-            export_screenshot_dialog(self.viewer)
-        except Exception as exc:
-            self._report_error(f"Could not export the screenshot: {plain_error_message(exc)}")
+        export_screenshot_dialog(self.viewer)
 
     def _save_tiff(self) -> None:
-        try:
-            from napari_gpuscope.export.commands import save_tiff_dialog
+        from napari_gpuscope.export.commands import save_tiff_dialog
 
-            save_tiff_dialog(self.viewer, layer=self.last_result_layer)
-        except Exception as exc:
-            self._report_error(f"Could not save the TIFF file: {plain_error_message(exc)}")
+        save_tiff_dialog(self.viewer, layer=self.last_result_layer)

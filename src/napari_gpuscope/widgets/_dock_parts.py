@@ -53,7 +53,7 @@ def plain_error_message(exc: BaseException) -> str:
 
 
 def progress_text(update: Progress) -> str:
-    """Progress in plain words: ``"42 % - iteration 40/200, gap 3.1e-03"`` or
+    """Progress in plain words: ``"42 % - iteration 420/1000, gap 3.1e-03"`` or
     ``"working, no estimate of the time left - estimating the noise level"``."""
     if update.fraction is None:
         head = "working, no estimate of the time left"
@@ -124,8 +124,6 @@ class DockPanel:
             "one changes all, so comparisons are honest. Untick to adjust them separately."
         )
         self.link_display.toggled.connect(dock._on_link_toggled)
-        for box in (self.replace_last, self.link_display):
-            box.toggled.connect(lambda *_: dock._save_timer.start())
         self.progress_bar = QProgressBar()
         self.progress_bar.setRange(0, _STEPS)
         self.progress_bar.setTextVisible(False)
@@ -140,11 +138,11 @@ class DockPanel:
         self.plot = MetricsPlot(_theme_colors(dock.viewer))
         self.plot.setToolTip("Convergence of the running (or last) job")
         self.plot.setVisible(False)
-        self.screenshot_button = _button(
+        self.figure_button = _button(
             "Export figure...",
             "Save the visible panels as a PNG figure at a whole zoom (chosen DPI or print width), "
             "with scale bar, colorbar and the processing parameters (provenance) alongside",
-            dock._export_screenshot,
+            dock._export_figure,
         )
         self.save_tiff_button = _button(
             "Save TIFF...",
@@ -179,7 +177,7 @@ class DockPanel:
         bar.addWidget(self.progress_bar, stretch=1)
         bar.addWidget(self.elapsed)
         exports = QHBoxLayout()
-        exports.addWidget(self.screenshot_button)
+        exports.addWidget(self.figure_button)
         exports.addWidget(self.save_tiff_button)
         for row in (buttons, options, bar):
             layout.addLayout(row)

@@ -40,21 +40,9 @@ class Connections:
         emitter.connect(callback)
         self._links.append((emitter, callback))
 
-    def disconnect_source(self, source: Any) -> None:
-        """Disconnect what was connected to the emitters of ``source`` (e.g. a layer)."""
-        _disconnect(self._links, lambda emitter: getattr(emitter, "source", None) is source)
-
     def disconnect_all(self) -> None:
         """Disconnect everything."""
-        _disconnect(self._links, lambda emitter: True)
-
-
-def _disconnect(links: list[tuple[Any, Callable[..., Any]]], which: Callable[[Any], bool]) -> None:
-    keep = []
-    for emitter, callback in links:
-        if which(emitter):
+        links, self._links = self._links, []
+        for emitter, callback in links:
             with contextlib.suppress(Exception):  # already gone with its source
                 emitter.disconnect(callback)
-        else:
-            keep.append((emitter, callback))
-    links[:] = keep

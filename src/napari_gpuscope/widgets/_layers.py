@@ -1,11 +1,10 @@
-"""Layer helpers shared by the docks: input checks, output naming and inherited geometry.
+"""Layer helpers shared by the docks: input checks and spacing weights from a layer's scale.
 
 Kept free of Qt so they are trivially unit-testable; they only read napari layer attributes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -16,19 +15,11 @@ if TYPE_CHECKING:
 __all__ = [
     "check_image_layer",
     "is_time_axis",
-    "output_name",
     "spacing_from_layer",
-    "spatial_kwargs",
 ]
 
 _TIME_UNITS = {"s", "ms", "us", "µs", "ns", "min", "h", "second", "millisecond", "minute", "hour"}
 _TIME_LABELS = {"t", "time", "frame", "frames", "timepoint", "timepoints"}
-
-
-def output_name(input_name: str, method_title: str, *, preview: bool = False) -> str:
-    """Name of a result layer: ``"<input> [<method_title>]"`` (``"... preview]"`` for previews)."""
-    suffix = f"{method_title} preview" if preview else method_title
-    return f"{input_name} [{suffix}]"
 
 
 def _unit_text(unit: Any) -> str:
@@ -86,43 +77,6 @@ def spacing_from_layer(layer: napari.layers.Layer) -> tuple[float, ...]:
         if is_time_axis(label, unit)
     ]
     return spacing_from_scale(layer.scale, uncoupled=time_axes)
-
-
-def spatial_kwargs(
-    layer: napari.layers.Layer, ndim: int | None = None, *, axes: Sequence[int] | None = None
-) -> dict[str, Any]:
-    """Geometry an output layer inherits from its input: scale, translate, units, axis labels.
-
-    Parameters
-    ----------
-    layer : napari.layers.Layer
-        The input layer.
-    ndim : int, optional
-        Dimensionality of the output. When smaller than the layer's, the trailing axes are used
-        (napari aligns layers of different dimensionality on their trailing axes).
-    axes : sequence of int, optional
-        Explicit input axes the output keeps (overrides ``ndim``).
-
-    Returns
-    -------
-    dict
-        Keyword arguments for ``napari.layers.Image``.
-    """
-    if axes is None:
-        ndim = layer.ndim if ndim is None else ndim
-        axes = range(layer.ndim - ndim, layer.ndim)
-    axes = list(axes)
-    kwargs: dict[str, Any] = {
-        "scale": tuple(float(layer.scale[a]) for a in axes),
-        "translate": tuple(float(layer.translate[a]) for a in axes),
-    }
-    units = getattr(layer, "units", None)
-    if units is not None:
-        kwargs["units"] = tuple(str(units[a]) for a in axes)
-    labels = getattr(layer, "axis_labels", None)
-    if labels is not None:
-        kwargs["axis_labels"] = tuple(str(labels[a]) for a in axes)
-    return kwargs
 
 
 def check_image_layer(

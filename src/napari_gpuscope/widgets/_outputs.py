@@ -3,9 +3,11 @@
 Every named output a job streams (``Progress.outputs``) gets a layer on its first update: a
 reused layer (the live preview's, or the last result's when the user ticked "replace last
 result") or a new one. Later updates replace its data, or fill a host buffer region by region.
-When the job succeeds, its result's layer tuples take over these layers in order; when it is
-cancelled or fails, :meth:`OutputLayers.rollback` removes what it created and gives reused
-layers their previous data back. The input layer is never modified.
+When the job succeeds, its result's layer tuples take over these layers in order (names
+included: the result names its layers); when it is cancelled or fails,
+:meth:`OutputLayers.rollback` removes what it created and gives reused layers their previous data
+back. The input layer is never modified. A live preview's planes are placed at the displayed
+position here, and only here.
 
 Image results that set no colormap or contrast limits of their own are shown like their input:
 same colormap, contrast limits and gamma, linked to the input (napari's layer linking; the dock
@@ -14,14 +16,15 @@ can unlink them), so an input and its result are always compared on the same dis
 
 from __future__ import annotations
 
-from collections.abc import Callable, MutableSet, Sequence
+import weakref
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from napari_gpuscope.compute.jobs import Output
-from napari_gpuscope.compute.results import Geometry, LayerDataTuple
+from napari_gpuscope.compute.results import Geometry, LayerDataTuple, image_layer
 from napari_gpuscope.widgets._preview import PlaneView
 
 if TYPE_CHECKING:
@@ -66,16 +69,16 @@ def unlink_display(source: napari.layers.Layer, result: napari.layers.Layer) -> 
 
 
 def relink_display(
-    viewer: napari.viewer.Viewer, results: Sequence[Any], fallback: Any, *, link: bool
+    viewer: napari.viewer.Viewer, sources: Mapping[Any, weakref.ref[Any]], *, link: bool
 ) -> None:
-    """Link or unlink each result with the layer it was made from (named in its provenance;
-    ``fallback`` for a layer still streaming)."""
-    from napari_gpuscope.provenance import PROVENANCE_KEY
+    """Link or unlink each result still in the viewer with the layer it was made from.
 
-    for result in results:
-        name = (result.metadata.get(PROVENANCE_KEY) or {}).get("input")
-        source = next((layer for layer in viewer.layers if layer.name == name), fallback)
-        if source is None or source not in viewer.layers or source == result:
+    ``sources`` maps a result layer to a weak reference to its input layer (the object, so a
+    renamed input is still found).
+    """
+    for result, source_ref in list(sources.items()):
+        source = source_ref()
+        if result not in viewer.layers or source is None or source not in viewer.layers:
             continue
         if link:
             link_display(source, result)
@@ -110,9 +113,10 @@ class OutputLayers:
         For a live preview: outputs are planes of the displayed axes and are shown in place.
     link : bool
         Link the display of new image layers to the input.
-    owned : set, optional
-        Receives every layer this job creates, *before* it enters the viewer (napari selects
-        a new layer at once; the dock's input picker must already know it is a result).
+    owned : mutable mapping, optional
+        Receives every layer this job creates, mapped to a weak reference to the input layer,
+        *before* it enters the viewer (napari selects a new layer at once; the dock's input
+        picker must already know it is a result).
     """
 
     def __init__(
@@ -124,7 +128,7 @@ class OutputLayers:
         reuse: dict[str, Any] | None = None,
         view: PlaneView | None = None,
         link: bool = True,
-        owned: MutableSet[Any] | None = None,
+        owned: MutableMapping[Any, weakref.ref[Any]] | None = None,
     ) -> None:
         self.viewer = viewer
         self.source = source
@@ -133,7 +137,7 @@ class OutputLayers:
         self.view = view
         self.link = link
         self.targets: dict[str, _Target] = {}
-        self.owned = owned if owned is not None else set()
+        self.owned = owned if owned is not None else {}
 
     @property
     def order(self) -> list[str]:
@@ -177,7 +181,8 @@ class OutputLayers:
         if layer is not None and layer.ndim == np.ndim(data) - (kind == "vectors"):
             target = _Target(layer, False, layer.name)
             target.previous = (layer.data, dict(layer.metadata), tuple(layer.translate))
-            self._place(layer)
+            if self.view is not None and layer.ndim == len(self.view.shape):
+                layer.translate = self._geometry(layer.ndim)["translate"]
             layer.data = data
         else:
             layer_name = self.name_of(name)
@@ -191,22 +196,36 @@ class OutputLayers:
         from napari.layers import Layer
 
         layer = Layer.create(data, kwargs, kind)
-        self.owned.add(layer)
+        self.owned[layer] = weakref.ref(self.source)
         if inherit and self.link:  # shown like the input from its first frame on
             link_display(self.source, layer)
         return self.viewer.add_layer(layer)
 
     def _geometry(self, ndim: int) -> dict[str, Any]:
+        """The input's geometry for an output of ``ndim`` axes; a preview plane (embedded in
+        the input's dimensionality) is translated to the displayed position."""
         geometry = Geometry.of_layer(self.source).trailing(ndim).as_kwargs()
         if self.view is not None and ndim == len(self.view.shape):
             geometry["translate"] = self.view.translate(self.source)
         return geometry
 
-    def _place(self, layer: Any) -> None:
-        if self.view is not None and layer.ndim == len(self.view.shape):
-            layer.translate = self.view.translate(self.source)
-
     # -- the end ------------------------------------------------------------------------------
+    def finish_planes(
+        self, planes: Mapping[str, np.ndarray], metadata: Mapping[str, Any]
+    ) -> list[Any]:
+        """Show a live preview's planes (over the view's two displayed axes) in place.
+
+        Returns the preview layers, in the order of ``planes``.
+        """
+        if self.view is None:
+            raise ValueError("planes need the view they were taken from")
+        tuples = []
+        for name, plane in planes.items():
+            data = self.view.embed(plane)
+            data, kwargs, kind = image_layer(data, self.name_of(name), metadata=metadata)
+            tuples.append((data, {**kwargs, **self._geometry(data.ndim)}, kind))
+        return self.finish(tuples, list(planes))
+
     def finish(self, tuples: Sequence[LayerDataTuple], order: Sequence[str]) -> list[Any]:
         """Show the result's layer tuples; tuple ``k`` takes over the layer of ``order[k]``.
 
@@ -220,7 +239,6 @@ class OutputLayers:
             if target is None and self.reuse.get(name) in self.viewer.layers:
                 layer = self.reuse[name]
                 target = _Target(layer, False, layer.name)
-                self._place(layer)
             layer = target.layer if target is not None else None
             fits = (
                 layer is not None

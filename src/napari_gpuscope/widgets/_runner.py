@@ -150,7 +150,6 @@ class JobRunner(QObject):
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.generation = 0
-        self.started_jobs = 0
         self._run: _Run | None = None
         self._closing: set[GeneratorWorker] = set()
         self._pbar: Any = None
@@ -210,7 +209,6 @@ class JobRunner(QObject):
         """
         self.cancel()
         self.generation += 1
-        self.started_jobs += 1
         self.tag = tag
         run = _Run(job, self.generation, description, _Control(wanted))
         self._run = run

@@ -1,8 +1,9 @@
 """Dock settings that persist between napari sessions: one small JSON file per dock.
 
-The file holds the method's parameters as its params model writes them
-(:meth:`~napari_gpuscope.compute.params.Params.to_dict`, minus the fields that belong to a layer,
-such as the spacing) and a few dock options. It lives in the user's configuration directory
+The file holds the method's parameters exactly as its params model writes them
+(:meth:`~napari_gpuscope.compute.params.Params.to_dict`, so ``TVParams.from_dict`` reads them
+back, e.g. as a recipe for a script) and, separately, a few dock options. It is written whenever
+a setting changes. It lives in the user's configuration directory
 (``~/.config/napari-gpuscope/docks/<method>.json`` on Linux), or under
 ``$NAPARI_GPUSCOPE_CONFIG_DIR`` when that is set (tests point it at a temporary folder).
 """
@@ -15,10 +16,13 @@ import os
 from pathlib import Path
 from typing import Any
 
+from napari_gpuscope.compute.params import Params
+
 __all__ = ["CONFIG_DIR_ENV", "DockSettings"]
 
 CONFIG_DIR_ENV = "NAPARI_GPUSCOPE_CONFIG_DIR"
-_VERSION = 1
+_VERSION = 2
+"""Version 1 kept only the fields a dock showed; such files are ignored (defaults)."""
 
 
 def _config_dir() -> Path:
@@ -41,48 +45,63 @@ class DockSettings:
     Examples
     --------
     >>> import os, tempfile
+    >>> from napari_gpuscope.compute.tv import TVParams
     >>> os.environ[CONFIG_DIR_ENV] = tempfile.mkdtemp()
     >>> settings = DockSettings("tv")
-    >>> settings.save({"strength": 2.0}, {"replace_last": False})
-    >>> settings.load()
-    ({'strength': 2.0}, {'replace_last': False})
+    >>> settings.save(TVParams(strength=2.0), {"replace_last": False})
+    >>> params, options = settings.load(TVParams)
+    >>> params.strength, options
+    (2.0, {'replace_last': False})
     """
 
     def __init__(self, method_id: str) -> None:
         self.method_id = method_id
+        self._written: str | None = None
 
     @property
     def path(self) -> Path:
         """The JSON file."""
         return _config_dir() / "docks" / f"{self.method_id}.json"
 
-    def load(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        """``(params, options)`` as saved; empty dicts when nothing (readable) was saved."""
+    def load(self, params_class: type[Params]) -> tuple[Params | None, dict[str, Any]]:
+        """``(params, options)`` as saved.
+
+        ``params`` is None when nothing readable was saved or the saved values are not valid
+        parameters (written by another version): the dock then starts from the defaults.
+        ``options`` is an empty dict when none were saved.
+        """
         try:
             record = json.loads(self.path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            return {}, {}
+            return None, {}
         if not isinstance(record, dict) or record.get("version") != _VERSION:
-            return {}, {}
-        params, options = record.get("params"), record.get("options")
-        return (
-            params if isinstance(params, dict) else {},
-            options if isinstance(options, dict) else {},
-        )
+            return None, {}
+        options = record.get("options")
+        options = options if isinstance(options, dict) else {}
+        try:
+            params = params_class.from_dict(record.get("params"))
+        except (ValueError, TypeError):  # ParameterError is a ValueError
+            params = None
+        return params, options
 
-    def save(self, params: dict[str, Any], options: dict[str, Any]) -> None:
+    def save(self, params: Params, options: dict[str, Any]) -> None:
         """Write the settings (a failure to write is not an error worth interrupting work)."""
-        record = {"version": _VERSION, "method": self.method_id, "params": params}
-        record["options"] = options
+        text = json.dumps(
+            {"version": _VERSION, "params": params.to_dict(), "options": options}, indent=2
+        )
+        if text == self._written and self.path.exists():
+            return  # nothing changed (e.g. the spacing refilled from the same layer)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(record, indent=2), encoding="utf-8")
+            tmp.write_text(text, encoding="utf-8")
             tmp.replace(self.path)
         except OSError:
-            pass
+            return
+        self._written = text
 
     def clear(self) -> None:
         """Forget the saved settings."""
+        self._written = None
         with contextlib.suppress(OSError):
             self.path.unlink()

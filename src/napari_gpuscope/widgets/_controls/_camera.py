@@ -34,7 +34,8 @@ class CameraRows(QObject):
     """Ties a form's ``gain``, ``offset`` and ``read_noise`` fields into one camera model.
 
     A gain of "auto" (the control's minimum) means "estimate the whole model from the image":
-    offset and read noise are then disabled and show "auto" too. After a run that estimated
+    offset and read noise are then disabled and mean "auto" (None) too, through the same
+    :class:`~napari_gpuscope.widgets._controls.FieldStyle` mechanism. After a run that estimated
     the model, :meth:`show_estimate` shows the values, and "Use these" copies them into the
     fields (then the same camera is used for every later run, e.g. on a whole experiment).
 
@@ -75,12 +76,6 @@ class CameraRows(QObject):
         """Whether the user entered a gain (else the model is estimated)."""
         return self.form.value("gain") is not None
 
-    def values(self) -> dict[str, Any]:
-        """``gain``, ``offset``, ``read_noise`` for the params model (all None when estimated)."""
-        if not self.known_gain:
-            return dict.fromkeys(_FIELDS)
-        return {name: self.form.value(name) for name in _FIELDS}
-
     def set_visible(self, visible: bool) -> None:
         """Show or hide the camera rows (e.g. only for a Poisson noise model)."""
         self._visible = visible
@@ -99,13 +94,13 @@ class CameraRows(QObject):
 
     def _sync(self, *_: Any) -> None:
         known = self.known_gain
+        auto_text = self.form.styles["gain"].auto_text
         for name in ("offset", "read_noise"):
             widget = self.form.widgets[name]
             widget.enabled = known
-            # "auto" is the text Qt shows at a spin box's minimum: park the value there.
-            widget.native.setSpecialValueText("" if known else "auto")
+            self.form.set_auto_text(name, None if known else auto_text)
             if not known:
-                widget.value = widget.min
+                self.form.set_values({name: None})
             elif widget.value <= widget.min:
                 widget.value = max(0.0, widget.min)
 

@@ -7,6 +7,7 @@ narrower range for the slider, "auto" for None).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -224,6 +225,13 @@ class ParamForm(QWidget):
         field = self._field_widget(name)
         field.setVisible(visible)
         self._rows_of[name].labels[id(field)].setVisible(visible)
+
+    def set_auto_text(self, name: str, text: str | None) -> None:
+        """Let field ``name`` mean None at its minimum, shown as ``text`` (None: no longer),
+        e.g. camera fields that are estimated together with an "auto" gain."""
+        style = dataclasses.replace(self.styles.get(name, FieldStyle()), auto_text=text)
+        self.styles[name] = style
+        self.widgets[name].native.setSpecialValueText(text or "")
 
     def _field_widget(self, name: str) -> QWidget:
         return self.widgets[name].native if name in self.widgets else self.custom[name]

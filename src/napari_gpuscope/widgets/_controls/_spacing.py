@@ -90,11 +90,6 @@ class SpacingRow(QWidget):
         self._layer: Any = None
         self._links = Connections()
 
-    @property
-    def layer(self) -> Any:
-        """The layer the weights come from."""
-        return self._layer
-
     def set_layer(self, layer: napari.layers.Layer | None) -> None:
         """Follow ``layer`` (None: no boxes)."""
         if layer is not self._layer:
@@ -144,6 +139,11 @@ class SpacingRow(QWidget):
             self._row.addWidget(QLabel(name))
             self._row.addWidget(box.native, stretch=1)
             self.boxes.append(box)
+
+    def stop_following(self) -> None:
+        """Disconnect from the layer (the dock is closing); the boxes keep their values."""
+        self._links.disconnect_all()
+        self._layer = None
 
     def value(self) -> tuple[float, ...]:
         """The weights, one per layer axis."""
