@@ -9,127 +9,33 @@ Everything else -- the parameter rows, Run / Stop & keep / Cancel, streaming, re
 -- comes from :class:`~napari_gpuscope.widgets.MethodDock` and the params model
 :class:`~napari_gpuscope.compute.tv.TVParams`.
 
-Live preview solves the displayed plane. For a volume it solves a thin slab around it *in 3D*
-and shows the slab's centre plane, because 2D TV on the plane alone would not match the 3D
-result of a full run. The weight (or camera model) comes from the whole image, as in a run:
-:func:`~napari_gpuscope.compute.tv.resolve_weight` (what a run does first, with the same checks)
-runs in the preview's worker thread and is remembered per array. The noise level and weight
-shown under the strength are those of the latest preview or run: nothing is estimated on the GUI
-thread.
+Live preview (:mod:`.tv_preview`) solves the displayed plane, smoothing like a run. The noise
+level and weight shown under the strength are those of the latest preview or run: nothing is
+estimated on the GUI thread.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import threading
 import weakref
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from magicgui.widgets import Label
 from qtpy.QtWidgets import QSizePolicy, QWidget
 
-from napari_gpuscope.compute.jobs import Job, Output, Progress, mapped
+from napari_gpuscope.compute.jobs import Job
 from napari_gpuscope.compute.tv import OUTPUT, TVParams
-from napari_gpuscope.widgets._base import MethodDock, PreviewResult
+from napari_gpuscope.widgets._base import MethodDock
 from napari_gpuscope.widgets._controls import CameraRows, FieldStyle, SpacingRow
 from napari_gpuscope.widgets._preview import PlaneView
+from napari_gpuscope.widgets.tv_preview import TVPreview, WholeImageWeights, preview_job
 
 if TYPE_CHECKING:
     import napari.layers
 
-__all__ = [
-    "PREVIEW_HALF_SLAB",
-    "PREVIEW_MAX_ITERATIONS",
-    "PREVIEW_TOLERANCE",
-    "TVDenoiseDock",
-    "TVPreview",
-]
-
-PREVIEW_MAX_ITERATIONS = 50
-PREVIEW_TOLERANCE = 1e-2
-PREVIEW_HALF_SLAB = 3
-"""Planes on each side of the displayed one in a 3D preview slab (7 planes in total)."""
+__all__ = ["TVDenoiseDock"]
 
 _UNKNOWN_SIGMA = "noise σ: not estimated yet"
-
-
-@dataclass(frozen=True)
-class TVPreview(PreviewResult):
-    """A TV preview: the slab's result (weight and noise level of the whole image), and
-    whether the camera model was estimated (gain "auto")."""
-
-    estimated_camera: bool = False
-
-
-class _WholeImageWeights:
-    """:func:`~napari_gpuscope.compute.tv.resolve_weight` of a whole input, remembered.
-
-    Only preview jobs (worker threads) use it; the lock keeps it consistent should two ever
-    overlap. The key is the array itself, held weakly (a deleted layer's volume must not stay
-    in memory for this), and the parameters that decide the estimate. The strength is not one
-    of them: it scales the weight (``TVParams``: weight = strength x noise sigma, or strength
-    in Poisson mode), so moving the strength slider estimates nothing again.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._data: weakref.ref[Any] | None = None
-        self._known: dict[TVParams, Any] = {}
-
-    @staticmethod
-    def _key(params: TVParams) -> TVParams:
-        """``params`` at strength 1, without what only the solver uses."""
-        return TVParams(
-            weight=params.weight,
-            noise_model=params.noise_model,
-            gain=params.gain,
-            offset=params.offset,
-            read_noise=params.read_noise,
-            channel_axis=params.channel_axis,
-        )
-
-    def _lookup(self, data: Any, key: TVParams) -> Any:
-        same = self._data is not None and self._data() is data
-        return self._known.get(key) if same else None
-
-    def known(self, data: Any, params: TVParams) -> bool:
-        """Whether :meth:`resolve` would answer without reading the image."""
-        with self._lock:
-            return self._lookup(data, self._key(params)) is not None
-
-    def resolve(self, data: Any, params: TVParams) -> Any:
-        """The weight, noise level and camera model a run on ``data`` would use."""
-        from napari_gpuscope.compute import tv
-
-        key = self._key(params)
-        with self._lock:
-            unit = self._lookup(data, key)
-        if unit is None:
-            unit = tv.resolve_weight(data, key)  # reads the image: outside the lock
-            with self._lock:
-                if self._data is None or self._data() is not data:
-                    self._known = {}
-                    try:
-                        self._data = weakref.ref(data)
-                    except TypeError:  # not weakly referable: not remembered
-                        self._data = None
-                if self._data is not None:
-                    self._known[key] = unit
-        if params.weight is not None:
-            return unit
-        return dataclasses.replace(unit, weight=params.strength * unit.weight)
-
-
-def _estimate_message(params: TVParams) -> str | None:
-    """What resolving the weight estimates from the whole image, in words (None: nothing)."""
-    if params.noise_model == "poisson":
-        if params.gain is None:
-            return "estimating the camera gain, offset and read noise from the whole image"
-        return None
-    return "estimating the noise level of the whole image" if params.weight is None else None
 
 
 class TVDenoiseDock(MethodDock):
@@ -152,7 +58,7 @@ class TVDenoiseDock(MethodDock):
     }
 
     def __init__(self, viewer: napari.viewer.Viewer) -> None:
-        self._whole_image = _WholeImageWeights()
+        self._whole_image = WholeImageWeights()
         # The noise level the latest preview or run found, and the array it belongs to (GUI
         # thread only; weakly held).
         self._sigma: tuple[weakref.ref[Any], float] | None = None
@@ -244,44 +150,4 @@ class TVDenoiseDock(MethodDock):
         self, layer: Any, params: TVParams, device: str, view: PlaneView
     ) -> Job[TVPreview]:
         """A small-budget solve of a slab around the displayed plane."""
-        return self._preview(layer.data, params, device, view)
-
-    def _preview(self, data: Any, params: TVParams, device: str, view: PlaneView) -> Job[TVPreview]:
-        from napari_gpuscope.compute import tv
-
-        # Everything below runs in the worker thread (the first line on the first resume).
-        message = _estimate_message(params)
-        if message is not None and not self._whole_image.known(data, params):
-            yield Progress(None, message)
-        resolved = self._whole_image.resolve(data, params)
-        fixed: dict[str, Any] = {"weight": resolved.weight}  # so the slab smooths like a run
-        if resolved.camera is not None:
-            camera = resolved.camera
-            fixed.update(gain=camera.gain, offset=camera.offset, read_noise=camera.read_noise)
-        slab = view.slab(params.spacing or (1.0,) * len(view.shape), PREVIEW_HALF_SLAB)
-        image = np.ascontiguousarray(np.asarray(data[slab.selection]))  # a few planes only
-        quick = params.replace(
-            **fixed,
-            spacing=slab.spacing,
-            max_iterations=min(PREVIEW_MAX_ITERATIONS, params.max_iterations),
-            tolerance=max(PREVIEW_TOLERANCE, params.tolerance),
-        )
-
-        def to_plane(update: Progress) -> Progress:
-            output = update.outputs.get(OUTPUT)
-            if output is None or output.region is not None:
-                return dataclasses.replace(update, outputs={})
-
-            def plane() -> np.ndarray:
-                return output.array()[slab.centre]
-
-            return dataclasses.replace(update, outputs={OUTPUT: Output(plane)})
-
-        result = yield from mapped(tv.iter_denoise(image, params=quick, device=device), to_plane)
-        # The weight is strength x the noise level of the whole image, as the result says.
-        result = dataclasses.replace(result, noise_sigma=resolved.noise_sigma)
-        in_3d = len(slab.spacing) > 2  # coupled to the planes around it
-        note = f"displayed plane ({'3D slab, ' if in_3d else ''}at most {quick.max_iterations} "
-        note += "iterations)"
-        planes = {OUTPUT: np.asarray(result.image)[slab.centre]}
-        return TVPreview(result, planes, note, estimated_camera=params.gain is None)
+        return preview_job(self._whole_image, layer.data, params, device, view)
