@@ -181,6 +181,23 @@ def test_a_non_finite_solve_is_an_error_not_a_result(image, monkeypatch):
         result_of(image, 0.1)
 
 
+def test_a_non_finite_split_solve_is_an_error_not_a_result(monkeypatch):
+    """The chunked (split) path refuses NaN like the whole-volume path."""
+    from napari_gpuscope.compute.tv import _split
+
+    real = _split.fgp_iterations
+
+    def poisoned(f, *args, **kwargs):
+        f.fill_(float("nan"))  # a solve that went wrong inside a round
+        return real(f, *args, **kwargs)
+
+    monkeypatch.setattr(_split, "fgp_iterations", poisoned)
+    volume = (fluorescence_phantom_3d((30, 20, 20)) + 0.1).astype(np.float32)
+    budget = 20 * 20 * _job._bytes_per_element("fgp", 3) * 14  # about 14 planes: split
+    with pytest.raises(NumericalError, match="NaN or infinite"):
+        result_of(volume, 0.1, memory_budget=budget)
+
+
 def test_chunked_volumes_in_extreme_units_stay_equivariant():
     gt = fluorescence_phantom_3d((30, 20, 20))
     volume = (gt + 0.1 * np.random.default_rng(2).standard_normal(gt.shape)).astype(np.float32)

@@ -170,14 +170,20 @@ class SolveContext:
 
         solver = self.solver(f, self)
         result: solvers.SolveResult = yield from mapped(solver, report)
-        finite = bool(torch.isfinite(result.image).all()) and not math.isnan(result.relative_gap)
+        self.refuse_non_finite(
+            bool(torch.isfinite(result.image).all()) and not math.isnan(result.relative_gap)
+        )
+        return result
+
+    def refuse_non_finite(self, finite: bool) -> None:
+        """Raise :class:`NumericalError` unless a solve's image and gap were finite: a NaN
+        result is never returned, let alone as converged."""
         if not finite:
             raise NumericalError(
-                f"TV denoising ({params.method}) produced NaN or infinite values although the "
-                "input was finite and scaled to magnitude ~1; this is a bug, please report it "
-                f"with the parameters ({params.to_json()}) and the input's value range."
+                f"TV denoising ({self.params.method}) produced NaN or infinite values although "
+                "the input was finite and scaled to magnitude ~1; this is a bug, please report "
+                f"it with the parameters ({self.params.to_json()}) and the input's value range."
             )
-        return result
 
 
 def fraction_done(iteration: int, gap: float, first_gap: float, params: TVParams) -> float:

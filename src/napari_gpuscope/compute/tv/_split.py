@@ -385,6 +385,10 @@ def _account(
     unreached: int,
     chunks: int | None = None,
 ) -> None:
+    # The stitched image is on the host by now: the same refusal as a whole-volume solve.
+    context.refuse_non_finite(
+        not math.isnan(gap) and bool(np.isfinite(context.out[slab.core]).all())
+    )
     totals = context.totals
     totals.written.append(slab.core)
     totals.chunks += chunks if chunks is not None else math.ceil(state.planes / slab.chunk)
