@@ -59,7 +59,7 @@ from napari_gpuscope.compute.jobs import Job, Progress
 from napari_gpuscope.compute.params import Params
 from napari_gpuscope.compute.results import Geometry
 from napari_gpuscope.methods import MethodSpec, method
-from napari_gpuscope.provenance import PROVENANCE_KEY, build_provenance
+from napari_gpuscope.provenance import PROVENANCE_KEY, build_provenance, provenance_of
 from napari_gpuscope.widgets._controls import FieldStyle, MetricsPlot, ParamForm
 from napari_gpuscope.widgets._controls._layer_picker import LayerPicker
 from napari_gpuscope.widgets._devices import DeviceRow
@@ -598,7 +598,7 @@ class MethodDock(QWidget):
         """Whether selecting ``layer`` makes it the input: not our own results or preview."""
         if layer in self._owned:
             return False
-        record = getattr(layer, "metadata", {}).get(PROVENANCE_KEY)
+        record = provenance_of(layer)
         return not (isinstance(record, dict) and record.get("method") == self.method_id)
 
     def _on_input_changed(self, *_: Any) -> None:
