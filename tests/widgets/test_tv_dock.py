@@ -133,6 +133,37 @@ def test_noise_level_comes_from_the_preview_job_never_the_gui(viewer, qtbot, doc
     assert _field(dock, "gain").native.isVisibleTo(dock)
 
 
+def test_an_array_edited_in_place_is_estimated_again(viewer, qtbot, dock, resolutions):
+    # The whole-image noise level is cached per array; painting into the same array (same
+    # object, new content) must not keep the old estimate.
+    data = _noisy((128, 128), sigma=0.05)
+    layer = viewer.add_image(data, name="img")
+    _select(dock, "img")
+    dock.live_preview.setChecked(True)
+    qtbot.waitUntil(lambda: "img [TV preview]" in viewer.layers, timeout=10_000)
+    qtbot.waitUntil(lambda: not dock.runner.running, timeout=10_000)
+    first = viewer.layers["img [TV preview]"].metadata[PROVENANCE_KEY]["result"]["noise_sigma"]
+    assert first == pytest.approx(_true_sigma(data), rel=0.05)
+
+    calls = len(resolutions)
+    data[:] = _noisy(data.shape, sigma=0.2, seed=3)  # in place: layer.data is still `data`
+    layer.refresh()
+    assert layer.data is data
+    _field(dock, "strength").value = 1.5
+    assert "not estimated yet" in dock.weight_label.value or "0.2" in dock.weight_label.value
+    qtbot.waitUntil(lambda: len(resolutions) > calls, timeout=10_000)
+    qtbot.waitUntil(
+        lambda: (
+            viewer.layers["img [TV preview]"].metadata[PROVENANCE_KEY]["result"]["noise_sigma"]
+            != first
+        ),
+        timeout=10_000,
+    )
+    second = viewer.layers["img [TV preview]"].metadata[PROVENANCE_KEY]["result"]["noise_sigma"]
+    assert second == pytest.approx(_true_sigma(data), rel=0.05)
+    assert dock.weight_label.value == f"noise σ ≈ {second:.3g} → weight {1.5 * second:.3g}"
+
+
 def test_a_typed_gain_previews_without_estimating(viewer, qtbot, dock, resolutions):
     viewer.add_image(_noisy((64, 64)) * 50 + 100, name="img")
     _select(dock, "img")

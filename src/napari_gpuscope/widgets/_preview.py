@@ -8,6 +8,8 @@ plane, and a preview never shows up on a plane it was not computed for.
 
 from __future__ import annotations
 
+import hashlib
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -18,7 +20,7 @@ if TYPE_CHECKING:
     import napari.layers
     import napari.viewer
 
-__all__ = ["PlaneView", "PreviewResult", "Slab"]
+__all__ = ["DataIdentity", "PlaneView", "PreviewResult", "Slab"]
 
 
 @dataclass(frozen=True)
@@ -158,3 +160,65 @@ class PreviewResult:
     def describe(self) -> str:
         """The result's description, after what was previewed."""
         return f"preview of the {self.note}: {self.result.describe()}"
+
+
+_SAMPLED_VALUES = 1 << 16
+
+
+def _sample_digest(data: Any) -> bytes | None:
+    """A digest of an in-memory array's shape, dtype and an even sample of its values.
+
+    Whole-image estimates (a noise level, say) are cached per array; a user who edits the array
+    in place (painting, ``layer.data[...] = ...`` then ``refresh()``) keeps the same object, so
+    the object alone cannot tell the cache that its answer is stale. Hashing every value would
+    cost a pass over a possibly huge volume on the GUI thread; 65,536 evenly spaced values (every
+    64th pixel of a 2048 x 2048 image) catch any edit larger than a few pixels, which is what can
+    move a whole-image estimate. Lazy arrays (Dask, Zarr) are not read: None.
+    """
+    if not isinstance(data, np.ndarray):
+        return None
+    flat = data.reshape(-1) if data.flags.c_contiguous else data.ravel(order="K")
+    sample = np.ascontiguousarray(flat[:: max(1, flat.size // _SAMPLED_VALUES)])
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(repr((data.shape, data.dtype.str)).encode())
+    digest.update(sample.tobytes())
+    return digest.digest()
+
+
+class DataIdentity:
+    """Which array (weakly held) with which content a cached whole-image answer belongs to.
+
+    Parameters
+    ----------
+    data : array-like
+        The layer data the answer was computed from.
+
+    Examples
+    --------
+    >>> image = np.zeros((256, 256), np.float32)
+    >>> known = DataIdentity(image)
+    >>> known.matches(image)
+    True
+    >>> image[100:110, 100:110] = 5.0  # edited in place: same object, other content
+    >>> known.matches(image)
+    False
+    """
+
+    def __init__(self, data: Any) -> None:
+        self._ref: weakref.ref[Any] | None
+        try:
+            self._ref = weakref.ref(data)
+        except TypeError:  # not weakly referable: never matches (nothing is remembered)
+            self._ref = None
+        self._digest = _sample_digest(data)
+
+    @property
+    def alive(self) -> bool:
+        """Whether the array can still be matched (it exists and could be weakly held)."""
+        return self._ref is not None and self._ref() is not None
+
+    def matches(self, data: Any) -> bool:
+        """Whether ``data`` is the same array with (by the sample) the same content."""
+        return (
+            self._ref is not None and self._ref() is data and _sample_digest(data) == self._digest
+        )

@@ -16,8 +16,6 @@ estimated on the GUI thread.
 
 from __future__ import annotations
 
-import contextlib
-import weakref
 from typing import TYPE_CHECKING, Any
 
 from magicgui.widgets import Label
@@ -27,7 +25,7 @@ from napari_gpuscope.compute.jobs import Job
 from napari_gpuscope.compute.tv import OUTPUT, TVParams
 from napari_gpuscope.widgets._base import MethodDock
 from napari_gpuscope.widgets._controls import CameraRows, FieldStyle, SpacingRow
-from napari_gpuscope.widgets._preview import PlaneView
+from napari_gpuscope.widgets._preview import DataIdentity, PlaneView
 from napari_gpuscope.widgets.tv_preview import TVPreview, WholeImageWeights, preview_job
 
 if TYPE_CHECKING:
@@ -59,9 +57,9 @@ class TVDenoiseDock(MethodDock):
 
     def __init__(self, viewer: napari.viewer.Viewer) -> None:
         self._whole_image = WholeImageWeights()
-        # The noise level the latest preview or run found, and the array it belongs to (GUI
-        # thread only; weakly held).
-        self._sigma: tuple[weakref.ref[Any], float] | None = None
+        # The noise level the latest preview or run found, and the array (weakly held, with a
+        # sample of its content) it belongs to. GUI thread only.
+        self._sigma: tuple[DataIdentity, float] | None = None
         super().__init__(viewer)
 
     # ---------------------------------------------------------------- controls
@@ -105,8 +103,8 @@ class TVDenoiseDock(MethodDock):
         layer = self.input_layer
         if self._sigma is None or layer is None:
             return None
-        data_ref, sigma = self._sigma
-        return sigma if data_ref() is layer.data else None
+        data, sigma = self._sigma
+        return sigma if data.matches(layer.data) else None
 
     def _update_weight_label(self, *_: Any) -> None:
         strength = self.form.value("strength")
@@ -135,8 +133,7 @@ class TVDenoiseDock(MethodDock):
         else:
             solved, estimated = result, result.params.gain is None
         if solved.noise_sigma is not None:
-            with contextlib.suppress(TypeError):  # data that cannot be weakly referenced
-                self._sigma = (weakref.ref(layer.data), float(solved.noise_sigma))
+            self._sigma = (DataIdentity(layer.data), float(solved.noise_sigma))
         if layer == self.input_layer:
             self._update_weight_label()
         poisson = solved.params.noise_model == "poisson"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +18,7 @@ import numpy as np
 
 from napari_gpuscope.compute.jobs import Job, Output, Progress, mapped
 from napari_gpuscope.compute.tv import OUTPUT, TVParams
-from napari_gpuscope.widgets._preview import PlaneView, PreviewResult
+from napari_gpuscope.widgets._preview import DataIdentity, PlaneView, PreviewResult
 
 __all__ = [
     "PREVIEW_HALF_SLAB",
@@ -49,14 +48,16 @@ class WholeImageWeights:
 
     Only preview jobs (worker threads) use it; the lock keeps it consistent should two ever
     overlap. The key is the array itself, held weakly (a deleted layer's volume must not stay
-    in memory for this), and the parameters that decide the estimate. The strength is not one
+    in memory for this) and checked against a sample of its values (an array edited in place
+    is estimated again: :class:`~napari_gpuscope.widgets._preview.DataIdentity`), and the
+    parameters that decide the estimate. The strength is not one
     of them: it scales the weight (``TVParams``: weight = strength x noise sigma, or strength
     in Poisson mode), so moving the strength slider estimates nothing again.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._data: weakref.ref[Any] | None = None
+        self._data: DataIdentity | None = None
         self._known: dict[TVParams, Any] = {}
 
     @staticmethod
@@ -72,7 +73,7 @@ class WholeImageWeights:
         )
 
     def _lookup(self, data: Any, key: TVParams) -> Any:
-        same = self._data is not None and self._data() is data
+        same = self._data is not None and self._data.matches(data)
         return self._known.get(key) if same else None
 
     def known(self, data: Any, params: TVParams) -> bool:
@@ -90,13 +91,10 @@ class WholeImageWeights:
         if unit is None:
             unit = tv.resolve_weight(data, key)  # reads the image: outside the lock
             with self._lock:
-                if self._data is None or self._data() is not data:
+                if self._data is None or not self._data.matches(data):
                     self._known = {}
-                    try:
-                        self._data = weakref.ref(data)
-                    except TypeError:  # not weakly referable: not remembered
-                        self._data = None
-                if self._data is not None:
+                    self._data = DataIdentity(data)
+                if self._data.alive:
                     self._known[key] = unit
         if params.weight is not None:
             return unit
