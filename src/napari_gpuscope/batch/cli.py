@@ -106,7 +106,7 @@ def _recipe(args: argparse.Namespace) -> int:
         name, sep, value = item.partition("=")
         if not sep or not name:
             return _fail(f"--set {item!r}: expected NAME=VALUE")
-        changes[name.strip()] = yaml.safe_load(value)
+        changes[name.strip()] = _value(yaml.safe_load(value))
     base = Recipe.from_defaults(args.method).params
     try:
         recipe = Recipe.from_data(
@@ -119,6 +119,16 @@ def _recipe(args: argparse.Namespace) -> int:
     recipe.save(args.output)
     print(f"wrote {args.output} ({args.method}, recipe {recipe.hash()[:12]})")
     return 0
+
+
+def _value(parsed: Any) -> Any:
+    """PyYAML follows YAML 1.1, where ``1e-5`` (no dot) is a string: read it as the number."""
+    if isinstance(parsed, str):
+        try:
+            return float(parsed) if parsed.strip().lower() not in ("nan", "inf", "-inf") else parsed
+        except ValueError:
+            return parsed
+    return parsed
 
 
 def _run(args: argparse.Namespace) -> int:
