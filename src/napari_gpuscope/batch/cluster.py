@@ -134,8 +134,33 @@ def _local_cpu(choice: ClusterChoice) -> Any:
     )
 
 
+def physical_gpus(indices: list[int]) -> list[str]:
+    """What to put in each worker's ``CUDA_VISIBLE_DEVICES`` for ``cuda:N`` as the driver sees
+    it: with the driver itself restricted (``CUDA_VISIBLE_DEVICES=2,3``), ``cuda:0`` is GPU 2.
+
+    Examples
+    --------
+    >>> import os
+    >>> os.environ["CUDA_VISIBLE_DEVICES"] = "2,3"
+    >>> physical_gpus([1])
+    ['3']
+    >>> del os.environ["CUDA_VISIBLE_DEVICES"]
+    """
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if not visible:
+        return [str(index) for index in indices]
+    names = [name.strip() for name in visible.split(",") if name.strip()]
+    for index in indices:
+        if index >= len(names):
+            raise ValueError(
+                f"--device cuda:{index}: only {len(names)} GPU(s) are visible "
+                f"(CUDA_VISIBLE_DEVICES={visible})"
+            )
+    return [names[index] for index in indices]
+
+
 def _local_gpu(choice: ClusterChoice) -> Any:
-    indices = gpu_indices(choice.device)
+    indices = physical_gpus(gpu_indices(choice.device))
     dashboard = choice.dashboard or None
     try:
         from dask_cuda import LocalCUDACluster
@@ -151,7 +176,9 @@ def _local_gpu(choice: ClusterChoice) -> Any:
     return pinned_gpu_cluster(indices, dashboard_address=dashboard)
 
 
-def pinned_gpu_cluster(indices: list[int], *, dashboard_address: str | None = ":0") -> Any:
+def pinned_gpu_cluster(
+    indices: list[int] | list[str], *, dashboard_address: str | None = ":0"
+) -> Any:
     """One nanny-managed worker process per GPU, pinned with ``CUDA_VISIBLE_DEVICES``.
 
     The variable is in each worker's environment from its start, so its CUDA runtime only ever
