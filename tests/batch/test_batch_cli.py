@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import tifffile
 from batch_helpers import write_positions
 
@@ -72,3 +73,20 @@ def test_validate_reports_pixel_size_axes_and_unreadable_files(tmp_path, capsys)
     assert "broken: cannot read" in out
     assert "field00" not in out and "field01" not in out
     assert "5 positions, 3 problem(s)" in out
+
+
+def test_slurm_jobs_ask_for_one_gpu_and_retire_before_the_wall_time():
+    pytest.importorskip("dask_jobqueue")
+    from napari_gpuscope.batch.cluster import ClusterChoice, slurm_cluster
+
+    choice = ClusterChoice(
+        cluster="slurm", device="cuda", walltime="02:00:00", queue="gpu", account="lab"
+    )
+    with slurm_cluster(choice) as cluster:
+        script = cluster.job_script()
+    assert "#SBATCH --gres=gpu:1" in script
+    assert "#SBATCH -p gpu" in script and "#SBATCH -A lab" in script
+    assert "#SBATCH -t 02:00:00" in script
+    assert "--resources GPU=1" in script
+    assert "--lifetime 108m --lifetime-stagger 6m --lifetime-restart" in script
+    assert "--nthreads 1" in script

@@ -25,7 +25,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ClusterChoice", "gpu_indices", "open_client", "slurm_lifetime"]
+__all__ = [
+    "ClusterChoice",
+    "gpu_indices",
+    "open_client",
+    "physical_gpus",
+    "pinned_gpu_cluster",
+    "slurm_cluster",
+    "slurm_lifetime",
+]
 
 GPU_RESOURCE = "GPU"
 
@@ -201,7 +209,10 @@ def pinned_gpu_cluster(
     return SpecCluster(workers=workers, scheduler=scheduler, name="napari-gpuscope GPUs")
 
 
-def _slurm(choice: ClusterChoice) -> Any:
+def slurm_cluster(choice: ClusterChoice) -> Any:
+    """dask-jobqueue's SLURMCluster for ``choice`` (no job is submitted until work exists):
+    one worker per job with one thread, one GPU (``--gres=gpu:1``) advertised as ``GPU=1``,
+    and a lifetime staggered below the wall time."""
     try:
         from dask_jobqueue import SLURMCluster
     except ImportError:
@@ -226,7 +237,6 @@ def _slurm(choice: ClusterChoice) -> Any:
             "--lifetime-restart",
         ],
     )
-    cluster.adapt(minimum=0, maximum=choice.workers or 8)
     return cluster
 
 
@@ -248,7 +258,8 @@ def open_client(choice: ClusterChoice) -> Iterator[Any]:
             yield client
         return
     if choice.cluster == "slurm":
-        cluster = _slurm(choice)
+        cluster = slurm_cluster(choice)
+        cluster.adapt(minimum=0, maximum=choice.workers or 8)
     elif choice.uses_gpu:
         cluster = _local_gpu(choice)
     else:
