@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -216,9 +217,21 @@ def _compute(recipe: Recipe, position: Position, data: Any, device: str, prepare
 
 
 def _free(device: str) -> None:
-    """Empty torch's and CuPy's pools after a position (a no-op on the CPU)."""
-    from napari_gpuscope.compute.memory import free_cached
+    """Empty torch's and CuPy's pools after a position, so the two never starve each other.
+
+    Not :func:`~napari_gpuscope.compute.memory.free_cached`: its ``gc.collect()`` (for a failed
+    attempt's frames) costs more than a small position here, and a finished job has already
+    released its tensors. Nothing to do on the CPU.
+    """
+    if not device.startswith("cuda"):
+        return
+    import torch
 
     # A broken CUDA context must not hide the position's own outcome.
     with contextlib.suppress(Exception):
-        free_cached(device)
+        torch.cuda.empty_cache()
+    cupy = sys.modules.get("cupy")  # only if the method used it: never import it here
+    if cupy is not None:
+        with contextlib.suppress(Exception):
+            cupy.get_default_memory_pool().free_all_blocks()
+            cupy.get_default_pinned_memory_pool().free_all_blocks()
