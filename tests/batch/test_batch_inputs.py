@@ -89,3 +89,30 @@ def test_inputs_that_name_nothing_usable(tmp_path):
     (tmp_path / "y" / "a_b.tif").write_bytes(b"")
     with pytest.raises(InputError, match="two inputs map to the position name 'a_b'"):
         discover(str(tmp_path / "*" / "*.tif"))
+
+
+def test_a_plate_field_runs_lazily_and_equals_the_direct_call(tmp_path):
+
+    from napari_gpuscope.batch.recipes import Recipe
+    from napari_gpuscope.batch.store import BatchStore
+    from napari_gpuscope.batch.tasks import TaskSpec, run_position
+    from napari_gpuscope.compute import tv
+
+    root = zarr.open_group(str(tmp_path / "plate.zarr"), mode="w")
+    write_plate_metadata(root, ["A"], ["1"], ["A/1"])
+    well = root.require_group("A/1")
+    write_well_metadata(well, ["0"])
+    noisy = np.random.default_rng(0).poisson(40.0, (48, 64)).astype(np.uint16)
+    _image(well.require_group("0"), noisy, FormatV05())
+    [position] = discover(tmp_path / "plate.zarr")
+    assert isinstance(position.open(), zarr.Array)  # read by the method, not loaded first
+    recipe = Recipe.from_defaults("tv")
+    spec = TaskSpec(recipe.model_dump(mode="json"), recipe.hash(), str(tmp_path / "out.zarr"))
+    store = BatchStore(spec.out)
+    store.prepare({})
+
+    summary = run_position(spec, position, "key")
+
+    assert summary["status"] == "done", summary
+    expected = tv.denoise(noisy, params=recipe.params_model(), device="cpu")
+    assert store.read_position("A1-0").tobytes() == expected.tobytes()

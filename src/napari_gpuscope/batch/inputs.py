@@ -104,6 +104,21 @@ class Position:
             return _tiff_info(self.path)
         return _zarr_info(self.path, self.array)
 
+    def open(self) -> Any:
+        """The position's pixels for a job, read lazily where possible: the Zarr array itself
+        (a method reads it chunk by chunk, e.g. eSRRF frames), a read-only memory map of an
+        uncompressed TIFF, else the array read into memory."""
+        if self.kind == "zarr":
+            import zarr
+
+            return zarr.open_array(str(Path(self.path) / self.array), mode="r")
+        import tifffile
+
+        try:
+            return tifffile.memmap(self.path, mode="r")
+        except ValueError:  # compressed or not contiguous: read it
+            return self.read()
+
     def read(self) -> np.ndarray:
         """The position's pixels (the whole full-resolution array)."""
         if self.kind == "tiff":

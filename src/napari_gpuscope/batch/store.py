@@ -137,6 +137,11 @@ class BatchStore:
         images = [layer for layer in layers if layer[2] == "image"]
         if not images:
             raise ValueError("the method returned no image layer to write")
+        others = [
+            f"{layer[1].get('name', '')} ({layer[2]})" for layer in layers if layer[2] != "image"
+        ]
+        if others:  # e.g. vectors: not an OME-Zarr image; say so rather than drop them silently
+            attrs = {**attrs, "layers_not_written": others}
         written = []
         group = root.create_group(name, overwrite=True)
         _write_image(group, images[0], attrs)

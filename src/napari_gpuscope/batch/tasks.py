@@ -140,7 +140,7 @@ def run_position(task: TaskSpec, position: Position, key: str, prepared: Any = N
         store.discard(position.name)
         stage = "reading"
         info = position.info()
-        data = position.read()
+        data = position.open()
         read_s = time.perf_counter() - started
         stage = "computing"
         result, record = _compute(recipe, position, data, device, prepared)
