@@ -24,6 +24,17 @@ from napari_gpuscope.compute.jobs import run_job
 from napari_gpuscope.methods import METHODS
 
 
+@pytest.fixture(scope="module")
+def client():
+    """A LocalCluster of 2 spawned worker processes, one thread each (as ``--device cpu``),
+    shared by this module's tests (starting one costs seconds)."""
+    from napari_gpuscope.batch.cluster import ClusterChoice, open_client
+
+    with open_client(ClusterChoice(device="cpu", workers=2, dashboard="")) as dask_client:
+        dask_client.wait_for_workers(2)
+        yield dask_client
+
+
 def _assert_identical(actual: np.ndarray, expected: np.ndarray) -> None:
     assert actual.dtype == expected.dtype and actual.shape == expected.shape
     assert actual.tobytes() == expected.tobytes()
