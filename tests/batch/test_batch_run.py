@@ -171,3 +171,31 @@ def test_every_registered_method_runs_one_position(tmp_path, client, method_id):
     if spec.batch is None:  # one-phase: the registry's job on the same data and parameters
         result = run_job(spec.job_function()(np.asarray(data), params=params, device="cpu"))
         _assert_identical(written, np.asarray(result.layers("sample")[0][0]))
+
+
+def test_an_interrupt_returns_the_report_so_far_and_resume_finishes(tmp_path, client):
+    paths = write_positions(tmp_path / "in", 6, shape=(128, 128))
+    positions = discover(str(tmp_path / "in" / "*.tif"))
+    recipe = Recipe.from_defaults("tv", tolerance=1e-5)
+    out = tmp_path / "out.zarr"
+
+    def interrupt(done: int, failed: int, total: int) -> None:
+        raise KeyboardInterrupt  # Ctrl-C after the first finished position
+
+    report = run_batch(recipe, positions, out, client, on_update=interrupt)
+
+    assert report.interrupted and report.exit_code == 130
+    assert len(report.done) >= 1 and report.failed == {}
+    assert any("INTERRUPTED" in line for line in report.lines())
+    # A cancelled position may still be running on its worker (a thread cannot be stopped)
+    # while the resumed run computes it too: each attempt renames its own complete group
+    # into place, so the store stays consistent either way.
+    resumed = run_batch(recipe, positions, out, client, resume=True)
+    assert sorted(resumed.skipped + resumed.done) == [p.stem for p in paths]
+    assert set(report.done) <= set(resumed.skipped)
+    assert store_status(out).done == [p.stem for p in paths]
+    for path in paths:
+        _assert_identical(
+            BatchStore(out).read_position(path.stem), direct(path, recipe.params_model())
+        )
+    assert not list(out.glob(".writing-*"))

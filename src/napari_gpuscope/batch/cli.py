@@ -1,7 +1,8 @@
 """The batch subcommands of ``napari-gpuscope``: ``recipe``, ``run``, ``validate``, ``status``.
 
 Exit codes: 0 all done; 1 some positions failed (the report and ``status`` say which and why);
-2 a usage or configuration error (bad recipe, no input, store exists); 130 interrupted.
+2 a usage or configuration error (bad recipe, no input, store exists); 130 interrupted (the
+report, when asked for, is written all the same).
 """
 
 from __future__ import annotations
@@ -201,7 +202,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.report is not None:
         report.write(args.report)
     for line in report.lines():
-        print(line, file=sys.stderr if line.startswith("FAILED") else sys.stdout)
+        print(line, file=sys.stderr if line.startswith(("FAILED", "INTERRUPTED")) else sys.stdout)
     return report.exit_code
 
 

@@ -30,6 +30,8 @@ class BatchReport:
         The Dask dashboard's address.
     dry_run : bool
         Whether nothing was computed (``done`` then lists what *would* be).
+    interrupted : bool
+        Whether the run was interrupted (the positions in none of the lists are pending).
 
     Examples
     --------
@@ -49,10 +51,14 @@ class BatchReport:
     timings: dict[str, Any] = field(default_factory=dict)
     dashboard: str | None = None
     dry_run: bool = False
+    interrupted: bool = False
 
     @property
     def exit_code(self) -> int:
-        """0 when nothing failed, 1 otherwise (failures are never silent)."""
+        """0 when nothing failed, 1 when a position failed (failures are never silent), 130
+        when interrupted."""
+        if self.interrupted:
+            return 130
         return 1 if self.failed else 0
 
     def finish(self, wall_seconds: float, position_seconds: dict[str, float]) -> None:
@@ -89,5 +95,7 @@ class BatchReport:
         rate = self.timings.get("positions_per_second")
         if rate:
             out.append(f"{self.timings['wall_seconds']:.1f} s, {rate:.2f} positions/s")
+        if self.interrupted:
+            out.append("INTERRUPTED: the other positions are pending; rerun with --resume")
         out += [f"FAILED {name}: {reason}" for name, reason in sorted(self.failed.items())]
         return out

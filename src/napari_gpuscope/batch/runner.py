@@ -108,6 +108,11 @@ def run_batch(
     ------
     StoreExistsError
         ``out`` holds an earlier run and neither ``resume`` nor ``overwrite`` is set.
+
+    Notes
+    -----
+    An interrupt (Ctrl-C) cancels the positions not yet finished and returns the report so
+    far, marked ``interrupted``.
     """
     start = time.perf_counter()
     store = BatchStore(out)
@@ -160,8 +165,9 @@ def run_batch(
             if on_update is not None:
                 on_update(len(report.done), finished_failed, len(todo))
     except KeyboardInterrupt:
+        # Finished positions keep their markers; the rest stay pending for --resume.
         client.cancel(list(futures))
-        raise
+        report.interrupted = True
     report.done.sort()
     report.finish(time.perf_counter() - start, position_seconds)
     return report

@@ -14,7 +14,8 @@ Completion markers live beside the store, in ``OUT.zarr.batch/``:
     The recipe (YAML), its hash and every position with its identity, written by the driver
     before any task starts (``status`` reads it).
 ``done/<position>.json``
-    Written by the task *after* its group is complete, atomically (write, then rename); holds
+    Written by the task *after* its group is complete (groups are written under a temporary
+    name ``OUT.zarr/.writing-*`` and renamed into place), atomically (write, then rename); holds
     the marker key (hash of the recipe hash and the input's identity), timings and the summary.
 ``failed/<position>.json``
     The reason a position failed (removed when it later succeeds).
@@ -30,6 +31,7 @@ import json
 import os
 import shutil
 import tempfile
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -130,10 +132,14 @@ class BatchStore:
     def write_position(
         self, name: str, layers: list[tuple[Any, dict[str, Any], str]], attrs: dict[str, Any]
     ) -> list[str]:
-        """Write a position's image layers as OME-Zarr image groups; returns their paths."""
+        """Write a position's image layers as OME-Zarr image groups; returns their paths.
+
+        The group is written under a temporary name and renamed into place, so
+        ``OUT.zarr/<name>`` is always absent or complete, even when a cancelled attempt that
+        is still running elsewhere writes the same position.
+        """
         import zarr
 
-        root = zarr.open_group(str(self.out), mode="r+")
         images = [layer for layer in layers if layer[2] == "image"]
         if not images:
             raise ValueError("the method returned no image layer to write")
@@ -142,16 +148,31 @@ class BatchStore:
         ]
         if others:  # e.g. vectors: not an OME-Zarr image; say so rather than drop them silently
             attrs = {**attrs, "layers_not_written": others}
-        written = []
-        group = root.create_group(name, overwrite=True)
-        _write_image(group, images[0], attrs)
-        written.append(name)
-        for index, layer in enumerate(images[1:], start=1):
-            label = safe_label(layer[1].get("name", ""), index)
-            child = group.require_group("extra").create_group(label, overwrite=True)
-            _write_image(child, layer, attrs)
-            written.append(f"{name}/extra/{label}")
+        staging = self.out / f".writing-{name}-{uuid.uuid4().hex[:12]}"
+        written = [name]
+        try:
+            group = zarr.open_group(str(staging), mode="w", zarr_format=3)
+            _write_image(group, images[0], attrs)
+            for index, layer in enumerate(images[1:], start=1):
+                label = safe_label(layer[1].get("name", ""), index)
+                child = group.require_group("extra").create_group(label, overwrite=True)
+                _write_image(child, layer, attrs)
+                written.append(f"{name}/extra/{label}")
+            self._move_into_place(staging, self.out / name)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
         return written
+
+    @staticmethod
+    def _move_into_place(staging: Path, final: Path) -> None:
+        for _ in range(3):  # another attempt may put its (identical) group there in between
+            shutil.rmtree(final, ignore_errors=True)
+            try:
+                os.rename(staging, final)
+                return
+            except OSError:
+                continue
+        raise OSError(f"could not move the written group into place at {final}")
 
     def mark_done(self, name: str, record: dict[str, Any]) -> None:
         """Write the completion marker (after the group is complete); clear a failure."""
