@@ -80,11 +80,12 @@ class MethodSpec:
         "Stop & keep" beside Cancel).
     batch : str or None
         Only for two-phase methods: ``"module:attribute"`` of an object whose optional
-        ``prepare(params, tiles, *, device)`` runs once per batch run (e.g. BaSiC's fit on all
-        tiles or a subsample) and whose optional ``job(data, params, *, prepared, device,
-        cache_key)`` makes each position's job (e.g. phase reusing transfer functions cached
-        per worker under ``cache_key``, the recipe hash). ``None``: every position runs
-        :attr:`job` with the recipe's parameters. See ``docs/batch.md``.
+        ``prepare(params, tiles, *, device, artifacts)`` runs once per batch run (e.g. BaSiC's
+        fit on all tiles or a subsample, or a profile loaded from the recipe's artifacts) and
+        whose optional ``job(data, params, *, prepared, device, cache_key)`` makes each
+        position's job (e.g. phase reusing transfer functions cached per worker under
+        ``cache_key``, the recipe hash). ``None``: every position runs :attr:`job` with the
+        recipe's parameters. See ``docs/batch.md``.
     """
 
     id: str

@@ -74,14 +74,17 @@ def iter_flat(data, params=None, *, device=None, profile=None):
 
 
 class FlatHooks:
-    """``prepare`` fits the profile on the first ``params.sample`` tiles; ``job`` applies it and
-    counts the profiles it built per cache key (as phase caches transfer functions)."""
+    """``prepare`` fits the profile on the first ``params.sample`` tiles (or loads the recipe's
+    ``profile`` artifact); ``job`` applies it and counts the jobs it made per cache key (as
+    phase caches transfer functions)."""
 
     reads = 0
     built: ClassVar[dict[str, int]] = {}
 
     @classmethod
-    def prepare(cls, params, tiles, *, device):
+    def prepare(cls, params, tiles, *, device, artifacts):
+        if "profile" in artifacts:  # a profile saved earlier replaces the fit
+            return np.load(artifacts["profile"])["profile"]
         stack = []
         for read in tiles[: params.sample]:
             cls.reads += 1

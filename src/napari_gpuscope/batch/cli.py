@@ -193,6 +193,7 @@ def _run(args: argparse.Namespace) -> int:
                 overwrite=args.overwrite,
                 device=choice.task_device,
                 input_name=str(args.input),
+                recipe_dir=args.recipe.parent,
                 on_update=update,
             )
         except StoreExistsError as exc:

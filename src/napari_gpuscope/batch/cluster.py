@@ -281,8 +281,3 @@ def open_client(choice: ClusterChoice) -> Iterator[Any]:
             yield client
     finally:
         cluster.close()
-
-
-def worker_environment() -> dict[str, str | None]:
-    """What a worker reports about its pinning (tests, ``status``)."""
-    return {"CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES")}

@@ -16,7 +16,7 @@ import glob
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +81,6 @@ class Position:
     kind: str
     path: str
     array: str = ""
-    extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def source(self) -> str:
@@ -286,10 +285,6 @@ def _image_position(path: Path, name: str) -> Position:
         "zarr",
         str(path),
         dataset["path"],
-        extra={
-            "axes": multiscales.get("axes"),
-            "transforms": dataset.get("coordinateTransformations"),
-        },
     )
 
 

@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from napari_gpuscope.batch.cluster import GPU_RESOURCE
 from napari_gpuscope.batch.inputs import Position
 from napari_gpuscope.batch.recipes import Recipe
 from napari_gpuscope.batch.report import BatchReport
@@ -32,8 +33,6 @@ from napari_gpuscope.batch.store import BatchStore, marker_key
 from napari_gpuscope.batch.tasks import TaskSpec, prepare_run, run_position
 
 __all__ = ["StoreExistsError", "plan", "run_batch"]
-
-GPU_RESOURCE = "GPU"
 
 
 class StoreExistsError(RuntimeError):
@@ -74,6 +73,7 @@ def run_batch(
     device: str = "cpu",
     input_name: str = "",
     dry_run: bool = False,
+    recipe_dir: str | Path | None = None,
     on_update: Callable[[int, int, int], None] | None = None,
 ) -> BatchReport:
     """Apply a recipe to every position on a Dask cluster.
@@ -96,6 +96,8 @@ def run_batch(
         The INPUT as given (for the report).
     dry_run : bool
         Plan only: report what would be computed and skipped.
+    recipe_dir : str or Path, optional
+        Where relative artifact paths start (the recipe file's folder).
     on_update : callable, optional
         ``on_update(done, failed, total)`` after each finished position (``total``: the
         positions this run computes).
@@ -108,6 +110,8 @@ def run_batch(
     ------
     StoreExistsError
         ``out`` holds an earlier run and neither ``resume`` nor ``overwrite`` is set.
+    ValueError
+        An artifact is missing or changed since the recipe was saved.
 
     Notes
     -----
@@ -115,6 +119,11 @@ def run_batch(
     far, marked ``interrupted``.
     """
     start = time.perf_counter()
+    base = Path(recipe_dir) if recipe_dir is not None else None
+    problems = recipe.check_artifacts(base)
+    if problems:
+        raise ValueError("; ".join(problems))
+    artifacts = {a.name: str(recipe.artifact_path(a, base).resolve()) for a in recipe.artifacts}
     store = BatchStore(out)
     if store.run_record() is not None and not (resume or overwrite or dry_run):
         raise StoreExistsError(
@@ -143,7 +152,13 @@ def run_batch(
     store.prepare(_run_record(recipe, positions, input_name))
     for name, reason in failed.items():
         store.mark_failed(name, {"position": name, "status": "failed", "reason": reason})
-    spec = TaskSpec(recipe.model_dump(mode="json"), recipe_hash, str(store.out), device=device)
+    spec = TaskSpec(
+        recipe.model_dump(mode="json"),
+        recipe_hash,
+        str(store.out),
+        device=device,
+        artifacts=artifacts,
+    )
     resources = {GPU_RESOURCE: 1} if device != "cpu" else None
     position_seconds: dict[str, float] = {}
     futures = _submit(client, spec, todo, resources)

@@ -8,9 +8,10 @@ failed summary; only the death of the worker process itself is left to the drive
 pools (torch's and CuPy's) are emptied after every position so they do not starve each other.
 
 Two-phase methods name a hook object in ``MethodSpec.batch`` (see
-:class:`~napari_gpuscope.methods.MethodSpec`): ``prepare(params, tiles, *, device)`` runs once
-per run as one task (``tiles`` is a sequence of zero-argument readers, so a fit on a subsample
-reads only what it uses) and its return value is handed to every position's
+:class:`~napari_gpuscope.methods.MethodSpec`): ``prepare(params, tiles, *, device, artifacts)``
+runs once per run as one task (``tiles`` is a sequence of zero-argument readers, so a fit on a
+subsample reads only what it uses; ``artifacts`` maps the recipe's artifact names to their
+files) and its return value is handed to every position's
 ``job(data, params, *, prepared, device, cache_key)``.
 """
 
@@ -23,7 +24,8 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from napari_gpuscope.batch.inputs import Position
@@ -51,6 +53,9 @@ class TaskSpec:
         ``"cuda:N"``.
     cpu_threads : int or None
         torch threads per CPU worker (None: leave torch's default).
+    artifacts : dict
+        The recipe's artifacts: name -> absolute path (checked against their SHA-256 by the
+        driver before the run).
     """
 
     recipe: dict[str, Any]
@@ -58,6 +63,7 @@ class TaskSpec:
     out: str
     device: str = "cpu"
     cpu_threads: int | None = 1
+    artifacts: dict[str, str] = field(default_factory=dict)
 
     def load_recipe(self) -> Recipe:
         """The validated recipe, parsed once per worker process."""
@@ -97,7 +103,8 @@ def prepare_run(task: TaskSpec, positions: Sequence[Position]) -> Any:
     device = _device(task)
     try:
         tiles = [position.read for position in positions]
-        return prepare(recipe.params_model(), tiles, device=device)
+        artifacts = {name: Path(path) for name, path in task.artifacts.items()}
+        return prepare(recipe.params_model(), tiles, device=device, artifacts=artifacts)
     finally:
         _free(device)
 
