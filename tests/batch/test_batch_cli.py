@@ -90,3 +90,12 @@ def test_slurm_jobs_ask_for_one_gpu_and_retire_before_the_wall_time():
     assert "--resources GPU=1" in script
     assert "--lifetime 108m --lifetime-stagger 6m --lifetime-restart" in script
     assert "--nthreads 1" in script
+
+
+def test_units_written_differently_are_the_same_unit(tmp_path, capsys):
+    write_positions(tmp_path / "in", 1, shape=(32, 32))  # ImageJ unit "um"
+    facts = InputFacts(units=["micrometer", "micrometer"], pixel_size=[0.1, 0.1])
+    recipe = Recipe.from_params(Recipe.from_defaults("tv").params_model(), input=facts)
+    path = recipe.save(tmp_path / "tv.yaml")
+    assert main(["validate", str(path), str(tmp_path / "in" / "*.tif")]) == 0
+    assert "0 problem(s)" in capsys.readouterr().out

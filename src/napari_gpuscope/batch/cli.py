@@ -144,6 +144,14 @@ def _run(args: argparse.Namespace) -> int:
     if problems:
         return _fail("; ".join(problems))
     positions = discover(args.input)
+    from napari_gpuscope.batch.status import validate_inputs
+
+    # The first position only (every one would cost a metadata read each on the driver).
+    for problem in validate_inputs(recipe, positions[:1], recipe_dir=args.recipe.parent):
+        print(
+            f"warning: {problem} (check every position with 'napari-gpuscope validate')",
+            file=sys.stderr,
+        )
     choice = ClusterChoice(
         cluster=args.cluster,
         device=args.device,

@@ -10,7 +10,7 @@ from typing import Any
 
 from napari_gpuscope.batch.inputs import Position
 from napari_gpuscope.batch.recipes import Recipe
-from napari_gpuscope.batch.store import BatchStore
+from napari_gpuscope.batch.store import BatchStore, ngff_unit
 
 __all__ = ["StoreStatus", "store_status", "validate_inputs"]
 
@@ -113,7 +113,10 @@ def _mismatches(facts: Any, info: Any) -> list[str]:
             )
     if facts.units is not None and info.units is not None:
         actual_units = list(info.units[-len(facts.units) :])
-        if all(actual_units) and actual_units != list(facts.units):
+        same = [
+            ngff_unit(a) == ngff_unit(e) for a, e in zip(actual_units, facts.units, strict=False)
+        ]
+        if all(actual_units) and not all(same):
             out.append(f"units {actual_units}, the recipe expects {list(facts.units)}")
     if facts.dtype is not None and info.dtype != facts.dtype:
         out.append(f"dtype {info.dtype}, the recipe was tuned on {facts.dtype}")

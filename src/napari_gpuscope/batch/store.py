@@ -210,7 +210,7 @@ def _axes(labels: tuple[str, ...] | None, ndim: int, units: Any) -> list[dict[st
     for i, axis in enumerate(names):
         kind = "space" if axis in _SPACE else {"t": "time", "c": "channel"}.get(axis, "other")
         entry = {"name": axis, "type": kind}
-        unit = _ngff_unit(units[i]) if units is not None and i < len(units) else None
+        unit = ngff_unit(units[i]) if units is not None and i < len(units) else None
         if unit and kind in ("space", "time"):
             entry["unit"] = unit
         axes.append(entry)
@@ -228,7 +228,14 @@ _UNITS = {
 }
 
 
-def _ngff_unit(unit: Any) -> str | None:
+def ngff_unit(unit: Any) -> str | None:
+    """The NGFF (UDUNITS) name of a unit as napari or ImageJ write it; None when unknown.
+
+    Examples
+    --------
+    >>> ngff_unit("µm"), ngff_unit("um"), ngff_unit("micrometer"), ngff_unit("px")
+    ('micrometer', 'micrometer', 'micrometer', None)
+    """
     if not unit:
         return None
     text = str(unit)
