@@ -157,6 +157,10 @@ def test_a_killed_worker_is_replaced_and_nothing_is_lost(tmp_path, client):
 def test_every_registered_method_runs_one_position(tmp_path, client, method_id):
     spec = METHODS[method_id]
     data, kwargs, _ = spec.samples[0].load()[0]
+    if not kwargs.get("rgb"):  # a small position: the central 128 x 128 of each plane
+        data = np.asarray(data)
+        y, x = data.shape[-2:]
+        data = data[..., (y - min(y, 128)) // 2 :, (x - min(x, 128)) // 2 :][..., :128, :128]
     params = spec.params_for_sample(kwargs)
     tifffile.imwrite(tmp_path / "sample.tif", np.asarray(data))
     out = tmp_path / "out.zarr"

@@ -23,6 +23,11 @@ def _changed_fields(dock) -> dict:
         target = round(target) if info.kind == "int" else round(target, 2)
         if low < target <= high and target != current:
             widget.value = target
+            try:
+                dock.params()  # a rule between fields may refuse it: then keep the old value
+            except ValueError:
+                widget.value = current
+                continue
             changes[info.name] = widget.value
     return changes
 
