@@ -188,7 +188,8 @@ def _local_gpu(choice: ClusterChoice) -> Any:
         LocalCUDACluster = None
     if LocalCUDACluster is not None:
         return LocalCUDACluster(
-            CUDA_VISIBLE_DEVICES=indices,
+            # Each worker gets a rotation of this list (its own GPU first: cuda:0 in it).
+            CUDA_VISIBLE_DEVICES=",".join(indices),
             threads_per_worker=1,
             resources={GPU_RESOURCE: 1},
             dashboard_address=dashboard,
