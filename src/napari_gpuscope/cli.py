@@ -5,6 +5,9 @@
 on its sample data and writes, per run, the result as an ImageJ TIFF and a screenshot with
 provenance (PNG + JSON sidecar). Screenshots need an X display; on a machine without one run it
 under ``xvfb-run -a``.
+
+``napari-gpuscope recipe | run | validate | status`` are the batch commands
+(:mod:`napari_gpuscope.batch.cli`, ``docs/batch.md``).
 """
 
 from __future__ import annotations
@@ -37,6 +40,9 @@ def _parser() -> argparse.ArgumentParser:
         help="cuda:N (default: the first GPU) or cpu for a reference run on the CPU",
     )
     demo.add_argument("--methods", nargs="*", default=None, help="method ids to run (default: all)")
+    from .batch.cli import add_parsers
+
+    add_parsers(sub)  # recipe, run, validate, status
     return parser
 
 
@@ -188,6 +194,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.headless:
             return _headless_demo(args.out, args.device, args.methods)
         return _interactive_demo()
+    from .batch.cli import COMMANDS, dispatch
+
+    if args.command in COMMANDS:
+        return dispatch(args)
     raise AssertionError(args.command)
 
 

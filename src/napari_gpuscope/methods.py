@@ -78,6 +78,14 @@ class MethodSpec:
     supports_stop : bool
         Whether the job returns its best result so far on ``STOP`` (the dock then offers
         "Stop & keep" beside Cancel).
+    batch : str or None
+        Only for two-phase methods: ``"module:attribute"`` of an object whose optional
+        ``prepare(params, tiles, *, device, artifacts)`` runs once per batch run (e.g. BaSiC's
+        fit on all tiles or a subsample, or a profile loaded from the recipe's artifacts) and
+        whose optional ``job(data, params, *, prepared, device, cache_key)`` makes each
+        position's job (e.g. phase reusing transfer functions cached per worker under
+        ``cache_key``, the recipe hash). ``None``: every position runs :attr:`job` with the
+        recipe's parameters. See ``docs/batch.md``.
     """
 
     id: str
@@ -88,6 +96,7 @@ class MethodSpec:
     samples: tuple[SampleSpec, ...]
     demo_params: str
     supports_stop: bool = False
+    batch: str | None = None
 
     @property
     def command_id(self) -> str:

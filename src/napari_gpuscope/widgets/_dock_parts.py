@@ -26,6 +26,7 @@ from napari_gpuscope.compute.devices import NoGPUError
 from napari_gpuscope.compute.jobs import Progress
 from napari_gpuscope.compute.memory import DeviceMemoryError, is_out_of_memory
 from napari_gpuscope.widgets._controls import MetricsPlot
+from napari_gpuscope.widgets._recipes import RecipeRow
 
 if TYPE_CHECKING:
     from napari_gpuscope.widgets._base import MethodDock
@@ -157,6 +158,11 @@ class DockPanel:
             dock.reset_to_defaults,
         )
         dock.form.add_row("", dock.reset_button, after="advanced")
+        # Batch recipes: the parameters tuned here, applied to a whole experiment.
+        dock.recipe_row = RecipeRow(dock)
+        dock.form.add_row(
+            "Recipe", dock.recipe_row, "Parameters for 'napari-gpuscope run'", after=None
+        )
         self._clock = QTimer(dock)
         self._clock.setInterval(200)
         self._clock.timeout.connect(self._tick)

@@ -1,0 +1,241 @@
+"""The batch subcommands of ``napari-gpuscope``: ``recipe``, ``run``, ``validate``, ``status``.
+
+Exit codes: 0 all done; 1 some positions failed (the report and ``status`` say which and why);
+2 a usage or configuration error (bad recipe, no input, store exists); 130 interrupted (the
+report, when asked for, is written all the same).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["add_parsers", "dispatch"]
+
+COMMANDS = ("recipe", "run", "validate", "status")
+
+
+def add_parsers(sub: Any) -> None:
+    """Add the batch subcommands to the console command's subparsers."""
+    from napari_gpuscope.methods import METHODS
+
+    recipe = sub.add_parser(
+        "recipe", help="write a recipe from a method's defaults (for scripts and tests)"
+    )
+    recipe.add_argument("method", choices=list(METHODS), help="method id")
+    recipe.add_argument(
+        "--set",
+        dest="changes",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="change a parameter (VALUE is YAML: 1.5, null, poisson, [0.5, 0.1, 0.1])",
+    )
+    recipe.add_argument("-o", "--output", type=Path, required=True, help="recipe file to write")
+
+    run = sub.add_parser("run", help="apply a recipe to every position of INPUT on Dask")
+    run.add_argument("recipe", type=Path, help="recipe YAML")
+    run.add_argument("input", help="glob of TIFF files, OME-Zarr image or HCS plate")
+    run.add_argument("--out", type=Path, required=True, help="output OME-Zarr store")
+    run.add_argument(
+        "--device",
+        default="cuda",
+        help="cuda:0,cuda:1,... (default: every visible GPU) or cpu for a reference run",
+    )
+    run.add_argument(
+        "--workers", type=int, default=None, help="CPU workers (default 2); SLURM: most jobs"
+    )
+    run.add_argument(
+        "--cluster", default="local", help="local (default), slurm, or a scheduler address"
+    )
+    again = run.add_mutually_exclusive_group()
+    again.add_argument(
+        "--resume", action="store_true", help="skip positions already complete with this recipe"
+    )
+    again.add_argument("--overwrite", action="store_true", help="delete an earlier output first")
+    run.add_argument("--report", type=Path, default=None, help="write a JSON report here")
+    run.add_argument("--dry-run", action="store_true", help="say what would run; compute nothing")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument(
+        "--dashboard", default=":0", help="local dashboard address (default: a free port)"
+    )
+    slurm = run.add_argument_group("SLURM (--cluster slurm, needs the hpc extra)")
+    slurm.add_argument("--walltime", default="01:00:00", help="per job, HH:MM:SS")
+    slurm.add_argument("--queue", default=None, help="partition")
+    slurm.add_argument("--account", default=None, help="account")
+    slurm.add_argument("--memory", default="32GB", help="host memory per job")
+
+    validate = sub.add_parser(
+        "validate", help="check INPUT against a recipe (shapes, axes, pixel size, artifacts)"
+    )
+    validate.add_argument("recipe", type=Path)
+    validate.add_argument("input")
+
+    status = sub.add_parser("status", help="done / failed / pending per position of OUT.zarr")
+    status.add_argument("out", type=Path)
+
+
+def _fail(message: str, code: int = 2) -> int:
+    print(f"napari-gpuscope: {message}", file=sys.stderr)
+    return code
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    """Run a batch subcommand; returns the exit code."""
+    from napari_gpuscope.batch.inputs import InputError
+    from napari_gpuscope.batch.recipes import RecipeError
+
+    try:
+        return {"recipe": _recipe, "run": _run, "validate": _validate, "status": _status}[
+            args.command
+        ](args)
+    except (RecipeError, InputError, ValueError, RuntimeError) as exc:
+        return _fail(str(exc))
+    except KeyboardInterrupt:
+        return _fail("interrupted; finished positions are kept: rerun with --resume", 130)
+
+
+def _recipe(args: argparse.Namespace) -> int:
+    import yaml
+
+    from napari_gpuscope.batch.recipes import Recipe, RecipeError
+
+    changes: dict[str, Any] = {}
+    for item in args.changes:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            return _fail(f"--set {item!r}: expected NAME=VALUE")
+        changes[name.strip()] = _value(yaml.safe_load(value))
+    base = Recipe.from_defaults(args.method).params
+    try:
+        recipe = Recipe.from_data(
+            {"schema_version": 1, "method": args.method, "params": {**base, **changes}},
+            origin="--set",
+        )
+    except RecipeError as exc:
+        return _fail(str(exc))
+    recipe = Recipe.from_params(recipe.params_model(), source="napari-gpuscope recipe (defaults)")
+    recipe.save(args.output)
+    print(f"wrote {args.output} ({args.method}, recipe {recipe.hash()[:12]})")
+    return 0
+
+
+def _value(parsed: Any) -> Any:
+    """PyYAML follows YAML 1.1, where ``1e-5`` (no dot) is a string: read it as the number."""
+    if isinstance(parsed, str):
+        try:
+            return float(parsed) if parsed.strip().lower() not in ("nan", "inf", "-inf") else parsed
+        except ValueError:
+            return parsed
+    return parsed
+
+
+def _run(args: argparse.Namespace) -> int:
+    from napari_gpuscope.batch.cluster import ClusterChoice, open_client
+    from napari_gpuscope.batch.inputs import discover
+    from napari_gpuscope.batch.progress import ProgressBar
+    from napari_gpuscope.batch.recipes import load_recipe
+    from napari_gpuscope.batch.runner import StoreExistsError, run_batch
+
+    recipe = load_recipe(args.recipe)
+    problems = recipe.check_artifacts(args.recipe.parent)
+    if problems:
+        return _fail("; ".join(problems))
+    positions = discover(args.input)
+    from napari_gpuscope.batch.status import validate_inputs
+
+    # The first position only (every one would cost a metadata read each on the driver).
+    for problem in validate_inputs(recipe, positions[:1], recipe_dir=args.recipe.parent):
+        print(
+            f"warning: {problem} (check every position with 'napari-gpuscope validate')",
+            file=sys.stderr,
+        )
+    choice = ClusterChoice(
+        cluster=args.cluster,
+        device=args.device,
+        workers=args.workers,
+        dashboard=args.dashboard,
+        walltime=args.walltime,
+        queue=args.queue,
+        account=args.account,
+        memory=args.memory,
+    )
+    if choice.uses_gpu and choice.cluster == "local":
+        from napari_gpuscope.batch.cluster import gpu_indices
+
+        gpu_indices(choice.device)  # a clear error before any worker starts
+    print(
+        f"{recipe.method}: {len(positions)} positions from {args.input} -> {args.out} "
+        f"on {args.device} (recipe {recipe.hash()[:12]})"
+    )
+    if args.dry_run:
+        from napari_gpuscope.batch.runner import plan
+        from napari_gpuscope.batch.store import BatchStore
+
+        todo, skipped, unreadable = plan(
+            recipe, positions, BatchStore(args.out), resume=args.resume
+        )
+        print(f"dry run: would compute {len(todo)}, skip {len(skipped)} (complete)")
+        for name, reason in unreadable.items():
+            print(f"  unreadable {name}: {reason}")
+        return 1 if unreadable else 0
+    with open_client(choice) as client:
+        if client.dashboard_link:
+            print(f"Dask dashboard: {client.dashboard_link}")
+        bar = None if args.no_progress else ProgressBar(len(positions))
+
+        def update(done: int, failed: int, total: int) -> None:
+            if bar is not None:
+                bar.total = total  # the positions to compute (resumed ones are not counted)
+                bar.update(done=done, failed=failed)
+
+        try:
+            report = run_batch(
+                recipe,
+                positions,
+                args.out,
+                client,
+                resume=args.resume,
+                overwrite=args.overwrite,
+                device=choice.task_device,
+                input_name=str(args.input),
+                recipe_dir=args.recipe.parent,
+                on_update=update,
+            )
+        except StoreExistsError as exc:
+            return _fail(str(exc))
+        if bar is not None and report.done + list(report.failed):
+            bar.update(done=len(report.done), failed=len(report.failed), final=True)
+    if args.report is not None:
+        report.write(args.report)
+    for line in report.lines():
+        print(line, file=sys.stderr if line.startswith(("FAILED", "INTERRUPTED")) else sys.stdout)
+    return report.exit_code
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from napari_gpuscope.batch.inputs import discover
+    from napari_gpuscope.batch.recipes import load_recipe
+    from napari_gpuscope.batch.status import validate_inputs
+
+    recipe = load_recipe(args.recipe)
+    positions = discover(args.input)
+    problems = validate_inputs(recipe, positions, recipe_dir=args.recipe.parent)
+    for problem in problems:
+        print(problem)
+    print(
+        f"{len(positions)} positions, {len(problems)} problem(s); recipe {recipe.method} "
+        f"{recipe.hash()[:12]}"
+    )
+    return 1 if problems else 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    from napari_gpuscope.batch.status import store_status
+
+    status = store_status(args.out)
+    for line in status.lines():
+        print(line)
+    return 1 if status.failed else 0

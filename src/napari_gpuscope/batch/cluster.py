@@ -1,0 +1,284 @@
+"""Where a batch runs: local CPU or GPU workers, SLURM, or an existing Dask scheduler.
+
+- ``--device cpu``: a :class:`distributed.LocalCluster` of worker *processes*, one thread each
+  (tests and reference runs).
+- ``--device cuda:0,cuda:1`` (local): one worker process per GPU, one thread each, pinned with
+  ``CUDA_VISIBLE_DEVICES`` in the worker's environment before Python starts (so nothing in it
+  can touch another GPU), each advertising the resource ``GPU=1`` that every task requires.
+  With the ``cuda`` extra installed, dask-cuda's ``LocalCUDACluster`` does this; without it a
+  :class:`distributed.SpecCluster` of nannies does the same.
+- ``--cluster slurm`` (the ``hpc`` extra): dask-jobqueue's ``SLURMCluster`` with one GPU per
+  job, worker lifetimes staggered below the wall time (a worker retires and is replaced
+  before SLURM kills it), and ``adapt()``.
+- ``--cluster tcp://host:8786``: an existing scheduler; its workers must advertise ``GPU=1``
+  for GPU runs (``dask worker --resources GPU=1``).
+
+Worker processes are spawned, never forked: a forked child would inherit a parent's CUDA
+state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "ClusterChoice",
+    "gpu_indices",
+    "open_client",
+    "physical_gpus",
+    "pinned_gpu_cluster",
+    "slurm_cluster",
+    "slurm_lifetime",
+]
+
+GPU_RESOURCE = "GPU"
+
+
+@dataclass(frozen=True)
+class ClusterChoice:
+    """The run command's cluster options.
+
+    Attributes
+    ----------
+    cluster : str
+        ``"local"``, ``"slurm"`` or a scheduler address.
+    device : str
+        ``"cpu"`` or a comma-separated list of ``cuda:N``.
+    workers : int or None
+        CPU workers (default 2) or, on SLURM, the most jobs ``adapt()`` may start.
+    dashboard : str
+        Dashboard address of a local cluster (``":0"``: any free port; ``""``: none).
+    walltime : str
+        SLURM wall time ``HH:MM:SS``.
+    queue, account : str or None
+        SLURM partition and account.
+    memory : str
+        Host memory per SLURM job.
+    """
+
+    cluster: str = "local"
+    device: str = "cpu"
+    workers: int | None = None
+    dashboard: str = ":0"
+    walltime: str = "01:00:00"
+    queue: str | None = None
+    account: str | None = None
+    memory: str = "32GB"
+
+    @property
+    def uses_gpu(self) -> bool:
+        """Whether tasks need a ``GPU`` resource."""
+        return self.device != "cpu"
+
+    @property
+    def task_device(self) -> str:
+        """The device string each task resolves on its worker."""
+        return "cpu" if self.device == "cpu" else "cuda"
+
+
+def gpu_indices(device: str) -> list[int]:
+    """``"cuda:0,cuda:1"`` -> ``[0, 1]``; ``"cuda"`` -> every visible GPU.
+
+    Examples
+    --------
+    >>> gpu_indices("cuda:0,cuda:2")
+    [0, 2]
+    """
+    if device == "cuda":
+        import torch  # only the driver asks how many GPUs there are
+
+        count = torch.cuda.device_count()
+        if count == 0:
+            raise ValueError("--device cuda: no CUDA GPU is visible; use --device cpu by name")
+        return list(range(count))
+    indices = []
+    for part in device.split(","):
+        name = part.strip()
+        if not name.startswith("cuda:") or not name[5:].isdigit():
+            raise ValueError(f"--device: {name!r} is not cuda:N (or cpu)")
+        indices.append(int(name[5:]))
+    if len(set(indices)) != len(indices):
+        raise ValueError(f"--device: {device!r} names a GPU twice")
+    return indices
+
+
+def slurm_lifetime(walltime: str) -> tuple[str, str]:
+    """Worker ``--lifetime`` and ``--lifetime-stagger`` below a SLURM wall time.
+
+    A worker retires 10 % (at least 2 minutes) before the wall time, staggered by up to 5 %
+    so that the workers of jobs started together do not all retire at once.
+
+    Examples
+    --------
+    >>> slurm_lifetime("01:00:00")
+    ('54m', '3m')
+    """
+    hours, minutes, seconds = (int(p) for p in walltime.split(":"))
+    total = hours * 3600 + minutes * 60 + seconds
+    margin = max(120, total // 10)
+    lifetime = max(60, total - margin)
+    stagger = max(30, total // 20)
+    return f"{lifetime // 60}m", f"{stagger // 60}m" if stagger >= 60 else f"{stagger}s"
+
+
+def _spawn() -> None:
+    """Spawned workers, and glibc's malloc left alone in them.
+
+    Dask's nannies export ``MALLOC_TRIM_THRESHOLD_=65536`` to their workers; setting it freezes
+    glibc's mmap threshold at 128 KiB, so every torch tensor of a position (a 256^2 float32
+    plane is 256 KiB) is mmapped, zero-filled and unmapped again: TV ran 2.7x slower in a
+    worker than in a plain process. ``None`` unsets it (a user's own export still wins).
+    """
+    import dask
+
+    dask.config.set(
+        {
+            "distributed.worker.multiprocessing-method": "spawn",
+            "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
+        }
+    )
+
+
+def _local_cpu(choice: ClusterChoice) -> Any:
+    from distributed import LocalCluster
+
+    return LocalCluster(
+        n_workers=choice.workers or 2,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=choice.dashboard or None,
+    )
+
+
+def physical_gpus(indices: list[int]) -> list[str]:
+    """What to put in each worker's ``CUDA_VISIBLE_DEVICES`` for ``cuda:N`` as the driver sees
+    it: with the driver itself restricted (``CUDA_VISIBLE_DEVICES=2,3``), ``cuda:0`` is GPU 2.
+
+    Examples
+    --------
+    >>> import os
+    >>> os.environ["CUDA_VISIBLE_DEVICES"] = "2,3"
+    >>> physical_gpus([1])
+    ['3']
+    >>> del os.environ["CUDA_VISIBLE_DEVICES"]
+    """
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if not visible:
+        return [str(index) for index in indices]
+    names = [name.strip() for name in visible.split(",") if name.strip()]
+    for index in indices:
+        if index >= len(names):
+            raise ValueError(
+                f"--device cuda:{index}: only {len(names)} GPU(s) are visible "
+                f"(CUDA_VISIBLE_DEVICES={visible})"
+            )
+    return [names[index] for index in indices]
+
+
+def _local_gpu(choice: ClusterChoice) -> Any:
+    indices = physical_gpus(gpu_indices(choice.device))
+    dashboard = choice.dashboard or None
+    try:
+        from dask_cuda import LocalCUDACluster
+    except ImportError:
+        LocalCUDACluster = None
+    if LocalCUDACluster is not None:
+        return LocalCUDACluster(
+            # Each worker gets a rotation of this list (its own GPU first: cuda:0 in it).
+            CUDA_VISIBLE_DEVICES=",".join(indices),
+            threads_per_worker=1,
+            resources={GPU_RESOURCE: 1},
+            dashboard_address=dashboard,
+        )
+    return pinned_gpu_cluster(indices, dashboard_address=dashboard)
+
+
+def pinned_gpu_cluster(
+    indices: list[int] | list[str], *, dashboard_address: str | None = ":0"
+) -> Any:
+    """One nanny-managed worker process per GPU, pinned with ``CUDA_VISIBLE_DEVICES``.
+
+    The variable is in each worker's environment from its start, so its CUDA runtime only ever
+    sees its GPU (as ``cuda:0``). A worker that dies is restarted by its nanny on the same GPU.
+    """
+    from distributed import Nanny, Scheduler, SpecCluster
+
+    workers = {
+        f"gpu-{index}": {
+            "cls": Nanny,
+            "options": {
+                "nthreads": 1,
+                "resources": {GPU_RESOURCE: 1},
+                "env": {"CUDA_VISIBLE_DEVICES": str(index)},
+            },
+        }
+        for index in indices
+    }
+    scheduler = {"cls": Scheduler, "options": {"dashboard_address": dashboard_address}}
+    return SpecCluster(workers=workers, scheduler=scheduler, name="napari-gpuscope GPUs")
+
+
+def slurm_cluster(choice: ClusterChoice) -> Any:
+    """dask-jobqueue's SLURMCluster for ``choice`` (no job is submitted until work exists):
+    one worker per job with one thread, one GPU (``--gres=gpu:1``) advertised as ``GPU=1``,
+    and a lifetime staggered below the wall time."""
+    try:
+        from dask_jobqueue import SLURMCluster
+    except ImportError:
+        raise RuntimeError(
+            "--cluster slurm needs dask-jobqueue: pip install 'napari-gpuscope[hpc]'"
+        ) from None
+    lifetime, stagger = slurm_lifetime(choice.walltime)
+    cluster = SLURMCluster(
+        cores=1,
+        processes=1,
+        memory=choice.memory,
+        walltime=choice.walltime,
+        queue=choice.queue,
+        account=choice.account,
+        job_extra_directives=["--gres=gpu:1"] if choice.uses_gpu else [],
+        worker_extra_args=[
+            *(["--resources", f"{GPU_RESOURCE}=1"] if choice.uses_gpu else []),
+            "--lifetime",
+            lifetime,
+            "--lifetime-stagger",
+            stagger,
+            "--lifetime-restart",
+        ],
+    )
+    return cluster
+
+
+@contextlib.contextmanager
+def open_client(choice: ClusterChoice) -> Iterator[Any]:
+    """A :class:`distributed.Client` on the chosen cluster, closed (with the cluster) after.
+
+    Examples
+    --------
+    >>> with open_client(ClusterChoice(device="cpu", workers=1, dashboard="")) as client:
+    ...     client.submit(sum, [1, 2]).result()
+    3
+    """
+    from distributed import Client
+
+    _spawn()
+    if choice.cluster not in ("local", "slurm"):
+        with Client(choice.cluster) as client:
+            yield client
+        return
+    if choice.cluster == "slurm":
+        cluster = slurm_cluster(choice)
+        cluster.adapt(minimum=0, maximum=choice.workers or 8)
+    elif choice.uses_gpu:
+        cluster = _local_gpu(choice)
+    else:
+        cluster = _local_cpu(choice)
+    try:
+        with Client(cluster) as client:
+            yield client
+    finally:
+        cluster.close()

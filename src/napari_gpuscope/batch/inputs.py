@@ -1,0 +1,307 @@
+"""Batch inputs: the positions of an experiment, their facts and their identity.
+
+An INPUT is a glob of TIFF files (one position per file, named by the file's stem), an OME-Zarr
+image (one position), an OME-Zarr HCS plate (one position per field, named ``<row><col>-<field>``,
+e.g. ``B03-0``) or a plain Zarr group of OME-Zarr images (e.g. an earlier batch output: one
+position per image group).
+
+A position's *identity* is what a completion marker is keyed on besides the recipe: the file's
+absolute path, size and modification time (TIFF), or the image array's path, shape, dtype and the
+modification time of its metadata (Zarr). Replacing a file therefore recomputes its position.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["InputError", "InputInfo", "Position", "discover", "safe_name"]
+
+
+class InputError(ValueError):
+    """The INPUT names nothing usable; the message says what was looked for."""
+
+
+@dataclass(frozen=True)
+class InputInfo:
+    """Facts read from a position's metadata (no pixels read).
+
+    Attributes
+    ----------
+    shape : tuple of int
+    dtype : str
+    axes : tuple of str or None
+        Lower-case axis labels (``"t"``, ``"c"``, ``"z"``, ``"y"``, ``"x"``) when known.
+    pixel_size : tuple of float or None
+        Physical step per axis when known.
+    units : tuple of str or None
+    """
+
+    shape: tuple[int, ...]
+    dtype: str
+    axes: tuple[str, ...] | None = None
+    pixel_size: tuple[float | None, ...] | None = None
+    units: tuple[str | None, ...] | None = None
+
+    def geometry_kwargs(self) -> dict[str, Any]:
+        """Layer kwargs (``scale``, ``units``, ``axis_labels``) for ``result.layers()``."""
+        kwargs: dict[str, Any] = {}
+        if self.pixel_size is not None and all(p is not None for p in self.pixel_size):
+            kwargs["scale"] = tuple(float(p) for p in self.pixel_size)  # type: ignore[arg-type]
+            if self.units is not None and all(u for u in self.units):
+                kwargs["units"] = tuple(self.units)
+        if self.axes is not None:
+            kwargs["axis_labels"] = tuple(self.axes)
+        return kwargs
+
+
+@dataclass(frozen=True)
+class Position:
+    """One unit of batch work: a TIFF file or an OME-Zarr image.
+
+    Attributes
+    ----------
+    name : str
+        Output group name (``OUT.zarr/<name>/``): letters, digits, ``._-``.
+    kind : {"tiff", "zarr"}
+    path : str
+        The TIFF file, or the OME-Zarr image group.
+    array : str
+        The full-resolution array inside the image group (Zarr only).
+    """
+
+    name: str
+    kind: str
+    path: str
+    array: str = ""
+
+    @property
+    def source(self) -> str:
+        """Where the pixels come from, for provenance and messages."""
+        return self.path if self.kind == "tiff" else f"{self.path}/{self.array}"
+
+    def identity(self) -> str:
+        """What a completion marker is keyed on besides the recipe (see the module docstring)."""
+        if self.kind == "tiff":
+            stat = os.stat(self.path)
+            return f"tiff:{os.path.abspath(self.path)}:{stat.st_size}:{stat.st_mtime_ns}"
+        info = self.info()
+        meta = _zarr_meta_file(Path(self.path) / self.array)
+        mtime = os.stat(meta).st_mtime_ns if meta is not None else 0
+        return f"zarr:{os.path.abspath(self.source)}:{info.shape}:{info.dtype}:{mtime}"
+
+    def info(self) -> InputInfo:
+        """Shape, dtype, axes and pixel size from the metadata."""
+        if self.kind == "tiff":
+            return _tiff_info(self.path)
+        return _zarr_info(self.path, self.array)
+
+    def open(self) -> Any:
+        """The position's pixels for a job, read lazily where possible: the Zarr array itself
+        (a method reads it chunk by chunk, e.g. eSRRF frames), a read-only memory map of an
+        uncompressed TIFF, else the array read into memory."""
+        if self.kind == "zarr":
+            import zarr
+
+            return zarr.open_array(str(Path(self.path) / self.array), mode="r")
+        import tifffile
+
+        try:
+            return tifffile.memmap(self.path, mode="r")
+        except ValueError:  # compressed or not contiguous: read it
+            return self.read()
+
+    def read(self) -> np.ndarray:
+        """The position's pixels (the whole full-resolution array)."""
+        if self.kind == "tiff":
+            import tifffile
+
+            with tifffile.TiffFile(self.path) as tif:
+                return tif.series[0].asarray()
+        import zarr
+
+        return np.asarray(zarr.open_array(str(Path(self.path) / self.array), mode="r")[...])
+
+
+def safe_name(name: str) -> str:
+    """A group name from a file stem: characters other than letters, digits, ``._-`` become
+    ``_``."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]", "_", name).strip(".")
+    return cleaned or "position"
+
+
+def discover(spec: str | os.PathLike[str]) -> list[Position]:
+    """The positions an INPUT names, in a stable order.
+
+    Parameters
+    ----------
+    spec : str or PathLike
+        A glob of TIFF files (``"data/*.tif"``), an OME-Zarr image or plate, or a Zarr group of
+        OME-Zarr images.
+
+    Returns
+    -------
+    list of Position
+
+    Raises
+    ------
+    InputError
+        Nothing matches, names collide, or the Zarr group is neither an image nor a plate.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib, numpy as np, tifffile
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> for name in ("b", "a"):
+    ...     tifffile.imwrite(folder / f"{name}.tif", np.zeros((4, 4), np.uint16))
+    >>> [p.name for p in discover(str(folder / "*.tif"))]
+    ['a', 'b']
+    """
+    text = os.fspath(spec)
+    path = Path(text)
+    if path.is_dir() and _zarr_meta_file(path) is not None:
+        positions = _zarr_positions(path)
+    elif path.is_dir():
+        raise InputError(
+            f"INPUT {text!r} is a folder but not a Zarr group; for TIFF files give a glob, "
+            f"e.g. '{text.rstrip('/')}/*.tif'"
+        )
+    else:
+        files = sorted(
+            f
+            for f in glob.glob(text)
+            if f.lower().endswith((".tif", ".tiff")) and Path(f).is_file()
+        )
+        if not files:
+            raise InputError(f"INPUT {text!r} matches no TIFF file (*.tif, *.tiff)")
+        positions = [Position(safe_name(Path(f).stem), "tiff", f) for f in files]
+    _check_unique(positions)
+    return positions
+
+
+def _check_unique(positions: list[Position]) -> None:
+    seen: dict[str, str] = {}
+    for position in positions:
+        if position.name in seen:
+            raise InputError(
+                f"two inputs map to the position name {position.name!r}: "
+                f"{seen[position.name]!r} and {position.source!r}; rename one"
+            )
+        seen[position.name] = position.source
+
+
+# ---------------------------------------------------------------------------------- TIFF
+def _tiff_info(path: str) -> InputInfo:
+    import tifffile
+
+    with tifffile.TiffFile(path) as tif:
+        series = tif.series[0]
+        shape, dtype = tuple(series.shape), str(series.dtype)
+        axes = tuple(a.lower() for a in series.axes.replace("S", "C").replace("I", "T"))
+        if len(axes) != len(shape):
+            axes = None
+        pixel_size, units = _tiff_pixel_size(tif, axes)
+    return InputInfo(shape, dtype, axes, pixel_size, units)
+
+
+def _tiff_pixel_size(tif: Any, axes: tuple[str, ...] | None) -> tuple[Any, Any]:
+    """Pixel size from the resolution tags (x, y) and ImageJ's ``spacing`` (z)."""
+    if axes is None:
+        return None, None
+    page = tif.pages[0]
+    imagej = tif.imagej_metadata or {}
+    unit = imagej.get("unit")
+    steps: dict[str, float] = {}
+    for axis, tag in (("x", "XResolution"), ("y", "YResolution")):
+        value = page.tags.get(tag)
+        if value is not None:
+            num, den = value.value
+            if num and (num, den) != (1, 1):
+                steps[axis] = den / num
+    if "spacing" in imagej:
+        steps["z"] = float(imagej["spacing"])
+    if not steps:
+        return None, None
+    sizes = tuple(steps.get(a, 1.0 if a in "ct" else None) for a in axes)
+    units = tuple((unit if a in steps else None) for a in axes) if unit else None
+    return sizes, units
+
+
+# ---------------------------------------------------------------------------------- Zarr
+def _zarr_meta_file(path: Path) -> Path | None:
+    for name in ("zarr.json", ".zattrs", ".zgroup", ".zarray"):
+        if (path / name).is_file():
+            return path / name
+    return None
+
+
+def _ome_attrs(path: Path) -> dict[str, Any]:
+    """The OME attributes of a group (NGFF 0.5 ``attributes.ome`` or 0.4 ``.zattrs``)."""
+    if (path / "zarr.json").is_file():
+        attrs = json.loads((path / "zarr.json").read_text()).get("attributes", {})
+        return attrs.get("ome", attrs)
+    if (path / ".zattrs").is_file():
+        return json.loads((path / ".zattrs").read_text())
+    return {}
+
+
+def _zarr_positions(root: Path) -> list[Position]:
+    attrs = _ome_attrs(root)
+    if "multiscales" in attrs:
+        return [_image_position(root, root.name.removesuffix(".zarr") or "image")]
+    if "plate" in attrs:
+        positions = []
+        for well in attrs["plate"].get("wells", []):
+            well_path = root / well["path"]
+            for index, image in enumerate(_ome_attrs(well_path).get("well", {}).get("images", [])):
+                name = safe_name(f"{well['path'].replace('/', '')}-{image.get('path', index)}")
+                positions.append(_image_position(well_path / image["path"], name))
+        if not positions:
+            raise InputError(f"the OME-Zarr plate {str(root)!r} lists no fields")
+        return positions
+    children = sorted(
+        child for child in root.iterdir() if child.is_dir() and "multiscales" in _ome_attrs(child)
+    )
+    if not children:
+        raise InputError(
+            f"{str(root)!r} is a Zarr group but neither an OME-Zarr image, a plate, nor a group "
+            "of OME-Zarr images"
+        )
+    return [_image_position(child, safe_name(child.name)) for child in children]
+
+
+def _image_position(path: Path, name: str) -> Position:
+    multiscales = _ome_attrs(path)["multiscales"][0]
+    dataset = multiscales["datasets"][0]
+    return Position(
+        safe_name(name),
+        "zarr",
+        str(path),
+        dataset["path"],
+    )
+
+
+def _zarr_info(path: str, array: str) -> InputInfo:
+    import zarr
+
+    data = zarr.open_array(str(Path(path) / array), mode="r")
+    multiscales = _ome_attrs(Path(path))["multiscales"][0]
+    axes_meta = multiscales.get("axes")
+    axes = units = None
+    if axes_meta:
+        axes = tuple((a["name"] if isinstance(a, dict) else a).lower() for a in axes_meta)
+        units = tuple((a.get("unit") if isinstance(a, dict) else None) for a in axes_meta)
+    pixel_size = None
+    for dataset in multiscales["datasets"]:
+        if dataset["path"] == array:
+            for transform in dataset.get("coordinateTransformations", []):
+                if transform.get("type") == "scale":
+                    pixel_size = tuple(float(s) for s in transform["scale"])
+    return InputInfo(tuple(data.shape), str(data.dtype), axes, pixel_size, units)

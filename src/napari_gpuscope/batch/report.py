@@ -1,0 +1,101 @@
+"""The run report (``--report FILE``): what was computed, skipped and failed, and how fast."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["BatchReport"]
+
+
+@dataclass
+class BatchReport:
+    """Outcome of one batch run.
+
+    Attributes
+    ----------
+    recipe_hash, method, input, out, device : str
+    done : list of str
+        Positions computed in this run.
+    skipped : list of str
+        Positions skipped as already complete (``--resume``).
+    failed : dict
+        Position name -> reason.
+    timings : dict
+        ``wall_seconds``, ``positions_per_second``, ``position_seconds`` (name -> seconds in its
+        task), ``mean_position_seconds``.
+    dashboard : str or None
+        The Dask dashboard's address.
+    dry_run : bool
+        Whether nothing was computed (``done`` then lists what *would* be).
+    interrupted : bool
+        Whether the run was interrupted (the positions in none of the lists are pending).
+
+    Examples
+    --------
+    >>> report = BatchReport("abc", "tv", "in/*.tif", "out.zarr", "cpu", done=["a"])
+    >>> report.exit_code, report.failed
+    (0, {})
+    """
+
+    recipe_hash: str
+    method: str
+    input: str
+    out: str
+    device: str
+    done: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    timings: dict[str, Any] = field(default_factory=dict)
+    dashboard: str | None = None
+    dry_run: bool = False
+    interrupted: bool = False
+
+    @property
+    def exit_code(self) -> int:
+        """0 when nothing failed, 1 when a position failed (failures are never silent), 130
+        when interrupted."""
+        if self.interrupted:
+            return 130
+        return 1 if self.failed else 0
+
+    def finish(self, wall_seconds: float, position_seconds: dict[str, float]) -> None:
+        """Fill in the timings."""
+        count = len(self.done)
+        self.timings = {
+            "wall_seconds": round(wall_seconds, 4),
+            "positions_per_second": round(count / wall_seconds, 4) if wall_seconds > 0 else None,
+            "mean_position_seconds": (
+                round(sum(position_seconds.values()) / len(position_seconds), 4)
+                if position_seconds
+                else None
+            ),
+            "position_seconds": dict(sorted(position_seconds.items())),
+        }
+
+    def to_json(self) -> str:
+        """The report as JSON text."""
+        return json.dumps(asdict(self), indent=2, sort_keys=False)
+
+    def write(self, path: str | Path) -> Path:
+        """Write :meth:`to_json` to ``path``."""
+        path = Path(path)
+        path.write_text(self.to_json() + "\n", encoding="utf-8")
+        return path
+
+    def lines(self) -> list[str]:
+        """A short summary for the terminal."""
+        verb = "would compute" if self.dry_run else "computed"
+        out = [
+            f"{verb} {len(self.done)}, skipped {len(self.skipped)} (already complete), "
+            f"failed {len(self.failed)}; recipe {self.recipe_hash[:12]}"
+        ]
+        rate = self.timings.get("positions_per_second")
+        if rate:
+            out.append(f"{self.timings['wall_seconds']:.1f} s, {rate:.2f} positions/s")
+        if self.interrupted:
+            out.append("INTERRUPTED: the other positions are pending; rerun with --resume")
+        out += [f"FAILED {name}: {reason}" for name, reason in sorted(self.failed.items())]
+        return out

@@ -1,0 +1,256 @@
+"""The batch driver: plan which positions to compute, submit them to Dask, record everything.
+
+Examples
+--------
+>>> import tempfile, pathlib, numpy as np, tifffile
+>>> from napari_gpuscope.batch.cluster import ClusterChoice, open_client
+>>> from napari_gpuscope.batch.inputs import discover
+>>> from napari_gpuscope.batch.recipes import Recipe
+>>> folder = pathlib.Path(tempfile.mkdtemp())
+>>> noisy = np.random.default_rng(0).poisson(20, (2, 32, 32)).astype(np.uint16)
+>>> for i, plane in enumerate(noisy):
+...     tifffile.imwrite(folder / f"p{i}.tif", plane)
+>>> with open_client(ClusterChoice(device="cpu", workers=1, dashboard="")) as client:
+...     report = run_batch(Recipe.from_defaults("tv"), discover(str(folder / "*.tif")),
+...                        folder / "out.zarr", client)
+>>> report.done, report.failed
+(['p0', 'p1'], {})
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from napari_gpuscope.batch.cluster import GPU_RESOURCE
+from napari_gpuscope.batch.inputs import Position
+from napari_gpuscope.batch.recipes import Recipe
+from napari_gpuscope.batch.report import BatchReport
+from napari_gpuscope.batch.store import BatchStore, marker_key
+from napari_gpuscope.batch.tasks import TaskSpec, prepare_run, run_position
+
+__all__ = ["StoreExistsError", "plan", "run_batch"]
+
+
+class StoreExistsError(RuntimeError):
+    """OUT holds an earlier run and neither ``--resume`` nor ``--overwrite`` was given."""
+
+
+def plan(
+    recipe: Recipe, positions: Sequence[Position], store: BatchStore, *, resume: bool
+) -> tuple[list[tuple[Position, str]], list[str], dict[str, str]]:
+    """Split the positions into (to compute with their marker keys, skipped, unreadable).
+
+    A position is skipped only with ``resume`` and a matching, complete marker; a position
+    whose identity cannot be read (a missing file) is reported, not computed.
+    """
+    recipe_hash = recipe.hash()
+    todo, skipped, unreadable = [], [], {}
+    for position in positions:
+        try:
+            key = marker_key(recipe_hash, position.identity())
+        except (OSError, ValueError, KeyError) as exc:
+            unreadable[position.name] = f"reading {position.source}: {type(exc).__name__}: {exc}"
+            continue
+        if resume and store.is_complete(position.name, key):
+            skipped.append(position.name)
+        else:
+            todo.append((position, key))
+    return todo, skipped, unreadable
+
+
+def run_batch(
+    recipe: Recipe,
+    positions: Sequence[Position],
+    out: str | Path,
+    client: Any,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    device: str = "cpu",
+    input_name: str = "",
+    dry_run: bool = False,
+    recipe_dir: str | Path | None = None,
+    on_update: Callable[[int, int, int], None] | None = None,
+) -> BatchReport:
+    """Apply a recipe to every position on a Dask cluster.
+
+    Parameters
+    ----------
+    recipe : Recipe
+    positions : sequence of Position
+    out : str or Path
+        The OME-Zarr output store.
+    client : distributed.Client
+    resume : bool
+        Skip positions whose completion marker matches (recipe hash and input identity).
+    overwrite : bool
+        Delete an earlier output first.
+    device : str
+        What each task runs on: ``"cpu"`` or ``"cuda"`` (each worker's pinned GPU); GPU tasks
+        require the worker resource ``GPU=1``.
+    input_name : str
+        The INPUT as given (for the report).
+    dry_run : bool
+        Plan only: report what would be computed and skipped.
+    recipe_dir : str or Path, optional
+        Where relative artifact paths start (the recipe file's folder).
+    on_update : callable, optional
+        ``on_update(done, failed, total)`` after each finished position (``total``: the
+        positions this run computes).
+
+    Returns
+    -------
+    BatchReport
+
+    Raises
+    ------
+    StoreExistsError
+        ``out`` holds an earlier run and neither ``resume`` nor ``overwrite`` is set.
+    ValueError
+        An artifact is missing or changed since the recipe was saved.
+
+    Notes
+    -----
+    An interrupt (Ctrl-C) cancels the positions not yet finished and returns the report so
+    far, marked ``interrupted``.
+    """
+    start = time.perf_counter()
+    base = Path(recipe_dir) if recipe_dir is not None else None
+    problems = recipe.check_artifacts(base)
+    if problems:
+        raise ValueError("; ".join(problems))
+    artifacts = {a.name: str(recipe.artifact_path(a, base).resolve()) for a in recipe.artifacts}
+    store = BatchStore(out)
+    if store.run_record() is not None and not (resume or overwrite or dry_run):
+        raise StoreExistsError(
+            f"{store.out} holds an earlier run: pass --resume to compute only what is missing "
+            "or --overwrite to start again"
+        )
+    recipe_hash = recipe.hash()
+    if overwrite and not dry_run:
+        store.prepare({}, overwrite=True)
+    todo, skipped, failed = plan(recipe, positions, store, resume=resume)
+    report = BatchReport(
+        recipe_hash,
+        recipe.method,
+        input_name,
+        str(store.out),
+        device,
+        skipped=skipped,
+        failed=dict(failed),
+        dashboard=getattr(client, "dashboard_link", None),
+        dry_run=dry_run,
+    )
+    if dry_run:
+        report.done = [position.name for position, _ in todo]
+        report.finish(time.perf_counter() - start, {})
+        return report
+    store.prepare(_run_record(recipe, positions, input_name))
+    for name, reason in failed.items():
+        store.mark_failed(name, {"position": name, "status": "failed", "reason": reason})
+    spec = TaskSpec(
+        recipe.model_dump(mode="json"),
+        recipe_hash,
+        str(store.out),
+        device=device,
+        artifacts=artifacts,
+    )
+    resources = {GPU_RESOURCE: 1} if device != "cpu" else None
+    position_seconds: dict[str, float] = {}
+    futures = _submit(client, spec, todo, resources)
+    report.done, finished_failed = [], 0
+    from distributed import as_completed
+
+    try:
+        for future in as_completed(futures):
+            position = futures[future]
+            summary = _outcome(future, position)
+            if summary["status"] == "done":
+                report.done.append(position.name)
+                position_seconds[position.name] = summary["seconds"]
+            else:
+                report.failed[position.name] = summary["reason"]
+                finished_failed += 1
+                if "worker" not in summary:  # the task never reported: record it here
+                    store.mark_failed(position.name, summary)
+            if on_update is not None:
+                on_update(len(report.done), finished_failed, len(todo))
+    except KeyboardInterrupt:
+        # Finished positions keep their markers; the rest stay pending for --resume.
+        client.cancel(list(futures))
+        report.interrupted = True
+    report.done.sort()
+    report.finish(time.perf_counter() - start, position_seconds)
+    return report
+
+
+def _submit(
+    client: Any, spec: TaskSpec, todo: list[tuple[Position, str]], resources: Any
+) -> dict[Any, Position]:
+    from napari_gpuscope.methods import load, method
+
+    run_id = uuid.uuid4().hex[:8]
+    prepared = None
+    batch_hooks = method(spec.recipe["method"]).batch
+    if todo and batch_hooks and getattr(load(batch_hooks), "prepare", None) is not None:
+        prepared = client.submit(
+            prepare_run,
+            spec,
+            [position for position, _ in todo],
+            key=f"prepare-{run_id}",
+            resources=resources,
+            pure=False,
+        )
+    return {
+        client.submit(
+            run_position,
+            spec,
+            position,
+            key,
+            prepared,
+            key=f"position-{position.name}-{run_id}",
+            resources=resources,
+            pure=False,
+        ): position
+        for position, key in todo
+    }
+
+
+def _outcome(future: Any, position: Position) -> dict[str, Any]:
+    """The task's summary, or a failed one when the task could not report (worker died,
+    ``prepare`` failed)."""
+    try:
+        return future.result()
+    except Exception as exc:
+        from distributed import KilledWorker
+
+        if isinstance(exc, KilledWorker):
+            reason = (
+                f"the worker process died while computing {position.source} (too many times to "
+                f"retry; out of host memory or a crash?): {exc}"
+            )
+        else:
+            reason = f"{position.source}: {type(exc).__name__}: {exc}"
+        return {"position": position.name, "status": "failed", "reason": reason}
+
+
+def _run_record(recipe: Recipe, positions: Sequence[Position], input_name: str) -> dict[str, Any]:
+    recipe_hash = recipe.hash()
+    entries = []
+    for position in positions:
+        try:
+            key = marker_key(recipe_hash, position.identity())
+        except (OSError, ValueError, KeyError):
+            key = None
+        entries.append({"name": position.name, "source": position.source, "key": key})
+    return {
+        "recipe_hash": recipe_hash,
+        "recipe": recipe.model_dump(mode="json"),
+        "input": input_name,
+        "positions": entries,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }

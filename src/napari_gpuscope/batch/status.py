@@ -1,0 +1,123 @@
+"""``napari-gpuscope status OUT.zarr`` and ``napari-gpuscope validate RECIPE INPUT``."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from napari_gpuscope.batch.inputs import Position
+from napari_gpuscope.batch.recipes import Recipe
+from napari_gpuscope.batch.store import BatchStore, ngff_unit
+
+__all__ = ["StoreStatus", "store_status", "validate_inputs"]
+
+
+@dataclass
+class StoreStatus:
+    """Per-position state of a batch output.
+
+    Attributes
+    ----------
+    recipe_hash : str or None
+        The last run's recipe hash (None: the store was never run).
+    done, pending : list of str
+    failed : dict
+        Position -> reason.
+    """
+
+    recipe_hash: str | None
+    done: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    pending: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        """What ``status`` prints."""
+        if self.recipe_hash is None:
+            return ["no batch run recorded here"]
+        out = [
+            f"recipe {self.recipe_hash[:12]}: {len(self.done)} done, {len(self.failed)} failed, "
+            f"{len(self.pending)} pending"
+        ]
+        out += [f"failed  {name}: {reason}" for name, reason in sorted(self.failed.items())]
+        out += [f"pending {name}" for name in self.pending]
+        return out
+
+
+def store_status(out: str | Path) -> StoreStatus:
+    """Done / failed / pending per position of the last run recorded in ``out``.
+
+    A position is done when its marker's key is the one the last run expected (same recipe,
+    same input identity) and its group exists; failed when a failure is recorded and it is not
+    done; pending otherwise.
+    """
+    store = BatchStore(out)
+    record = store.run_record()
+    if not record:
+        return StoreStatus(None)
+    status = StoreStatus(record["recipe_hash"])
+    for entry in record["positions"]:
+        name, key = entry["name"], entry.get("key")
+        failure = store.failed_record(name)
+        if key is not None and store.is_complete(name, key):
+            status.done.append(name)
+        elif failure is not None:
+            status.failed[name] = failure.get("reason", "unknown")
+        else:
+            status.pending.append(name)
+    return status
+
+
+def validate_inputs(
+    recipe: Recipe, positions: Sequence[Position], *, recipe_dir: Path | None = None
+) -> list[str]:
+    """Problems that would make a run fail or compute the wrong thing, in words.
+
+    Checks the artifacts (present, unchanged) and each position's metadata against the
+    recipe's input facts: number of dimensions, axes, pixel size (relative tolerance 1e-3),
+    units. A dtype differing from the recipe's is reported too (the parameters may be in the
+    other type's units).
+    """
+    problems = list(recipe.check_artifacts(recipe_dir))
+    facts = recipe.input
+    for position in positions:
+        try:
+            info = position.info()
+        except Exception as exc:
+            problems.append(f"{position.name}: cannot read {position.source}: {exc}")
+            continue
+        problems += [f"{position.name}: {text}" for text in _mismatches(facts, info)]
+    return problems
+
+
+def _mismatches(facts: Any, info: Any) -> list[str]:
+    out = []
+    if facts.ndim is not None and len(info.shape) != facts.ndim:
+        out.append(f"{len(info.shape)} dimensions {info.shape}, the recipe expects {facts.ndim}")
+    if facts.axes is not None and info.axes is not None:
+        expected = [a.lower() for a in facts.axes]
+        if list(info.axes[-len(expected) :]) != expected:
+            out.append(f"axes {''.join(info.axes)}, the recipe expects {''.join(expected)}")
+    if facts.pixel_size is not None and info.pixel_size is not None:
+        expected = facts.pixel_size
+        actual = info.pixel_size[-len(expected) :]
+        if len(actual) == len(expected) and any(
+            a is not None and not math.isclose(a, e, rel_tol=1e-3)
+            for a, e in zip(actual, expected, strict=True)
+        ):
+            out.append(
+                f"pixel size {list(actual)}, the recipe was tuned at {list(expected)} "
+                "(parameters in pixels would mean another physical size)"
+            )
+    if facts.units is not None and info.units is not None:
+        actual_units = list(info.units[-len(facts.units) :])
+        same = [
+            ngff_unit(a) == ngff_unit(e) for a, e in zip(actual_units, facts.units, strict=False)
+        ]
+        if all(actual_units) and not all(same):
+            out.append(f"units {actual_units}, the recipe expects {list(facts.units)}")
+    if facts.dtype is not None and info.dtype != facts.dtype:
+        out.append(f"dtype {info.dtype}, the recipe was tuned on {facts.dtype}")
+    return out

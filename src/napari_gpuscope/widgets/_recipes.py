@@ -1,0 +1,135 @@
+"""Save and load batch recipes from a dock (the "Recipe" row: Save recipe... / Load recipe...).
+
+A recipe saved from a dock holds the parameters the dock would run with (``dock.params()``),
+the facts of its input layer (axes, pixel size, units, dtype) and the layer as provenance; it
+is what ``napari-gpuscope run`` applies to a whole experiment (``docs/batch.md``). Loading one
+sets the dock's controls; parameters the dock takes from the layer (e.g. TV's spacing) or does
+not show are named in the status line when the recipe's value differs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from qtpy.QtWidgets import QFileDialog, QHBoxLayout, QPushButton, QWidget
+
+from napari_gpuscope.batch.recipes import InputFacts, Recipe, load_recipe
+
+if TYPE_CHECKING:
+    from napari_gpuscope.widgets._base import MethodDock
+
+__all__ = ["RecipeRow", "apply_recipe", "recipe_from_dock"]
+
+FILE_FILTER = "Recipe (*.yaml *.yml)"
+
+
+def input_facts(layer: Any) -> InputFacts:
+    """The facts of an image layer that a batch run checks its inputs against."""
+    if layer is None:
+        return InputFacts()
+    units = [str(getattr(unit, "units", unit)) for unit in getattr(layer, "units", ()) or ()]
+    return InputFacts(
+        axes=[str(label) for label in layer.axis_labels],
+        pixel_size=[float(step) for step in layer.scale],
+        units=units if units and all(units) else None,
+        ndim=int(layer.ndim),
+        dtype=str(getattr(layer.data, "dtype", "")) or None,
+    )
+
+
+def recipe_from_dock(dock: MethodDock) -> Recipe:
+    """The recipe for the dock's current parameters and input layer (raises ValueError for
+    invalid parameters)."""
+    layer = dock.input_layer
+    source = None
+    if layer is not None:
+        path = getattr(getattr(layer, "source", None), "path", None)
+        source = f"layer {layer.name!r}" + (f" ({path})" if path else "")
+    return Recipe.from_params(dock.params(), input=input_facts(layer), source=source)
+
+
+def apply_recipe(dock: MethodDock, recipe: Recipe) -> list[str]:
+    """Set the dock's controls from a recipe; returns the parameters it could not set.
+
+    Raises
+    ------
+    ValueError
+        The recipe is for another method.
+    """
+    if recipe.method != dock.method_id:
+        raise ValueError(
+            f"this recipe is for {recipe.method!r}, not {dock.method_id!r}: load it in the "
+            f"{recipe.method} dock"
+        )
+    params = recipe.params_model()
+    dock.form.set_values({name: getattr(params, name) for name in dock.form.widgets})
+    for name, control in dock.form.custom.items():
+        set_value = getattr(control, "set_value", None)
+        if set_value is not None:
+            set_value(getattr(params, name))
+    shown = dock.params().to_dict()
+    return [name for name, value in recipe.params.items() if shown.get(name) != value]
+
+
+class RecipeRow(QWidget):
+    """The dock's "Save recipe..." and "Load recipe..." buttons."""
+
+    def __init__(self, dock: MethodDock) -> None:
+        super().__init__()
+        self.dock = dock
+        self.save_button = QPushButton("Save recipe...")
+        self.save_button.setToolTip(
+            "Save these parameters and the input's facts as a YAML recipe, to run them over a "
+            "whole experiment with 'napari-gpuscope run' (docs/batch.md)"
+        )
+        self.save_button.clicked.connect(lambda: self.save())
+        self.load_button = QPushButton("Load recipe...")
+        self.load_button.setToolTip("Set the parameters from a saved recipe")
+        self.load_button.clicked.connect(lambda: self.load())
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.save_button)
+        layout.addWidget(self.load_button)
+
+    def save(self, path: str | Path | None = None) -> Path | None:
+        """Write the recipe (asks for a file when ``path`` is None); None when cancelled or
+        when the parameters are invalid (the status line says why)."""
+        try:
+            recipe = recipe_from_dock(self.dock)
+        except ValueError as exc:
+            self.dock._set_status(f"Recipe not saved: {exc}")
+            return None
+        if path is None:
+            layer = self.dock.input_layer
+            stem = f"{layer.name if layer is not None else 'recipe'}-{self.dock.method_id}"
+            name, _ = QFileDialog.getSaveFileName(self, "Save recipe", f"{stem}.yaml", FILE_FILTER)
+            if not name:
+                return None
+            path = Path(name) if Path(name).suffix else Path(name).with_suffix(".yaml")
+        written = recipe.save(path)
+        self.dock._set_status(f"Recipe saved to {written.name} (recipe {recipe.hash()[:12]}).")
+        return written
+
+    def load(self, path: str | Path | None = None) -> Recipe | None:
+        """Read a recipe and set the dock's parameters from it (asks for a file when ``path`` is
+        None); None when cancelled or invalid (the status line says why)."""
+        if path is None:
+            name, _ = QFileDialog.getOpenFileName(self, "Load recipe", "", FILE_FILTER)
+            if not name:
+                return None
+            path = name
+        try:
+            recipe = load_recipe(path)
+            unset = apply_recipe(self.dock, recipe)
+        except ValueError as exc:
+            self.dock._set_status(f"Recipe not loaded: {exc}")
+            return None
+        text = f"Recipe {Path(path).name} loaded."
+        if unset:
+            text += (
+                f" Not set from it (this dock takes them from the layer or does not show "
+                f"them): {', '.join(unset)}."
+            )
+        self.dock._set_status(text)
+        return recipe

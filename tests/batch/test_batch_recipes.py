@@ -1,0 +1,127 @@
+"""Recipes: YAML round trip, safe loading, errors that name the key, hash, schema, CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from napari_gpuscope.batch.recipes import Artifact, Recipe, RecipeError, file_sha256, load_recipe
+from napari_gpuscope.batch.schema import recipe_json_schema
+from napari_gpuscope.cli import main
+from napari_gpuscope.compute.tv import TVParams
+from napari_gpuscope.methods import METHODS
+
+DOCS_SCHEMA = Path(__file__).parents[2] / "docs" / "recipe.schema.json"
+
+
+def test_round_trip_keeps_every_parameter_and_fact(tmp_path):
+    params = TVParams(strength=1.25, noise_model="poisson", spacing=(0.4, 0.1, 0.1), tolerance=2e-4)
+    recipe = Recipe.from_params(
+        params,
+        input={"axes": ["z", "y", "x"], "pixel_size": [0.4, 0.1, 0.1], "dtype": "uint16"},
+        source="cells.tif",
+    )
+    loaded = load_recipe(recipe.save(tmp_path / "r.yaml"))
+    assert loaded == recipe
+    assert loaded.params_model() == params
+    assert loaded.hash() == recipe.hash()
+    assert loaded.provenance.source == "cells.tif"
+    assert loaded.provenance.software["torch"]  # versions recorded
+    assert "device" not in yaml.safe_load((tmp_path / "r.yaml").read_text())
+
+
+def test_unsafe_yaml_tags_are_refused_without_running_them(tmp_path):
+    marker = tmp_path / "pwned"
+    text = (
+        "schema_version: 1\nmethod: tv\n"
+        f"params: !!python/object/apply:os.system ['touch {marker}']\n"
+    )
+    with pytest.raises(RecipeError, match="not a safe YAML recipe"):
+        Recipe.from_yaml(text)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("schema_version: 1\nmethod: tv\ndevice: cuda:0\n", "device: unknown key"),
+        ("schema_version: 1\nmethod: tv\ninput: {pixel_sise: [1]}\n", "input.pixel_sise"),
+        ("schema_version: 1\nmethod: tv\nparams: {strenght: 1}\n", "params.strenght"),
+        ("schema_version: 1\nmethod: tv\nparams: {strength: high}\n", "params.strength"),
+        ("schema_version: 1\nmethod: tv\ninput: {ndim: '2'}\n", "input.ndim"),
+        ("schema_version: 1\nmethod: tv\nparams: {max_iterations: 1.5}\n", "max_iterations"),
+        ("schema_version: 2\nmethod: tv\n", "schema_version"),
+        ("schema_version: 1\nmethod: nope\n", "unknown method 'nope'"),
+        ("method: tv\n", "schema_version: required key missing"),
+        ("- a list\n", "a recipe is a mapping"),
+    ],
+)
+def test_invalid_recipes_are_rejected_naming_the_key(text, key):
+    with pytest.raises(RecipeError) as error:
+        Recipe.from_yaml(text, origin="r.yaml")
+    assert key in str(error.value)
+    assert str(error.value).startswith("r.yaml: ")
+
+
+def test_hash_follows_parameters_and_artifacts_not_provenance(tmp_path):
+    base = Recipe.from_defaults("tv")
+    again = Recipe.from_params(TVParams(), source="elsewhere")
+    assert again.hash() == base.hash()  # other provenance, same computation
+    assert Recipe.from_defaults("tv", strength=1.1).hash() != base.hash()
+    profile = tmp_path / "profile.npz"
+    profile.write_bytes(b"profile v1")
+    pinned = base.model_copy(
+        update={
+            "artifacts": [
+                Artifact(name="flatfield", path=profile.name, sha256=file_sha256(profile))
+            ]
+        }
+    )
+    assert pinned.hash() != base.hash()
+    assert pinned.check_artifacts(tmp_path) == []
+    profile.write_bytes(b"profile v2")
+    assert "changed since the recipe was saved" in pinned.check_artifacts(tmp_path)[0]
+    profile.unlink()
+    assert "not found" in pinned.check_artifacts(tmp_path)[0]
+
+
+def test_published_schema_is_current_and_validates_recipes():
+    current = recipe_json_schema()
+    published = json.loads(DOCS_SCHEMA.read_text())
+    assert published == current, (
+        "docs/recipe.schema.json is stale: python -m napari_gpuscope.batch.schema "
+        "> docs/recipe.schema.json"
+    )
+    jsonschema.Draft202012Validator.check_schema(published)
+    for method_id in METHODS:
+        data = yaml.safe_load(Recipe.from_defaults(method_id).to_yaml())
+        jsonschema.validate(data, published)
+    bad = yaml.safe_load(Recipe.from_defaults("tv").to_yaml())
+    bad["params"]["strenght"] = 1.0
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, published)
+
+
+def test_recipe_command_writes_defaults_with_changes(tmp_path, capsys):
+    out = tmp_path / "tv.yaml"
+    code = main(
+        [
+            "recipe",
+            "tv",
+            "--set",
+            "strength=1.4",
+            "--set",
+            "spacing=[0.5, 0.1, 0.1]",
+            "-o",
+            str(out),
+        ]
+    )
+    assert code == 0
+    recipe = load_recipe(out)
+    assert recipe.params_model() == TVParams(strength=1.4, spacing=(0.5, 0.1, 0.1))
+    assert main(["recipe", "tv", "--set", "strength=-2", "-o", str(out)]) == 2
+    assert "params.strength" in capsys.readouterr().err

@@ -1,0 +1,86 @@
+"""The MethodSpec.batch hook of two-phase methods: prepare once (on a subsample), apply per
+position with a per-worker cache keyed by the recipe hash. Run on an in-process cluster, which
+sees the toy method registered here."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tifffile
+from batch_helpers import FlatHooks, FlatParams, write_positions
+
+from napari_gpuscope import methods
+from napari_gpuscope.batch.inputs import discover
+from napari_gpuscope.batch.recipes import Recipe
+from napari_gpuscope.batch.runner import run_batch
+from napari_gpuscope.batch.store import BatchStore
+
+
+@pytest.fixture
+def flat_method(monkeypatch):
+    spec = methods.MethodSpec(
+        id="flat",
+        title="Toy flat-field",
+        params="batch_helpers:FlatParams",
+        job="batch_helpers:iter_flat",
+        dock="batch_helpers:NoDock",
+        samples=(),
+        demo_params="batch_helpers:FlatParams",
+        batch="batch_helpers:FlatHooks",
+    )
+    monkeypatch.setitem(methods.METHODS, "flat", spec)
+    FlatHooks.reads, FlatHooks.built = 0, {}
+    return spec
+
+
+def test_prepare_runs_once_on_the_subsample_and_every_position_uses_it(tmp_path, flat_method):
+    from distributed import Client, LocalCluster
+
+    paths = write_positions(tmp_path / "in", 5, shape=(64, 64))
+    recipe = Recipe.from_params(FlatParams(sample=2))
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        report = run_batch(
+            recipe, discover(str(tmp_path / "in" / "*.tif")), tmp_path / "out.zarr", client
+        )
+
+    assert report.failed == {} and len(report.done) == 5
+    assert FlatHooks.reads == 2  # the fit read only its subsample, once
+    assert FlatHooks.built == {recipe.hash(): 5}
+    profile = np.mean([tifffile.imread(p).astype(np.float64) for p in paths[:2]], axis=0)
+    expected = tifffile.imread(paths[4]).astype(np.float32) / profile.astype(np.float32)
+    written = BatchStore(tmp_path / "out.zarr").read_position(paths[4].stem)
+    assert written.tobytes() == expected.astype(np.float32).tobytes()
+
+
+def test_an_artifact_replaces_the_fit_and_is_checked(tmp_path, flat_method):
+    from distributed import Client, LocalCluster
+
+    from napari_gpuscope.batch.recipes import Artifact, file_sha256
+
+    paths = write_positions(tmp_path / "in", 2, shape=(32, 32))
+    profile = np.full((32, 32), 2.0, np.float32)
+    np.savez(tmp_path / "profile.npz", profile=profile)
+    artifact = Artifact(
+        name="profile", path="profile.npz", sha256=file_sha256(tmp_path / "profile.npz")
+    )
+    recipe = Recipe.from_params(FlatParams(), artifacts=[artifact])
+    positions = discover(str(tmp_path / "in" / "*.tif"))
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        report = run_batch(recipe, positions, tmp_path / "out.zarr", client, recipe_dir=tmp_path)
+        assert report.failed == {} and FlatHooks.reads == 0
+        written = BatchStore(tmp_path / "out.zarr").read_position(paths[1].stem)
+        assert np.array_equal(written, tifffile.imread(paths[1]).astype(np.float32) / 2)
+
+        np.savez(tmp_path / "profile.npz", profile=profile * 2)  # changed after saving
+        with pytest.raises(ValueError, match=r"artifact 'profile'.*changed"):
+            run_batch(recipe, positions, tmp_path / "o2.zarr", client, recipe_dir=tmp_path)
