@@ -1,0 +1,39 @@
+"""eSRRF super-resolution on the GPU, NanoPyx-exact, streamed frame by frame.
+
+Enhanced super-resolution radial fluctuations (Laine et al., Nat. Methods 2023) turns a stack of
+blinking-fluorophore frames into a super-resolved image: each frame is magnified (Catmull-Rom),
+its intensity gradients measure how strongly they converge on every output pixel (radial
+gradient convergence, RGC), and the per-frame maps are combined over time (mean, variance or
+lag-1 autocovariance) and corrected for the sub-pixel grid pattern.
+
+- :func:`iter_esrrf` / :func:`esrrf`: the reconstruction; ``geometry="nanopyx"`` reproduces
+  NanoPyx 2.1.5 ``nanopyx.methods.eSRRF`` (``use_fht=False``) to float32 rounding,
+  ``"centred"`` the same method on a pixel-centred grid. Frames stream from host memory
+  in chunks planned from free device memory into online temporal statistics (device memory
+  O(output), not O(frames x output)).
+- QnR (quality and resolution, as NanoJ-eSRRF): :func:`frc_resolution`,
+  :func:`resolution_scaled_pearson`, :func:`error_map` and :func:`iter_parameter_sweep` /
+  :func:`parameter_sweep`.
+
+Modules: :mod:`._params` (parameters), :mod:`._input` (checks, time points), :mod:`._lattice`
+(sampling geometry, per-phase tap table), :mod:`._ops` (torch twins), :mod:`._kernels` +
+``esrrf.cu`` (fused kernels), :mod:`._pipeline` (one frame chunk), :mod:`._temporal` (online
+statistics, macro-pixel correction), :mod:`._reader` (prefetching reads), :mod:`._job` (the job
+and its result).
+"""
+
+from ._input import time_points
+from ._job import OUTPUT, EsrrfResult, esrrf, iter_esrrf, output_geometry
+from ._params import GEOMETRIES, TEMPORAL_MODES, EsrrfParams
+
+__all__ = [
+    "GEOMETRIES",
+    "OUTPUT",
+    "TEMPORAL_MODES",
+    "EsrrfParams",
+    "EsrrfResult",
+    "esrrf",
+    "iter_esrrf",
+    "output_geometry",
+    "time_points",
+]
