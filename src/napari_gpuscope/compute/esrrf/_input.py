@@ -69,7 +69,7 @@ def time_points(frames: int, params: EsrrfParams, *, name: str = "stack") -> lis
     if params.temporal in ("VAR", "TAC2"):
         short = [(a, b) for a, b in ranges if b - a < 2]
         if short:
-            a, b = short[0]
+            a, _b = short[0]
             raise InvalidInputError(
                 f"{params.temporal} needs at least 2 frames per time point, but time point "
                 f"{ranges.index(short[0]) + 1} of {len(ranges)} would hold frame {a} only "

@@ -227,10 +227,13 @@ def iter_esrrf(
     (1, 32, 32)
     """
     if frames_per_chunk is not None and (
-        isinstance(frames_per_chunk, bool) or int(frames_per_chunk) != frames_per_chunk
+        isinstance(frames_per_chunk, bool)
+        or int(frames_per_chunk) != frames_per_chunk
         or frames_per_chunk < 1
     ):
-        raise ParameterError(f"frames_per_chunk must be a positive integer, got {frames_per_chunk!r}")
+        raise ParameterError(
+            f"frames_per_chunk must be a positive integer, got {frames_per_chunk!r}"
+        )
     check_stack(stack, params, name=name)
     if device is None and isinstance(stack, torch.Tensor) and stack.is_cuda:
         device = stack.device
@@ -288,9 +291,15 @@ def _run(
                 return image
 
             def process(
-                start: int, end: int, first: int = first, stop: int = stop, index: int = index,
-                acc: TemporalAccumulator = accumulator, mean: torch.Tensor = mean_frame,
-                label: str = label, finish: Any = finish,
+                start: int,
+                end: int,
+                first: int = first,
+                stop: int = stop,
+                index: int = index,
+                acc: TemporalAccumulator = accumulator,
+                mean: torch.Tensor = mean_frame,
+                label: str = label,
+                finish: Any = finish,
             ) -> Job[None]:
                 host = reader.read(first + start, first + end, prefetch_until=stop)
                 frames = pipeline.upload(host, first + start)

@@ -137,7 +137,9 @@ class TapTable:
                 d = math.sqrt(dx * dx + dy * dy)
                 if 0 < d <= self.max_distance:
                     weight = float(self.weight(np.array(d)))
-                    taps.append((int(self.offsets[s_row, a]), int(self.offsets[s_col, b]), dx, dy, weight))
+                    taps.append(
+                        (int(self.offsets[s_row, a]), int(self.offsets[s_col, b]), dx, dy, weight)
+                    )
         return taps
 
     def packed(self) -> np.ndarray:

@@ -70,7 +70,12 @@ class FrameGeometry:
 
     @classmethod
     def build(
-        cls, height: int, width: int, magnification: int, radius: float, centred: bool,
+        cls,
+        height: int,
+        width: int,
+        magnification: int,
+        radius: float,
+        centred: bool,
         device: torch.device,
     ) -> FrameGeometry:
         """The geometry of ``(height, width)`` frames for one setting, on ``device``."""
@@ -201,8 +206,16 @@ def rgc_twin(
                         continue
                     weight = np.where(keep, table.weight(d), 0.0)
                     _accumulate_tap(
-                        gcol, grow, num, den, (q0_r, offset_r, r0, r1), (q0_c, offset_c, c0, c1),
-                        dx, dy, np.where(keep, d, 1.0), weight,
+                        gcol,
+                        grow,
+                        num,
+                        den,
+                        (q0_r, offset_r, r0, r1),
+                        (q0_c, offset_c, c0, c1),
+                        dx,
+                        dy,
+                        np.where(keep, d, 1.0),
+                        weight,
                     )
     rgc = torch.where(den > 0, num / torch.where(den > 0, den, 1.0), 0.0)
     if sensitivity > 1:

@@ -35,7 +35,11 @@ class FramePipeline:
         self.device = device
         self.name = name
         self.geometry = FrameGeometry.build(
-            height, width, params.magnification, params.radius, params.geometry == "centred",
+            height,
+            width,
+            params.magnification,
+            params.radius,
+            params.geometry == "centred",
             device,
         )
         self.fused = _kernels.FusedChain.for_device(self.geometry, device)
