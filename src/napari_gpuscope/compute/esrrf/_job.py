@@ -181,7 +181,9 @@ def iter_esrrf(
     params : EsrrfParams, optional
         All parameters at once (keywords given as well override its fields).
     frames_per_chunk : int, optional
-        Frames per device chunk; default: as many as free device memory allows.
+        At most this many frames per device chunk (fewer when device memory is short): the
+        job yields after every chunk, so small chunks stream the build-up more smoothly.
+        Default: as many as free device memory allows.
     memory_budget : int, optional
         Device bytes to plan with instead of the free memory.
     name : str
@@ -311,7 +313,7 @@ def _run(
                 state["chunks"] += 1
                 region = (slice(index, index + 1), slice(0, rows), slice(0, cols))
                 command = yield Progress(
-                    None,
+                    1.0,  # of this chunk: run_in_chunks and scaled map it onto the whole job
                     f"{label}frames {first + start}-{first + end - 1} "
                     f"({state['done']}/{total} analysed)",
                     step=state["done"],
@@ -327,8 +329,8 @@ def _run(
                     raise _Stopped
 
             n = stop - first
-            chunk = frames_per_chunk or plan_chunk(
-                n,
+            chunk = plan_chunk(
+                min(n, frames_per_chunk or n),
                 pipeline.bytes_per_frame(itemsize),
                 dev,
                 fixed_bytes=pipeline.fixed_bytes(),
