@@ -130,6 +130,15 @@ def test_output_geometry_keeps_pixel_centres_aligned():
         assert g.translate[axis] + i * g.scale[axis] == pytest.approx(t + s * ((i + 0.5) / 4 - 0.5))
 
 
+def test_time_points_span_the_frames_they_were_made_from():
+    """napari shows data index round((t - translate) / scale) at world time t."""
+    ranges = esrrf.time_points(100, esrrf.EsrrfParams(frames_per_timepoint=30))
+    assert ranges == [(0, 30), (30, 60), (60, 90), (90, 100)]
+    g = esrrf.output_geometry(Geometry(scale=(0.5, 1.0, 1.0), translate=(3.0, 0.0, 0.0)), 2, ranges)
+    shown = [round((3.0 + 0.5 * t - g.translate[0]) / g.scale[0]) for t in range(100)]
+    assert shown == [t // 30 for t in range(100)]
+
+
 def test_rolling_time_points_equal_separate_runs():
     stack = FIXTURES["default/input"]
     rolled = esrrf.esrrf(stack, device="cpu", magnification=2, frames_per_timepoint=4, frame_gap=3)
@@ -175,7 +184,7 @@ def test_result_layers_and_summary():
         "cells", Geometry(scale=(1.0, 0.3, 0.3))
     )
     assert kind == "image" and sr.shape == (1, 72, 72) and wf.shape == (1, 24, 24)
-    assert sr_kwargs["scale"] == pytest.approx((1.0, 0.1, 0.1))
+    assert sr_kwargs["scale"] == pytest.approx((10.0, 0.1, 0.1))  # one time point of 10 frames
     assert sr_kwargs["name"] == "cells [eSRRF M3 R1.5 S1]"
     np.testing.assert_allclose(wf[0], stack.astype(np.float64).mean(0), rtol=1e-6)
     assert json.dumps(result.summary())

@@ -47,28 +47,36 @@ def shown(monkeypatch):
 
 def test_run_streams_and_matches_nanopyx_with_aligned_geometry(viewer, qtbot, dock, shown):
     stack = FIXTURES["var_m2_r1_s2_noiw/input"]  # 10 frames of 24 x 24
-    layer = viewer.add_image(stack.copy(), name="blink", scale=(1.0, 0.1, 0.1), translate=(0, 2, 3))
+    layer = viewer.add_image(
+        stack.copy(),
+        name="blink",
+        scale=(1.0, 0.1, 0.1),
+        translate=(0, 2, 3),
+        units=("s", "um", "um"),
+    )
     _select(dock, "blink")
     settings = {"magnification": 2, "radius": 1.0, "sensitivity": 2.0, "temporal": "VAR"}
     for name, value in {**settings, "intensity_weighting": False}.items():
         dock.form.widgets[name].value = value
     assert dock.radius_label.value.startswith("= 0.1 ")
+    assert dock.pixel_label.value.endswith("0.05 µm pixels, 48 x 48")
     assert dock.run()
     qtbot.waitUntil(lambda: not dock.runner.running, timeout=60_000)
 
     assert len(shown) >= 2  # the image built up chunk by chunk (throttled to a few a second)
-    assert all(s[1] == pytest.approx((1.0, 0.05, 0.05)) for s in shown)
+    assert all(s[1] == pytest.approx((10.0, 0.05, 0.05)) for s in shown)  # 1 point, 10 frames
     result = viewer.layers["blink [eSRRF M2 R1 S2 VAR]"]
     reference = FIXTURES["var_m2_r1_s2_noiw/output"]
     assert result.data.shape == reference.shape
     assert np.abs(result.data - reference).max() <= 1e-5 * reference.max()
     # scale / M; output pixel i centred at input pixel (i + 0.5) / M - 0.5
-    assert tuple(result.scale) == pytest.approx((1.0, 0.05, 0.05))
-    assert tuple(result.translate) == pytest.approx((0.0, 2 - 0.1 * 0.25, 3 - 0.1 * 0.25))
+    assert tuple(result.scale) == pytest.approx((10.0, 0.05, 0.05))
+    assert tuple(result.translate) == pytest.approx((4.5, 2 - 0.1 * 0.25, 3 - 0.1 * 0.25))
+    qtbot.waitUntil(lambda: viewer.layers[-1].name == result.name)  # over the widefield mean
     assert result.colormap.name == "magma"
     widefield = viewer.layers["blink [widefield mean]"]
     np.testing.assert_allclose(widefield.data[0], stack.mean(0), rtol=1e-6)
-    assert tuple(widefield.scale) == pytest.approx((1.0, 0.1, 0.1))
+    assert tuple(widefield.scale) == pytest.approx((10.0, 0.1, 0.1))
     record = result.metadata[PROVENANCE_KEY]
     assert record["method"] == "esrrf" and record["input"] == "blink"
     assert record["parameters"]["magnification"] == 2

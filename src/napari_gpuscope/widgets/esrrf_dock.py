@@ -21,10 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from magicgui.widgets import Label
+from qtpy.QtCore import QTimer
 from qtpy.QtWidgets import QSizePolicy
 
-from napari_gpuscope.compute.esrrf import OUTPUT, EsrrfParams
+from napari_gpuscope.compute.esrrf import OUTPUT, EsrrfParams, output_geometry, time_points
 from napari_gpuscope.compute.jobs import Job
+from napari_gpuscope.compute.results import Geometry
 from napari_gpuscope.widgets._base import MethodDock
 from napari_gpuscope.widgets._controls import FieldStyle
 from napari_gpuscope.widgets._preview import PlaneView, PreviewResult
@@ -65,6 +67,7 @@ class EsrrfDock(MethodDock):
         # The parameters of the latest job made: its layers' geometry (the base asks while the
         # job streams and when it finishes, on the GUI thread).
         self._layer_params: EsrrfParams | None = None
+        self._layer_frames = 0
         super().__init__(viewer)
 
     # ---------------------------------------------------------------- controls
@@ -74,6 +77,10 @@ class EsrrfDock(MethodDock):
         self.radius_label.tooltip = "The radius in the input layer's physical units (its scale)."
         self.radius_label.native.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
         self.form.add_row("", self.radius_label.native, after="radius")
+        self.pixel_label = Label(value="")
+        self.pixel_label.tooltip = "The output's pixel size and shape at this magnification."
+        self.pixel_label.native.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+        self.form.add_row("", self.pixel_label.native, after="magnification")
         self.form.widgets["radius"].changed.connect(self._update_radius_label)
         self.form.widgets["magnification"].changed.connect(self._update_radius_label)
 
@@ -83,16 +90,19 @@ class EsrrfDock(MethodDock):
 
     def _update_radius_label(self, *_: Any) -> None:
         layer = self.input_layer
-        if layer is None:
-            self.radius_label.value = ""
+        if layer is None or layer.ndim < 2:
+            self.radius_label.value = self.pixel_label.value = ""
             return
         radius = float(self.form.value("radius"))
         pixel = float(layer.scale[-1])
         unit = _unit_of(layer)
         m = int(self.form.value("magnification"))
-        self.radius_label.value = (
-            f"= {radius * pixel:.4g} {unit}; output pixel {pixel / m:.3g} {unit}"
-        )
+        rows, cols = (int(n) * m for n in np.shape(layer.data)[-2:])
+        self.radius_label.value = f"= {radius * pixel:.3g} {unit}"
+        if unit == "px":  # no physical unit: the sizes in input pixels say it all
+            self.pixel_label.value = f"→ {rows} x {cols} pixels"
+        else:
+            self.pixel_label.value = f"→ {pixel / m:.3g} {unit} pixels, {rows} x {cols}"
 
     def params(self) -> EsrrfParams:
         """The parameters the controls describe."""
@@ -104,7 +114,7 @@ class EsrrfDock(MethodDock):
         from napari_gpuscope.compute.esrrf import iter_esrrf
 
         self._layer_params = params
-        frames = int(np.shape(layer.data)[0])
+        frames = self._layer_frames = int(np.shape(layer.data)[0])
         per_chunk = int(np.clip(np.ceil(frames / STREAM_UPDATES), 1, MAX_STREAM_CHUNK))
         return iter_esrrf(
             layer.data,
@@ -118,24 +128,36 @@ class EsrrfDock(MethodDock):
     def output_geometry(
         self, geometry: dict[str, Any], ndim: int, *, preview: bool
     ) -> dict[str, Any]:
-        """Scale / M on the last two axes, pixel centres aligned (a preview at its region's
-        place), and the super-resolution colormap (its values are not in the input's units)."""
+        """Scale / M on the last two axes with pixel centres aligned, a run's time points over
+        their frames, a preview at its region's place; the super-resolution colormap (its
+        values are not in the input's units)."""
         params = self._layer_params
-        if params is None or "scale" not in geometry:
+        if params is None or "scale" not in geometry or ndim != 3:
             return {**geometry, "colormap": SR_COLORMAP}
         m = params.magnification
         scale = [float(s) for s in geometry["scale"]]
         translate = [float(t) for t in geometry.get("translate", (0.0,) * len(scale))]
-        origin = self._preview_region.origin if preview and self._preview_region else (0, 0)
-        for axis, offset in zip((-2, -1), origin, strict=True):
-            translate[axis] += scale[axis] * (offset - (m - 1) / (2 * m))
-            scale[axis] /= m
-        return {
-            **geometry,
-            "scale": tuple(scale),
-            "translate": tuple(translate),
-            "colormap": SR_COLORMAP,
-        }
+        if preview and self._preview_region is not None:
+            for axis, offset in zip((-2, -1), self._preview_region.origin, strict=True):
+                translate[axis] += scale[axis] * offset
+            placed = None  # the preview plane stays on the displayed frame
+        else:
+            placed = time_points(self._layer_frames, params)
+        sr = output_geometry(Geometry(scale=tuple(scale), translate=tuple(translate)), m, placed)
+        return {**geometry, **sr.as_kwargs(), "colormap": SR_COLORMAP}
+
+    def on_result(self, result: Any, *, preview: bool, layer: Any) -> None:
+        """Put the super-resolved image on top (the widefield mean, added after it, would hide
+        it) and select it."""
+        if not preview:  # once the base has recorded the result's layers
+            QTimer.singleShot(0, self._raise_result)
+
+    def _raise_result(self) -> None:
+        sr = self.last_result_layer
+        if sr is not None and sr in self.viewer.layers:
+            layers = self.viewer.layers
+            layers.move(layers.index(sr), len(layers))
+            layers.selection.active = sr
 
     # ---------------------------------------------------------------- preview
     def make_preview_job(

@@ -30,26 +30,48 @@ class _Stopped(Exception):
     """The user asked to stop and keep the frames analysed so far."""
 
 
-def output_geometry(geometry: Geometry | None, magnification: int) -> Geometry | None:
-    """The geometry of a super-resolved image of an input with ``geometry``.
+def output_geometry(
+    geometry: Geometry | None,
+    magnification: int,
+    time_points: list[tuple[int, int]] | None = None,
+    *,
+    super_resolved: bool = True,
+) -> Geometry:
+    """The geometry of a ``(n_timepoints, H M, W M)`` result of a ``(T, H, W)`` input.
 
-    The last two axes get ``scale / M`` and a translate that keeps pixel centres aligned: output
-    pixel ``i`` is centred at input pixel ``(i + 0.5) / M - 0.5``, so the output's first pixel
-    sits ``(M - 1) / (2 M)`` input pixels before the input's.
+    The last two axes get ``scale / M`` and a translate that keeps pixel centres aligned:
+    output pixel ``i`` is centred at input pixel ``(i + 0.5) / M - 0.5``, so the output's first
+    pixel sits ``(M - 1) / (2 M)`` input pixels before the input's (``super_resolved=False``
+    keeps them, for the widefield mean). With ``time_points``, time point ``k`` is placed at the
+    centre of its frames, one step (frames between time point starts) apart, so that napari
+    shows it on every frame it was made from.
 
     Examples
     --------
-    >>> output_geometry(Geometry(scale=(1.0, 0.1, 0.1)), 5).translate
-    (0.0, -0.04, -0.04)
+    >>> g = output_geometry(Geometry(scale=(1.0, 0.1, 0.1)), 5, [(0, 100)])
+    >>> g.scale, g.translate
+    ((100.0, 0.02, 0.02), (49.5, -0.04, -0.04))
     """
-    if geometry is None:
-        geometry = Geometry()
+    if geometry is None or geometry.scale is None:
+        geometry = Geometry(
+            scale=(1.0, 1.0, 1.0),
+            translate=None if geometry is None else geometry.translate,
+            units=None if geometry is None else geometry.units,
+            axis_labels=None if geometry is None else geometry.axis_labels,
+        )
+    geometry = geometry.trailing(3)
     m = magnification
-    scale = list(geometry.scale) if geometry.scale else [1.0, 1.0, 1.0]
+    scale = list(geometry.scale)
     translate = list(geometry.translate) if geometry.translate else [0.0] * len(scale)
-    for axis in (-2, -1):
-        translate[axis] = translate[axis] - scale[axis] * (m - 1) / (2 * m)
-        scale[axis] = scale[axis] / m
+    if super_resolved:
+        for axis in (-2, -1):
+            translate[axis] = translate[axis] - scale[axis] * (m - 1) / (2 * m)
+            scale[axis] = scale[axis] / m
+    if time_points and len(scale) == 3:
+        (first, stop) = time_points[0]
+        step = time_points[1][0] - first if len(time_points) > 1 else stop - first
+        translate[0] = translate[0] + scale[0] * (first + stop - 1) / 2
+        scale[0] = scale[0] * max(1, step)
     return Geometry(
         scale=tuple(scale),
         translate=tuple(translate),
@@ -131,22 +153,25 @@ class EsrrfResult:
         metadata: dict[str, Any] | None = None,
     ) -> list[LayerDataTuple]:
         """The eSRRF image (``"<name> [eSRRF M5 R1.5 S1]"``) at ``scale / M`` with pixel
-        centres aligned to the input's, and the widefield mean (``"<name> [widefield mean]"``).
+        centres aligned to the input's, and the widefield mean (``"<name> [widefield mean]"``);
+        each time point spans the frames it was made from (:func:`output_geometry`).
         """
         metadata = dict(metadata or {})
         sr_meta = dict(metadata)
         if self.params.macro_pixel_correction:
             sr_meta["intensity_unit"] = "a.u."
         low, high = _display_range(self.image)
+        m, placed = self.params.magnification, self.time_points
         sr = image_layer(
             self.image,
             f"{name} [eSRRF {self.params.label}]",
-            output_geometry(geometry, self.params.magnification),
+            output_geometry(geometry, m, placed),
             metadata=sr_meta,
             colormap="magma",
             contrast_limits=(low, high),
         )
-        wf = image_layer(self.widefield, f"{name} [widefield mean]", geometry, metadata=metadata)
+        wf_geometry = output_geometry(geometry, m, placed, super_resolved=False)
+        wf = image_layer(self.widefield, f"{name} [widefield mean]", wf_geometry, metadata=metadata)
         return [sr, wf]
 
 
