@@ -177,7 +177,12 @@ def rgc_twin(
     sensitivity: float,
 ) -> torch.Tensor:
     """Radial gradient convergence (times the magnified intensity unless ``magnified`` is None)
-    of every output pixel, ``(B, H M, W M)``, zero within the border band."""
+    of every output pixel, ``(B, H M, W M)``, zero within the border band.
+
+    Loops over tap rows and the (at most two) row-phase groups; the tap columns and column
+    phases of one step are gathered at once, so a chunk costs a few hundred torch operations
+    whatever its size.
+    """
     table = geometry.table
     m = table.magnification
     batch = gcol.shape[0]
@@ -186,37 +191,27 @@ def rgc_twin(
     den = gcol.new_zeros((batch, h, m, w, m))
     groups = _phase_groups(m)
     shift = table.lattice_shift
+    columns = [_column_taps(table, w, base, c0, c1, gcol.device) for base, c0, c1 in groups]
     for a, step_row in enumerate(table.steps):
-        for b, step_col in enumerate(table.steps):
-            for base_r, r0, r1 in groups:
-                dy = table.distances[r0:r1, a]
-                offset_r = base_r + int(step_row) + shift
-                q0_r = max(0, math.ceil((1 - offset_r) / 2))
-                if q0_r >= h:
+        for base_r, r0, r1 in groups:
+            offset_r = base_r + int(step_row) + shift
+            q0 = max(0, math.ceil((1 - offset_r) / 2))
+            if q0 >= h:
+                continue
+            dy = table.distances[r0:r1, a]
+            gx_rows = _lattice_view(gcol, 1, 2 * q0 + offset_r, h - q0)
+            gy_rows = _lattice_view(grow, 1, 2 * q0 + offset_r, h - q0)
+            for (c0, c1), index, valid, dx in columns:
+                d = np.sqrt(dx[:, None, :] ** 2 + dy[None, :, None] ** 2)  # (J, nr, nc)
+                keep = (d > 0) & (d <= table.max_distance)
+                if not keep.any():
                     continue
-                for base_c, c0, c1 in groups:
-                    dx = table.distances[c0:c1, b]
-                    d = np.sqrt(dx[None, :] ** 2 + dy[:, None] ** 2)
-                    keep = (d > 0) & (d <= table.max_distance)
-                    if not keep.any():
-                        continue
-                    offset_c = base_c + int(step_col) + shift
-                    q0_c = max(0, math.ceil((1 - offset_c) / 2))
-                    if q0_c >= w:
-                        continue
-                    weight = np.where(keep, table.weight(d), 0.0)
-                    _accumulate_tap(
-                        gcol,
-                        grow,
-                        num,
-                        den,
-                        (q0_r, offset_r, r0, r1),
-                        (q0_c, offset_c, c0, c1),
-                        dx,
-                        dy,
-                        np.where(keep, d, 1.0),
-                        weight,
-                    )
+                weight = np.where(keep, table.weight(d), 0.0)
+                _accumulate_row(
+                    (gx_rows, gy_rows, index, valid),
+                    (num[:, q0:, r0:r1, :, c0:c1], den[:, q0:, r0:r1, :, c0:c1]),
+                    (dx, dy, np.where(keep, d, 1.0), weight),
+                )
     rgc = torch.where(den > 0, num / torch.where(den > 0, den, 1.0), 0.0)
     if sensitivity > 1:
         rgc = rgc.pow(sensitivity)
@@ -226,29 +221,51 @@ def rgc_twin(
     return _zero_border(rgc, geometry.margin)
 
 
-def _accumulate_tap(gcol, grow, num, den, rows, cols, dx, dy, d, weight) -> None:
-    q0_r, offset_r, r0, r1 = rows
-    q0_c, offset_c, c0, c1 = cols
-    h, w = num.shape[1], num.shape[3]
+def _column_taps(table: TapTable, w: int, base: int, c0: int, c1: int, device: torch.device):
+    """For one column-phase group: the lattice column each tap column reads for every macro
+    column ``(J, W)`` (clamped into the lattice), whether it is valid (index >= 1), and the
+    taps' x distances ``(J, nc)``."""
+    q = np.arange(w)
+    offsets = base + table.steps + table.lattice_shift  # (J,)
+    lattice = 2 * q[None, :] + offsets[:, None]
+    valid = lattice >= 1
+    index = np.clip(lattice, 0, 2 * w)  # sample 2W holds the clamped last value
+    return (
+        (c0, c1),
+        torch.from_numpy(index).to(device),
+        torch.from_numpy(valid.astype(np.float32)).to(device),
+        table.distances[c0:c1, :].T,  # (J, nc)
+    )
+
+
+def _accumulate_row(gradients, sums, constants) -> None:
+    """Add one tap row's terms for one (row group, column group) block.
+
+    ``num``/``den`` views are ``(B, H', nr, W, nc)``; gradients are gathered to
+    ``(B, H', 1, J, W, 1)`` and the per-tap constants broadcast as ``(1, 1, nr, J, 1, nc)``.
+    """
+    gx_rows, gy_rows, index, valid = gradients
+    num, den = sums
+    dx, dy, d, weight = constants
     device, dtype = num.device, num.dtype
+    j, nr, nc = d.shape
+    gx = gx_rows[:, :, index][:, :, None, :, :, None]
+    gy = gy_rows[:, :, index][:, :, None, :, :, None]
 
-    def lattice(g: torch.Tensor) -> torch.Tensor:
-        g = _lattice_view(g, 1, 2 * q0_r + offset_r, h - q0_r)
-        return _lattice_view(g, 2, 2 * q0_c + offset_c, w - q0_c)[:, :, None, :, None]
+    def constant(values: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(values, dtype=dtype, device=device)
 
-    gx, gy = lattice(gcol), lattice(grow)
-    tdx = torch.as_tensor(dx, dtype=dtype, device=device).view(1, 1, 1, 1, -1)
-    tdy = torch.as_tensor(dy, dtype=dtype, device=device).view(1, 1, -1, 1, 1)
-    td = torch.as_tensor(d, dtype=dtype, device=device).view(1, 1, d.shape[0], 1, d.shape[1])
-    tw = torch.as_tensor(weight, dtype=dtype, device=device).view(td.shape)
+    tdx = constant(dx).view(1, 1, 1, j, 1, nc)
+    tdy = constant(dy).view(1, 1, nr, 1, 1, 1)
+    td = constant(d.transpose(1, 0, 2)).reshape(1, 1, nr, j, 1, nc)
+    tw = constant(weight.transpose(1, 0, 2)).reshape(1, 1, nr, j, 1, nc)
+    tw = tw * valid.to(dtype).view(1, 1, 1, j, -1, 1)
     magnitude = torch.sqrt(gx * gx + gy * gy)
     cross = torch.abs(gy * tdx - gx * tdy)
     converging = (gx * tdx + gy * tdy) < 0
-    with torch.no_grad():
-        ratio = cross / (magnitude * td)
-    term = torch.where(converging & (magnitude > 0), 1.0 - ratio, 0.0)
-    num[:, q0_r:, r0:r1, q0_c:, c0:c1] += term * tw
-    den[:, q0_r:, r0:r1, q0_c:, c0:c1] += tw
+    term = torch.where(converging & (magnitude > 0), 1.0 - cross / (magnitude * td), 0.0)
+    num += (term * tw).sum(dim=3)
+    den += tw.sum(dim=3)
 
 
 def _zero_border(image: torch.Tensor, margin: int) -> torch.Tensor:
