@@ -59,7 +59,7 @@ def test_run_streams_and_matches_nanopyx_with_aligned_geometry(viewer, qtbot, do
     for name, value in {**settings, "intensity_weighting": False}.items():
         dock.form.widgets[name].value = value
     assert dock.radius_label.value.startswith("= 0.1 ")
-    assert dock.pixel_label.value.endswith("0.05 µm pixels, 48 x 48")
+    assert dock.pixel_label.value == "→ 48×48, 0.05 µm pixels"
     assert dock.run()
     qtbot.waitUntil(lambda: not dock.runner.running, timeout=60_000)
 

@@ -100,9 +100,9 @@ class EsrrfDock(MethodDock):
         rows, cols = (int(n) * m for n in np.shape(layer.data)[-2:])
         self.radius_label.value = f"= {radius * pixel:.3g} {unit}"
         if unit == "px":  # no physical unit: the sizes in input pixels say it all
-            self.pixel_label.value = f"→ {rows} x {cols} pixels"
+            self.pixel_label.value = f"→ {rows}×{cols} pixels"
         else:
-            self.pixel_label.value = f"→ {pixel / m:.3g} {unit} pixels, {rows} x {cols}"
+            self.pixel_label.value = f"→ {rows}×{cols}, {pixel / m:.3g} {unit} pixels"
 
     def params(self) -> EsrrfParams:
         """The parameters the controls describe."""

@@ -16,7 +16,8 @@ lag-1 autocovariance) and corrected for the sub-pixel grid pattern.
   :func:`parameter_sweep`.
 
 Modules: :mod:`._params` (parameters), :mod:`._input` (checks, time points), :mod:`._lattice`
-(sampling geometry, per-phase tap table), :mod:`._ops` (torch twins), :mod:`._kernels` +
+(sampling geometry, per-phase tap table), :mod:`._ops` (torch twins), :mod:`._qnr` (metrics),
+:mod:`._sweep` (the sweep job), :mod:`._kernels` +
 ``esrrf.cu`` (fused kernels), :mod:`._pipeline` (one frame chunk), :mod:`._temporal` (online
 statistics, macro-pixel correction), :mod:`._reader` (prefetching reads), :mod:`._job` (the job
 and its result).
@@ -25,15 +26,36 @@ and its result).
 from ._input import time_points
 from ._job import OUTPUT, EsrrfResult, esrrf, iter_esrrf, output_geometry
 from ._params import GEOMETRIES, TEMPORAL_MODES, EsrrfParams
+from ._qnr import (
+    FRC_THRESHOLD,
+    ErrorMap,
+    error_map,
+    frc_curve,
+    frc_resolution,
+    qnr_scores,
+    resolution_scaled_pearson,
+)
+from ._sweep import SWEEP_OUTPUTS, SweepResult, iter_parameter_sweep, parameter_sweep
 
 __all__ = [
+    "FRC_THRESHOLD",
     "GEOMETRIES",
     "OUTPUT",
+    "SWEEP_OUTPUTS",
     "TEMPORAL_MODES",
+    "ErrorMap",
     "EsrrfParams",
     "EsrrfResult",
+    "SweepResult",
+    "error_map",
     "esrrf",
+    "frc_curve",
+    "frc_resolution",
     "iter_esrrf",
+    "iter_parameter_sweep",
     "output_geometry",
+    "parameter_sweep",
+    "qnr_scores",
+    "resolution_scaled_pearson",
     "time_points",
 ]
