@@ -72,7 +72,7 @@ def noisy_filaments():
 
 
 def test_sweep_streams_cells_agrees_with_the_metrics_and_stops_keeping_cells(noisy_filaments):
-    stack, truth = noisy_filaments
+    stack, _truth = noisy_filaments
     params = esrrf.EsrrfParams(magnification=2, geometry="centred")
     job = esrrf.iter_parameter_sweep(stack, (0.75, 2.0), (1.0, 3.0), params=params, device="cpu")
     cells = []
@@ -111,7 +111,7 @@ def test_sweep_best_setting_beats_its_worst_against_the_true_emitters(noisy_fila
     assert result.best is not None and np.isfinite(result.qnr).sum() >= 3
     truth_image = np.zeros((64, 64))
     for y, x in truth:
-        truth_image[int(round((y + 0.5) * 2 - 0.5)), int(round((x + 0.5) * 2 - 0.5))] += 1
+        truth_image[round((y + 0.5) * 2 - 0.5), round((x + 0.5) * 2 - 0.5)] += 1
     truth_image = ndimage.gaussian_filter(truth_image, 0.6)
 
     def agreement(radius, sensitivity):
