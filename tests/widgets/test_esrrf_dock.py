@@ -143,3 +143,27 @@ def test_every_control_explains_itself(viewer, dock):
     for name, widget in dock.form.widgets.items():
         assert widget.tooltip, name
     assert json.loads(dock.params().to_json())["geometry"] == "nanopyx"
+
+
+def test_sweep_panel_streams_cells_and_a_click_applies_the_setting(viewer, qtbot, dock):
+    from napari_gpuscope.sample_data.esrrf import blinking_filaments_stack
+
+    stack, _ = blinking_filaments_stack(16, (32, 32), density=1.0, photons=60.0, background=60.0)
+    viewer.add_image(stack, name="blink", scale=(1.0, 0.1, 0.1))
+    _select(dock, "blink")
+    dock.form.widgets["magnification"].value = 2
+    panel = dock.sweep
+    panel.radii_edit.setText("1, 2")
+    panel.sensitivities_edit.setText("1, 3")
+    cells = []
+    panel.runner.progressed.connect(lambda u: cells.append(np.isfinite(panel.grids["rsp"]).sum()))
+    assert panel.run()
+    qtbot.waitUntil(lambda: panel.result is not None, timeout=60_000)
+    assert 1 in cells and 4 in cells  # the cells streamed in one by one
+    assert np.isfinite(panel.grids["rsp"]).all() and panel.result.best is not None
+    panel.apply_cell(1, 0)  # what a click on (radius 1, sensitivity 3) does
+    assert dock.form.widgets["radius"].value == 1.0
+    assert dock.form.widgets["sensitivity"].value == 3.0
+    assert "Using radius 1, sensitivity 3" in panel.status.text()
+    panel.radii_edit.setText("one")
+    assert panel.run() is False and "not a list of numbers" in panel.status.text()

@@ -83,6 +83,10 @@ class EsrrfDock(MethodDock):
         self.form.add_row("", self.pixel_label.native, after="magnification")
         self.form.widgets["radius"].changed.connect(self._update_radius_label)
         self.form.widgets["magnification"].changed.connect(self._update_radius_label)
+        from napari_gpuscope.widgets.esrrf_sweep import SweepPanel
+
+        self.sweep = SweepPanel(self)
+        self.form.add_row("", self.sweep, after="advanced")
 
     def on_input_changed(self, layer: Any) -> None:
         """Show the radius in the new layer's units."""
@@ -107,6 +111,12 @@ class EsrrfDock(MethodDock):
     def params(self) -> EsrrfParams:
         """The parameters the controls describe."""
         return EsrrfParams(**self.form.values())
+
+    def release(self) -> None:
+        """Also cancel a running sweep."""
+        if hasattr(self, "sweep"):
+            self.sweep.release()
+        super().release()
 
     def make_job(self, layer: Any, params: EsrrfParams, device: str) -> Job[Any]:
         """The full run, in chunks small enough that the image visibly builds up (about 50
