@@ -225,7 +225,7 @@ class SweepPanel(QCollapsible):
     def _on_click(self, event: Any) -> None:
         if event.inaxes is None or event.xdata is None or not self.radii:
             return
-        self.apply_cell(int(round(event.ydata)), int(round(event.xdata)))
+        self.apply_cell(round(event.ydata), round(event.xdata))
 
     def apply_cell(self, row: int, column: int) -> None:
         """Put the radius and sensitivity of heatmap cell ``(row, column)`` into the dock."""
