@@ -20,6 +20,7 @@ from qtpy.QtWidgets import (
     QLabel,
     QLineEdit,
     QPushButton,
+    QSizePolicy,
     QSpinBox,
     QVBoxLayout,
     QWidget,
@@ -108,10 +109,14 @@ class SweepPanel(QCollapsible):
         layout.addLayout(buttons)
         self.status = QLabel("Click a cell to use its radius and sensitivity.")
         self.status.setWordWrap(True)
+        self.status.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         layout.addWidget(self.status)
         self.figure = Figure(figsize=(3.2, 6.0), layout="constrained")
         self.canvas = FigureCanvasQTAgg(self.figure)
-        self.canvas.setMinimumHeight(420)
+        self.canvas.setMinimumSize(160, 420)
+        # The figure follows the dock's width instead of widening it.
+        self.canvas.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+        self.canvas.setFixedHeight(460)
         self.canvas.mpl_connect("button_press_event", self._on_click)
         layout.addWidget(self.canvas)
         self.addWidget(body)
