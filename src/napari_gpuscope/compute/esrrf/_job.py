@@ -22,6 +22,9 @@ from ._temporal import TemporalAccumulator, macro_pixel_correct
 
 __all__ = ["OUTPUT", "EsrrfResult", "esrrf", "iter_esrrf", "output_geometry"]
 
+CPU_CHUNK = 4
+"""Default frames per chunk on the CPU (the reference path)."""
+
 OUTPUT = "esrrf"
 """Name of the streamed output: the running reconstruction of the current time point."""
 
@@ -354,8 +357,10 @@ def _run(
                     raise _Stopped
 
             n = stop - first
+            # A CPU gains nothing from chunks larger than its caches.
+            cap = frames_per_chunk or (CPU_CHUNK if dev.type == "cpu" else n)
             chunk = plan_chunk(
-                min(n, frames_per_chunk or n),
+                min(n, cap),
                 pipeline.bytes_per_frame(itemsize),
                 dev,
                 fixed_bytes=pipeline.fixed_bytes(),

@@ -106,13 +106,15 @@ class FrameGeometry:
         return self.height * self.magnification, self.width * self.magnification
 
 
-def twin_bytes_per_frame(height: int, width: int, magnification: int) -> int:
+def twin_bytes_per_frame(height: int, width: int, magnification: int, radius: float) -> int:
     """Device bytes one more frame of a chunk costs in the twins (the fused kernels need less):
     the frame, its gradients and their half-lattice versions, the magnified image, numerator,
-    denominator, the result and about five tap temporaries of output size."""
+    denominator and result, and the temporaries of one tap row (about five arrays of ``J``
+    times the output, ``J = 4 R + 1`` tap columns)."""
     out = height * width * magnification**2
     half = (2 * height + 1) * (2 * width + 1)
-    return 4 * (3 * height * width + 2 * half + 9 * out)
+    taps = int(2.0 * radius + 1.0) + int(2.0 * radius)
+    return 4 * (3 * height * width + 2 * half + 9 * out + 5 * taps * out)
 
 
 def magnify_twin(frames: torch.Tensor, geometry: FrameGeometry) -> torch.Tensor:

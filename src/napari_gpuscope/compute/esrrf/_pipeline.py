@@ -55,7 +55,7 @@ class FramePipeline:
         raw = g.height * g.width * itemsize
         if self.fused is not None:
             return raw + self.fused.bytes_per_frame()
-        return raw + twin_bytes_per_frame(g.height, g.width, g.magnification)
+        return raw + twin_bytes_per_frame(g.height, g.width, g.magnification, g.table.radius)
 
     def fixed_bytes(self) -> int:
         """Device bytes independent of the chunk: matrices, tap table, accumulators (float64
