@@ -69,6 +69,8 @@ class EsrrfDock(MethodDock):
         self._layer_params: EsrrfParams | None = None
         self._layer_frames = 0
         super().__init__(viewer)
+        layout = self.content.layout()
+        layout.insertWidget(layout.count() - 1, self.sweep)  # before the closing stretch
 
     # ---------------------------------------------------------------- controls
     def build_controls(self) -> None:
@@ -85,8 +87,7 @@ class EsrrfDock(MethodDock):
         self.form.widgets["magnification"].changed.connect(self._update_radius_label)
         from napari_gpuscope.widgets.esrrf_sweep import SweepPanel
 
-        self.sweep = SweepPanel(self)
-        self.form.add_row("", self.sweep, after="advanced")
+        self.sweep = SweepPanel(self)  # placed under the run controls once the layout exists
 
     def on_input_changed(self, layer: Any) -> None:
         """Show the radius in the new layer's units."""

@@ -101,7 +101,7 @@ class SweepPanel(QCollapsible):
         self.run_button = QPushButton("Run sweep")
         self.run_button.setToolTip("Sweep the visible region (at most 128 x 128 input pixels)")
         self.run_button.clicked.connect(self.run)
-        self.stop_button = QPushButton("Stop & keep")
+        self.stop_button = QPushButton("Stop && keep")
         self.stop_button.setToolTip("Stop after the current setting, keeping the cells done")
         self.stop_button.clicked.connect(self.runner.request_stop)
         buttons.addWidget(self.run_button)
