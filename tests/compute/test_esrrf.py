@@ -277,3 +277,28 @@ def test_peak_memory_does_not_grow_with_the_number_of_frames():
     short, long = growth(6), growth(60)
     stored_maps = (60 - 6) * 240 * 240 * 4
     assert long - short < stored_maps / 4, (short, long)
+
+
+def test_out_of_memory_retries_smaller_chunks_with_the_same_result(monkeypatch):
+    stack = FIXTURES["default/input"]
+    whole = esrrf.esrrf(stack, device="cpu", magnification=2, frames_per_chunk=8)
+    real = FramePipeline.maps
+    seen = []
+
+    def tight(self, frames):
+        seen.append(len(frames))
+        if len(frames) > 2:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return real(self, frames)
+
+    monkeypatch.setattr(FramePipeline, "maps", tight)
+    retried = esrrf.esrrf(stack, device="cpu", magnification=2, frames_per_chunk=8)
+    assert seen[:3] == [8, 4, 2] and max(seen[3:]) <= 2
+    np.testing.assert_allclose(retried, whole, rtol=0, atol=1e-6 * np.abs(whole).max())
+
+
+def test_a_budget_below_one_frame_says_how_much_is_needed():
+    from napari_gpuscope.compute.memory import DeviceMemoryError
+
+    with pytest.raises(DeviceMemoryError, match="eSRRF"):
+        esrrf.esrrf(FIXTURES["default/input"], device="cpu", memory_budget=10_000)

@@ -34,7 +34,7 @@ def band(matrix: torch.Tensor) -> torch.Tensor:
     Examples
     --------
     >>> band(torch.tensor([[0.0, 0.5, 0.5, 0.0, 0.0]]))[0].tolist()
-    [0.0, 1.0, 2.0, 3.0, 0.0, 0.5, 0.5, 0.0]
+    [1.0, 2.0, 3.0, 4.0, 0.5, 0.5, 0.0, 0.0]
     """
     dense = matrix.detach().cpu().double().numpy()
     n_out, n_in = dense.shape
