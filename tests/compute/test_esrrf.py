@@ -302,3 +302,18 @@ def test_a_budget_below_one_frame_says_how_much_is_needed():
 
     with pytest.raises(DeviceMemoryError, match="eSRRF"):
         esrrf.esrrf(FIXTURES["default/input"], device="cpu", memory_budget=10_000)
+
+
+def test_sample_is_deterministic_and_keeps_the_true_positions():
+    from napari_gpuscope.sample_data import esrrf as sample
+
+    ((data, kwargs, kind),) = sample.blinking_filaments()
+    again, truth = sample.blinking_filaments_stack()
+    np.testing.assert_array_equal(data, again)
+    assert kind == "image" and data.dtype == np.uint16 and data.shape == (100, 64, 64)
+    kept = np.array(kwargs["metadata"]["sample"]["true_positions_px"])
+    np.testing.assert_allclose(kept, truth, atol=1e-4)
+    # the mean frame is bright where the emitters are (independent of any eSRRF code)
+    mean = data.astype(np.float64).mean(0)
+    on = mean[np.rint(truth[:, 0]).astype(int), np.rint(truth[:, 1]).astype(int)]
+    assert np.median(on) > np.percentile(mean, 75)
