@@ -144,6 +144,22 @@ METHODS: dict[str, MethodSpec] = {
             demo_params="napari_gpuscope.sample_data.tv:demo_params",
             supports_stop=True,
         ),
+        MethodSpec(
+            id="esrrf",
+            title="eSRRF",
+            params="napari_gpuscope.compute.esrrf:EsrrfParams",
+            job="napari_gpuscope.compute.esrrf:iter_esrrf",
+            dock="napari_gpuscope.widgets.esrrf_dock:EsrrfDock",
+            samples=(
+                SampleSpec(
+                    "esrrf-filaments",
+                    "Blinking emitters on filaments (eSRRF)",
+                    "napari_gpuscope.sample_data.esrrf:blinking_filaments",
+                ),
+            ),
+            demo_params="napari_gpuscope.sample_data.esrrf:demo_params",
+            supports_stop=True,
+        ),
     )
 }
 """Every method, by id, in menu order."""

@@ -29,6 +29,9 @@ what the defaults do not cover:
     returning a :class:`PreviewResult`; without it, the dock offers no live preview.
 ``on_input_changed(layer)``, ``on_result(result, preview=, layer=)``, ``metric_targets(params)``
     Optional reactions and the dashed target lines of the metrics plot.
+``output_geometry(geometry, ndim, preview=)``
+    The geometry of streamed and preview layers, from the input's (default: unchanged; a
+    super-resolution method returns a finer scale).
 
 Class attributes say the rest: :attr:`~MethodDock.short_title` (the tag of the preview layer,
 ``"<input> [<short_title> preview]"``, and of a run's layers while they stream; the result then
@@ -270,6 +273,13 @@ class MethodDock(QWidget):
         """Values the plotted metrics aim for (dashed lines), e.g. a tolerance."""
         return {}
 
+    def output_geometry(
+        self, geometry: dict[str, Any], ndim: int, *, preview: bool
+    ) -> dict[str, Any]:
+        """Layer geometry kwargs of a streamed (or preview) output with ``ndim`` axes, given
+        those it takes from the input (default: unchanged)."""
+        return geometry
+
     @property
     def supports_preview(self) -> bool:
         """Whether the subclass implements :meth:`make_preview_job`."""
@@ -454,6 +464,7 @@ class MethodDock(QWidget):
             view=job.view,
             link=self.panel.link_display.isChecked(),
             owned=self._owned,
+            geometry=lambda geometry, ndim: self.output_geometry(geometry, ndim, preview=preview),
         )
 
     def _start_preview(self) -> bool:

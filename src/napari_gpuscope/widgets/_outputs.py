@@ -117,6 +117,11 @@ class OutputLayers:
         Receives every layer this job creates, mapped to a weak reference to the input layer,
         *before* it enters the viewer (napari selects a new layer at once; the dock's input
         picker must already know it is a result).
+    geometry : callable, optional
+        ``geometry(kwargs, ndim) -> kwargs``: adjusts the geometry a streamed or preview layer
+        takes from the input (e.g. a super-resolved output's finer scale); default: unchanged.
+        Display kwargs it adds (``colormap``, ``contrast_limits``) are applied to new layers,
+        which are then not linked to the input's display (other intensity units).
     """
 
     def __init__(
@@ -129,6 +134,7 @@ class OutputLayers:
         view: PlaneView | None = None,
         link: bool = True,
         owned: MutableMapping[Any, weakref.ref[Any]] | None = None,
+        geometry: Callable[[dict[str, Any], int], dict[str, Any]] | None = None,
     ) -> None:
         self.viewer = viewer
         self.source = source
@@ -138,6 +144,7 @@ class OutputLayers:
         self.link = link
         self.targets: dict[str, _Target] = {}
         self.owned = owned if owned is not None else {}
+        self.adjust_geometry = geometry
 
     @property
     def order(self) -> list[str]:
@@ -187,7 +194,8 @@ class OutputLayers:
         else:
             layer_name = self.name_of(name)
             geometry = self._geometry(np.ndim(data) if kind == "image" else data.shape[-1])
-            layer = self._add(data, {"name": layer_name, **geometry}, kind, inherit=True)
+            inherit = not {"colormap", "contrast_limits"} & set(geometry)
+            layer = self._add(data, {"name": layer_name, **geometry}, kind, inherit=inherit)
             target = _Target(layer, True, layer_name)
         self.targets[name] = target
         return target
@@ -207,6 +215,8 @@ class OutputLayers:
         geometry = Geometry.of_layer(self.source).trailing(ndim).as_kwargs()
         if self.view is not None and ndim == len(self.view.shape):
             geometry["translate"] = self.view.translate(self.source)
+        if self.adjust_geometry is not None:
+            geometry = self.adjust_geometry(geometry, ndim)
         return geometry
 
     # -- the end ------------------------------------------------------------------------------

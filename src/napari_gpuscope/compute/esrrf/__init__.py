@@ -1,0 +1,61 @@
+"""eSRRF super-resolution on the GPU, NanoPyx-exact, streamed frame by frame.
+
+Enhanced super-resolution radial fluctuations (Laine et al., Nat. Methods 2023) turns a stack of
+blinking-fluorophore frames into a super-resolved image: each frame is magnified (Catmull-Rom),
+its intensity gradients measure how strongly they converge on every output pixel (radial
+gradient convergence, RGC), and the per-frame maps are combined over time (mean, variance or
+lag-1 autocovariance) and corrected for the sub-pixel grid pattern.
+
+- :func:`iter_esrrf` / :func:`esrrf`: the reconstruction; ``geometry="nanopyx"`` reproduces
+  NanoPyx 2.1.5 ``nanopyx.methods.eSRRF`` (``use_fht=False``) to float32 rounding,
+  ``"centred"`` the same method on a pixel-centred grid. Frames stream from host memory
+  in chunks planned from free device memory into online temporal statistics (device memory
+  O(output), not O(frames x output)).
+- QnR (quality and resolution, as NanoJ-eSRRF): :func:`frc_resolution`,
+  :func:`resolution_scaled_pearson`, :func:`error_map` and :func:`iter_parameter_sweep` /
+  :func:`parameter_sweep`.
+
+Modules: :mod:`._params` (parameters), :mod:`._input` (checks, time points), :mod:`._lattice`
+(sampling geometry, per-phase tap table), :mod:`._ops` (torch twins), :mod:`._qnr` (metrics),
+:mod:`._sweep` (the sweep job), :mod:`._kernels` +
+``esrrf.cu`` (fused kernels), :mod:`._pipeline` (one frame chunk), :mod:`._temporal` (online
+statistics, macro-pixel correction), :mod:`._reader` (prefetching reads), :mod:`._job` (the job
+and its result).
+"""
+
+from ._input import time_points
+from ._job import OUTPUT, EsrrfResult, esrrf, iter_esrrf, output_geometry
+from ._params import GEOMETRIES, TEMPORAL_MODES, EsrrfParams
+from ._qnr import (
+    FRC_THRESHOLD,
+    ErrorMap,
+    error_map,
+    frc_curve,
+    frc_resolution,
+    qnr_scores,
+    resolution_scaled_pearson,
+)
+from ._sweep import SWEEP_OUTPUTS, SweepResult, iter_parameter_sweep, parameter_sweep
+
+__all__ = [
+    "FRC_THRESHOLD",
+    "GEOMETRIES",
+    "OUTPUT",
+    "SWEEP_OUTPUTS",
+    "TEMPORAL_MODES",
+    "ErrorMap",
+    "EsrrfParams",
+    "EsrrfResult",
+    "SweepResult",
+    "error_map",
+    "esrrf",
+    "frc_curve",
+    "frc_resolution",
+    "iter_esrrf",
+    "iter_parameter_sweep",
+    "output_geometry",
+    "parameter_sweep",
+    "qnr_scores",
+    "resolution_scaled_pearson",
+    "time_points",
+]

@@ -1,0 +1,404 @@
+"""The eSRRF job: frames stream through the pipeline into online temporal statistics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..arrays import download_into
+from ..devices import device_context
+from ..jobs import Job, Output, Progress, blocking, is_stop, scaled
+from ..memory import plan_chunk, run_in_chunks
+from ..params import ParameterError, takes_params
+from ..results import Geometry, LayerDataTuple, image_layer
+from ._input import check_stack, time_points
+from ._params import EsrrfParams
+from ._pipeline import FramePipeline
+from ._reader import FrameReader
+from ._temporal import TemporalAccumulator, macro_pixel_correct
+
+__all__ = ["OUTPUT", "EsrrfResult", "esrrf", "iter_esrrf", "output_geometry"]
+
+CPU_CHUNK = 4
+"""Default frames per chunk on the CPU (the reference path)."""
+
+OUTPUT = "esrrf"
+"""Name of the streamed output: the running reconstruction of the current time point."""
+
+
+class _Stopped(Exception):
+    """The user asked to stop and keep the frames analysed so far."""
+
+
+def output_geometry(
+    geometry: Geometry | None,
+    magnification: int,
+    time_points: list[tuple[int, int]] | None = None,
+    *,
+    super_resolved: bool = True,
+) -> Geometry:
+    """The geometry of a ``(n_timepoints, H M, W M)`` result of a ``(T, H, W)`` input.
+
+    The last two axes get ``scale / M`` and a translate that keeps pixel centres aligned:
+    output pixel ``i`` is centred at input pixel ``(i + 0.5) / M - 0.5``, so the output's first
+    pixel sits ``(M - 1) / (2 M)`` input pixels before the input's (``super_resolved=False``
+    keeps them, for the widefield mean). With ``time_points``, time point ``k`` is placed at the
+    centre of its frames, one step (frames between time point starts) apart, so that napari
+    shows it on every frame it was made from.
+
+    Examples
+    --------
+    >>> g = output_geometry(Geometry(scale=(1.0, 0.1, 0.1)), 5, [(0, 100)])
+    >>> g.scale, g.translate
+    ((100.0, 0.02, 0.02), (49.5, -0.04, -0.04))
+    """
+    if geometry is None or geometry.scale is None:
+        geometry = Geometry(
+            scale=(1.0, 1.0, 1.0),
+            translate=None if geometry is None else geometry.translate,
+            units=None if geometry is None else geometry.units,
+            axis_labels=None if geometry is None else geometry.axis_labels,
+        )
+    geometry = geometry.trailing(3)
+    m = magnification
+    scale = list(geometry.scale)
+    translate = list(geometry.translate) if geometry.translate else [0.0] * len(scale)
+    if super_resolved:
+        for axis in (-2, -1):
+            translate[axis] = translate[axis] - scale[axis] * (m - 1) / (2 * m)
+            scale[axis] = scale[axis] / m
+    if time_points and len(scale) == 3:
+        (first, stop) = time_points[0]
+        step = time_points[1][0] - first if len(time_points) > 1 else stop - first
+        translate[0] = translate[0] + scale[0] * (first + stop - 1) / 2
+        scale[0] = scale[0] * max(1, step)
+    return Geometry(
+        scale=tuple(scale),
+        translate=tuple(translate),
+        units=geometry.units,
+        axis_labels=geometry.axis_labels,
+    )
+
+
+@dataclass(frozen=True)
+class EsrrfResult:
+    """Super-resolved time points and the facts needed to trust and reproduce them.
+
+    Attributes
+    ----------
+    image : numpy.ndarray
+        float32 ``(n_timepoints, H M, W M)``. With macro-pixel correction the values are
+        dimensionless (each sub-pixel phase has mean 1); without, RGC x input intensity (AVG),
+        its variance (VAR) or lag-1 autocovariance (TAC2).
+    widefield : numpy.ndarray
+        float32 ``(n_timepoints, H, W)``: the mean of each time point's frames, for comparison.
+    params : EsrrfParams
+    time_points : list of (int, int)
+        Frame range ``[start, stop)`` of each time point (those computed; a stopped run's last
+        one holds the frames analysed before the stop).
+    frames_analysed : int
+        Frames that went through the pipeline (frames of overlapping rolling time points count
+        once per time point).
+    chunks : int
+        Frame chunks processed.
+    stopped_early : bool
+    kernel_paths : dict of str to str
+        Which implementation ran, and why.
+    """
+
+    image: np.ndarray
+    widefield: np.ndarray
+    params: EsrrfParams
+    time_points: list[tuple[int, int]]
+    frames_analysed: int
+    chunks: int
+    stopped_early: bool = False
+    total_time_points: int = 1
+    kernel_paths: dict[str, str] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-able facts for provenance (everything but the images)."""
+        return {
+            "params": self.params.to_dict(),
+            "output_shape": list(self.image.shape),
+            "time_points": [list(r) for r in self.time_points],
+            "total_time_points": int(self.total_time_points),
+            "frames_analysed": int(self.frames_analysed),
+            "chunks": int(self.chunks),
+            "stopped_early": bool(self.stopped_early),
+            "kernel_paths": dict(self.kernel_paths),
+        }
+
+    def describe(self) -> str:
+        """One line in plain words."""
+        p = self.params
+        n = len(self.time_points)
+        grid = "NanoPyx grid" if p.geometry == "nanopyx" else "pixel-centred grid"
+        facts = (
+            f"{p.temporal} of {self.frames_analysed} frames, M={p.magnification}, "
+            f"R={p.radius:g} px, S={p.sensitivity:g}, {grid}"
+        )
+        if self.stopped_early:
+            return (
+                f"stopped early by request: {n} of {self.total_time_points} time point(s), "
+                f"the last from frames {self.time_points[-1][0]}-{self.time_points[-1][1] - 1} "
+                f"only ({facts})"
+            )
+        return f"{n} super-resolved time point(s) ({facts})"
+
+    def layers(
+        self,
+        name: str = "stack",
+        geometry: Geometry | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> list[LayerDataTuple]:
+        """The eSRRF image (``"<name> [eSRRF M5 R1.5 S1]"``) at ``scale / M`` with pixel
+        centres aligned to the input's, and the widefield mean (``"<name> [widefield mean]"``);
+        each time point spans the frames it was made from (:func:`output_geometry`).
+        """
+        metadata = dict(metadata or {})
+        sr_meta = dict(metadata)
+        if self.params.macro_pixel_correction:
+            sr_meta["intensity_unit"] = "a.u."
+        low, high = _display_range(self.image)
+        m, placed = self.params.magnification, self.time_points
+        sr = image_layer(
+            self.image,
+            f"{name} [eSRRF {self.params.label}]",
+            output_geometry(geometry, m, placed),
+            metadata=sr_meta,
+            colormap="magma",
+            contrast_limits=(low, high),
+        )
+        wf_geometry = output_geometry(geometry, m, placed, super_resolved=False)
+        wf = image_layer(self.widefield, f"{name} [widefield mean]", wf_geometry, metadata=metadata)
+        return [sr, wf]
+
+
+def _display_range(image: np.ndarray) -> tuple[float, float]:
+    """0 (or the minimum, for a TAC2 that goes negative) to the 99.9th percentile."""
+    if image.size == 0:
+        return 0.0, 1.0
+    high = float(np.percentile(image, 99.9))
+    low = min(0.0, float(image.min()))
+    return low, high if high > low else low + 1.0
+
+
+@takes_params(EsrrfParams)
+def iter_esrrf(
+    stack: Any,
+    params: EsrrfParams,
+    *,
+    frames_per_chunk: int | None = None,
+    memory_budget: int | None = None,
+    name: str = "stack",
+    device: str | torch.device | None = None,
+) -> Job[EsrrfResult]:
+    """eSRRF super-resolution as a job that streams the image while it builds up.
+
+    Parameters
+    ----------
+    stack : array-like
+        ``(T, Y, X)`` frames of blinking fluorophores, any real dtype (uint16 camera frames are
+        uploaded as uint16 and converted on the device); NumPy, dask, zarr, a memory-mapped TIFF
+        or a torch tensor, read chunk by chunk. Never modified.
+    {params}
+    params : EsrrfParams, optional
+        All parameters at once (keywords given as well override its fields).
+    frames_per_chunk : int, optional
+        At most this many frames per device chunk (fewer when device memory is short): the
+        job yields after every chunk, so small chunks stream the build-up more smoothly.
+        Default: as many as free device memory allows.
+    memory_budget : int, optional
+        Device bytes to plan with instead of the free memory.
+    name : str
+        How the input is called in error messages.
+    device : str or torch.device, optional
+        ``None`` = first GPU (raises :class:`~napari_gpuscope.compute.devices.NoGPUError`
+        without one); ``"cpu"`` runs the reference path.
+
+    Returns
+    -------
+    generator
+        Yields :class:`~napari_gpuscope.compute.jobs.Progress` after every frame chunk, with the
+        lazy output ``"esrrf"``: the running reconstruction of the current time point (one
+        plane of the ``(n_timepoints, H M, W M)`` result). Returns an :class:`EsrrfResult`.
+        Sending ``STOP`` returns the time points so far (the current one from the frames
+        analysed before the stop).
+
+    Raises
+    ------
+    InvalidInputError
+        For a stack that is not ``(T, Y, X)``, has fewer than 2 frames, frames too small for
+        the radius, NaN or infinity (named by frame), or a time point VAR/TAC2 cannot use.
+    ParameterError
+        For invalid parameters.
+    DeviceMemoryError
+        When not even one frame fits in device memory.
+
+    Notes
+    -----
+    The temporal statistics are accumulated online (exact running formulas, float64), so
+    device memory is O(output), whatever the number of frames. ``geometry="nanopyx"`` matches
+    NanoPyx 2.1.5 ``nanopyx.methods.eSRRF`` (``use_fht=False``); ``"centred"`` puts output
+    pixel ``i`` at input pixel ``(i + 0.5) / M - 0.5`` for the intensity and the RGC alike.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from napari_gpuscope.compute import esrrf
+    >>> from napari_gpuscope.compute.jobs import run_job
+    >>> stack = np.random.default_rng(0).poisson(50, (4, 16, 16)).astype(np.uint16)
+    >>> result = run_job(esrrf.iter_esrrf(stack, magnification=2, device="cpu"))
+    >>> result.image.shape
+    (1, 32, 32)
+    """
+    if frames_per_chunk is not None and (
+        isinstance(frames_per_chunk, bool)
+        or int(frames_per_chunk) != frames_per_chunk
+        or frames_per_chunk < 1
+    ):
+        raise ParameterError(
+            f"frames_per_chunk must be a positive integer, got {frames_per_chunk!r}"
+        )
+    check_stack(stack, params, name=name)
+    if device is None and isinstance(stack, torch.Tensor) and stack.is_cuda:
+        device = stack.device
+    return _run(stack, params, frames_per_chunk, memory_budget, name, device)
+
+
+esrrf = blocking(iter_esrrf, unwrap=lambda result: result.image)
+esrrf.__doc__ = """eSRRF super-resolution; blocking version of :func:`iter_esrrf` (same
+parameters).
+
+Returns
+-------
+numpy.ndarray
+    float32 ``(n_timepoints, H M, W M)``.
+
+Examples
+--------
+>>> import numpy as np
+>>> from napari_gpuscope.compute import esrrf
+>>> stack = np.random.default_rng(0).poisson(50, (4, 16, 16)).astype(np.uint16)
+>>> esrrf.esrrf(stack, magnification=3, temporal="VAR", device="cpu").shape
+(1, 48, 48)
+"""
+
+
+def _run(
+    stack: Any,
+    params: EsrrfParams,
+    frames_per_chunk: int | None,
+    memory_budget: int | None,
+    name: str,
+    device: Any,
+) -> Job[EsrrfResult]:
+    n_frames, height, width = (int(s) for s in stack.shape)
+    ranges = time_points(n_frames, params, name=name)
+    with torch.no_grad(), device_context(device) as dev, FrameReader(stack) as reader:
+        pipeline = FramePipeline(height, width, params, dev, name)
+        rows, cols = pipeline.output_shape
+        out = np.zeros((len(ranges), rows, cols), np.float32)
+        widefield = np.zeros((len(ranges), height, width), np.float32)
+        itemsize = int(getattr(stack.dtype, "itemsize", 4))
+        total = sum(b - a for a, b in ranges)
+        state = {"done": 0, "chunks": 0}
+        computed: list[tuple[int, int]] = []
+        stopped = False
+        for index, (first, stop) in enumerate(ranges):
+            accumulator = TemporalAccumulator((rows, cols), params.temporal, dev)
+            mean_frame = torch.zeros((height, width), dtype=torch.float64, device=dev)
+            label = f"time point {index + 1}/{len(ranges)}, " if len(ranges) > 1 else ""
+
+            def finish(acc: TemporalAccumulator = accumulator) -> torch.Tensor:
+                image = acc.result()
+                if params.macro_pixel_correction:
+                    image = macro_pixel_correct(image, params.magnification)
+                return image
+
+            def process(
+                start: int,
+                end: int,
+                first: int = first,
+                stop: int = stop,
+                index: int = index,
+                acc: TemporalAccumulator = accumulator,
+                mean: torch.Tensor = mean_frame,
+                label: str = label,
+                finish: Any = finish,
+            ) -> Job[None]:
+                host = reader.read(first + start, first + end, prefetch_until=stop)
+                frames = pipeline.upload(host, first + start)
+                maps = pipeline.maps(frames)
+                acc.add(maps)  # after the compute: an out-of-memory retry never counts twice
+                mean += frames.sum(0, dtype=torch.float64)
+                del maps, frames
+                state["done"] += end - start
+                state["chunks"] += 1
+                region = (slice(index, index + 1), slice(0, rows), slice(0, cols))
+                command = yield Progress(
+                    1.0,  # of this chunk: run_in_chunks and scaled map it onto the whole job
+                    f"{label}frames {first + start}-{first + end - 1} "
+                    f"({state['done']}/{total} analysed)",
+                    step=state["done"],
+                    outputs={
+                        OUTPUT: Output(
+                            lambda: finish().cpu().numpy()[None],
+                            region=region,
+                            shape=(len(ranges), rows, cols),
+                        )
+                    },
+                )
+                if is_stop(command):
+                    raise _Stopped
+
+            n = stop - first
+            # A CPU gains nothing from chunks larger than its caches.
+            cap = frames_per_chunk or (CPU_CHUNK if dev.type == "cpu" else n)
+            chunk = plan_chunk(
+                min(n, cap),
+                pipeline.bytes_per_frame(itemsize),
+                dev,
+                fixed_bytes=pipeline.fixed_bytes(),
+                budget=memory_budget,
+                what="eSRRF of one frame chunk",
+            )
+            before = sum(b - a for a, b in ranges[:index])
+            try:
+                yield from scaled(
+                    run_in_chunks(
+                        n,
+                        min(chunk, n),
+                        process,
+                        device=dev,
+                        bytes_per_item=pipeline.bytes_per_frame(itemsize),
+                        fixed_bytes=pipeline.fixed_bytes(),
+                        budget=memory_budget,
+                        what="eSRRF of one frame chunk",
+                    ),
+                    before / total,
+                    (before + n) / total,
+                )
+            except _Stopped:
+                stopped = True
+            download_into(out[index], finish())
+            widefield[index] = (mean_frame / max(1, accumulator.count)).cpu().numpy()
+            computed.append((first, first + accumulator.count))
+            if stopped:
+                break
+        count = len(computed)
+        return EsrrfResult(
+            image=out[:count],
+            widefield=widefield[:count],
+            params=params,
+            time_points=computed,
+            frames_analysed=state["done"],
+            chunks=state["chunks"],
+            stopped_early=stopped,
+            total_time_points=len(ranges),
+            kernel_paths=pipeline.kernel_paths(),
+        )

@@ -1,0 +1,133 @@
+"""eSRRF parameters: the one list every part of the plugin uses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ..params import Params, param
+
+__all__ = ["GEOMETRIES", "TEMPORAL_MODES", "EsrrfParams"]
+
+TEMPORAL_MODES = ("AVG", "VAR", "TAC2")
+GEOMETRIES = ("nanopyx", "centred")
+
+
+@dataclass(frozen=True)
+class EsrrfParams(Params):
+    """Parameters of enhanced super-resolution radial fluctuations (eSRRF).
+
+    The defaults are NanoPyx's (``nanopyx.methods.eSRRF``): magnification 5, radius 1.5 input
+    pixels, sensitivity 1, all frames in one time point, temporal average, intensity weighting
+    and macro-pixel correction on.
+
+    Examples
+    --------
+    >>> p = EsrrfParams(magnification=4, temporal="VAR")
+    >>> EsrrfParams.from_json(p.to_json()) == p
+    True
+    >>> EsrrfParams(radius=0)
+    Traceback (most recent call last):
+    ...
+    napari_gpuscope.compute.params.ParameterError: EsrrfParams.radius must be ...
+    """
+
+    method_id: ClassVar[str] = "esrrf"
+
+    magnification: int = param(
+        5,
+        minimum=1,
+        maximum=10,
+        help="Output pixels per input pixel along each axis (the output is M times larger)",
+    )
+    radius: float = param(
+        1.5,
+        unit="px",
+        minimum=0.5,
+        maximum=5.0,
+        step=0.25,
+        help=(
+            "Radius of the gradient ring in input pixels; about the PSF's sigma x 2.355 / 2 "
+            "(1-2 for a Nyquist-sampled widefield or TIRF image)"
+        ),
+    )
+    sensitivity: float = param(
+        1.0,
+        minimum=0.0,
+        maximum=10.0,
+        step=0.5,
+        help=(
+            "Power applied to the radial gradient convergence when above 1 (sharper, fewer "
+            "weak structures); values up to 1 leave it unchanged, as in NanoPyx"
+        ),
+    )
+    frames_per_timepoint: int = param(
+        0,
+        label="Frames per time point",
+        minimum=0,
+        maximum=10_000_000,
+        help="Frames combined into one reconstruction; 0 = all frames (one output image)",
+    )
+    temporal: str = param(
+        "AVG",
+        label="Temporal analysis",
+        choices={
+            "AVG": "AVG (mean)",
+            "VAR": "VAR (variance)",
+            "TAC2": "TAC2 (lag-1 autocovariance)",
+        },
+        help=(
+            "How the frames of one time point are combined: AVG is robust and linear; VAR and "
+            "TAC2 reward fluctuations (sharper, less linear in brightness)"
+        ),
+    )
+    intensity_weighting: bool = param(
+        True,
+        label="Intensity weighting",
+        help="Multiply the gradient convergence by the magnified intensity",
+    )
+    macro_pixel_correction: bool = param(
+        True,
+        label="Macro-pixel correction",
+        help=(
+            "Divide each of the M x M sub-pixel positions by its mean, removing the grid pattern; "
+            "values become dimensionless (mean about 1)"
+        ),
+    )
+    geometry: str = param(
+        "nanopyx",
+        choices={"nanopyx": "NanoPyx (exact)", "centred": "Pixel-centred"},
+        help=(
+            "nanopyx: reproduce NanoPyx 2.1.5 exactly (its map sits half an input pixel off); "
+            "centred: the same method on a pixel-centred grid, aligned with the input"
+        ),
+    )
+    frame_gap: int = param(
+        0,
+        label="Rolling frame gap",
+        minimum=0,
+        maximum=10_000_000,
+        advanced=True,
+        help=(
+            "0 = consecutive, non-overlapping time points (NanoPyx; a short last one is kept); "
+            "> 0 = rolling analysis as in NanoJ: a time point of frames_per_timepoint frames "
+            "starts every frame_gap frames, incomplete ones are dropped"
+        ),
+    )
+
+    def validate(self) -> None:
+        """A rolling analysis needs a fixed number of frames per time point."""
+        if self.frame_gap > 0 and self.frames_per_timepoint == 0:
+            self.fail(
+                "frame_gap",
+                f"is {self.frame_gap} (rolling analysis), which needs frames_per_timepoint > 0 "
+                "(how many frames each time point holds)",
+            )
+
+    @property
+    def label(self) -> str:
+        """The key parameters in a few characters, for layer names: ``"M5 R1.5 S1"``."""
+        text = f"M{self.magnification} R{self.radius:g} S{self.sensitivity:g}"
+        if self.temporal != "AVG":
+            text += f" {self.temporal}"
+        return text

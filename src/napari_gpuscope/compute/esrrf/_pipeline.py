@@ -1,0 +1,101 @@
+"""One frame chunk through eSRRF: upload, checks, magnification, gradients, RGC."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..arrays import InvalidInputError, to_device
+from . import _kernels
+from ._ops import FrameGeometry, half_gradients_twin, magnify_twin, rgc_twin, twin_bytes_per_frame
+from ._params import EsrrfParams
+
+__all__ = ["FramePipeline"]
+
+
+class FramePipeline:
+    """Per-frame eSRRF maps (RGC x intensity) of frame chunks of one shape, on one device.
+
+    Parameters
+    ----------
+    height, width : int
+        Frame shape.
+    params : EsrrfParams
+    device : torch.device
+    name : str
+        How the input is called in error messages.
+    """
+
+    def __init__(
+        self, height: int, width: int, params: EsrrfParams, device: torch.device, name: str
+    ) -> None:
+        self.params = params
+        self.device = device
+        self.name = name
+        self.geometry = FrameGeometry.build(
+            height,
+            width,
+            params.magnification,
+            params.radius,
+            params.geometry == "centred",
+            device,
+        )
+        self.fused = _kernels.FusedChain.for_device(self.geometry, device)
+
+    @property
+    def output_shape(self) -> tuple[int, int]:
+        """``(H M, W M)``."""
+        return self.geometry.output_shape
+
+    def bytes_per_frame(self, itemsize: int) -> int:
+        """Device bytes one more frame in a chunk costs (raw upload included)."""
+        g = self.geometry
+        raw = g.height * g.width * itemsize
+        if self.fused is not None:
+            return raw + self.fused.bytes_per_frame()
+        return raw + twin_bytes_per_frame(g.height, g.width, g.magnification, g.table.radius)
+
+    def fixed_bytes(self) -> int:
+        """Device bytes independent of the chunk: matrices, tap table, accumulators (float64
+        sums, first and last frame) and the finished time point."""
+        rows, cols = self.output_shape
+        return 8 * 5 * rows * cols + 4 * rows * cols + (1 << 20)
+
+    def upload(self, host: Any, first_frame: int) -> torch.Tensor:
+        """float32 frames on the device (raw dtype uploaded, converted there), checked finite."""
+        frames = to_device(host, self.device)
+        integer = (
+            not host.dtype.is_floating_point
+            if isinstance(host, torch.Tensor)
+            else np.issubdtype(host.dtype, np.integer)
+        )
+        if not integer:
+            bad = ~torch.isfinite(frames)
+            if bool(bad.any()):
+                per_frame = bad.flatten(1).sum(1)
+                k = int(torch.nonzero(per_frame)[0, 0])
+                raise InvalidInputError(
+                    f"{self.name} frame {first_frame + k} contains {int(per_frame[k])} NaN or "
+                    f"infinite value(s) ({int(bad.sum())} in frames {first_frame}-"
+                    f"{first_frame + len(frames) - 1}); eSRRF needs finite intensities. Replace "
+                    "them (e.g. numpy.nan_to_num) or crop them away."
+                )
+        return frames
+
+    def maps(self, frames: torch.Tensor) -> torch.Tensor:
+        """``(B, H M, W M)`` RGC (x magnified intensity) of each frame, zero border band."""
+        p = self.params
+        weighting = p.intensity_weighting
+        if self.fused is not None:
+            return self.fused(frames, p.sensitivity, weighting)
+        gcol, grow = half_gradients_twin(frames, self.geometry)
+        magnified = magnify_twin(frames, self.geometry) if weighting else None
+        return rgc_twin(gcol, grow, magnified, self.geometry, p.sensitivity)
+
+    def kernel_paths(self) -> dict[str, str]:
+        """Which implementation ran, for provenance."""
+        if self.fused is not None:
+            return self.fused.paths()
+        return {"esrrf": "torch twins (" + _kernels.why_twins(self.device) + ")"}

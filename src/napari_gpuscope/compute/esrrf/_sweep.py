@@ -1,0 +1,311 @@
+"""The radius x sensitivity parameter sweep: FRC resolution, RSP and QnR per setting.
+
+Each setting reconstructs the even and the odd frames separately (the FRC of the two is the
+resolution) and the whole stack (whose RSP against the widefield mean is the fidelity), as
+NanoJ-eSRRF and NanoPyx do; for AVG the whole-stack image is the frame-weighted mean of the two
+halves (exact), so each setting costs two reconstructions. QnR (:func:`._qnr.qnr_scores`) then
+ranks the settings. One job: every cell streams in as it is computed, and a stop keeps the
+cells done so far.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..arrays import InvalidInputError
+from ..jobs import STOP, Job, Output, Progress, blocking, is_stop
+from ..params import ParameterError
+from ._input import check_stack
+from ._job import iter_esrrf
+from ._params import EsrrfParams
+from ._qnr import error_map, frc_resolution, qnr_scores
+from ._temporal import macro_pixel_correct
+
+__all__ = ["SWEEP_OUTPUTS", "SweepResult", "iter_parameter_sweep", "parameter_sweep"]
+
+SWEEP_OUTPUTS = ("frc_resolution", "rsp", "qnr")
+"""Keyed outputs of the sweep job: one ``(n_sensitivities, n_radii)`` grid each (NaN where not
+computed yet); FRC and RSP stream cell by cell, QnR as a whole (it depends on every cell)."""
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """A radius x sensitivity sweep.
+
+    Attributes
+    ----------
+    radii, sensitivities : tuple of float
+        The grid (columns, rows).
+    frc_resolution : numpy.ndarray
+        ``(n_sensitivities, n_radii)`` FRC resolution in units of ``pixel_size`` (NaN: not
+        computed, or no 1/7 crossing).
+    rsp : numpy.ndarray
+        Resolution-scaled Pearson correlation per setting.
+    qnr : numpy.ndarray
+        QnR per setting (NaN where not computed).
+    params : EsrrfParams
+        The other parameters (radius and sensitivity as swept).
+    frames : int
+        Frames used.
+    pixel_size : float
+        Input pixel size (the unit of ``frc_resolution``).
+    stopped_early : bool
+    """
+
+    radii: tuple[float, ...]
+    sensitivities: tuple[float, ...]
+    frc_resolution: np.ndarray
+    rsp: np.ndarray
+    qnr: np.ndarray
+    params: EsrrfParams
+    frames: int
+    pixel_size: float = 1.0
+    stopped_early: bool = False
+
+    @property
+    def cells_done(self) -> int:
+        """Settings computed."""
+        return int(np.isfinite(self.rsp).sum())
+
+    @property
+    def best(self) -> tuple[float, float] | None:
+        """``(radius, sensitivity)`` of the highest QnR (None when no cell has one)."""
+        if not np.isfinite(self.qnr).any():
+            return None
+        i, j = np.unravel_index(np.nanargmax(self.qnr), self.qnr.shape)
+        return self.radii[j], self.sensitivities[i]
+
+    def best_params(self) -> EsrrfParams | None:
+        """The swept parameters with the best setting applied."""
+        best = self.best
+        return None if best is None else self.params.replace(radius=best[0], sensitivity=best[1])
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-able facts (NaN written as None)."""
+
+        def grid(values: np.ndarray) -> list[list[float | None]]:
+            return [[float(v) if np.isfinite(v) else None for v in row] for row in values]
+
+        return {
+            "params": self.params.to_dict(),
+            "radii": list(self.radii),
+            "sensitivities": list(self.sensitivities),
+            "frc_resolution": grid(self.frc_resolution),
+            "rsp": grid(self.rsp),
+            "qnr": grid(self.qnr),
+            "best": None if self.best is None else list(self.best),
+            "frames": int(self.frames),
+            "pixel_size": float(self.pixel_size),
+            "stopped_early": bool(self.stopped_early),
+        }
+
+    def describe(self) -> str:
+        """One line in plain words."""
+        total = self.qnr.size
+        done = (
+            f"{self.cells_done} of {total} settings" if self.stopped_early else f"{total} settings"
+        )
+        best = self.best
+        if best is None:
+            return f"sweep of {done}: no setting has a QnR (no FRC crossing at 1/7)"
+        i, j = self.sensitivities.index(best[1]), self.radii.index(best[0])
+        stopped = "stopped early; " if self.stopped_early else ""
+        return (
+            f"{stopped}best of {done}: radius {best[0]:g}, sensitivity {best[1]:g} (QnR "
+            f"{self.qnr[i, j]:.3f}, RSP {self.rsp[i, j]:.3f}, FRC "
+            f"{self.frc_resolution[i, j]:.3g})"
+        )
+
+
+def _values(name: str, values: Sequence[float], low: float, high: float) -> tuple[float, ...]:
+    out = tuple(float(v) for v in values)
+    if not out:
+        raise ParameterError(f"{name} must hold at least one value")
+    bad = [v for v in out if not (low <= v <= high)]
+    if bad:
+        raise ParameterError(f"{name} must lie within [{low:g}, {high:g}], got {bad}")
+    if len(set(out)) != len(out):
+        raise ParameterError(f"{name} holds duplicates: {list(out)}")
+    return out
+
+
+def iter_parameter_sweep(
+    stack: Any,
+    radii: Sequence[float] = (1.0, 1.5, 2.0),
+    sensitivities: Sequence[float] = (1.0, 2.0),
+    *,
+    params: EsrrfParams | None = None,
+    frames: int | None = None,
+    pixel_size: float = 1.0,
+    device: str | torch.device | None = None,
+) -> Job[SweepResult]:
+    """Sweep radius x sensitivity; FRC resolution, RSP and QnR of every setting.
+
+    Parameters
+    ----------
+    stack : array-like
+        ``(T, Y, X)`` frames (a crop of a few hundred pixels per side is plenty).
+    radii, sensitivities : sequence of float
+        The grid.
+    params : EsrrfParams, optional
+        The other parameters (magnification, temporal mode, weighting, correction, geometry);
+        default: :class:`EsrrfParams` defaults. Time points are not used: all ``frames`` frames
+        form one reconstruction.
+    frames : int, optional
+        Use the first ``frames`` frames (at least 4); default all.
+    pixel_size : float
+        Input pixel size; FRC resolutions are given in its units.
+    device : str or torch.device, optional
+        As :func:`iter_esrrf`.
+
+    Returns
+    -------
+    generator
+        Yields :class:`~napari_gpuscope.compute.jobs.Progress` with the keyed outputs of
+        :data:`SWEEP_OUTPUTS`; returns a :class:`SweepResult`. ``STOP`` keeps the cells done.
+
+    Examples
+    --------
+    >>> from napari_gpuscope.compute.jobs import run_job
+    >>> from napari_gpuscope.sample_data.esrrf import blinking_filaments_stack
+    >>> stack, _ = blinking_filaments_stack(12, (32, 32))
+    >>> result = run_job(iter_parameter_sweep(stack, (1.0, 2.0), (1.0,), frames=12,
+    ...                  params=EsrrfParams(magnification=2), device="cpu"))
+    >>> result.qnr.shape
+    (1, 2)
+    """
+    base = params if params is not None else EsrrfParams()
+    if not isinstance(base, EsrrfParams):
+        raise ParameterError(f"params must be an EsrrfParams, got {type(base).__name__}")
+    info = {i.name: i for i in EsrrfParams.param_info()}
+    radii = _values("radii", radii, info["radius"].minimum, info["radius"].maximum)
+    sensitivities = _values(
+        "sensitivities", sensitivities, info["sensitivity"].minimum, info["sensitivity"].maximum
+    )
+    base = base.replace(frames_per_timepoint=0, frame_gap=0)
+    n_frames, _, _ = check_stack(stack, base)
+    frames = n_frames if frames is None else int(frames)
+    if not 4 <= frames <= n_frames:
+        raise InvalidInputError(
+            f"the sweep needs 4 to {n_frames} frames (even and odd halves of at least 2), got "
+            f"frames={frames}"
+        )
+    if not pixel_size > 0:
+        raise ParameterError(f"pixel_size must be positive, got {pixel_size!r}")
+    return _sweep(stack, radii, sensitivities, base, frames, float(pixel_size), device)
+
+
+parameter_sweep = blocking(iter_parameter_sweep)
+parameter_sweep.__doc__ = """Radius x sensitivity sweep; blocking version of
+:func:`iter_parameter_sweep` (same parameters). Returns a :class:`SweepResult`."""
+
+
+def _sweep(stack, radii, sensitivities, base, frames, pixel_size, device) -> Job[SweepResult]:
+    shape = (len(sensitivities), len(radii))
+    frc = np.full(shape, np.nan)
+    rsp = np.full(shape, np.nan)
+    qnr = np.full(shape, np.nan)
+    used = stack[:frames]
+    halves = (used[0::2], used[1::2])
+    counts = (len(range(0, frames, 2)), len(range(1, frames, 2)))
+    widefield = np.asarray(used, dtype=np.float64).mean(axis=0)
+    m = base.magnification
+    cells = [(i, j) for i in range(len(sensitivities)) for j in range(len(radii))]
+    runs_per_cell = 2 if base.temporal == "AVG" else 3
+    stopped = False
+    for number, (i, j) in enumerate(cells):
+        cell = base.replace(radius=radii[j], sensitivity=sensitivities[i])
+        linear = cell.replace(macro_pixel_correction=False) if base.temporal == "AVG" else cell
+        images = []
+        inputs = [*halves, *([used] if runs_per_cell == 3 else [])]
+        for k, part in enumerate(inputs):
+            label = (
+                f"radius {radii[j]:g}, sensitivity {sensitivities[i]:g}: "
+                f"{('even frames', 'odd frames', 'all frames')[k]}"
+            )
+            start = (number * runs_per_cell + k) / (len(cells) * runs_per_cell)
+            span = 1 / (len(cells) * runs_per_cell)
+            job = iter_esrrf(part, params=linear if k < 2 else cell, device=device)
+            image = yield from _until_stop(job, start, span, label)
+            if image is None:
+                stopped = True
+                break
+            images.append(image)
+        if stopped:
+            break
+        if base.temporal == "AVG":
+            whole = (counts[0] * images[0] + counts[1] * images[1]) / frames
+            if base.macro_pixel_correction:
+                images = [_mpc(x, m) for x in images]
+                whole = _mpc(whole, m)
+        else:
+            whole = images[2]
+        # Without eSRRF's zero border band, which both halves share (a correlated edge).
+        cut = int(cell.radius * m) + m
+        inner = (slice(cut, -cut), slice(cut, -cut))
+        frc[i, j] = frc_resolution(
+            images[0][inner], images[1][inner], pixel_size / m, max_frequency=1.0 / m
+        )
+        rsp[i, j] = error_map(whole, widefield, m).rsp
+        _, qnr[...] = qnr_scores(frc, rsp)
+        command = yield Progress(
+            (number + 1) / len(cells),
+            f"setting {number + 1}/{len(cells)}: radius {radii[j]:g}, sensitivity "
+            f"{sensitivities[i]:g}: FRC {frc[i, j]:.3g}, RSP {rsp[i, j]:.3f}",
+            step=number + 1,
+            metrics={"rsp": float(rsp[i, j])},
+            outputs=_outputs(frc, rsp, qnr, (i, j)),
+        )
+        if is_stop(command):
+            stopped = number + 1 < len(cells)
+            break
+    return SweepResult(
+        radii=radii,
+        sensitivities=sensitivities,
+        frc_resolution=frc,
+        rsp=rsp,
+        qnr=qnr,
+        params=base,
+        frames=frames,
+        pixel_size=pixel_size,
+        stopped_early=stopped,
+    )
+
+
+def _mpc(image: np.ndarray, magnification: int) -> np.ndarray:
+    return macro_pixel_correct(torch.from_numpy(np.ascontiguousarray(image)), magnification).numpy()
+
+
+def _outputs(frc, rsp, qnr, cell) -> dict[str, Output]:
+    i, j = cell
+    region = (slice(i, i + 1), slice(j, j + 1))
+    return {
+        "frc_resolution": Output(frc[region].copy(), region=region, shape=frc.shape),
+        "rsp": Output(rsp[region].copy(), region=region, shape=rsp.shape),
+        "qnr": Output(qnr.copy()),
+    }
+
+
+def _until_stop(job, start: float, span: float, label: str) -> Job[np.ndarray | None]:
+    """Run one reconstruction, re-yielding its progress; on STOP abandon it (None)."""
+    command = None
+    try:
+        while True:
+            try:
+                update = job.send(command)
+            except StopIteration as done:
+                return done.value.image[0]
+            fraction = None if update.fraction is None else start + span * update.fraction
+            command = yield dataclasses.replace(
+                update, fraction=fraction, message=f"{label}, {update.message}", outputs={}
+            )
+            if command is STOP:
+                return None
+    finally:
+        job.close()

@@ -1,0 +1,190 @@
+"""The "eSRRF" dock: super-resolution from a stack of blinking-fluorophore frames.
+
+Everything generic -- parameter rows (from :class:`~napari_gpuscope.compute.esrrf.EsrrfParams`),
+Run / Stop & keep / Cancel, streaming, results, provenance, settings, export -- comes from
+:class:`~napari_gpuscope.widgets.MethodDock`. This dock adds:
+
+- the radius's length in the layer's units beside it;
+- the geometry of its layers: the super-resolved image has the input's scale / M, translated so
+  that pixel centres stay aligned with the input's (while it streams, in the preview and as the
+  result), shown with its own colormap and contrast (its values are not in the input's units);
+- a live preview of the visible region from a few frames (:mod:`.esrrf_preview`);
+- the parameter sweep panel (:mod:`.esrrf_sweep`).
+
+A full run streams the reconstruction of the current time point as frames go through, and adds
+the widefield mean (same frames) for comparison.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from magicgui.widgets import Label
+from qtpy.QtCore import QTimer
+from qtpy.QtWidgets import QSizePolicy
+
+from napari_gpuscope.compute.esrrf import OUTPUT, EsrrfParams, output_geometry, time_points
+from napari_gpuscope.compute.jobs import Job
+from napari_gpuscope.compute.results import Geometry
+from napari_gpuscope.widgets._base import MethodDock
+from napari_gpuscope.widgets._controls import FieldStyle
+from napari_gpuscope.widgets._preview import PlaneView, PreviewResult
+from napari_gpuscope.widgets.esrrf_preview import PreviewRegion, preview_job, visible_region
+
+if TYPE_CHECKING:
+    import napari.layers
+
+__all__ = ["EsrrfDock"]
+
+SR_COLORMAP = "magma"
+STREAM_UPDATES = 50
+"""About this many image updates per run while frames stream."""
+MAX_STREAM_CHUNK = 32
+
+
+class EsrrfDock(MethodDock):
+    """Dock widget for eSRRF super-resolution.
+
+    Parameters
+    ----------
+    viewer : napari.viewer.Viewer
+        Injected by napari.
+    """
+
+    method_id = "esrrf"
+    short_title = "eSRRF"
+    streamed_outputs = (OUTPUT,)
+    input_dims = (3, 3)
+    step_label = "frame"
+    field_styles = {  # noqa: RUF012 (read-only presentation table)
+        "radius": FieldStyle(slider=True, minimum=0.5, maximum=4.0),
+        "sensitivity": FieldStyle(slider=True, minimum=0.0, maximum=5.0),
+    }
+
+    def __init__(self, viewer: napari.viewer.Viewer) -> None:
+        self._preview_region: PreviewRegion | None = None
+        # The parameters of the latest job made: its layers' geometry (the base asks while the
+        # job streams and when it finishes, on the GUI thread).
+        self._layer_params: EsrrfParams | None = None
+        self._layer_frames = 0
+        super().__init__(viewer)
+        layout = self.content.layout()
+        layout.insertWidget(layout.count() - 1, self.sweep)  # before the closing stretch
+
+    # ---------------------------------------------------------------- controls
+    def build_controls(self) -> None:
+        """The radius's length in the layer's units; the sweep panel."""
+        self.radius_label = Label(value="")
+        self.radius_label.tooltip = "The radius in the input layer's physical units (its scale)."
+        self.radius_label.native.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+        self.form.add_row("", self.radius_label.native, after="radius")
+        self.pixel_label = Label(value="")
+        self.pixel_label.tooltip = "The output's pixel size and shape at this magnification."
+        self.pixel_label.native.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+        self.form.add_row("", self.pixel_label.native, after="magnification")
+        self.form.widgets["radius"].changed.connect(self._update_radius_label)
+        self.form.widgets["magnification"].changed.connect(self._update_radius_label)
+        from napari_gpuscope.widgets.esrrf_sweep import SweepPanel
+
+        self.sweep = SweepPanel(self)  # placed under the run controls once the layout exists
+
+    def on_input_changed(self, layer: Any) -> None:
+        """Show the radius in the new layer's units."""
+        self._update_radius_label()
+
+    def _update_radius_label(self, *_: Any) -> None:
+        layer = self.input_layer
+        if layer is None or layer.ndim < 2:
+            self.radius_label.value = self.pixel_label.value = ""
+            return
+        radius = float(self.form.value("radius"))
+        pixel = float(layer.scale[-1])
+        unit = _unit_of(layer)
+        m = int(self.form.value("magnification"))
+        rows, cols = (int(n) * m for n in np.shape(layer.data)[-2:])
+        self.radius_label.value = f"= {radius * pixel:.3g} {unit}"
+        if unit == "px":  # no physical unit: the sizes in input pixels say it all
+            self.pixel_label.value = f"→ {rows}×{cols} pixels"
+        else:
+            self.pixel_label.value = f"→ {rows}×{cols}, {pixel / m:.3g} {unit} pixels"
+
+    def params(self) -> EsrrfParams:
+        """The parameters the controls describe."""
+        return EsrrfParams(**self.form.values())
+
+    def release(self) -> None:
+        """Also cancel a running sweep."""
+        if hasattr(self, "sweep"):
+            self.sweep.release()
+        super().release()
+
+    def make_job(self, layer: Any, params: EsrrfParams, device: str) -> Job[Any]:
+        """The full run, in chunks small enough that the image visibly builds up (about 50
+        updates; fewer frames per chunk when device memory is short)."""
+        from napari_gpuscope.compute.esrrf import iter_esrrf
+
+        self._layer_params = params
+        frames = self._layer_frames = int(np.shape(layer.data)[0])
+        per_chunk = int(np.clip(np.ceil(frames / STREAM_UPDATES), 1, MAX_STREAM_CHUNK))
+        return iter_esrrf(
+            layer.data,
+            params=params,
+            device=device,
+            frames_per_chunk=per_chunk,
+            name=f"layer '{layer.name}'",
+        )
+
+    # ---------------------------------------------------------------- layers
+    def output_geometry(
+        self, geometry: dict[str, Any], ndim: int, *, preview: bool
+    ) -> dict[str, Any]:
+        """Scale / M on the last two axes with pixel centres aligned, a run's time points over
+        their frames, a preview at its region's place; the super-resolution colormap (its
+        values are not in the input's units)."""
+        params = self._layer_params
+        if params is None or "scale" not in geometry or ndim != 3:
+            return {**geometry, "colormap": SR_COLORMAP}
+        m = params.magnification
+        scale = [float(s) for s in geometry["scale"]]
+        translate = [float(t) for t in geometry.get("translate", (0.0,) * len(scale))]
+        if preview and self._preview_region is not None:
+            for axis, offset in zip((-2, -1), self._preview_region.origin, strict=True):
+                translate[axis] += scale[axis] * offset
+            placed = None  # the preview plane stays on the displayed frame
+        else:
+            placed = time_points(self._layer_frames, params)
+        sr = output_geometry(Geometry(scale=tuple(scale), translate=tuple(translate)), m, placed)
+        return {**geometry, **sr.as_kwargs(), "colormap": SR_COLORMAP}
+
+    def on_result(self, result: Any, *, preview: bool, layer: Any) -> None:
+        """Put the super-resolved image on top (the widefield mean, added after it, would hide
+        it) and select it."""
+        if not preview:  # once the base has recorded the result's layers
+            QTimer.singleShot(0, self._raise_result)
+
+    def _raise_result(self) -> None:
+        sr = self.last_result_layer
+        if sr is not None and sr in self.viewer.layers:
+            layers = self.viewer.layers
+            layers.move(layers.index(sr), len(layers))
+            layers.selection.active = sr
+
+    # ---------------------------------------------------------------- preview
+    def make_preview_job(
+        self, layer: Any, params: EsrrfParams, device: str, view: PlaneView
+    ) -> Job[PreviewResult]:
+        """A reconstruction of the visible region from the frames at the displayed one."""
+        corners = np.asarray(getattr(layer, "corner_pixels", np.zeros((2, 3))))
+        region = visible_region(tuple(np.shape(layer.data)), corners, view.index[0])
+        self._preview_region = region
+        self._layer_params = params
+        return preview_job(layer.data, params, device, view, region)
+
+
+def _unit_of(layer: Any) -> str:
+    units = getattr(layer, "units", None)
+    if units is None or not len(units):
+        return "px"
+    unit = str(units[-1])
+    return {"micrometer": "µm", "um": "µm", "nanometer": "nm", "pixel": "px"}.get(unit, unit)

@@ -1,0 +1,137 @@
+"""QnR metrics on analytic cases, and the parameter sweep job."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from scipy import ndimage
+
+from napari_gpuscope.compute import esrrf
+from napari_gpuscope.compute.arrays import InvalidInputError
+from napari_gpuscope.compute.jobs import STOP
+from napari_gpuscope.compute.params import ParameterError
+from napari_gpuscope.sample_data.esrrf import blinking_filaments_stack
+
+
+@pytest.mark.parametrize("sigma", [1.5, 3.0])
+def test_frc_resolution_matches_the_analytic_crossing(sigma):
+    """Two noisy copies of Gaussian-filtered white noise: FRC(k) = S(k) / (S(k) + N) with
+    S(k) = exp(-4 pi^2 sigma^2 k^2), so FRC = 1/7 at k = sqrt(ln(6 / n^2)) / (2 pi sigma)."""
+    rng = np.random.default_rng(0)
+    truth = ndimage.gaussian_filter(rng.normal(size=(256, 256)), sigma, mode="wrap")
+    noise = 0.01
+    a = truth + noise * rng.normal(size=truth.shape)
+    b = truth + noise * rng.normal(size=truth.shape)
+    expected = 2 * np.pi * sigma / np.sqrt(np.log(6 / noise**2))
+    assert esrrf.frc_resolution(a, b, pixel_size=0.1) == pytest.approx(0.1 * expected, rel=0.05)
+
+
+def test_frc_of_identical_images_has_no_crossing():
+    image = np.random.default_rng(1).normal(size=(64, 64))
+    assert np.isnan(esrrf.frc_resolution(image, image))
+    with pytest.raises(ValueError, match="16 x 16"):
+        esrrf.frc_resolution(image[:8, :8], image[:8, :8])
+
+
+def test_error_map_of_a_consistent_pair_and_of_a_wrong_image():
+    """A widefield image made from the SR image (Gaussian blur, block mean, gain, offset) is
+    explained perfectly; an unrelated image is not."""
+    m, blur = 4, 1.2 * 4
+    rng = np.random.default_rng(2)
+    sr = np.zeros((160, 160))
+    sr[tuple(rng.integers(20, 140, (2, 60)))] = rng.uniform(1, 3, 60)
+    blurred = ndimage.gaussian_filter(sr, blur)
+    widefield = 50 * blurred.reshape(40, m, 40, m).mean(axis=(1, 3)) + 7
+    result = esrrf.error_map(sr, widefield, m)
+    assert result.rsp > 0.99
+    assert result.sigma == pytest.approx(blur, rel=0.15)
+    assert result.alpha == pytest.approx(50, rel=0.1) and result.beta == pytest.approx(7, abs=1)
+    assert result.map.shape == sr.shape and float(result.map.max()) < 0.1 * widefield.max()
+    wrong = rng.permutation(sr.ravel()).reshape(sr.shape)
+    assert esrrf.resolution_scaled_pearson(wrong, widefield, m) < 0.5
+
+
+def test_qnr_logistic_and_harmonic_mean():
+    frc = np.array([[1.0, 2.0, np.nan], [3.0, 2.0, 1.0]])
+    rsp = np.array([[0.9, 0.8, 0.9], [0.5, np.nan, 0.9]])
+    normalised, qnr = esrrf.qnr_scores(frc, rsp)
+    assert normalised[0, 0] == pytest.approx(0.925) and normalised[1, 0] == pytest.approx(0.075)
+    assert normalised[0, 1] == pytest.approx(0.5)
+    assert qnr[0, 0] == pytest.approx(2 * 0.9 * 0.925 / (0.9 + 0.925))
+    assert np.isnan(qnr[0, 2]) and np.isnan(qnr[1, 1])
+    _, flat = esrrf.qnr_scores(np.array([2.0, 2.0]), np.array([0.5, 0.5]))
+    assert flat == pytest.approx([0.5, 0.5])
+
+
+@pytest.fixture(scope="module")
+def noisy_filaments():
+    """Few photons, so that the even/odd FRC crosses 1/7 below the sampling pattern."""
+    torch.set_num_threads(1)
+    return blinking_filaments_stack(24, (32, 32), density=1.0, photons=60.0, background=60.0)
+
+
+def test_sweep_streams_cells_agrees_with_the_metrics_and_stops_keeping_cells(noisy_filaments):
+    stack, _truth = noisy_filaments
+    params = esrrf.EsrrfParams(magnification=2, geometry="centred")
+    job = esrrf.iter_parameter_sweep(stack, (0.75, 2.0), (1.0, 3.0), params=params, device="cpu")
+    cells = []
+    command = None
+    while True:
+        try:
+            update = job.send(command)
+        except StopIteration as done:
+            result = done.value
+            break
+        command = None
+        if "rsp" in update.outputs:
+            rsp = update.outputs["rsp"]
+            assert rsp.shape == (2, 2) and rsp.array().shape == (1, 1)
+            cells.append(rsp.region)
+            command = STOP if len(cells) == 3 else None
+    assert len(cells) == 3 and result.stopped_early and result.cells_done == 3
+    assert np.isnan(result.qnr[1, 1]) and "stopped early" in result.describe()
+    # cell (sensitivity 1, radius 0.75) recomputed from the public functions
+    setting = params.replace(radius=0.75, sensitivity=1.0)
+    even = esrrf.esrrf(stack[0::2], params=setting, device="cpu")[0]
+    odd = esrrf.esrrf(stack[1::2], params=setting, device="cpu")[0]
+    whole = esrrf.esrrf(stack, params=setting, device="cpu")[0]
+    cut = int(0.75 * 2) + 2
+    inner = (slice(cut, -cut), slice(cut, -cut))
+    frc = esrrf.frc_resolution(even[inner], odd[inner], 0.5, max_frequency=0.5)
+    assert result.frc_resolution[0, 0] == pytest.approx(frc, rel=1e-3, nan_ok=True)
+    widefield = stack.astype(np.float64).mean(0)
+    assert result.rsp[0, 0] == pytest.approx(esrrf.error_map(whole, widefield, 2).rsp, abs=1e-3)
+
+
+def test_sweep_best_setting_beats_its_worst_against_the_true_emitters(noisy_filaments):
+    stack, truth = noisy_filaments
+    params = esrrf.EsrrfParams(magnification=2, geometry="centred")
+    result = esrrf.parameter_sweep(stack, (0.75, 2.0), (1.0, 4.0), params=params, device="cpu")
+    assert result.best is not None and np.isfinite(result.qnr).sum() >= 3
+    truth_image = np.zeros((64, 64))
+    for y, x in truth:
+        truth_image[round((y + 0.5) * 2 - 0.5), round((x + 0.5) * 2 - 0.5)] += 1
+    truth_image = ndimage.gaussian_filter(truth_image, 0.6)
+
+    def agreement(radius, sensitivity):
+        image = esrrf.esrrf(
+            stack, params=params.replace(radius=radius, sensitivity=sensitivity), device="cpu"
+        )[0]
+        return np.corrcoef(image[8:-8, 8:-8].ravel(), truth_image[8:-8, 8:-8].ravel())[0, 1]
+
+    worst = np.unravel_index(np.nanargmin(result.qnr), result.qnr.shape)
+    assert agreement(*result.best) > agreement(
+        result.radii[worst[1]], result.sensitivities[worst[0]]
+    )
+    assert result.best_params().radius == result.best[0]
+
+
+def test_sweep_refuses_bad_grids():
+    stack = np.ones((6, 16, 16), np.float32)
+    with pytest.raises(ParameterError, match="radii"):
+        esrrf.parameter_sweep(stack, (), (1.0,), device="cpu")
+    with pytest.raises(ParameterError, match="sensitivities"):
+        esrrf.parameter_sweep(stack, (1.0,), (1.0, 1.0), device="cpu")
+    with pytest.raises(InvalidInputError, match="4 to 6 frames"):
+        esrrf.parameter_sweep(stack, (1.0,), (1.0,), frames=3, device="cpu")
