@@ -30,7 +30,9 @@ def make_darkfield(shape: tuple[int, int], offset: float = 100.0) -> np.ndarray:
     """Camera offset plus a smooth bump (up to +30) and a weak gradient (up to +10)."""
     y, x = shape
     yy, xx = np.mgrid[0:y, 0:x].astype(np.float64)
-    bump = 30.0 * np.exp(-((yy - 0.7 * y) ** 2 + (xx - 0.3 * x) ** 2) / (2 * (0.25 * max(y, x)) ** 2))
+    bump = 30.0 * np.exp(
+        -((yy - 0.7 * y) ** 2 + (xx - 0.3 * x) ** 2) / (2 * (0.25 * max(y, x)) ** 2)
+    )
     return (offset + bump + 10.0 * yy / y).astype(np.float32)
 
 
@@ -92,7 +94,9 @@ def shaded_tiles(
             if y_lo >= y_hi or x_lo >= x_hi:
                 continue
             sub_y, sub_x = yy[y_lo:y_hi, x_lo:x_hi], xx[y_lo:y_hi, x_lo:x_hi]
-            tile[y_lo:y_hi, x_lo:x_hi] += a * np.exp(-((sub_y - y0) ** 2 + (sub_x - x0) ** 2) / (2 * r**2))
+            tile[y_lo:y_hi, x_lo:x_hi] += a * np.exp(
+                -((sub_y - y0) ** 2 + (sub_x - x0) ** 2) / (2 * r**2)
+            )
         content[i] = tile
     signal = rng.poisson(content * flat[None]).astype(np.float64)
     dark = np.zeros(shape, dtype=np.float32)

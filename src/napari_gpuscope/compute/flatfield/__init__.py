@@ -14,6 +14,7 @@ images with the profile: ``(image - darkfield) / flatfield``.
 - :meth:`ShadingProfile.save` / :meth:`ShadingProfile.load`: TIFF + JSON.
 """
 
+from ._correct import correct, iter_correct, timelapse_baseline
 from ._fit import OUTPUTS, fit_basic, iter_fit_basic
 from ._params import BasicParams
 from ._profile import DARKFIELD_SOURCES, ShadingProfile
@@ -23,6 +24,9 @@ __all__ = [
     "OUTPUTS",
     "BasicParams",
     "ShadingProfile",
+    "correct",
     "fit_basic",
+    "iter_correct",
     "iter_fit_basic",
+    "timelapse_baseline",
 ]

@@ -177,7 +177,10 @@ def _alm_pass(
         if idx.numel() == 0:
             break
         whole = idx.numel() == p_count
-        sel = (lambda x: x) if whole else (lambda x: x[idx])  # noqa: E731
+
+        def sel(x: torch.Tensor, idx: torch.Tensor = idx, whole: bool = whole) -> torch.Tensor:
+            return x if whole else x[idx]
+
         im, w = sel(images), sel(weight)
         mu_a = sel(mu)
         # Flatfield step (in DCT space).
@@ -196,8 +199,17 @@ def _alm_pass(
         d_new, off_new = d_r, sel(offset)
         if get_darkfield:
             d_new, off_new = _darkfield_step(
-                im, residual_sum, residual_in, inner, s_new, b_new, ir, d_r, mu_a,
-                sel(lam_dark), sel(offset_max),
+                im,
+                residual_sum,
+                residual_in,
+                inner,
+                s_new,
+                b_new,
+                ir,
+                d_r,
+                mu_a,
+                sel(lam_dark),
+                sel(offset_max),
             )
         mu_next = torch.minimum(mu_a * RHO, sel(mu_max))
         # Dual step (with I_B from the old darkfield, as BaSiCPy) and the next column mean.
@@ -212,7 +224,11 @@ def _alm_pass(
             iterations = iterations + 1
         else:
             flat_hat[idx], flat[idx], sparse[idx], dual[idx], baseline[idx] = (
-                hat, s_new, ir, y_new, b_new,
+                hat,
+                s_new,
+                ir,
+                y_new,
+                b_new,
             )
             dark_before = dark_before.clone()
             dark_before[idx], dark[idx], offset[idx] = d_r, d_new, off_new
@@ -274,8 +290,16 @@ def reweighting_passes(
         if idx.numel() == 0:
             break
         out = _alm_pass(
-            stack[idx], weight[idx], init_baseline[idx], lam_flat[idx], lam_dark[idx],
-            mu0[idx], image_norm[idx], offset_max[idx], get_darkfield, max_iterations,
+            stack[idx],
+            weight[idx],
+            init_baseline[idx],
+            lam_flat[idx],
+            lam_dark[idx],
+            mu0[idx],
+            image_norm[idx],
+            offset_max[idx],
+            get_darkfield,
+            max_iterations,
             optimization_tol,
         )
         flat_fit, baseline = out["flat"], out["baseline"]
@@ -284,9 +308,10 @@ def reweighting_passes(
         flat = flat_fit * baseline.mean(dim=1)[:, None, None] + out["dark_before"] - dark
         flat_mean = flat.mean(dim=(-2, -1))
         flat = flat / flat_mean[:, None, None]
-        image_mean = flat_fit.mean(dim=(-2, -1))[:, None] * baseline + out["dark_before"].mean(
-            dim=(-2, -1)
-        )[:, None]
+        image_mean = (
+            flat_fit.mean(dim=(-2, -1))[:, None] * baseline
+            + out["dark_before"].mean(dim=(-2, -1))[:, None]
+        )
         relative = out["sparse"] / (image_mean[:, :, None, None] + 1e-6)
         new_weight = 1.0 / (relative.abs() + epsilon)
         new_weight = torch.where(mask[idx], new_weight, new_weight * epsilon)
@@ -300,12 +325,12 @@ def reweighting_passes(
             full_iter = torch.zeros(p_count, dtype=torch.int64, device=device)
             full_ratio = torch.zeros(p_count, dtype=dtype, device=device)
         else:
-            change_flat = (flat - last_flat[idx]).abs().sum(dim=(-2, -1)) / last_flat[idx].abs().sum(
-                dim=(-2, -1)
-            ).clamp_min(1e-12)
-            change_dark = (dark - last_dark[idx]).abs().sum(dim=(-2, -1)) / last_dark[idx].abs().sum(
-                dim=(-2, -1)
-            ).clamp_min(1e-6)
+            change_flat = (flat - last_flat[idx]).abs().sum(dim=(-2, -1)) / last_flat[
+                idx
+            ].abs().sum(dim=(-2, -1)).clamp_min(1e-12)
+            change_dark = (dark - last_dark[idx]).abs().sum(dim=(-2, -1)) / last_dark[
+                idx
+            ].abs().sum(dim=(-2, -1)).clamp_min(1e-6)
             change_dark = torch.where(
                 (dark - last_dark[idx]).abs().sum(dim=(-2, -1)) < 1e-7, 0.0, change_dark
             )

@@ -30,11 +30,16 @@ OUTPUTS = ("flatfield", "darkfield", "baseline")
 
 
 def working_stack(
-    images: Any, layout: StackLayout, shape: tuple[int, int], device: torch.device,
+    images: Any,
+    layout: StackLayout,
+    shape: tuple[int, int],
+    device: torch.device,
     name: str = "images",
 ) -> Job[torch.Tensor]:
     """The ``(P, T, m, n)`` float32 working-size stack, read a few frames at a time."""
-    out = torch.empty((layout.problems, layout.n_frames, *shape), dtype=torch.float32, device=device)
+    out = torch.empty(
+        (layout.problems, layout.n_frames, *shape), dtype=torch.float32, device=device
+    )
     step = frames_per_read(layout)
     total = layout.problems * layout.n_frames
     done = 0
@@ -62,8 +67,10 @@ def _dark_frame(dark_frame: Any, layout: StackLayout, device: torch.device) -> t
         )
     if not bool(torch.isfinite(dark).all()):
         raise InvalidInputError("dark_frame contains NaN or infinite values")
-    return dark.expand(layout.problems, *frame) if dark.ndim == 3 else dark[None].expand(
-        layout.problems, *frame
+    return (
+        dark.expand(layout.problems, *frame)
+        if dark.ndim == 3
+        else dark[None].expand(layout.problems, *frame)
     )
 
 
@@ -169,7 +176,9 @@ def _run(
             for p in range(layout.problems):
                 for start in range(0, layout.n_frames, step):
                     stop = min(layout.n_frames, start + step)
-                    block = read_block(fitting_weight, layout, p, start, stop, dev, "fitting_weight")
+                    block = read_block(
+                        fitting_weight, layout, p, start, stop, dev, "fitting_weight"
+                    )
                     mask[p, start:stop] = resize_frames(block, shape, "nearest") > 0
         source = "none"
         dark_full: torch.Tensor | None = None
@@ -231,8 +240,9 @@ def _run(
                 passes.close()
                 break
         assert state is not None
-        return _profile(state, params, layout, frame, shape, dark_full, source, lam_flat,
-                        lam_dark, stopped)
+        return _profile(
+            state, params, layout, frame, shape, dark_full, source, lam_flat, lam_dark, stopped
+        )
 
 
 def _full_fields(state, frame, dark_full) -> tuple[torch.Tensor, torch.Tensor]:
@@ -258,8 +268,9 @@ def _squeeze(array: np.ndarray) -> np.ndarray:
     return array[0] if array.shape[0] == 1 else array
 
 
-def _profile(state, params, layout, frame, shape, dark_full, source, lam_flat, lam_dark,
-             stopped) -> ShadingProfile:
+def _profile(
+    state, params, layout, frame, shape, dark_full, source, lam_flat, lam_dark, stopped
+) -> ShadingProfile:
     flat, dark = _full_fields(state, frame, dark_full)
     if source == "none":
         dark = torch.zeros_like(flat)
@@ -280,7 +291,9 @@ def _profile(state, params, layout, frame, shape, dark_full, source, lam_flat, l
         baseline=_squeeze(to_host(state.baseline).astype(np.float32)),
         params=params,
         smoothness_flatfield=tuple(float(v) for v in lam_flat.cpu()),
-        smoothness_darkfield=tuple(float(v) for v in lam_dark.cpu()) if source == "estimated" else (),
+        smoothness_darkfield=tuple(float(v) for v in lam_dark.cpu())
+        if source == "estimated"
+        else (),
         darkfield_source=source,
         converged=tuple(bool(v) for v in converged.cpu()),
         reweight_passes=tuple(int(v) for v in state.passes.cpu()),

@@ -10,9 +10,10 @@ from ..params import Params, param
 __all__ = ["DEFAULTS_NOTE", "BasicParams"]
 
 DEFAULTS_NOTE = (
-    "Defaults measured in docs/flatfield.md: at optimization_tol 1e-4, 10 reweighting passes "
-    "and reweighting_tol 1e-3 the flatfield no longer moves (< 0.05 percentage points) when "
-    "tightening to KINTSUGI's 500 / 1e-6 / 25 / 1e-3."
+    "Defaults measured (docs/flatfield.md): at optimization_tol 1e-4, up to 25 reweighting "
+    "passes and reweighting_tol 1e-3 the flatfield moves by 0.01 percentage points (RMS) when "
+    "tightened to KINTSUGI's 500 / 1e-6 / 25 / 1e-3; BaSiCPy's 1e-3 / 10 / 1e-2 stops after "
+    "2 passes, 2.8 points away from the converged flatfield."
 )
 
 
@@ -36,7 +37,7 @@ class BasicParams(Params):
     >>> BasicParams(working_size=4)
     Traceback (most recent call last):
     ...
-    napari_gpuscope.compute.params.ParameterError: BasicParams.working_size must be an integer in [16, 1024], got 4
+    napari_gpuscope.compute.params.ParameterError: BasicParams.working_size must be an ...
     """
 
     method_id: ClassVar[str] = "flatfield"
@@ -114,7 +115,7 @@ class BasicParams(Params):
         help="An ALM pass stops when ||residual|| / ||images|| falls below this",
     )
     max_reweight_iterations: int = param(
-        10,
+        25,
         label="Reweighting passes",
         minimum=1,
         maximum=1000,

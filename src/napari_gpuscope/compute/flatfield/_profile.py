@@ -95,9 +95,7 @@ class ShadingProfile:
         """
         flat = np.asarray(flatfield, dtype=np.float64)
         if flat.ndim not in (2, 3) or not np.isfinite(flat).all() or (flat <= 0).any():
-            raise ValueError(
-                "flatfield must be a finite, positive 2D (Y, X) or 3D (P, Y, X) array"
-            )
+            raise ValueError("flatfield must be a finite, positive 2D (Y, X) or 3D (P, Y, X) array")
         if normalize:
             flat = flat / flat.mean(axis=(-2, -1), keepdims=True)
         source = "none"
@@ -113,7 +111,7 @@ class ShadingProfile:
         return cls(
             flatfield=flat.astype(np.float32),
             darkfield=np.array(dark, dtype=np.float32),
-            baseline=np.zeros(flat.shape[:-2] + (0,), dtype=np.float32),
+            baseline=np.zeros((*flat.shape[:-2], 0), dtype=np.float32),
             params=BasicParams(camera_offset=camera_offset),
             darkfield_source=source,
         )
@@ -153,9 +151,7 @@ class ShadingProfile:
         if not self.converged:
             return f"loaded profile, flatfield {self._range()}, darkfield: {self.darkfield_source}"
         lam = ", ".join(f"{v:.3g}" for v in self.smoothness_flatfield)
-        facts = (
-            f"flatfield {self._range()}, smoothness {lam}, darkfield: {self.darkfield_source}"
-        )
+        facts = f"flatfield {self._range()}, smoothness {lam}, darkfield: {self.darkfield_source}"
         if self.darkfield_source == "estimated":
             facts += f" (mean {float(self.darkfield.mean()):.4g})"
         passes = max(self.reweight_passes)
@@ -190,14 +186,20 @@ class ShadingProfile:
         label = self.params.label
         out = [
             image_layer(
-                self.flatfield, f"{name} [flatfield {label}]", geometry, metadata=flat_meta,
+                self.flatfield,
+                f"{name} [flatfield {label}]",
+                geometry,
+                metadata=flat_meta,
                 colormap="viridis",
             )
         ]
         if self.darkfield_source != "none":
             out.append(
                 image_layer(
-                    self.darkfield, f"{name} [darkfield {label}]", geometry, metadata=meta,
+                    self.darkfield,
+                    f"{name} [darkfield {label}]",
+                    geometry,
+                    metadata=meta,
                     colormap="magma",
                 )
             )
@@ -226,7 +228,9 @@ class ShadingProfile:
         stack = np.stack([self.flatfield, self.darkfield], axis=-3).astype(np.float32)
         tiff_path = base.with_suffix(".tif")
         tifffile.imwrite(
-            tiff_path, stack, imagej=True,
+            tiff_path,
+            stack,
+            imagej=True,
             metadata={"axes": "CYX" if stack.ndim == 3 else "ZCYX"},
         )
         facts = self.summary()
@@ -255,7 +259,7 @@ class ShadingProfile:
             raise ValueError(f"{json_path} is not a {_FORMAT} (format {facts.get('format')!r})")
         stack = np.asarray(tifffile.imread(base.parent / facts["tiff"]), dtype=np.float32)
         expected = tuple(facts["shape"])
-        stack = stack.reshape(expected[:-2] + (2,) + expected[-2:])
+        stack = stack.reshape((*expected[:-2], 2, *expected[-2:]))
         return cls(
             flatfield=np.ascontiguousarray(stack[..., 0, :, :]),
             darkfield=np.ascontiguousarray(stack[..., 1, :, :]),

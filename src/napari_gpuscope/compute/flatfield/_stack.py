@@ -115,7 +115,9 @@ def frames(images: Any, layout: StackLayout, problem: int, start: int, stop: int
     return images[start:stop, problem]
 
 
-def resize_frames(block: torch.Tensor, shape: tuple[int, int], mode: str = "bilinear") -> torch.Tensor:
+def resize_frames(
+    block: torch.Tensor, shape: tuple[int, int], mode: str = "bilinear"
+) -> torch.Tensor:
     """Resize ``(N, Y, X)`` frames as BaSiCPy does (bilinear, corners aligned, antialiased)."""
     if tuple(block.shape[-2:]) == tuple(shape):
         return block
@@ -127,7 +129,12 @@ def resize_frames(block: torch.Tensor, shape: tuple[int, int], mode: str = "bili
 
 
 def read_block(
-    images: Any, layout: StackLayout, problem: int, start: int, stop: int, device: torch.device,
+    images: Any,
+    layout: StackLayout,
+    problem: int,
+    start: int,
+    stop: int,
+    device: torch.device,
     name: str = "images",
 ) -> torch.Tensor:
     """Frames ``start:stop`` of one problem as float32 on ``device``; refuses NaN and infinity."""
