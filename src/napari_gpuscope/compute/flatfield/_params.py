@@ -64,6 +64,7 @@ class BasicParams(Params):
     smoothness_flatfield: float | None = param(
         None,
         label="Flatfield smoothness",
+        step=0.01,
         minimum=0.0,
         exclusive_minimum=True,
         maximum=1e6,
@@ -75,6 +76,7 @@ class BasicParams(Params):
     smoothness_darkfield: float | None = param(
         None,
         label="Darkfield smoothness",
+        step=0.001,
         minimum=0.0,
         exclusive_minimum=True,
         maximum=1e6,
@@ -108,6 +110,7 @@ class BasicParams(Params):
     optimization_tol: float = param(
         1e-4,
         label="ALM tolerance",
+        step=1e-6,
         minimum=0.0,
         exclusive_minimum=True,
         maximum=1.0,
@@ -125,6 +128,7 @@ class BasicParams(Params):
     reweighting_tol: float = param(
         1e-3,
         label="Reweighting tolerance",
+        step=1e-5,
         minimum=0.0,
         exclusive_minimum=True,
         maximum=1.0,
