@@ -23,7 +23,7 @@ def _layers(dark_offset: float | None, name: str) -> list[LayerDataTuple]:
             "vignetting_range": [float(truth.flatfield.min()), float(truth.flatfield.max())],
         },
     }
-    layers = [image_layer(truth.images, name, _GEOMETRY, metadata=metadata, colormap="gray")]
+    layers = []
     flat_geometry = _GEOMETRY.trailing(2)
     layers.append(
         image_layer(
@@ -46,6 +46,8 @@ def _layers(dark_offset: float | None, name: str) -> list[LayerDataTuple]:
                 visible=False,
             )
         )
+    # The tiles last: napari selects the newest layer, which the dock takes as its input.
+    layers.append(image_layer(truth.images, name, _GEOMETRY, metadata=metadata, colormap="gray"))
     return layers
 
 

@@ -117,6 +117,10 @@ class OutputLayers:
         Receives every layer this job creates, mapped to a weak reference to the input layer,
         *before* it enters the viewer (napari selects a new layer at once; the dock's input
         picker must already know it is a result).
+    display : mapping of str to mapping, optional
+        Layer keywords for the streamed layer of an output, by output name (e.g. a ratio's
+        ``{"colormap": "viridis"}``); an output given a colormap or contrast limits here is
+        not linked to the input's display.
     """
 
     def __init__(
@@ -129,7 +133,9 @@ class OutputLayers:
         view: PlaneView | None = None,
         link: bool = True,
         owned: MutableMapping[Any, weakref.ref[Any]] | None = None,
+        display: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
+        self.display = dict(display or {})
         self.viewer = viewer
         self.source = source
         self.name_of = name_of
@@ -187,7 +193,11 @@ class OutputLayers:
         else:
             layer_name = self.name_of(name)
             geometry = self._geometry(np.ndim(data) if kind == "image" else data.shape[-1])
-            layer = self._add(data, {"name": layer_name, **geometry}, kind, inherit=True)
+            extra = dict(self.display.get(name, {}))
+            inherit = not {"colormap", "contrast_limits"} & set(extra)
+            layer = self._add(
+                data, {"name": layer_name, **geometry, **extra}, kind, inherit=inherit
+            )
             target = _Target(layer, True, layer_name)
         self.targets[name] = target
         return target

@@ -23,6 +23,7 @@ from qtpy.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPushButton,
+    QSizePolicy,
     QVBoxLayout,
 )
 
@@ -82,26 +83,35 @@ class CorrectionResult:
 
 
 def correction_job(images: Any, profile: ShadingProfile, **options: Any) -> Job[CorrectionResult]:
-    """Correct, then measure the shading before and after (in the worker thread)."""
+    """Correct, then measure the shading before and after (in the worker thread).
+
+    The shading after is measured on ``(image - darkfield) / flatfield`` also in timelapse
+    mode: subtracting each frame's baseline moves the mean image towards 0, which says nothing
+    about flatness. The frame means (the baseline plot) are those of the output.
+    """
     corrected = yield from iter_correct(images, profile, **options)
     yield Progress(None, "measuring the shading left")
     stack = corrected if corrected.ndim == 3 else corrected.reshape(-1, *corrected.shape[-2:])
     source = images if getattr(images, "ndim", 3) == 3 else np.asarray(images).reshape(stack.shape)
     dark = np.asarray(profile.darkfield, dtype=np.float64)
-    before = shading_stats(_Subtracted(source, dark if dark.ndim == 2 else dark.mean(axis=0)))
-    return CorrectionResult(
-        corrected, before, shading_stats(stack), options.get("timelapse", False)
-    )
+    flat = np.asarray(profile.flatfield, dtype=np.float64)
+    if dark.ndim == 3:  # several problems: the first one's profile shows the idea
+        dark, flat = dark[0], flat[0]
+    before = shading_stats(_Frames(source, dark, None))
+    after = shading_stats(_Frames(source, dark, flat))
+    after["frame_means"] = shading_stats(stack)["frame_means"]
+    return CorrectionResult(corrected, before, after, options.get("timelapse", False))
 
 
-class _Subtracted:
-    """``stack - dark`` frame by frame (the raw shading without the camera offset)."""
+class _Frames:
+    """``(stack - dark) [/ flat]`` frame by frame, in float64."""
 
-    def __init__(self, stack: Any, dark: np.ndarray) -> None:
-        self.stack, self.dark, self.shape = stack, dark, stack.shape
+    def __init__(self, stack: Any, dark: np.ndarray, flat: np.ndarray | None) -> None:
+        self.stack, self.dark, self.flat, self.shape = stack, dark, flat, stack.shape
 
     def __getitem__(self, t: int) -> np.ndarray:
-        return np.asarray(self.stack[t], dtype=np.float64) - self.dark
+        frame = np.asarray(self.stack[t], dtype=np.float64) - self.dark
+        return frame if self.flat is None else frame / self.flat
 
 
 class ShadingFigure(FigureCanvasQTAgg):
@@ -110,7 +120,8 @@ class ShadingFigure(FigureCanvasQTAgg):
     def __init__(self) -> None:
         self.figure = Figure(figsize=(4.2, 2.4), dpi=90, layout="constrained")
         super().__init__(self.figure)
-        self.setMinimumHeight(210)
+        self.setMinimumSize(120, 210)  # never wider than the dock: the figure follows it
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
 
     def show_profile(self, profile: ShadingProfile) -> None:
         """The fitted flatfield's centre lines and the fitted baseline."""
@@ -145,12 +156,12 @@ class ShadingFigure(FigureCanvasQTAgg):
                 label=f"{label} (CV {stats['cv']:.3f})",
             )
         left.axhline(1.0, color="0.6", lw=0.8)
-        left.set_title("residual shading (mean image, x centre line)", fontsize=8)
+        left.set_title("shading left (mean image)", fontsize=8)
         left.set_xlabel("position (fraction of the image)", fontsize=8)
         left.legend(fontsize=7)
         right.plot(result.before["frame_means"], "--", label="raw")
         right.plot(result.after["frame_means"], "-", label="corrected")
-        title = "baseline: frame means" + (" (timelapse)" if result.timelapse else "")
+        title = "frame means" + (", baseline removed" if result.timelapse else "")
         right.set_title(title, fontsize=8)
         right.set_xlabel("frame", fontsize=8)
         right.legend(fontsize=7)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from magicgui.widgets import ComboBox
+from qtpy.QtCore import QSize
 
 from napari_gpuscope.compute.flatfield import BasicParams, ShadingProfile
 from napari_gpuscope.compute.jobs import Job
@@ -47,6 +48,7 @@ class FlatfieldDock(MethodDock):
     streamed_outputs = ("flatfield",)
     input_dims = (3, 4)
     step_label = "reweighting pass"
+    output_display = {"flatfield": {"colormap": "viridis"}}  # noqa: RUF012 (a ratio near 1)
     field_styles = {  # noqa: RUF012 (read-only presentation table)
         "smoothness_flatfield": FieldStyle(minimum=0.0, maximum=100.0, auto_text="auto"),
         "smoothness_darkfield": FieldStyle(minimum=0.0, maximum=100.0, auto_text="auto"),
@@ -119,7 +121,7 @@ class FlatfieldDock(MethodDock):
         )
 
     def metric_targets(self, params: BasicParams) -> dict[str, float]:
-        return {"flatfield change": params.reweighting_tol}
+        return {"reweighting residual": params.reweighting_tol}
 
     def on_result(self, result: Any, *, preview: bool, layer: Any) -> None:
         """Hand the fitted profile to the apply panel (and its figure)."""
@@ -128,6 +130,11 @@ class FlatfieldDock(MethodDock):
         self.profile = result
         self.apply_panel.set_profile(result, f"fitted on '{layer.name}'")
         self.apply_panel.target.layer = layer
+
+    def sizeHint(self) -> QSize:
+        """Wider than the base: the dock is taller than a screen (fit and apply panels, two
+        figures), so its vertical scroll bar takes width the rows need."""
+        return QSize(420, super().sizeHint().height())
 
     def release(self) -> None:
         if hasattr(self, "apply_panel"):

@@ -227,12 +227,11 @@ def _run(
             score = float(state.reweight_score.max())
             command = yield Progress(
                 min(fraction, 1.0),
-                f"reweighting pass {n}: change {score:.2g} (tolerance {params.reweighting_tol:g})",
+                f"reweighting pass {n}: change {score:.2g} (tolerance "
+                f"{params.reweighting_tol:g}), {int(state.alm_iterations.max())} ALM iterations",
                 step=n,
-                metrics={
-                    "flatfield change": score if np.isfinite(score) else float("nan"),
-                    "ALM iterations": float(state.alm_iterations.max()),
-                },
+                # The change between passes is the reweighting's residual: it decides convergence.
+                metrics={"reweighting residual": score} if np.isfinite(score) else {},
                 outputs=_outputs(state, frame, dark_full),
             )
             if is_stop(command):
