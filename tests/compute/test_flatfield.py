@@ -11,6 +11,7 @@ from napari_gpuscope.compute.arrays import InvalidInputError
 from napari_gpuscope.compute.flatfield import (
     BasicParams,
     ShadingProfile,
+    autotune,
     correct,
     fit_basic,
     iter_fit_basic,
@@ -244,3 +245,18 @@ def test_nothing_non_finite_is_converged():
     assert not all(np.isfinite(profile.flatfield).ravel()) or profile.flatfield.std() < 1e-3
     if not np.isfinite(profile.flatfield).all():
         assert not profile.all_converged
+
+
+def test_autotune_lowers_the_error_where_automatic_smoothness_is_too_rough():
+    truth = shaded_tiles(40, (64, 64), seed=0)
+    automatic = fit_basic(truth.images, device="cpu")
+    tuned = autotune(truth.images, candidates=(0.5, 1.0, 2.0, 4.0), device="cpu")
+    auto_error = rel_rmse(automatic.flatfield, truth.flatfield)
+    tuned_error = rel_rmse(tuned.profile.flatfield, truth.flatfield)
+    assert automatic.smoothness_flatfield[0] < 0.5  # rougher than every candidate
+    assert tuned_error < auto_error - 0.01
+    assert len(tuned.costs) == 4 and all(np.isfinite(tuned.costs))
+    # The returned profile is the winner's fit on all images (not a leftover candidate).
+    refit = fit_basic(truth.images, smoothness_flatfield=tuned.smoothness_flatfield, device="cpu")
+    np.testing.assert_array_equal(tuned.profile.flatfield, refit.flatfield)
+    assert "autotune chose" in tuned.describe()

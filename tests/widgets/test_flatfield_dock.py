@@ -87,3 +87,15 @@ def test_timelapse_apply_and_bad_input(viewer, dock, qtbot):
     np.testing.assert_allclose(
         out, correct(movie.astype(np.float32), profile, timelapse=True, device="cpu"), atol=1e-3
     )
+
+
+def test_autotune_button_sets_the_smoothness(viewer, dock, qtbot):
+    truth = shaded_tiles(20, (48, 48), seed=3)
+    viewer.add_image(truth.images, name="tiles")
+    _select(dock, "tiles")
+    assert dock.autotune()
+    qtbot.waitUntil(lambda: not dock.tune_runner.running, timeout=120_000)
+    chosen = dock.form.value("smoothness_flatfield")
+    assert chosen is not None and chosen > 0, dock.autotune_status.text()
+    assert "autotune chose" in dock.autotune_status.text().lower()
+    assert dock.apply_panel.profile is dock.profile

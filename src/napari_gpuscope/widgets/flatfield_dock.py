@@ -14,11 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 from magicgui.widgets import ComboBox
 from qtpy.QtCore import QSize
+from qtpy.QtWidgets import QLabel, QPushButton
 
 from napari_gpuscope.compute.flatfield import BasicParams, ShadingProfile
 from napari_gpuscope.compute.jobs import Job
 from napari_gpuscope.widgets._base import MethodDock
 from napari_gpuscope.widgets._controls import FieldStyle
+from napari_gpuscope.widgets._dock_parts import plain_error_message
+from napari_gpuscope.widgets._runner import JobRunner
 from napari_gpuscope.widgets.flatfield_apply import ApplyPanel
 
 if TYPE_CHECKING:
@@ -78,9 +81,66 @@ class FlatfieldDock(MethodDock):
             "fitted on its own, all in one batch"
         )
         self.form.add_row("Independent axis", self.batch_axis.native, after="advanced")
+        self.autotune_button = QPushButton("Autotune")
+        self.autotune_button.setToolTip(
+            "Try BaSiCPy's 17 smoothness values on the GPU at once (entropy + Fourier-L0 cost "
+            "on about 50 images), set the best one and fit with it"
+        )
+        self.autotune_status = QLabel("")
+        self.autotune_status.setWordWrap(True)
+        self.form.add_row("", self.autotune_button, after="smoothness_darkfield")
+        self.form.add_row("", self.autotune_status, after="smoothness_darkfield")
+        self.tune_runner = JobRunner(self)
+        self.tune_runner.succeeded.connect(self._on_tuned)
+        self.tune_runner.failed.connect(
+            lambda exc: self.autotune_status.setText(f"Autotune failed: {plain_error_message(exc)}")
+        )
+        self.tune_runner.stopped.connect(self._update_tune_button)
+        self.autotune_button.clicked.connect(self.autotune)
         self.dark_frame.changed.connect(self._on_params_changed)
         self.form.widgets["get_darkfield"].changed.connect(self._update_darkfield_rows)
         self._update_darkfield_rows()
+
+    def autotune(self) -> bool:
+        """Run the autotune on the input layer in a worker; return whether it started."""
+        from napari_gpuscope.compute.flatfield import iter_autotune
+
+        layer, device = self.input_layer, self.device
+        if self.tune_runner.running:  # a second click cancels
+            self.tune_runner.cancel()
+            self.autotune_status.setText("Autotune cancelled.")
+            return False
+        if layer is None or device is None:
+            self.autotune_status.setText("Autotune needs an input layer and a GPU.")
+            return False
+        try:
+            params = self.params().replace(smoothness_flatfield=None, smoothness_darkfield=None)
+            dark = self.dark_frame.value
+            job = iter_autotune(
+                layer.data,
+                params=params,
+                device=device,
+                dark_frame=None if dark is None else dark.data,
+            )
+        except ValueError as exc:
+            self.autotune_status.setText(f"Cannot autotune: {exc}")
+            return False
+        self._tuned_layer = layer
+        self.tune_runner.start(job, description=f"BaSiC autotune: {layer.name}", tag="autotune")
+        self.autotune_status.setText(f"Autotuning on '{layer.name}' ({device})... click to cancel")
+        self._update_tune_button()
+        return True
+
+    def _on_tuned(self, result: Any, elapsed: float) -> None:
+        self.form.widgets["smoothness_flatfield"].value = result.smoothness_flatfield
+        self.autotune_status.setText(
+            f"{result.describe()[0].upper()}{result.describe()[1:]}. Took {elapsed:.1f} s."
+        )
+        self.profile = result.profile
+        self.apply_panel.set_profile(result.profile, f"autotuned on '{self._tuned_layer.name}'")
+
+    def _update_tune_button(self, *_: Any) -> None:
+        self.autotune_button.setText("Cancel autotune" if self.tune_runner.running else "Autotune")
 
     def _dark_choices(self, *_: Any) -> list[Any]:
         layers = [
@@ -139,4 +199,6 @@ class FlatfieldDock(MethodDock):
     def release(self) -> None:
         if hasattr(self, "apply_panel"):
             self.apply_panel.release()
+        if hasattr(self, "tune_runner"):
+            self.tune_runner.cancel()
         super().release()

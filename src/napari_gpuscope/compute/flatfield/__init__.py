@@ -14,18 +14,23 @@ images with the profile: ``(image - darkfield) / flatfield``.
 - :meth:`ShadingProfile.save` / :meth:`ShadingProfile.load`: TIFF + JSON.
 """
 
+from ._autotune import CANDIDATES, AutotuneResult, autotune, iter_autotune
 from ._correct import correct, iter_correct, timelapse_baseline
 from ._fit import OUTPUTS, fit_basic, iter_fit_basic
 from ._params import BasicParams
 from ._profile import DARKFIELD_SOURCES, ShadingProfile
 
 __all__ = [
+    "CANDIDATES",
     "DARKFIELD_SOURCES",
     "OUTPUTS",
+    "AutotuneResult",
     "BasicParams",
     "ShadingProfile",
+    "autotune",
     "correct",
     "fit_basic",
+    "iter_autotune",
     "iter_correct",
     "iter_fit_basic",
     "timelapse_baseline",

@@ -92,17 +92,19 @@ def check_images(images: Any, batch_axis: int | None, name: str = "images") -> S
 
 
 def working_shape(frame_shape: tuple[int, int], working_size: int) -> tuple[int, int]:
-    """The fit's image shape: the longer side at ``working_size``, aspect ratio kept.
+    """The fit's image shape: the longer side at ``working_size``, aspect ratio kept, never
+    enlarged.
 
-    BaSiCPy stretched every image to a square, distorting the shading of non-square tiles.
+    BaSiCPy stretched every image to a square, distorting the shading of non-square tiles, and
+    enlarged small images (which adds cost, not information).
 
     Examples
     --------
-    >>> working_shape((512, 1024), 128), working_shape((300, 300), 128)
-    ((64, 128), (128, 128))
+    >>> [working_shape(s, 128) for s in ((512, 1024), (300, 300), (64, 64))]
+    [(64, 128), (128, 128), (64, 64)]
     """
     y, x = frame_shape
-    scale = working_size / max(y, x)
+    scale = min(1.0, working_size / max(y, x))
     return max(4, round(y * scale)), max(4, round(x * scale))
 
 
