@@ -189,7 +189,7 @@ def _alm_pass(
         s_new = idct2(hat)
         d_r = sel(dark)
         # Sparse step and the baseline's row sums in one pass.
-        inner = s_new >= s_new.mean(dim=(-2, -1), keepdim=True)
+        inner = s_new >= s_new.mean(dim=(-2, -1), keepdim=True) if get_darkfield else None
         ir, residual_sum, residual_in = _ops.sparse_step(
             im, s_new, sel(baseline), d_r, sel(dual), w, mu_a, inner
         )
@@ -213,6 +213,7 @@ def _alm_pass(
             )
         mu_next = torch.minimum(mu_a * RHO, sel(mu_max))
         # Dual step (with I_B from the old darkfield, as BaSiCPy) and the next column mean.
+        # In place on the dual: with every problem active it is the pass's own tensor.
         y_new, norm_sq, col = _ops.dual_step(im, s_new, b_new, d_r, ir, sel(dual), mu_a, mu_next)
         # The next flatfield step sees the new darkfield: fold the change into its column mean.
         col = col - (d_new - d_r)
