@@ -21,8 +21,8 @@ axes, float32): ``fgp_step`` reads f, z, y and writes y, z_next: ``(1 + 4d) * 4`
 from __future__ import annotations
 
 import argparse
-import functools
 import contextlib
+import functools
 import json
 import math
 import os
