@@ -260,3 +260,23 @@ def test_autotune_lowers_the_error_where_automatic_smoothness_is_too_rough():
     refit = fit_basic(truth.images, smoothness_flatfield=tuned.smoothness_flatfield, device="cpu")
     np.testing.assert_array_equal(tuned.profile.flatfield, refit.flatfield)
     assert "autotune chose" in tuned.describe()
+
+
+def test_correct_retries_smaller_chunks_after_out_of_memory(with_offset, monkeypatch):
+    from napari_gpuscope.compute.flatfield import _correct
+
+    profile = ShadingProfile.from_arrays(with_offset.flatfield, camera_offset=100.0)
+    expected = correct(with_offset.images[:12], profile, device="cpu")
+    real = _correct.read_block
+    sizes = []
+
+    def failing(images, layout, problem, start, stop, device, name="images"):
+        sizes.append(stop - start)
+        if stop - start > 3:
+            raise torch.OutOfMemoryError("CUDA out of memory (injected)")
+        return real(images, layout, problem, start, stop, device, name)
+
+    monkeypatch.setattr(_correct, "read_block", failing)
+    got = correct(with_offset.images[:12], profile, chunk_frames=12, device="cpu")
+    np.testing.assert_array_equal(got, expected)
+    assert sizes[0] == 12 and max(sizes[1:]) <= 6 and min(sizes) <= 3

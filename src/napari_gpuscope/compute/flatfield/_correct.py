@@ -9,8 +9,8 @@ import torch
 
 from ..arrays import InvalidInputError
 from ..devices import device_context
-from ..jobs import Job, Progress, blocking
-from ..memory import plan_chunk
+from ..jobs import Job, Progress, blocking, scaled
+from ..memory import plan_chunk, run_in_chunks
 from ._alm import MAX_MU_COEF, MU_COEF, RHO, spectral_norm
 from ._fit import working_stack
 from ._profile import ShadingProfile
@@ -198,26 +198,36 @@ def _run(
             chunk_frames = plan_chunk(
                 layout.n_frames, 3 * 4 * y * x, dev, what="flat-field correction"
             )
-        total = layout.problems * layout.n_frames
-        done = 0
+        per_frame = 3 * 4 * y * x  # the frame block, its float32 result and a temporary
+
+        def process(p: int, start: int, stop: int) -> Job[None]:
+            block = read_block(images, layout, p, start, stop, dev)
+            block = (block - dark[p]) / flat[p]
+            if baseline is not None:
+                block = block - baseline[p, start:stop, None, None]
+            if clip or target_dtype == np.uint16:
+                block = block.clamp_min(0)
+            if target_dtype == np.uint16:
+                block = block.round().clamp_max(65535)
+            _write(out, layout, p, start, stop, block.cpu().numpy().astype(target_dtype))
+            yield Progress(None, f"corrected frames {start}-{stop - 1}")
+
+        first = 0.2 if timelapse else 0.0
         for p in range(layout.problems):
-            for start in range(0, layout.n_frames, chunk_frames):
-                stop = min(layout.n_frames, start + chunk_frames)
-                block = read_block(images, layout, p, start, stop, dev)
-                block = (block - dark[p]) / flat[p]
-                if baseline is not None:
-                    block = block - baseline[p, start:stop, None, None]
-                if clip or target_dtype == np.uint16:
-                    block = block.clamp_min(0)
-                if target_dtype == np.uint16:
-                    block = block.round().clamp_max(65535)
-                host = block.cpu().numpy().astype(target_dtype, copy=False)
-                _write(out, layout, p, start, stop, host)
-                done += stop - start
-                yield Progress(
-                    0.2 + 0.8 * done / total if timelapse else done / total,
-                    f"corrected {done}/{total} frames",
-                )
+            span = (1 - first) / layout.problems
+            yield from scaled(
+                run_in_chunks(
+                    layout.n_frames,
+                    chunk_frames,
+                    lambda start, stop, p=p: process(p, start, stop),
+                    device=dev,
+                    bytes_per_item=per_frame,
+                    what="flat-field correction",
+                ),
+                first + p * span,
+                first + (p + 1) * span,
+                "" if layout.problems == 1 else f"problem {p + 1}/{layout.problems}: ",
+            )
         return out[0] if single else out
 
 
