@@ -105,17 +105,6 @@ def test_darkfield_choices(with_offset):
     assert ratio.std() / ratio.mean() < 0.4 * raw.std() / raw.mean()
 
 
-def test_thousand_tiles_with_darkfield():
-    """BaSiCPy 2.0 returned flatfield == 1, darkfield == 0 here (its bug B1)."""
-    truth = shaded_tiles(1200, (32, 32), seed=0, dark_offset=100.0)
-    profile = fit_basic(truth.images, get_darkfield=True, working_size=32, device="cpu")
-    assert profile.flatfield.std() > 0.15
-    assert rel_rmse(profile.flatfield, truth.flatfield) < 0.09
-    assert 50 < profile.darkfield.mean() < 160
-    assert profile.all_converged
-    assert max(profile.alm_iterations) < profile.params.max_iterations
-
-
 def test_batch_axis_fits_each_problem_alone(flat_only):
     a = flat_only.images[:20, ::2, ::2]
     b = shaded_tiles(20, (64, 64), seed=5, vignetting=1.5).images

@@ -61,10 +61,14 @@ def test_defaults_within_half_a_point_of_basicpy(reference, name):
 
 
 def test_many_dim_tiles_with_darkfield_beat_basicpy(reference):
-    """BaSiCPy 2.0's counter bug (B1) returns flatfield == 1 here; ours recovers the shading."""
+    """The >= 1000-tile darkfield regression: BaSiCPy 2.0's counter bug (B1) returns an almost
+    flat flatfield here; ours recovers the shading."""
     tiles, config, theirs = tiles_of(reference, "many_tiles_dark")
     assert theirs.std() < 0.03  # the bug, as recorded: almost flat (truth: std 0.2)
     ours = fit_basic(tiles.images, device="cpu", **config["keywords"])
     error = rel_rmse(ours.flatfield, tiles.flatfield)
     assert error < 0.5 * config["flat_rel_rmse"]
+    assert ours.flatfield.std() > 0.15  # the truth's is 0.2
+    assert 50 < ours.darkfield.mean() < 160  # truth 114
     assert ours.all_converged
+    assert max(ours.alm_iterations) < ours.params.max_iterations  # the counter counts
