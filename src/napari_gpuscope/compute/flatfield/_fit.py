@@ -225,10 +225,14 @@ def _run(
             n = int(state.passes.max())
             fraction = 0.2 + 0.8 * n / params.max_reweight_iterations
             score = float(state.reweight_score.max())
+            change = (
+                f"change {score:.2g} (tolerance {params.reweighting_tol:g})"
+                if np.isfinite(score)
+                else "first pass"
+            )
             command = yield Progress(
                 min(fraction, 1.0),
-                f"reweighting pass {n}: change {score:.2g} (tolerance "
-                f"{params.reweighting_tol:g}), {int(state.alm_iterations.max())} ALM iterations",
+                f"reweighting pass {n}: {change}, {int(state.alm_iterations.max())} ALM iterations",
                 step=n,
                 # The change between passes is the reweighting's residual: it decides convergence.
                 metrics={"reweighting residual": score} if np.isfinite(score) else {},
