@@ -165,8 +165,11 @@ def iter_autotune(
     --------
     >>> import numpy as np
     >>> from napari_gpuscope.compute.flatfield import autotune
-    >>> tiles = np.random.default_rng(0).uniform(50, 150, (12, 32, 32))
-    >>> result = autotune(tiles, working_size=32, candidates=(0.5, 2.0), device="cpu")
+    >>> rng = np.random.default_rng(0)
+    >>> yy, xx = np.mgrid[:32, :32]
+    >>> flat = 1.2 - ((yy - 16) ** 2 + (xx - 16) ** 2) / 800
+    >>> tiles = rng.uniform(100, 300, (12, 1, 1)) * flat * rng.lognormal(0, 0.1, (12, 32, 32))
+    >>> result = autotune(tiles, candidates=(0.5, 2.0), device="cpu")
     >>> result.smoothness_flatfield in (0.5, 2.0)
     True
     """
@@ -264,7 +267,9 @@ Examples
 --------
 >>> import numpy as np
 >>> from napari_gpuscope.compute.flatfield import autotune
->>> tiles = np.random.default_rng(1).uniform(50, 150, (12, 32, 32))
->>> autotune(tiles, working_size=32, candidates=(1.0,), device="cpu").smoothness_flatfield
+>>> yy, xx = np.mgrid[:32, :32]
+>>> flat = 1.2 - ((yy - 16) ** 2 + (xx - 16) ** 2) / 800
+>>> tiles = np.random.default_rng(1).uniform(100, 300, (12, 1, 1)) * flat
+>>> autotune(tiles, candidates=(1.0,), device="cpu").smoothness_flatfield
 1.0
 """
