@@ -269,3 +269,21 @@ def test_correct_retries_smaller_chunks_after_out_of_memory(with_offset, monkeyp
     got = correct(with_offset.images[:12], profile, chunk_frames=12, device="cpu")
     np.testing.assert_array_equal(got, expected)
     assert sizes[0] == 12 and max(sizes[1:]) <= 6 and min(sizes) <= 3
+
+
+def test_fitting_weight_mask(flat_only):
+    images = flat_only.images[:20, ::2, ::2]
+    plain = fit_basic(images, device="cpu")
+    everywhere = fit_basic(images, fitting_weight=np.ones(images.shape), device="cpu")
+    np.testing.assert_allclose(everywhere.flatfield, plain.flatfield, atol=1e-5)
+    # A saturated blob in every tile, masked out, must not print into the flatfield.
+    spoiled = images.astype(np.float32).copy()
+    spoiled[:, 20:30, 20:30] = 4000
+    mask = np.ones(images.shape)
+    mask[:, 18:32, 18:32] = 0
+    masked = fit_basic(spoiled, fitting_weight=mask, device="cpu")
+    unmasked = fit_basic(spoiled, device="cpu")
+    truth = flat_only.flatfield[::2, ::2]
+    assert rel_rmse(masked.flatfield, truth) < rel_rmse(unmasked.flatfield, truth)
+    with pytest.raises(InvalidInputError, match="fitting_weight"):
+        fit_basic(images, fitting_weight=np.ones((3, 8, 8)), device="cpu")
