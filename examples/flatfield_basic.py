@@ -41,7 +41,7 @@ def shading_cv(stack: np.ndarray) -> float:
     return float(mean.std() / mean.mean())
 
 
-def figure(path: Path, truth, automatic, tuned) -> None:
+def figure(path: Path, truth, automatic, tuned: ShadingProfile) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -57,9 +57,9 @@ def figure(path: Path, truth, automatic, tuned) -> None:
             automatic.flatfield,
         ),
         (
-            f"autotuned λ={tuned.smoothness_flatfield:g} "
-            f"({rel_rmse(tuned.profile.flatfield, truth.flatfield):.1%})",
-            tuned.profile.flatfield,
+            f"autotuned λ={tuned.smoothness_flatfield[0]:g} "
+            f"({rel_rmse(tuned.flatfield, truth.flatfield):.1%})",
+            tuned.flatfield,
         ),
     ]
     fig, axes = plt.subplots(1, 4, figsize=(12, 3.4), layout="constrained")
@@ -104,7 +104,7 @@ def main() -> None:
         f"{np.array_equal(again, corrected)}"
     )
     if args.figure is not None:
-        figure(args.figure, truth, profile, tuned)
+        figure(args.figure, truth, profile, tuned.profile)
         print(f"figure: {args.figure}")
 
 
