@@ -160,6 +160,27 @@ METHODS: dict[str, MethodSpec] = {
             demo_params="napari_gpuscope.sample_data.esrrf:demo_params",
             supports_stop=True,
         ),
+        MethodSpec(
+            id="flatfield",
+            title="Flat-field (BaSiC)",
+            params="napari_gpuscope.compute.flatfield:BasicParams",
+            job="napari_gpuscope.compute.flatfield:iter_fit_basic",
+            dock="napari_gpuscope.widgets.flatfield_dock:FlatfieldDock",
+            samples=(
+                SampleSpec(
+                    "flatfield-tiles",
+                    "Vignetted tiles (flat-field)",
+                    "napari_gpuscope.sample_data.flatfield:vignetted_tiles",
+                ),
+                SampleSpec(
+                    "flatfield-tiles-offset",
+                    "Vignetted tiles with camera offset (flat-field)",
+                    "napari_gpuscope.sample_data.flatfield:vignetted_tiles_with_offset",
+                ),
+            ),
+            demo_params="napari_gpuscope.sample_data.flatfield:demo_params",
+            supports_stop=True,
+        ),
     )
 }
 """Every method, by id, in menu order."""

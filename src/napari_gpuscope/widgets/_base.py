@@ -134,6 +134,9 @@ class MethodDock(QWidget):
     input_dims: ClassVar[tuple[int, int]] = (2, 4)
     """Accepted input dimensionality."""
     step_label: ClassVar[str] = "iteration"
+    output_display: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
+    """Layer keywords of streamed outputs by name; one with a colormap is not linked to the
+    input's display (e.g. a flatfield, a ratio near 1, next to tiles in ADU)."""
     """What ``Progress.step`` counts (x axis of the metrics plot)."""
     preview_debounce_ms: ClassVar[int] = 200
     """Quiet time after the last parameter change before a live preview starts."""
@@ -465,6 +468,7 @@ class MethodDock(QWidget):
             link=self.panel.link_display.isChecked(),
             owned=self._owned,
             geometry=lambda geometry, ndim: self.output_geometry(geometry, ndim, preview=preview),
+            display=self.output_display,
         )
 
     def _start_preview(self) -> bool:

@@ -122,6 +122,10 @@ class OutputLayers:
         takes from the input (e.g. a super-resolved output's finer scale); default: unchanged.
         Display kwargs it adds (``colormap``, ``contrast_limits``) are applied to new layers,
         which are then not linked to the input's display (other intensity units).
+    display : mapping of str to mapping, optional
+        Layer keywords for the streamed layer of an output, by output name (e.g. a ratio's
+        ``{"colormap": "viridis"}``); an output given a colormap or contrast limits here is
+        not linked to the input's display.
     """
 
     def __init__(
@@ -135,7 +139,9 @@ class OutputLayers:
         link: bool = True,
         owned: MutableMapping[Any, weakref.ref[Any]] | None = None,
         geometry: Callable[[dict[str, Any], int], dict[str, Any]] | None = None,
+        display: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
+        self.display = dict(display or {})
         self.viewer = viewer
         self.source = source
         self.name_of = name_of
@@ -194,8 +200,11 @@ class OutputLayers:
         else:
             layer_name = self.name_of(name)
             geometry = self._geometry(np.ndim(data) if kind == "image" else data.shape[-1])
-            inherit = not {"colormap", "contrast_limits"} & set(geometry)
-            layer = self._add(data, {"name": layer_name, **geometry}, kind, inherit=inherit)
+            extra = dict(self.display.get(name, {}))
+            inherit = not {"colormap", "contrast_limits"} & (set(geometry) | set(extra))
+            layer = self._add(
+                data, {"name": layer_name, **geometry, **extra}, kind, inherit=inherit
+            )
             target = _Target(layer, True, layer_name)
         self.targets[name] = target
         return target

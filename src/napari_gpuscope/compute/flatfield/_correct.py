@@ -1,0 +1,253 @@
+"""Apply a shading profile: ``(image - darkfield) / flatfield``, streamed in frame chunks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..arrays import InvalidInputError
+from ..devices import device_context
+from ..jobs import Job, Progress, blocking, scaled
+from ..memory import plan_chunk, run_in_chunks
+from ._alm import MAX_MU_COEF, MU_COEF, RHO, spectral_norm
+from ._fit import working_stack
+from ._profile import ShadingProfile
+from ._stack import StackLayout, check_images, read_block, resize_frames, working_shape
+
+__all__ = ["correct", "iter_correct", "timelapse_baseline"]
+
+OUTPUT_DTYPES = ("float32", "uint16")
+BASELINE_PASSES = 5
+BASELINE_TOL = 1e-4
+
+
+def _profile_fields(profile: ShadingProfile, layout, device) -> tuple[torch.Tensor, torch.Tensor]:
+    flat = torch.as_tensor(profile.flatfield, dtype=torch.float32, device=device)
+    dark = torch.as_tensor(profile.darkfield, dtype=torch.float32, device=device)
+    if flat.ndim == 2:
+        flat, dark = flat[None], dark[None]
+    if tuple(flat.shape[-2:]) != layout.frame_shape:
+        raise InvalidInputError(
+            f"the profile is {tuple(flat.shape[-2:])} but the images are {layout.frame_shape}: "
+            "apply a profile fitted on images of the same size"
+        )
+    if flat.shape[0] not in (1, layout.problems):
+        raise InvalidInputError(
+            f"the profile holds {flat.shape[0]} flatfields for {layout.problems} problems"
+        )
+    if not bool((flat > 0).all()) or not bool(torch.isfinite(flat).all()):
+        raise InvalidInputError("the profile's flatfield must be finite and positive everywhere")
+    return flat.expand(layout.problems, -1, -1), dark.expand(layout.problems, -1, -1)
+
+
+def timelapse_baseline(
+    stack: torch.Tensor,
+    flat: torch.Tensor,
+    dark: torch.Tensor,
+    *,
+    epsilon: float = 0.1,
+    max_iterations: int = 500,
+    tol: float = BASELINE_TOL,
+    passes: int = BASELINE_PASSES,
+) -> torch.Tensor:
+    """Per-frame background level ``b_n`` with ``flat``/``dark`` fixed (BaSiCPy's
+    ``fit_only_baseline``), on the working-size stack ``(P, T, m, n)``; returns ``(P, T)``.
+
+    The fit uses each frame's darkest 10 % of pixels (background), reweighted as BaSiCPy does;
+    unlike BaSiCPy the whole stack is fitted at once instead of 100-frame chunks chained
+    end to start.
+    """
+    p_count, t_count = stack.shape[:2]
+    quantile = torch.quantile(stack.flatten(2), 0.1, dim=-1)
+    mask = stack < quantile[..., None, None]
+    weight = torch.where(mask, 1.0, epsilon)
+    counts = mask.sum(dim=(-2, -1)).clamp_min(1)
+    mu0 = MU_COEF / spectral_norm(stack)
+    norm = torch.linalg.vector_norm(stack.flatten(1), dim=1)
+    flat4, dark4 = flat[:, None], dark[:, None]
+    dark_mean = dark.mean(dim=(-2, -1))[:, None]
+    baseline = torch.zeros(p_count, t_count, device=stack.device)
+    for _ in range(passes):
+        baseline = torch.where(mask, stack, 0.0).sum(dim=(-2, -1)) / counts
+        sparse = torch.zeros_like(stack)
+        dual = torch.zeros_like(stack)
+        mu = mu0.clone()
+        for _ in range(max_iterations):
+            background = flat4 * baseline[..., None, None] + dark4
+            value = stack - background + dual / mu[:, None, None, None]
+            sparse = torch.sign(value) * (value.abs() - weight / mu[:, None, None, None]).clamp_min(
+                0
+            )
+            new_baseline = ((stack - sparse).mean(dim=(-2, -1)) - dark_mean).clamp_min(0)
+            residual = stack - background - sparse
+            dual = dual + mu[:, None, None, None] * residual
+            mu = torch.minimum(mu * RHO, mu0 * MAX_MU_COEF)
+            baseline = new_baseline
+            ratio = torch.linalg.vector_norm(residual.flatten(1), dim=1) / norm
+            if bool((ratio <= tol).all()) or not bool(torch.isfinite(ratio).all()):
+                break
+        relative = sparse / baseline.clamp_min(1e-6)[..., None, None]
+        weight = 1.0 / (relative.abs() + 0.1)
+        weight = torch.where(mask, weight, weight * epsilon)
+        weight = weight / weight.mean(dim=(1, 2, 3), keepdim=True) * mask
+    return baseline
+
+
+def iter_correct(
+    images: Any,
+    profile: ShadingProfile,
+    *,
+    timelapse: bool = False,
+    clip: bool = False,
+    dtype: str = "float32",
+    out: Any = None,
+    batch_axis: int | None = None,
+    chunk_frames: int | None = None,
+    device: str | torch.device | None = None,
+) -> Job[np.ndarray]:
+    """Correct images with a profile, as a job (frames streamed through the device in chunks).
+
+    ``corrected = (image - darkfield) / flatfield`` (and, with ``timelapse``, minus each
+    frame's fitted background level, which removes photobleaching drift and the background).
+
+    Parameters
+    ----------
+    images : array-like
+        ``(T, Y, X)`` or ``(Y, X)``, or 4D with ``batch_axis`` (one profile per problem, or one
+        for all); NumPy, memmap, dask, zarr or torch, read chunk by chunk. Never modified.
+    profile : ShadingProfile
+        Fitted (:func:`fit_basic`) or loaded (:meth:`ShadingProfile.load`).
+    timelapse : bool
+        Also remove each frame's baseline (BaSiCPy's ``is_timelapse`` transform).
+    clip : bool
+        Clip negative values at 0.
+    dtype : {"float32", "uint16"}
+        Output type; uint16 rounds and clips to [0, 65535].
+    out : array-like, optional
+        Where to write (e.g. a ``numpy.memmap`` or zarr array larger than RAM); default a new
+        NumPy array.
+    batch_axis : int, optional
+        4D input: the axis of independent problems.
+    chunk_frames : int, optional
+        Frames per device chunk (default: planned from free memory). The result does not
+        depend on it.
+    device : str or torch.device, optional
+        ``None`` = first GPU; ``"cpu"`` when named.
+
+    Returns
+    -------
+    generator
+        Yields progress per chunk; returns the corrected array (``out`` when given).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from napari_gpuscope.compute.flatfield import ShadingProfile, correct
+    >>> flat = np.full((8, 8), 2.0); flat[:, :4] = 1.0
+    >>> profile = ShadingProfile.from_arrays(flat, camera_offset=10)
+    >>> images = 10 + 6 * flat[None] / flat.mean() * np.ones((3, 1, 1))
+    >>> np.allclose(correct(images, profile, device="cpu"), 6)
+    True
+    """
+    if dtype not in OUTPUT_DTYPES:
+        raise ValueError(f"dtype must be one of {OUTPUT_DTYPES}, got {dtype!r}")
+    if chunk_frames is not None and chunk_frames < 1:
+        raise ValueError(f"chunk_frames must be >= 1, got {chunk_frames}")
+    single = getattr(images, "ndim", 0) == 2
+    if single:
+        if timelapse:
+            raise InvalidInputError("timelapse correction needs a stack of frames, got one image")
+        images = images[None]
+    if getattr(images, "ndim", 0) == 3 and batch_axis is None:
+        shape = tuple(int(s) for s in images.shape)
+        layout = StackLayout(shape, None)
+        if np.dtype(str(images.dtype).replace("torch.", "")).kind not in "uif":
+            check_images(images, None)  # raises the dtype error
+    else:
+        layout = check_images(images, batch_axis)
+    target_dtype = np.float32 if dtype == "float32" else np.uint16
+    if out is None:
+        out = np.empty(layout.shape, dtype=target_dtype)
+    elif tuple(out.shape) != layout.shape:
+        raise InvalidInputError(f"out must have the images' shape {layout.shape}, got {out.shape}")
+    return _run(
+        images, profile, layout, timelapse, clip, target_dtype, out, chunk_frames, device, single
+    )
+
+
+def _run(
+    images, profile, layout, timelapse, clip, target_dtype, out, chunk_frames, device, single
+) -> Job[np.ndarray]:
+    with torch.no_grad(), device_context(device) as dev:
+        flat, dark = _profile_fields(profile, layout, dev)
+        baseline = None
+        if timelapse:
+            shape = working_shape(layout.frame_shape, profile.params.working_size)
+            stack = yield from working_stack(images, layout, shape, dev)
+            small_flat = resize_frames(flat.contiguous(), shape)
+            small_dark = resize_frames(dark.contiguous(), shape)
+            yield Progress(0.2, "fitting each frame's baseline (timelapse)")
+            baseline = timelapse_baseline(
+                stack, small_flat, small_dark, epsilon=profile.params.epsilon
+            )
+            del stack
+        y, x = layout.frame_shape
+        if chunk_frames is None:
+            chunk_frames = plan_chunk(
+                layout.n_frames, 3 * 4 * y * x, dev, what="flat-field correction"
+            )
+        per_frame = 3 * 4 * y * x  # the frame block, its float32 result and a temporary
+
+        def process(p: int, start: int, stop: int) -> Job[None]:
+            block = read_block(images, layout, p, start, stop, dev)
+            block = (block - dark[p]) / flat[p]
+            if baseline is not None:
+                block = block - baseline[p, start:stop, None, None]
+            if clip or target_dtype == np.uint16:
+                block = block.clamp_min(0)
+            if target_dtype == np.uint16:
+                block = block.round().clamp_max(65535)
+            _write(out, layout, p, start, stop, block.cpu().numpy().astype(target_dtype))
+            yield Progress(None, f"corrected frames {start}-{stop - 1}")
+
+        first = 0.2 if timelapse else 0.0
+        for p in range(layout.problems):
+            span = (1 - first) / layout.problems
+            yield from scaled(
+                run_in_chunks(
+                    layout.n_frames,
+                    chunk_frames,
+                    lambda start, stop, p=p: process(p, start, stop),
+                    device=dev,
+                    bytes_per_item=per_frame,
+                    what="flat-field correction",
+                ),
+                first + p * span,
+                first + (p + 1) * span,
+                "" if layout.problems == 1 else f"problem {p + 1}/{layout.problems}: ",
+            )
+        return out[0] if single else out
+
+
+def _write(out: Any, layout, problem: int, start: int, stop: int, block: np.ndarray) -> None:
+    if layout.batch_axis is None:
+        out[start:stop] = block
+    elif layout.batch_axis == 0:
+        out[problem, start:stop] = block
+    else:
+        out[start:stop, problem] = block
+
+
+correct = blocking(iter_correct)
+correct.__doc__ = """Correct images with a shading profile (blocking :func:`iter_correct`).
+
+Examples
+--------
+>>> import numpy as np
+>>> from napari_gpuscope.compute.flatfield import ShadingProfile, correct
+>>> profile = ShadingProfile.from_arrays(np.ones((4, 4)))
+>>> correct(np.full((2, 4, 4), 5.0), profile, device="cpu").dtype
+dtype('float32')
+"""

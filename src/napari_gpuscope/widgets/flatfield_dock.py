@@ -1,0 +1,204 @@
+"""The "Flat-field (BaSiC)" dock: fit a shading profile, watch it converge, apply it.
+
+Fit (the :class:`~napari_gpuscope.widgets.MethodDock` part): the input stack, the darkfield
+source (none, estimated, a constant camera offset, or a dark-frame layer), smoothness automatic
+or manual (Autotune fills it in), sorting and the advanced tolerances; the flatfield streams
+into its layer after every reweighting pass. Apply (:mod:`.flatfield_apply`): the fitted or a
+loaded profile onto any layer, timelapse baseline removal, save/load, and figures of the
+baseline and of the shading left after correction.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from magicgui.widgets import ComboBox
+from qtpy.QtCore import QSize
+from qtpy.QtWidgets import QLabel, QPushButton
+
+from napari_gpuscope.compute.flatfield import BasicParams, ShadingProfile
+from napari_gpuscope.compute.jobs import Job
+from napari_gpuscope.widgets._base import MethodDock
+from napari_gpuscope.widgets._controls import FieldStyle
+from napari_gpuscope.widgets._dock_parts import plain_error_message
+from napari_gpuscope.widgets._runner import JobRunner
+from napari_gpuscope.widgets.flatfield_apply import ApplyPanel
+
+if TYPE_CHECKING:
+    import napari.viewer
+
+__all__ = ["FlatfieldDock"]
+
+_NO_DARK_FRAME = "none"
+_BATCH_AXES = {
+    "none: one (T, Y, X) stack": None,
+    "axis 0: (C, T, Y, X)": 0,
+    "axis 1: (T, Z, Y, X)": 1,
+}
+
+
+class FlatfieldDock(MethodDock):
+    """Dock widget for BaSiC flat-field correction on the GPU.
+
+    Parameters
+    ----------
+    viewer : napari.viewer.Viewer
+        Injected by napari.
+    """
+
+    method_id = "flatfield"
+    short_title = "BaSiC"
+    streamed_outputs = ("flatfield",)
+    input_dims = (3, 4)
+    step_label = "reweighting pass"
+    output_display = {"flatfield": {"colormap": "viridis"}}  # noqa: RUF012 (a ratio near 1)
+    field_styles = {  # noqa: RUF012 (read-only presentation table)
+        "smoothness_flatfield": FieldStyle(minimum=0.0, maximum=100.0, auto_text="auto"),
+        "smoothness_darkfield": FieldStyle(minimum=0.0, maximum=100.0, auto_text="auto"),
+        "camera_offset": FieldStyle(minimum=-1.0, maximum=65535.0, auto_text="none"),
+    }
+
+    def __init__(self, viewer: napari.viewer.Viewer) -> None:
+        self.profile: ShadingProfile | None = None
+        super().__init__(viewer)
+        self.apply_panel = ApplyPanel(viewer, self)
+        layout = self.content.layout()
+        layout.insertWidget(layout.count() - 1, self.apply_panel)
+
+    # ---------------------------------------------------------------- controls
+    def build_controls(self) -> None:
+        """The dark-frame layer and the axis of independent problems."""
+        self.dark_frame = ComboBox(choices=self._dark_choices)
+        self.dark_frame.tooltip = (
+            "A measured dark frame (camera offset image, same Y, X as the tiles): subtracted "
+            "before the fit and used as the darkfield. Excludes 'Estimate darkfield' and "
+            "'Camera offset'."
+        )
+        self.form.add_row("Dark frame", self.dark_frame.native, after="camera_offset")
+        self.batch_axis = ComboBox(choices=list(_BATCH_AXES), value=next(iter(_BATCH_AXES)))
+        self.batch_axis.tooltip = (
+            "For a 4D layer: the axis of independent problems (channels or z-planes), each "
+            "fitted on its own, all in one batch"
+        )
+        self.form.add_row("Independent axis", self.batch_axis.native, after="advanced")
+        self.autotune_button = QPushButton("Autotune")
+        self.autotune_button.setToolTip(
+            "Try BaSiCPy's 17 smoothness values on the GPU at once (entropy + Fourier-L0 cost "
+            "on about 50 images), set the best one and fit with it"
+        )
+        self.autotune_status = QLabel("")
+        self.autotune_status.setWordWrap(True)
+        self.form.add_row("", self.autotune_button, after="smoothness_darkfield")
+        self.form.add_row("", self.autotune_status, after="smoothness_darkfield")
+        self.tune_runner = JobRunner(self)
+        self.tune_runner.succeeded.connect(self._on_tuned)
+        self.tune_runner.failed.connect(
+            lambda exc: self.autotune_status.setText(f"Autotune failed: {plain_error_message(exc)}")
+        )
+        self.tune_runner.stopped.connect(self._update_tune_button)
+        self.autotune_button.clicked.connect(self.autotune)
+        self.dark_frame.changed.connect(self._on_params_changed)
+        self.form.widgets["get_darkfield"].changed.connect(self._update_darkfield_rows)
+        self._update_darkfield_rows()
+
+    def autotune(self) -> bool:
+        """Run the autotune on the input layer in a worker; return whether it started."""
+        from napari_gpuscope.compute.flatfield import iter_autotune
+
+        layer, device = self.input_layer, self.device
+        if self.tune_runner.running:  # a second click cancels
+            self.tune_runner.cancel()
+            self.autotune_status.setText("Autotune cancelled.")
+            return False
+        if layer is None or device is None:
+            self.autotune_status.setText("Autotune needs an input layer and a GPU.")
+            return False
+        try:
+            params = self.params().replace(smoothness_flatfield=None, smoothness_darkfield=None)
+            dark = self.dark_frame.value
+            job = iter_autotune(
+                layer.data,
+                params=params,
+                device=device,
+                dark_frame=None if dark is None else dark.data,
+            )
+        except ValueError as exc:
+            self.autotune_status.setText(f"Cannot autotune: {exc}")
+            return False
+        self._tuned_layer = layer
+        self.tune_runner.start(job, description=f"BaSiC autotune: {layer.name}", tag="autotune")
+        self.autotune_status.setText(f"Autotuning on '{layer.name}' ({device})... click to cancel")
+        self._update_tune_button()
+        return True
+
+    def _on_tuned(self, result: Any, elapsed: float) -> None:
+        self.form.widgets["smoothness_flatfield"].value = result.smoothness_flatfield
+        self.autotune_status.setText(
+            f"{result.describe()[0].upper()}{result.describe()[1:]}. Took {elapsed:.1f} s."
+        )
+        self.profile = result.profile
+        self.apply_panel.set_profile(result.profile, f"autotuned on '{self._tuned_layer.name}'")
+
+    def _update_tune_button(self, *_: Any) -> None:
+        self.autotune_button.setText("Cancel autotune" if self.tune_runner.running else "Autotune")
+
+    def _dark_choices(self, *_: Any) -> list[Any]:
+        layers = [
+            (layer.name, layer)
+            for layer in getattr(self, "viewer", None).layers
+            if getattr(layer, "ndim", 0) == 2 and hasattr(layer, "colormap")
+        ]
+        return [(_NO_DARK_FRAME, None), *layers]
+
+    def _update_darkfield_rows(self, *_: Any) -> None:
+        estimate = bool(self.form.widgets["get_darkfield"].value)
+        self.form.widgets["smoothness_darkfield"].enabled = estimate
+        self.form.widgets["camera_offset"].enabled = not estimate
+        self.dark_frame.enabled = not estimate
+
+    def reset_choices(self, *_: Any) -> None:
+        super().reset_choices()
+        self.dark_frame.reset_choices()
+
+    # ---------------------------------------------------------------- parameters and job
+    def params(self) -> BasicParams:
+        values = self.form.values()
+        if not values["get_darkfield"]:
+            values["smoothness_darkfield"] = None
+        return BasicParams(**values)
+
+    def make_job(self, layer: Any, params: BasicParams, device: str) -> Job[ShadingProfile]:
+        from napari_gpuscope.compute.flatfield import iter_fit_basic
+
+        dark = self.dark_frame.value
+        batch_axis = _BATCH_AXES[self.batch_axis.value] if layer.data.ndim == 4 else None
+        return iter_fit_basic(
+            layer.data,
+            params=params,
+            device=device,
+            batch_axis=batch_axis,
+            dark_frame=None if dark is None else dark.data,
+        )
+
+    def metric_targets(self, params: BasicParams) -> dict[str, float]:
+        return {"reweighting residual": params.reweighting_tol}
+
+    def on_result(self, result: Any, *, preview: bool, layer: Any) -> None:
+        """Hand the fitted profile to the apply panel (and its figure)."""
+        if preview:
+            return
+        self.profile = result
+        self.apply_panel.set_profile(result, f"fitted on '{layer.name}'")
+        self.apply_panel.target.layer = layer
+
+    def sizeHint(self) -> QSize:
+        """Wider than the base: the dock is taller than a screen (fit and apply panels, two
+        figures), so its vertical scroll bar takes width the rows need."""
+        return QSize(420, super().sizeHint().height())
+
+    def release(self) -> None:
+        if hasattr(self, "apply_panel"):
+            self.apply_panel.release()
+        if hasattr(self, "tune_runner"):
+            self.tune_runner.cancel()
+        super().release()

@@ -1,0 +1,101 @@
+"""The flat-field (BaSiC) dock on the CPU test device: fit, live flatfield, apply, save/load."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from napari_gpuscope.compute.flatfield import ShadingProfile, correct, fit_basic
+from napari_gpuscope.provenance import PROVENANCE_KEY
+from napari_gpuscope.sample_data._shading import shaded_tiles
+from napari_gpuscope.widgets.flatfield_dock import FlatfieldDock
+
+
+@pytest.fixture
+def dock(viewer, qtbot, cpu_device):
+    widget = FlatfieldDock(viewer)
+    qtbot.addWidget(widget)
+    qtbot.waitUntil(lambda: not widget.runner.running, timeout=10_000)
+    return widget
+
+
+def _select(dock, name):
+    dock.reset_choices()
+    dock.input.layer = next(c for c in dock.input.combo.choices if c.name == name)
+
+
+def test_fit_streams_flatfield_and_apply_corrects(viewer, dock, qtbot, tmp_path):
+    truth = shaded_tiles(24, (64, 64), seed=0, dark_offset=100.0)
+    viewer.add_image(truth.images, name="tiles")
+    viewer.add_image(truth.darkfield, name="dark")
+    _select(dock, "tiles")
+    dock.form.widgets["working_size"].value = 64
+    dock.reset_choices()
+    dock.dark_frame.value = viewer.layers["dark"]
+    seen = []
+    dock.runner.progressed.connect(
+        lambda update: seen.append(update.step) if "flatfield" in update.outputs else None
+    )
+    assert dock.run()
+    qtbot.waitUntil(lambda: not dock.runner.running, timeout=60_000)
+    assert len(seen) >= 2  # the flatfield arrived after every reweighting pass
+    flat_layer = next(layer for layer in viewer.layers if "[flatfield" in layer.name)
+    expected = fit_basic(truth.images, dark_frame=truth.darkfield, working_size=64, device="cpu")
+    np.testing.assert_allclose(flat_layer.data, expected.flatfield, atol=1e-5)
+    record = flat_layer.metadata[PROVENANCE_KEY]
+    assert record["method"] == "flatfield" and record["result"]["darkfield_source"] == "frame"
+    assert "Converged" in dock.status_label.text()
+    assert dock.profile is not None and dock.apply_panel.apply_button.isEnabled()
+
+    panel = dock.apply_panel
+    panel.target.layer = viewer.layers["tiles"]
+    assert panel.apply()
+    qtbot.waitUntil(lambda: not panel.runner.running, timeout=60_000)
+    corrected = viewer.layers["tiles [flat-field corrected]"]
+    np.testing.assert_allclose(
+        corrected.data, correct(truth.images, expected, device="cpu"), rtol=1e-5, atol=1e-3
+    )
+    assert "CV" in panel.status.text() and not panel.figure.isHidden()
+    assert (
+        corrected.metadata[PROVENANCE_KEY]["result"]["shading_cv_after"]
+        < (corrected.metadata[PROVENANCE_KEY]["result"]["shading_cv_before"])
+    )
+
+    panel.save(str(tmp_path / "scope.tif"))
+    loaded = ShadingProfile.load(tmp_path / "scope.tif")
+    np.testing.assert_array_equal(loaded.flatfield, dock.profile.flatfield)
+    panel.load(str(tmp_path / "scope.json"))
+    assert "loaded from" in panel.profile_label.text()
+
+
+def test_timelapse_apply_and_bad_input(viewer, dock, qtbot):
+    viewer.add_image(np.ones((1, 32, 32), np.float32), name="one")
+    _select(dock, "one")
+    assert not dock.run()
+    assert "at least 2" in dock.status_label.text() or "2" in dock.status_label.text()
+    truth = shaded_tiles(12, (32, 32), seed=2)
+    movie = truth.images * np.linspace(1.0, 0.5, 12)[:, None, None]
+    viewer.add_image(movie.astype(np.float32), name="movie")
+    dock.apply_panel.set_profile(ShadingProfile.from_arrays(truth.flatfield), "given")
+    dock.apply_panel.target.layer = viewer.layers["movie"]
+    dock.apply_panel.timelapse.value = True
+    assert dock.apply_panel.apply()
+    qtbot.waitUntil(lambda: not dock.apply_panel.runner.running, timeout=60_000)
+    out = viewer.layers["movie [flat-field corrected]"].data
+    np.testing.assert_array_equal(viewer.layers["movie"].data, movie.astype(np.float32))
+    profile = dock.apply_panel.profile
+    np.testing.assert_allclose(
+        out, correct(movie.astype(np.float32), profile, timelapse=True, device="cpu"), atol=1e-3
+    )
+
+
+def test_autotune_button_sets_the_smoothness(viewer, dock, qtbot):
+    truth = shaded_tiles(20, (48, 48), seed=3)
+    viewer.add_image(truth.images, name="tiles")
+    _select(dock, "tiles")
+    assert dock.autotune()
+    qtbot.waitUntil(lambda: not dock.tune_runner.running, timeout=120_000)
+    chosen = dock.form.value("smoothness_flatfield")
+    assert chosen is not None and chosen > 0, dock.autotune_status.text()
+    assert "autotune chose" in dock.autotune_status.text().lower()
+    assert dock.apply_panel.profile is dock.profile
