@@ -180,6 +180,7 @@ METHODS: dict[str, MethodSpec] = {
             ),
             demo_params="napari_gpuscope.sample_data.flatfield:demo_params",
             supports_stop=True,
+            batch="napari_gpuscope.compute.flatfield:batch_hooks",
         ),
     )
 }

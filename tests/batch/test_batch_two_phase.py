@@ -84,3 +84,38 @@ def test_an_artifact_replaces_the_fit_and_is_checked(tmp_path, flat_method):
         np.savez(tmp_path / "profile.npz", profile=profile * 2)  # changed after saving
         with pytest.raises(ValueError, match=r"artifact 'profile'.*changed"):
             run_batch(recipe, positions, tmp_path / "o2.zarr", client, recipe_dir=tmp_path)
+
+
+def test_basic_fits_once_on_every_tile_and_corrects_each_position_as_the_dock_would(tmp_path):
+    # The real flat-field method: one profile for the experiment, fitted on all positions'
+    # tiles, then each position corrected with it; the oracle is the direct calls (fit_basic
+    # on the whole stack, then correct), byte for byte.
+    from distributed import Client, LocalCluster
+
+    from napari_gpuscope.compute import flatfield
+    from napari_gpuscope.sample_data._shading import shaded_tiles
+
+    truth = shaded_tiles(16, (64, 96), seed=4)
+    folder = tmp_path / "tiles"
+    folder.mkdir()
+    for index, tile in enumerate(truth.images):
+        tifffile.imwrite(folder / f"tile{index:02d}.tif", tile)
+    params = flatfield.BasicParams()
+    recipe = Recipe.from_params(params)
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        report = run_batch(recipe, discover(str(folder / "*.tif")), tmp_path / "out.zarr", client)
+
+    assert report.failed == {} and len(report.done) == 16
+    profile = flatfield.fit_basic(truth.images, params, device="cpu")
+    assert profile.all_converged  # its accuracy against the truth: tests/compute/test_flatfield
+    store = BatchStore(tmp_path / "out.zarr")
+    for index in (0, 7, 15):
+        expected = flatfield.correct(truth.images[index], profile, device="cpu")
+        written = store.read_position(f"tile{index:02d}")
+        assert written.dtype == np.float32
+        assert written.tobytes() == np.asarray(expected, np.float32).tobytes()

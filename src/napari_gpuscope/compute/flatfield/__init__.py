@@ -11,9 +11,12 @@ images with the profile: ``(image - darkfield) / flatfield``.
   chunks (timelapse: per-frame baseline removal as BaSiCPy's transform);
 - :func:`autotune`: choose the smoothness by BaSiCPy's entropy + Fourier-L0 cost, candidates
   fitted together in one batch;
-- :meth:`ShadingProfile.save` / :meth:`ShadingProfile.load`: TIFF + JSON.
+- :meth:`ShadingProfile.save` / :meth:`ShadingProfile.load`: TIFF + JSON;
+- :data:`batch_hooks` (:mod:`._batch`): batch runs fit one profile on every position (or load
+  the recipe's saved profile) and correct each position with it.
 """
 
+from . import _batch as batch_hooks
 from ._autotune import CANDIDATES, AutotuneResult, autotune, iter_autotune
 from ._correct import correct, iter_correct, timelapse_baseline
 from ._fit import OUTPUTS, fit_basic, iter_fit_basic
@@ -28,6 +31,7 @@ __all__ = [
     "BasicParams",
     "ShadingProfile",
     "autotune",
+    "batch_hooks",
     "correct",
     "fit_basic",
     "iter_autotune",

@@ -1,0 +1,139 @@
+"""BaSiC in batch runs: fit one profile for the whole experiment, then correct every position.
+
+The batch runner (:mod:`napari_gpuscope.batch`) calls :func:`prepare` once per run and
+:func:`job` once per position (``MethodSpec.batch`` names this module). Shading belongs to the
+microscope, not to one tile, so the profile is fitted on the frames of *all* positions together
+(read lazily, a few at a time, through the fit's working-size reader) or taken from a saved
+profile the recipe names as its ``profile`` artifact; each position is then corrected with it,
+which is what the dock's Apply does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..jobs import Job
+from ..results import Geometry, LayerDataTuple, image_layer
+from ._correct import iter_correct
+from ._fit import fit_basic
+from ._params import BasicParams
+from ._profile import ShadingProfile
+
+__all__ = ["PROFILE_ARTIFACT", "CorrectedPosition", "job", "prepare"]
+
+PROFILE_ARTIFACT = "profile"
+"""Recipe artifact name of a saved profile (``ShadingProfile.save``) that replaces the fit."""
+
+
+@dataclass(frozen=True)
+class CorrectedPosition:
+    """One position corrected with the run's profile (result protocol).
+
+    Attributes
+    ----------
+    image : numpy.ndarray
+        float32, the position's shape: ``(image - darkfield) / flatfield``.
+    profile : ShadingProfile
+        The profile used (fitted on every position of the run, or loaded).
+    stopped_early : bool
+        Always False: a correction is not stopped and kept.
+    """
+
+    image: np.ndarray
+    profile: ShadingProfile
+    stopped_early: bool = False
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-able facts for provenance: the profile's, plus the corrected range."""
+        return {
+            "profile": self.profile.summary(),
+            "corrected_range": [float(np.nanmin(self.image)), float(np.nanmax(self.image))],
+        }
+
+    def describe(self) -> str:
+        """One line in plain words."""
+        return f"flat-field corrected with a profile ({self.profile.describe()})"
+
+    def layers(
+        self,
+        name: str = "image",
+        geometry: Geometry | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> list[LayerDataTuple]:
+        """The corrected image as one layer, in the input's geometry."""
+        return [
+            image_layer(self.image, f"{name} [flat-field corrected]", geometry, metadata=metadata)
+        ]
+
+
+def _lazy_frames(tiles: Sequence[Callable[[], Any]]) -> Any:
+    """All positions' frames as one lazy ``(T, Y, X)`` Dask array (a position is read when the
+    fit's reader reaches its frames, and never kept)."""
+    import dask
+    import dask.array as da
+
+    first = np.asarray(tiles[0]())
+    if first.ndim not in (2, 3):
+        raise ValueError(
+            f"flat-field batch: positions must be (Y, X) tiles or (T, Y, X) stacks, the first "
+            f"has shape {first.shape}"
+        )
+
+    def read(reader: Callable[[], Any]) -> np.ndarray:
+        array = np.asarray(reader())
+        if array.shape != first.shape:
+            raise ValueError(
+                f"flat-field batch: every position must have the first's shape {first.shape} "
+                f"to share one profile; one has {array.shape}"
+            )
+        return array
+
+    parts = [
+        da.from_delayed(dask.delayed(read)(reader), first.shape, first.dtype) for reader in tiles
+    ]
+    return da.stack(parts) if first.ndim == 2 else da.concatenate(parts)
+
+
+def prepare(
+    params: BasicParams,
+    tiles: Sequence[Callable[[], Any]],
+    *,
+    device: str,
+    artifacts: Mapping[str, Path],
+) -> ShadingProfile:
+    """The run's profile: the recipe's saved ``profile`` artifact, else a fit on all positions.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from napari_gpuscope.sample_data._shading import shaded_tiles
+    >>> tiles = shaded_tiles(24, (64, 64), seed=0).images
+    >>> profile = prepare(BasicParams(), [lambda t=t: t for t in tiles], device="cpu",
+    ...                   artifacts={})
+    >>> profile.flatfield.shape, round(float(profile.flatfield.mean()), 3)
+    ((64, 64), 1.0)
+    """
+    if PROFILE_ARTIFACT in artifacts:
+        return ShadingProfile.load(artifacts[PROFILE_ARTIFACT])
+    if not tiles:
+        raise ValueError("flat-field batch: no positions to fit a profile on")
+    return fit_basic(_lazy_frames(tiles), params, device=device)
+
+
+def job(
+    data: Any,
+    params: BasicParams,
+    *,
+    prepared: ShadingProfile,
+    device: str,
+    cache_key: str,
+) -> Job[CorrectedPosition]:
+    """Correct one position with the run's profile (``cache_key`` is not needed here)."""
+    del params, cache_key  # the profile carries the parameters it was fitted with
+    corrected = yield from iter_correct(data, prepared, device=device)
+    return CorrectedPosition(np.asarray(corrected), prepared)
