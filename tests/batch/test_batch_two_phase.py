@@ -4,6 +4,8 @@ sees the toy method registered here."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import tifffile
@@ -119,3 +121,47 @@ def test_basic_fits_once_on_every_tile_and_corrects_each_position_as_the_dock_wo
         written = store.read_position(f"tile{index:02d}")
         assert written.dtype == np.float32
         assert written.tobytes() == np.asarray(expected, np.float32).tobytes()
+
+
+def test_a_saved_basic_profile_named_by_the_recipe_command_replaces_the_fit(tmp_path):
+    from distributed import Client, LocalCluster
+
+    from napari_gpuscope.batch.recipes import load_recipe
+    from napari_gpuscope.cli import main
+    from napari_gpuscope.compute import flatfield
+    from napari_gpuscope.sample_data._shading import make_flatfield
+
+    folder = tmp_path / "tiles"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    tiles = rng.poisson(500, (3, 48, 64)).astype(np.uint16)
+    for index, tile in enumerate(tiles):
+        tifffile.imwrite(folder / f"tile{index}.tif", tile)
+    saved = flatfield.ShadingProfile.from_arrays(make_flatfield((48, 64)), camera_offset=100)
+    (tmp_path / "profiles").mkdir()
+    tif = saved.save(tmp_path / "profiles" / "scope")
+    recipe_path = tmp_path / "recipes" / "flat.yaml"
+    recipe_path.parent.mkdir()
+    code = main(["recipe", "flatfield", "--artifact", f"profile={tif}", "-o", str(recipe_path)])
+    assert code == 0
+    recipe = load_recipe(recipe_path)
+    assert [a.name for a in recipe.artifacts] == ["profile"]
+    assert not Path(recipe.artifacts[0].path).is_absolute()  # relative to the recipe
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        report = run_batch(
+            recipe,
+            discover(str(folder / "*.tif")),
+            tmp_path / "out.zarr",
+            client,
+            recipe_dir=recipe_path.parent,
+        )
+    assert report.failed == {} and len(report.done) == 3
+    loaded = flatfield.ShadingProfile.load(tif)
+    written = BatchStore(tmp_path / "out.zarr").read_position("tile1")
+    expected = (tiles[1].astype(np.float64) - 100) / loaded.flatfield.astype(np.float64)
+    np.testing.assert_allclose(written, expected, rtol=1e-5, atol=1e-3)

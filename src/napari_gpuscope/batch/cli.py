@@ -8,6 +8,7 @@ report, when asked for, is written all the same).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,15 @@ def add_parsers(sub: Any) -> None:
         default=[],
         metavar="NAME=VALUE",
         help="change a parameter (VALUE is YAML: 1.5, null, poisson, [0.5, 0.1, 0.1])",
+    )
+    recipe.add_argument(
+        "--artifact",
+        dest="artifacts",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="a file the method needs, pinned by its SHA-256 (flatfield: profile=scope.tif, a "
+        "profile saved from the dock, used instead of fitting)",
     )
     recipe.add_argument("-o", "--output", type=Path, required=True, help="recipe file to write")
 
@@ -100,7 +110,7 @@ def dispatch(args: argparse.Namespace) -> int:
 def _recipe(args: argparse.Namespace) -> int:
     import yaml
 
-    from napari_gpuscope.batch.recipes import Recipe, RecipeError
+    from napari_gpuscope.batch.recipes import Artifact, Recipe, RecipeError, file_sha256
 
     changes: dict[str, Any] = {}
     for item in args.changes:
@@ -116,7 +126,17 @@ def _recipe(args: argparse.Namespace) -> int:
         )
     except RecipeError as exc:
         return _fail(str(exc))
-    recipe = Recipe.from_params(recipe.params_model(), source="napari-gpuscope recipe (defaults)")
+    artifacts = []
+    for item in args.artifacts:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not Path(path).is_file():
+            return _fail(f"--artifact {item!r}: expected NAME=PATH of an existing file")
+        # Relative to the recipe, which is how run and validate resolve it.
+        where = os.path.relpath(Path(path).resolve(), args.output.resolve().parent)
+        artifacts.append(Artifact(name=name.strip(), path=where, sha256=file_sha256(path)))
+    recipe = Recipe.from_params(
+        recipe.params_model(), artifacts=artifacts, source="napari-gpuscope recipe (defaults)"
+    )
     recipe.save(args.output)
     print(f"wrote {args.output} ({args.method}, recipe {recipe.hash()[:12]})")
     return 0
