@@ -1,0 +1,149 @@
+"""Reconstruction of absorption and phase at known tilt: whole image, or tiles blended."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from ._inverse import NormalEquations, normalize_stack
+from ._optics import OpticsCache, OpticsKey, key_for, z_positions
+from ._params import PhaseParams
+from ._tiles import TileGrid, TiltMap, blend_weights
+
+__all__ = ["TV_ITERATIONS", "TV_RHO", "Reconstructor"]
+
+TV_RHO = 0.05
+"""ADMM penalty of the TV option (in units of the Gram entries, which are ~1 per slice)."""
+TV_ITERATIONS = 15
+"""ADMM iterations of the TV option (each solves one TV denoising of the phase)."""
+
+
+@dataclass
+class Reconstructor:
+    """What one reconstruction shares: the prepared stack, the optics and their cache.
+
+    Parameters
+    ----------
+    data : torch.Tensor
+        ``(Z, Y, X)`` float32 on the device (the raw stack; normalised per tile or image).
+    params : PhaseParams
+        The parameters.
+    cache : OpticsCache
+        Device optics, reused between calls (the dock keeps one per device).
+    """
+
+    data: torch.Tensor
+    params: PhaseParams
+    cache: OpticsCache
+
+    def key(self, shape: tuple[int, int]) -> OpticsKey:
+        """Optics key of a ``(Y, X)`` region on the data's device."""
+        return key_for(self.params, shape, self.data.device)
+
+    def z(self, focus: float = 0.0) -> torch.Tensor:
+        """Slice positions of the stack for a focus offset (slices), in model units."""
+        p = self.params
+        z = z_positions(
+            self.data.shape[-3],
+            p.z_pixel_size,
+            p.z_focus_offset + focus,
+            descending=p.z_order == "descending",
+            device=self.data.device,
+        )
+        return -z if p.invert_phase_contrast else z
+
+    def system(
+        self, stack: torch.Tensor, zenith: float, azimuth: float, focus: float = 0.0
+    ) -> NormalEquations:
+        """The normal equations of one region ``(Z, h, w)`` at one tilt."""
+        key = self.key(tuple(stack.shape[-2:]))
+        tf = self.cache.transfer_functions(key, self.z(focus), zenith, azimuth)
+        data_hat = torch.fft.fft2(normalize_stack(stack))
+        return NormalEquations.build(data_hat, tf.absorption, tf.phase)
+
+    def solve(self, system: NormalEquations, regularization: float | None = None):
+        """Absorption and phase ``(h, w)`` of one region (Tikhonov, or ADMM-TV on the phase)."""
+        p = self.params
+        reg = p.regularization if regularization is None else regularization
+        a_hat, p_hat = system.solve(reg)
+        if p.regularizer == "tv":
+            a_hat, p_hat = _admm_tv(system, reg, p.tv_strength, p_hat)
+        return torch.fft.ifft2(a_hat).real, torch.fft.ifft2(p_hat).real
+
+    def whole(self, zenith: float, azimuth: float, focus: float = 0.0):
+        """Absorption and phase of the whole image at one tilt."""
+        return self.solve(self.system(self.data, zenith, azimuth, focus))
+
+    def tiles(
+        self, tilt: TiltMap
+    ) -> Iterator[tuple[int, tuple[torch.Tensor, torch.Tensor] | None]]:
+        """Reconstruct tile by tile with each tile's tilt and blend smoothly.
+
+        Yields the index of each finished tile (and ``None``), then ``(-1, (absorption,
+        phase))`` with the blended result.
+        """
+        grid = tilt.grid
+        shape = tuple(self.data.shape[-2:])
+        device = self.data.device
+        weights = blend_weights(grid, device)
+        absorption = torch.zeros(shape, device=device)
+        phase = torch.zeros(shape, device=device)
+        total = torch.zeros(shape, device=device)
+        zen, azi, foc = tilt.zenith.ravel(), tilt.azimuth.ravel(), tilt.focus.ravel()
+        for index, (ys, xs) in enumerate(grid.boxes()):
+            system = self.system(
+                self.data[:, ys, xs], float(zen[index]), float(azi[index]), float(foc[index])
+            )
+            tile_a, tile_p = self.solve(system)
+            # Each tile's phase has an arbitrary mean (the data cannot tell it): remove it so
+            # the blend does not step between tiles.
+            tile_p = tile_p - tile_p.mean()
+            absorption[ys, xs] += weights * tile_a
+            phase[ys, xs] += weights * tile_p
+            total[ys, xs] += weights
+            yield index, None
+        yield -1, (absorption / total, phase / total)
+
+
+def _admm_tv(
+    system: NormalEquations, reg: float, strength: float, phase_hat: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """ADMM for ``1/2 |H x - d|^2 + reg/2 |x|^2 + strength TV(phase)`` (split ``z = phase``).
+
+    The x-step is the same closed-form 2x2 solve with ``rho`` added to the phase diagonal and
+    ``rho FFT(z - u)`` to its right-hand side; the z-step is TV denoising (the TV method's
+    solver) with weight ``strength / rho``.
+    """
+    from .. import tv
+
+    device = phase_hat.device
+    phase = torch.fft.ifft2(phase_hat).real
+    z = phase.clone()
+    u = torch.zeros_like(phase)
+    shifted = NormalEquations(
+        system.g_aa, system.g_pp + TV_RHO, system.g_ap, system.b_a, system.b_p
+    )
+    a_hat = None
+    for _ in range(TV_ITERATIONS):
+        shifted.b_p = system.b_p + TV_RHO * torch.fft.fft2(z - u)
+        a_hat, phase_hat = shifted.solve(reg)
+        phase = torch.fft.ifft2(phase_hat).real
+        target = (phase + u).cpu().numpy().astype(np.float32)
+        z = torch.from_numpy(
+            np.asarray(tv.denoise(target, strength / TV_RHO, device=_tv_device(device)))
+        ).to(device)
+        u = u + phase - z
+    return a_hat, torch.fft.fft2(z)
+
+
+def _tv_device(device: torch.device) -> Any:
+    return "cpu" if device.type == "cpu" else device
+
+
+def uniform_grid(shape: tuple[int, int]) -> TileGrid:
+    """One tile: the whole image."""
+    return TileGrid(shape=shape, tiles=(1, 1), size=shape, starts_y=(0,), starts_x=(0,))
