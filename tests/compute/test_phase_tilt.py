@@ -60,17 +60,30 @@ def global_stack():
     return noisy(stack, 1), ph
 
 
-@pytest.mark.parametrize(("optimizer", "iterations"), [("nadam", 30), ("newton", 8)])
-def test_global_tilt_is_recovered(global_stack, optimizer, iterations):
+@pytest.mark.parametrize(
+    ("optimizer", "iterations", "loss", "tolerance"),
+    [
+        ("nadam", 30, "residual", 0.03),
+        ("newton", 8, "residual", 0.03),
+        # waveorder's criterion over-estimates the zenith (0.23 for 0.2 on this field).
+        ("newton", 8, "midband", 0.05),
+    ],
+)
+def test_global_tilt_is_recovered(global_stack, optimizer, iterations, loss, tolerance):
     stack, truth = global_stack
     result = phase.estimate_tilt(
-        stack, **AIR, tilt_mode="global", optimizer=optimizer, iterations=iterations, device="cpu"
+        stack,
+        **AIR,
+        tilt_mode="global",
+        optimizer=optimizer,
+        iterations=iterations,
+        tilt_loss=loss,
+        device="cpu",
     )
     tilt = result.tilt_map
     assert result.is_global
     assert result.iterations == iterations
-    # The midband criterion is slightly biased on a 64 px field (0.23 for 0.2, like waveorder's).
-    assert abs(tilt.zenith.item() - 0.2) < 0.05
+    assert abs(tilt.zenith.item() - 0.2) < tolerance
     assert angle_error(tilt.azimuth.item(), 1.0) < 0.1
     assert result.loss_history[-1] < result.loss_history[0]
     recon = phase.reconstruct(stack, **AIR, tilt_map=tilt, device="cpu")
@@ -91,19 +104,21 @@ def test_frozen_parameters_warm_start_and_stop(global_stack):
     )
     assert frozen.tilt_map.azimuth.item() == pytest.approx(1.0, abs=1e-6)
     assert frozen.tilt_map.zenith.item() != pytest.approx(0.05)
-    # Warm start from a previous map: Newton stays there.
-    grid = phase.TileGrid((64, 64), (1, 1), (64, 64), (0,), (0,))
-    start = phase.TiltMap.uniform(grid, 0.23, 1.01)
+    # A warm start begins where a previous estimate ended (its loss is the first loss).
+    cold = phase.estimate_tilt(
+        stack, **AIR, tilt_mode="global", optimizer="newton", iterations=8, device="cpu"
+    )
     warm = phase.estimate_tilt(
         stack,
         **AIR,
         tilt_mode="global",
         optimizer="newton",
-        iterations=3,
-        init=start,
+        iterations=2,
+        init=cold.tilt_map,
         device="cpu",
     )
-    assert abs(warm.tilt_map.zenith.item() - 0.23) < 0.02
+    assert warm.loss_history[0] == pytest.approx(cold.tilt_map.loss.item(), rel=1e-5)
+    assert abs(warm.tilt_map.zenith.item() - cold.tilt_map.zenith.item()) < 0.005
     # Stop & keep returns the best values so far, marked as stopped.
     stop = StopToken()
     seen = []
@@ -128,12 +143,8 @@ def test_frozen_parameters_warm_start_and_stop(global_stack):
 
 
 def test_tilt_gradient_across_tiles_is_recovered():
-    """Three 64 px fields side by side with zenith 0.15, 0.25, 0.35 (azimuth 0.5): a meniscus.
-
-    The midband criterion over-estimates small zeniths on small fields (0.18 for 0.1, see
-    docs/phase.md), so the test allows 0.06 rad and asks for the gradient's direction.
-    """
-    zeniths = (0.15, 0.25, 0.35)
+    """Three 64 px fields side by side with zenith 0.1, 0.2, 0.3 (azimuth 0.5): a meniscus."""
+    zeniths = (0.1, 0.2, 0.3)
     params = phase.PhaseParams(**AIR)
     ph, ab = cells((64, 192), 3)
     parts = [
@@ -158,7 +169,7 @@ def test_tilt_gradient_across_tiles_is_recovered():
     )
     tilt = result.tilt_map
     assert tilt.grid.tiles == (1, 3)
-    assert np.all(np.abs(tilt.zenith.ravel() - zeniths) < 0.06), tilt.zenith
+    assert np.all(np.abs(tilt.zenith.ravel() - zeniths) < 0.04), tilt.zenith
     assert np.all(angle_error(tilt.azimuth.ravel(), 0.5) < 0.15), tilt.azimuth
     assert np.all(np.diff(tilt.zenith.ravel()) > 0)
     assert any("loss" in u.metrics for u in updates)

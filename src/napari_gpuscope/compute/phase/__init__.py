@@ -27,6 +27,7 @@ from ._job import (
 from ._optics import OpticsCache, OpticsKey, transfer_functions, z_positions
 from ._params import PhaseParams, PhaseWarning
 from ._simulate import simulate_stack
+from ._solver import PhaseSolver
 from ._tiles import TileGrid, TiltMap, blend_weights, canonical_tilt, radial_zenith_init
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "OpticsKey",
     "PhaseParams",
     "PhaseResult",
+    "PhaseSolver",
     "PhaseWarning",
     "TileGrid",
     "TiltMap",

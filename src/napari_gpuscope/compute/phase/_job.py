@@ -155,7 +155,7 @@ class PhaseResult:
             ),
         ]
         vectors = self.tilt_map.vectors()
-        if self.tilt_map.zenith.max() > 0:
+        if self.estimate is not None or self.tilt_map.zenith.max() > 0:
             out.append(
                 vectors_layer(
                     vectors,

@@ -208,6 +208,16 @@ class PhaseParams(Params):
         advanced=True,
         help="Tilt optimiser: NAdam (robust) or a damped diagonal Newton step (fewer iterations)",
     )
+    tilt_loss: str = param(
+        "residual",
+        label="Tilt loss",
+        choices={"residual": "model misfit", "midband": "midband power (waveorder)"},
+        advanced=True,
+        help=(
+            "What the tilt estimate minimises: the misfit of the model to the data (unbiased), "
+            "or waveorder's midband power of the phase (over-estimates small tilts)"
+        ),
+    )
     lr_zenith: float = param(
         0.02,
         label="Step zenith",

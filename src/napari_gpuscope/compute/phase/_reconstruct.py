@@ -12,7 +12,7 @@ import torch
 from ._inverse import NormalEquations, normalize_stack
 from ._optics import OpticsCache, OpticsKey, key_for, z_positions
 from ._params import PhaseParams
-from ._tiles import TileGrid, TiltMap, blend_weights
+from ._tiles import TiltMap, blend_weights
 
 __all__ = ["TV_ITERATIONS", "TV_RHO", "Reconstructor"]
 
@@ -78,35 +78,50 @@ class Reconstructor:
         """Absorption and phase of the whole image at one tilt."""
         return self.solve(self.system(self.data, zenith, azimuth, focus))
 
+    def tile_systems(self, tilt: TiltMap) -> Iterator[NormalEquations]:
+        """The normal equations of every tile of ``tilt``, each at its own tilt."""
+        zen, azi, foc = tilt.zenith.ravel(), tilt.azimuth.ravel(), tilt.focus.ravel()
+        for index, (ys, xs) in enumerate(tilt.grid.boxes()):
+            yield self.system(
+                self.data[:, ys, xs], float(zen[index]), float(azi[index]), float(foc[index])
+            )
+
     def tiles(
-        self, tilt: TiltMap
+        self, tilt: TiltMap, systems: Iterator[NormalEquations] | None = None
     ) -> Iterator[tuple[int, tuple[torch.Tensor, torch.Tensor] | None]]:
         """Reconstruct tile by tile with each tile's tilt and blend smoothly.
 
         Yields the index of each finished tile (and ``None``), then ``(-1, (absorption,
-        phase))`` with the blended result.
+        phase))`` with the blended result. ``systems`` reuses prepared normal equations.
         """
-        grid = tilt.grid
-        shape = tuple(self.data.shape[-2:])
-        device = self.data.device
-        weights = blend_weights(grid, device)
-        absorption = torch.zeros(shape, device=device)
-        phase = torch.zeros(shape, device=device)
-        total = torch.zeros(shape, device=device)
-        zen, azi, foc = tilt.zenith.ravel(), tilt.azimuth.ravel(), tilt.focus.ravel()
-        for index, (ys, xs) in enumerate(grid.boxes()):
-            system = self.system(
-                self.data[:, ys, xs], float(zen[index]), float(azi[index]), float(foc[index])
-            )
-            tile_a, tile_p = self.solve(system)
-            # Each tile's phase has an arbitrary mean (the data cannot tell it): remove it so
-            # the blend does not step between tiles.
-            tile_p = tile_p - tile_p.mean()
-            absorption[ys, xs] += weights * tile_a
-            phase[ys, xs] += weights * tile_p
-            total[ys, xs] += weights
+        blend = _Blend(tilt, self.data.device)
+        for index, system in enumerate(systems or self.tile_systems(tilt)):
+            blend.add(index, *self.solve(system))
             yield index, None
-        yield -1, (absorption / total, phase / total)
+        yield -1, blend.result()
+
+
+class _Blend:
+    """Weighted sum of overlapping tile solutions (smooth weights, normalised at the end)."""
+
+    def __init__(self, tilt: TiltMap, device: Any) -> None:
+        self.boxes = tilt.grid.boxes()
+        shape = tilt.grid.shape
+        self.weights = blend_weights(tilt.grid, device)
+        self.absorption = torch.zeros(shape, device=device)
+        self.phase = torch.zeros(shape, device=device)
+        self.total = torch.zeros(shape, device=device)
+
+    def add(self, index: int, absorption: torch.Tensor, phase: torch.Tensor) -> None:
+        ys, xs = self.boxes[index]
+        # Each tile's phase has an arbitrary mean (the data cannot tell it): remove it so the
+        # blend does not step between tiles.
+        self.absorption[ys, xs] += self.weights * absorption
+        self.phase[ys, xs] += self.weights * (phase - phase.mean())
+        self.total[ys, xs] += self.weights
+
+    def result(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.absorption / self.total, self.phase / self.total
 
 
 def _admm_tv(
@@ -144,6 +159,16 @@ def _tv_device(device: torch.device) -> Any:
     return "cpu" if device.type == "cpu" else device
 
 
-def uniform_grid(shape: tuple[int, int]) -> TileGrid:
-    """One tile: the whole image."""
-    return TileGrid(shape=shape, tiles=(1, 1), size=shape, starts_y=(0,), starts_x=(0,))
+def solve_all(
+    recon: Reconstructor,
+    tilt: TiltMap,
+    systems: list[NormalEquations],
+    regularization: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Absorption and phase from prepared systems (one, or one per tile of ``tilt``)."""
+    if tilt.grid.count == 1:
+        return recon.solve(systems[0], regularization)
+    blend = _Blend(tilt, recon.data.device)
+    for index, system in enumerate(systems):
+        blend.add(index, *recon.solve(system, regularization))
+    return blend.result()
