@@ -62,6 +62,13 @@ class PhaseDock(MethodDock):
         # The tilt map of the latest run and the array it belongs to (GUI thread only).
         self._tilt: tuple[weakref.ref[Any], TiltMap] | None = None
         super().__init__(viewer)
+        # Phase is in radians, the input in photons: one display range cannot serve both.
+        self.link_display.setChecked(False)
+        self.link_display.setEnabled(False)
+        self.link_display.setToolTip(
+            "Phase (radians) and absorption are not in the input's intensity units, so their "
+            "display is not linked to the input."
+        )
 
     # ---------------------------------------------------------------- controls
     def build_controls(self) -> None:

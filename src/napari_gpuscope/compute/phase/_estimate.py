@@ -157,9 +157,9 @@ def estimate_on_device(
                 f"tilt iteration {step.iteration + 1}/{n}, loss {history[-1]:.4g}",
                 step=step.iteration + 1,
                 metrics={"loss": history[-1]},
-                outputs={
-                    "tilt": Output(tilt_now.vectors, kind="vectors"),
+                outputs={  # phase first: the tilt vectors are drawn above it
                     "phase": Output(_mosaic(work, phase, shape), shape=shape),
+                    "tilt": Output(tilt_now.vectors, kind="vectors"),
                 },
             )
             stopped = stopped or is_stop(command)

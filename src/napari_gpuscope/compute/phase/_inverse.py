@@ -80,14 +80,15 @@ class NormalEquations:
         convention: str = "consistent",
     ) -> NormalEquations:
         """Reduce over z (the slice axis is -3): ``data_hat`` and the TFs are ``(..., Z, Y, X)``."""
+        if not torch.is_grad_enabled():  # one fused pass (kernel or twin, by dispatch)
+            conjugate = _rows(absorption, phase, convention)[0] is not absorption
+            return cls(*_ops.normal_equations(data_hat, absorption, phase, conjugate))
         left_a, left_p = _rows(absorption, phase, convention)
-        if not torch.is_grad_enabled() and _ops.fusable(data_hat, absorption):
-            return cls(*_ops.normal_equations(data_hat, left_a, left_p))
         return cls(*_ops.normal_equations_twin(data_hat, left_a, left_p))
 
     def solve(self, regularization: float) -> tuple[torch.Tensor, torch.Tensor]:
         """Absorption and phase spectra ``(..., Y, X)`` for a regularization strength."""
-        if not torch.is_grad_enabled() and _ops.fusable(self.b_a):
+        if not torch.is_grad_enabled():
             return _ops.tikhonov_solve(self, float(regularization))
         return _ops.tikhonov_solve_twin(self, regularization)
 

@@ -144,6 +144,7 @@ class PhaseResult:
                 geometry,
                 metadata={**meta, "intensity_unit": "rad"},
                 colormap="gray",
+                contrast_limits=_robust_limits(self.phase),
             ),
             image_layer(
                 self.absorption,
@@ -151,6 +152,7 @@ class PhaseResult:
                 geometry,
                 metadata={**meta, "intensity_unit": "a.u."},
                 colormap="gray",
+                contrast_limits=_robust_limits(self.absorption),
                 visible=False,
             ),
         ]
@@ -168,6 +170,12 @@ class PhaseResult:
                 )
             )
         return out
+
+
+def _robust_limits(image: np.ndarray) -> tuple[float, float]:
+    """0.1 and 99.9 percentiles (a few ringing pixels must not flatten the display)."""
+    low, high = (float(v) for v in np.percentile(image, (0.1, 99.9)))
+    return (low, high) if high > low else (low, low + 1.0)
 
 
 def _check_stack(zyx: Any) -> None:
