@@ -209,3 +209,17 @@ def test_bad_stacks_are_refused():
         phase.reconstruct(bad, **AIR, device="cpu")
     with pytest.raises(InvalidInputError, match="non-positive mean"):
         phase.reconstruct(good - 1, **AIR, device="cpu")
+
+
+def test_solver_resolves_like_a_full_reconstruction(recon_ref):
+    stack = recon_ref["stack_tilt"]
+    params = phase.PhaseParams(**AIR, tilt_zenith=0.2, tilt_azimuth=1.0)
+    solver = phase.PhaseSolver(stack, params, device="cpu")
+    for reg in (1e-4, 3e-2):
+        _, ph = solver.solve(reg)
+        full = phase.reconstruct(stack, params=params, regularization=reg, device="cpu")
+        np.testing.assert_allclose(ph, full.phase, atol=1e-6)
+    assert solver.matches(params.replace(regularization=0.5))
+    assert not solver.matches(params.replace(z_pixel_size=2.0))
+    assert not solver.matches(params.replace(tilt_zenith=0.3))  # another manual tilt
+    assert not solver.matches(params.replace(tilt_mode="none"))

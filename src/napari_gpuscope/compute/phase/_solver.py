@@ -70,14 +70,10 @@ class PhaseSolver:
         with torch.no_grad():
             data = _load(zyx, dev)
             shape = tuple(data.shape[-2:])
+            self._implied = _implied_tilt(params) if tilt_map is None else None
             if tilt_map is None:
-                manual = params.tilt_mode == "manual"
                 grid = TileGrid(shape, (1, 1), shape, (0,), (0,))
-                tilt_map = TiltMap.uniform(
-                    grid,
-                    params.tilt_zenith if manual else 0.0,
-                    params.tilt_azimuth if manual else 0.0,
-                )
+                tilt_map = TiltMap.uniform(grid, *self._implied)
             self.tilt_map = tilt_map
             self.params = params
             self._recon = Reconstructor(data, params, optics_cache or OpticsCache())
@@ -86,6 +82,8 @@ class PhaseSolver:
     def matches(self, params: PhaseParams, tilt_map: TiltMap | None = None) -> bool:
         """Whether these normal equations serve ``params`` (and ``tilt_map``) too."""
         if tilt_map is not None and tilt_map is not self.tilt_map:
+            return False
+        if tilt_map is None and self._implied != _implied_tilt(params):
             return False
         a = {k: v for k, v in self.params.to_dict().items() if k not in _FREE}
         b = {k: v for k, v in params.to_dict().items() if k not in _FREE}
@@ -106,3 +104,10 @@ class PhaseSolver:
             absorption.cpu().numpy().astype(np.float32),
             phase.cpu().numpy().astype(np.float32),
         )
+
+
+def _implied_tilt(params: PhaseParams) -> tuple[float, float]:
+    """The one tilt ``params`` stand for without a map: the manual one, else none."""
+    if params.tilt_mode == "manual":
+        return float(params.tilt_zenith), float(params.tilt_azimuth)
+    return 0.0, 0.0
