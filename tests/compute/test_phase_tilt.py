@@ -137,7 +137,7 @@ def test_frozen_parameters_warm_start_and_stop(global_stack):
     assert not kept.converged
     assert kept.iterations <= 3
     assert seen[0].indeterminate
-    assert "loss" in seen[0].metrics
+    assert "tilt objective" in seen[0].metrics
     assert seen[0].outputs["tilt"].kind == "vectors"
     assert seen[0].outputs["tilt"].array().shape == (1, 2, 2)
 
@@ -172,7 +172,7 @@ def test_tilt_gradient_across_tiles_is_recovered():
     assert np.all(np.abs(tilt.zenith.ravel() - zeniths) < 0.04), tilt.zenith
     assert np.all(angle_error(tilt.azimuth.ravel(), 0.5) < 0.15), tilt.azimuth
     assert np.all(np.diff(tilt.zenith.ravel()) > 0)
-    assert any("loss" in u.metrics for u in updates)
+    assert any("tilt objective" in u.metrics for u in updates)
     assert result.layers("bf")[2][0].shape == (3, 2, 2)
     assert "1x3 tilt map" in result.describe()
 

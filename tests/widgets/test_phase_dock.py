@@ -96,7 +96,7 @@ def test_global_estimate_streams_loss_and_vectors(viewer, qtbot, dock, reference
     assert vectors.data.shape == (1, 2, 2)
     zenith = np.hypot(*vectors.data[0, 1]) / (0.5 * 64 / 0.25)
     assert abs(zenith - 0.2) < 0.035  # the fixture's true tilt (noise biases it to 0.18)
-    assert len(dock.plot.values("loss")) == 8  # the live loss plot
+    assert len(dock.plot.values("tilt objective")) == 8  # the live loss plot
     result = dock.last_results[0].metadata[PROVENANCE_KEY]["result"]
     assert len(result["estimate"]["loss_history"]) == 8
     assert dock._known_tilt(dock.input_layer) is not None  # the preview uses it

@@ -168,13 +168,27 @@ class PhaseDock(MethodDock):
         return preview_job(self._solvers, layer.data, params, device, view, self._known_tilt(layer))
 
     def on_result(self, result: Any, *, preview: bool, layer: Any) -> None:
-        """Remember the estimated tilt map, so the preview uses it."""
-        if preview or getattr(result, "estimate", None) is None:
+        """Style the tilt arrows; remember the estimated tilt map, so the preview uses it."""
+        if preview:
+            return
+        self._style_tilt_vectors(layer)
+        if getattr(result, "estimate", None) is None:
             return
         try:
             self._tilt = (weakref.ref(layer.data), result.tilt_map)
         except TypeError:
             self._tilt = None
+
+    def _style_tilt_vectors(self, layer: Any) -> None:
+        """The streamed tilt layer took napari's default look; give it the result's."""
+        from napari.layers import Vectors
+
+        for candidate in self.viewer.layers:
+            owner = self._owned.get(candidate)
+            if isinstance(candidate, Vectors) and owner is not None and owner() is layer:
+                candidate.edge_color = "yellow"
+                candidate.edge_width = 2.0
+                candidate.vector_style = "arrow"
 
     def release(self) -> None:
         """Free the kept device data when napari removes the dock."""

@@ -156,7 +156,8 @@ def estimate_on_device(
                 None,
                 f"tilt iteration {step.iteration + 1}/{n}, loss {history[-1]:.4g}",
                 step=step.iteration + 1,
-                metrics={"loss": history[-1]},
+                # not called "loss": its few-percent range reads better on a linear axis
+                metrics={"tilt objective": history[-1]},
                 outputs={  # phase first: the tilt vectors are drawn above it
                     "phase": Output(_mosaic(work, phase, shape), shape=shape),
                     "tilt": Output(tilt_now.vectors, kind="vectors"),

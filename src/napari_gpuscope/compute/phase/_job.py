@@ -233,9 +233,9 @@ def iter_reconstruct(
     -------
     generator
         Yields :class:`~napari_gpuscope.compute.jobs.Progress` (outputs ``"phase"``, and
-        ``"tilt"`` vectors while estimating; ``metrics={"loss"}`` per optimiser iteration) and
-        returns a :class:`PhaseResult`. ``STOP`` during a tilt estimate keeps the best tilt so
-        far and reconstructs with it.
+        ``"tilt"`` vectors while estimating; the loss as ``metrics={"tilt objective"}`` per
+        optimiser iteration) and returns a :class:`PhaseResult`. ``STOP`` during a tilt
+        estimate keeps the best tilt so far and reconstructs with it.
 
     Examples
     --------
@@ -342,8 +342,8 @@ def iter_estimate_tilt(
     -------
     generator
         Yields one :class:`~napari_gpuscope.compute.jobs.Progress` per iteration (indeterminate;
-        ``metrics={"loss"}``, outputs ``"tilt"`` vectors and the current ``"phase"``) and
-        returns a :class:`TiltResult`; ``STOP`` keeps the best values so far.
+        the loss as ``metrics={"tilt objective"}``, outputs ``"tilt"`` vectors and the current
+        ``"phase"``) and returns a :class:`TiltResult`; ``STOP`` keeps the best values so far.
 
     Examples
     --------
