@@ -223,3 +223,18 @@ def test_solver_resolves_like_a_full_reconstruction(recon_ref):
     assert not solver.matches(params.replace(z_pixel_size=2.0))
     assert not solver.matches(params.replace(tilt_zenith=0.3))  # another manual tilt
     assert not solver.matches(params.replace(tilt_mode="none"))
+
+
+def test_slices_in_chunks_equal_the_unchunked_result(recon_ref):
+    stack = recon_ref["stack_tilt"]
+    params = phase.PhaseParams(**AIR, tilt_zenith=0.2, tilt_azimuth=1.0)
+    whole = phase.reconstruct(stack, params=params, device="cpu")
+    chunked = phase.reconstruct(stack, params=params, memory_budget=2_300_000, device="cpu")
+    assert whole.chunks == 1
+    assert chunked.chunks > 2
+    np.testing.assert_allclose(chunked.phase, whole.phase, atol=1e-5)
+    np.testing.assert_allclose(chunked.absorption, whole.absorption, atol=1e-5)
+    from napari_gpuscope.compute.memory import DeviceMemoryError
+
+    with pytest.raises(DeviceMemoryError):
+        phase.reconstruct(stack, params=params, memory_budget=500_000, device="cpu")

@@ -86,6 +86,10 @@ class NormalEquations:
         left_a, left_p = _rows(absorption, phase, convention)
         return cls(*_ops.normal_equations_twin(data_hat, left_a, left_p))
 
+    def fields(self) -> tuple[torch.Tensor, ...]:
+        """``(g_aa, g_pp, g_ap, b_a, b_p)``."""
+        return self.g_aa, self.g_pp, self.g_ap, self.b_a, self.b_p
+
     def solve(self, regularization: float) -> tuple[torch.Tensor, torch.Tensor]:
         """Absorption and phase spectra ``(..., Y, X)`` for a regularization strength."""
         if not torch.is_grad_enabled():

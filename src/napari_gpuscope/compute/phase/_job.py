@@ -83,6 +83,8 @@ class PhaseResult:
         The tilt estimate was stopped by the user (the best values so far were used).
     kernel_paths : dict
         Which implementation of the fused passes ran.
+    chunks : int
+        Slice chunks the device memory allowed (1: all slices at once; per tile for a map).
     """
 
     phase: np.ndarray
@@ -92,11 +94,13 @@ class PhaseResult:
     estimate: TiltResult | None = None
     stopped_early: bool = False
     kernel_paths: dict[str, str] = field(default_factory=dict)
+    chunks: int = 1
 
     def summary(self) -> dict[str, Any]:
         """JSON-able facts for provenance."""
         return {
             "params": self.params.to_dict(),
+            "chunks": int(self.chunks),
             "tilt_map": self.tilt_map.summary(),
             "tilt_convention": "forward model; waveorder azimuth = ours + pi",
             "estimate": None if self.estimate is None else self.estimate.summary(),
@@ -210,6 +214,7 @@ def iter_reconstruct(
     *,
     tilt_map: TiltMap | None = None,
     optics_cache: OpticsCache | None = None,
+    memory_budget: int | None = None,
     device: str | torch.device | None = None,
 ) -> Job[PhaseResult]:
     """Tilt-corrected quantitative phase from a brightfield z-stack, as a job.
@@ -226,6 +231,9 @@ def iter_reconstruct(
         Use this tilt (per tile, blended) instead of ``tilt_mode``.
     optics_cache : OpticsCache, optional
         Device optics to reuse between calls (the dock keeps one).
+    memory_budget : int, optional
+        Device bytes to plan with instead of the free memory (slices are processed in chunks
+        that fit; the result is the same).
     device : str or torch.device, optional
         ``None`` = first GPU; ``"cpu"`` only when named.
 
@@ -251,10 +259,10 @@ def iter_reconstruct(
     True
     """
     _check_stack(zyx)
-    return _run(zyx, params, tilt_map, optics_cache, device)
+    return _run(zyx, params, tilt_map, optics_cache, memory_budget, device)
 
 
-def _run(zyx, params, tilt_map, optics_cache, device) -> Job[PhaseResult]:
+def _run(zyx, params, tilt_map, optics_cache, memory_budget, device) -> Job[PhaseResult]:
     with device_context(device) as dev:
         data = _load(zyx, dev)
         shape = tuple(data.shape[-2:])
@@ -278,7 +286,7 @@ def _run(zyx, params, tilt_map, optics_cache, device) -> Job[PhaseResult]:
                 f"tilt_map covers {tilt_map.grid.shape}; the z-stack slices are {shape}"
             )
         with torch.no_grad():
-            recon = Reconstructor(data, params, optics_cache or OpticsCache())
+            recon = Reconstructor(data, params, optics_cache or OpticsCache(), memory_budget)
             if tilt_map.grid.count == 1:
                 yield Progress(0.0, "reconstructing")
                 absorption, phase = recon.whole(
@@ -308,6 +316,7 @@ def _run(zyx, params, tilt_map, optics_cache, device) -> Job[PhaseResult]:
             estimate=estimate,
             stopped_early=bool(estimate and estimate.stopped_early),
             kernel_paths=_ops.kernel_paths(dev),
+            chunks=recon.chunks,
         )
 
 

@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..jobs import run_job
+from ..memory import plan_chunk, run_in_chunks
 from ._inverse import NormalEquations, normalize_stack
 from ._optics import OpticsCache, OpticsKey, key_for, z_positions
 from ._params import PhaseParams
@@ -39,6 +41,9 @@ class Reconstructor:
     data: torch.Tensor
     params: PhaseParams
     cache: OpticsCache
+    memory_budget: int | None = None
+    chunks: int = 0
+    """Slice chunks the latest :meth:`system` needed (1 when every slice fit at once)."""
 
     def key(self, shape: tuple[int, int]) -> OpticsKey:
         """Optics key of a ``(Y, X)`` region on the data's device."""
@@ -59,11 +64,52 @@ class Reconstructor:
     def system(
         self, stack: torch.Tensor, zenith: float, azimuth: float, focus: float = 0.0
     ) -> NormalEquations:
-        """The normal equations of one region ``(Z, h, w)`` at one tilt."""
+        """The normal equations of one region ``(Z, h, w)`` at one tilt.
+
+        They are sums over the slices, so slices are processed in chunks planned from the free
+        device memory (and retried smaller on an out-of-memory error); the sums of the chunks
+        are the unchunked ones up to float32 summation order.
+        """
         key = self.key(tuple(stack.shape[-2:]))
-        tf = self.cache.transfer_functions(key, self.z(focus), zenith, azimuth)
-        data_hat = torch.fft.fft2(normalize_stack(stack))
-        return NormalEquations.build(data_hat, tf.absorption, tf.phase)
+        z = self.z(focus)
+        contrast = normalize_stack(stack)
+        n_z = int(stack.shape[-3])
+        plane = key.shape[0] * key.shape[1]
+        oversampled = plane * key.factor**2
+        # Per slice: defocused pupil and its FFT (cached), FFT(S Q), the two correlations and
+        # the cropped TFs, the data spectrum; fixed: the grid (6 planes), the sums (8 planes).
+        per_slice = 8 * (5 * oversampled + 4 * plane)
+        fixed = 4 * 6 * oversampled + 8 * 8 * plane
+        what = f"the phase transfer functions of a {key.shape[0]} x {key.shape[1]} region"
+        chunk = plan_chunk(
+            n_z, per_slice, stack.device, fixed_bytes=fixed, budget=self.memory_budget, what=what
+        )
+        parts: list[NormalEquations] = []
+
+        def process(start: int, stop: int):
+            tf = self.cache.transfer_functions(key, z[start:stop], zenith, azimuth)
+            data_hat = torch.fft.fft2(contrast[start:stop])
+            parts.append(NormalEquations.build(data_hat, tf.absorption, tf.phase))
+            return
+            yield  # a job without progress of its own
+
+        self.chunks = run_job(
+            run_in_chunks(
+                n_z,
+                chunk,
+                process,
+                device=stack.device,
+                bytes_per_item=per_slice,
+                fixed_bytes=fixed,
+                budget=self.memory_budget,
+                what=what,
+            )
+        )
+        total = parts[0]
+        for part in parts[1:]:
+            pairs = zip(total.fields(), part.fields(), strict=True)
+            total = NormalEquations(*(a + b for a, b in pairs))
+        return total
 
     def solve(self, system: NormalEquations, regularization: float | None = None):
         """Absorption and phase ``(h, w)`` of one region (Tikhonov, or ADMM-TV on the phase)."""
