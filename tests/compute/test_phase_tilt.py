@@ -231,3 +231,25 @@ def test_tv_regularised_phase_is_smoother_and_faithful():
     assert total_variation(tv.phase) < 0.8 * total_variation(tik.phase)
     assert pearson(tv.phase, ph) > pearson(tik.phase, ph)
     assert tv.params.label.startswith("TV=")
+
+
+def test_tiles_in_groups_give_each_tile_the_same_estimate(global_stack):
+    """A grid too large for the device runs in groups of tiles; tiles are independent, so each
+    tile's estimate is the one of the single batch."""
+    from napari_gpuscope.compute.phase._tilt import bytes_per_tile
+
+    stack, _ = global_stack
+    options = {**AIR, "optimizer": "newton", "iterations": 4}
+    params = phase.PhaseParams(**options)
+    together = phase.estimate_tilt(stack, **options, tiles=(2, 2), device="cpu")
+    budget = int(1.5 * bytes_per_tile(params, (38, 38), N_Z))  # one tile at a time
+    updates = []
+    grouped = run_job(
+        phase.iter_estimate_tilt(
+            stack, **options, tiles=(2, 2), memory_budget=budget, device="cpu"
+        ),
+        on_progress=updates.append,
+    )
+    assert any("tiles 4-4 of 4" in u.message for u in updates)
+    np.testing.assert_allclose(grouped.tilt_map.zenith, together.tilt_map.zenith, atol=1e-5)
+    np.testing.assert_allclose(grouped.tilt_map.azimuth, together.tilt_map.azimuth, atol=1e-5)

@@ -9,9 +9,10 @@ import numpy as np
 import torch
 
 from ..jobs import Job, Output, Progress, is_stop
+from ..memory import MemoryRetry, plan_chunk
 from ._params import PhaseParams
 from ._tiles import TileGrid, TiltMap, canonical_tilt
-from ._tilt import TiltStep, optimise_tilt
+from ._tilt import TiltStep, bytes_per_tile, optimise_tilt
 
 __all__ = ["ESTIMATE_TILE", "GLOBAL_TILES", "TiltResult", "estimate_on_device", "tilt_grid"]
 
@@ -132,35 +133,106 @@ def estimate_on_device(
     params: PhaseParams,
     grid: TileGrid,
     init: TiltMap | None = None,
+    memory_budget: int | None = None,
 ) -> Job[TiltResult]:
-    """Estimate the tilt of ``grid``'s tiles (one tile: global) from ``data (Z, Y, X)``."""
+    """Estimate the tilt of ``grid``'s tiles (one tile: global) from ``data (Z, Y, X)``.
+
+    Tiles are optimised together as one batch when the device holds them all, else in groups
+    planned from the free memory (each group its own batch, one after the other; an
+    out-of-memory error halves the group and starts it again).
+    """
     shape = tuple(data.shape[-2:])
     shared = grid.count == 1
     work = TileGrid.sampling(shape, ESTIMATE_TILE, GLOBAL_TILES) if shared else grid
     work = work.central(ESTIMATE_TILE)
     zenith, azimuth, focus = _start_values(grid, params, init)
-    optimiser = optimise_tilt(
-        data, params, work, zenith=zenith, azimuth=azimuth, focus=focus, shared=shared
-    )
+    count = work.count
+    starts = {
+        "zenith": np.broadcast_to(np.asarray(zenith, np.float64), (count,)).copy(),
+        "azimuth": np.broadcast_to(np.asarray(azimuth, np.float64), (count,)).copy(),
+        "focus": np.broadcast_to(np.asarray(focus, np.float64), (count,)).copy(),
+    }
+    per_tile = bytes_per_tile(params, work.size, int(data.shape[-3]))
+    what = f"the tilt estimate of {work.size[0]} x {work.size[1]} tiles"
+    group = count
+    if not shared:  # shared parameters couple the tiles: one batch
+        group = plan_chunk(count, per_tile, data.device, budget=memory_budget, what=what)
+    retry = MemoryRetry(data.device, memory_budget, what)
+    current = TiltStep(0, np.full(count, np.nan), *(starts[k].copy() for k in starts))
+    boxes = work.boxes()
     history: list[float] = []
-    stopped = False
-    command = None
-    best: TiltStep | None = None
+    stopped = non_finite = False
+    converged = True
+    first = 0
+    while first < count:
+        last = min(count, first + group)
+        members = slice(first, last)
+        try:
+            outcome = yield from _optimise_group(
+                data, params, work, boxes[members], starts, members, shared, current, grid,
+                shape, history, stopped, (first, last, count),
+            )  # fmt: skip
+        except Exception as exc:
+            if not retry.recover(exc):
+                raise
+            if group == 1:
+                raise retry.error(per_tile) from None
+            group = max(1, group // 2)
+            continue
+        best, group_stopped, group_converged = outcome
+        for name in ("zenith", "azimuth", "focus", "loss"):
+            getattr(current, name)[members] = getattr(best, name)
+        stopped = stopped or group_stopped
+        non_finite = non_finite or best.non_finite
+        converged = converged and group_converged
+        first = last
+    return TiltResult(
+        tilt_map=_as_map(grid, current, shared),
+        params=params,
+        loss_history=history,
+        iterations=len(history),
+        converged=converged and not stopped and not non_finite,
+        stopped_early=stopped,
+        non_finite=non_finite,
+    )
+
+
+def _optimise_group(
+    data, params, work, boxes, starts, members, shared, current, grid, shape, history,
+    stopped, span,
+):  # fmt: skip
+    """Run the optimiser on one group of tiles; returns (best step, stopped, converged)."""
+    first, last, count = span
+    optimiser = optimise_tilt(
+        data,
+        params,
+        work,
+        zenith=starts["zenith"][members],
+        azimuth=starts["azimuth"][members],
+        focus=starts["focus"][members],
+        shared=shared,
+        boxes=boxes,
+    )
     n = params.iterations
+    where = "" if (first, last) == (0, count) else f"tiles {first + 1}-{last} of {count}, "
+    group_history: list[float] = []
     try:
         step, phase = optimiser.send(None)
         while True:
-            history.append(float(step.loss.sum()))
-            tilt_now = _as_map(grid, step, shared)
+            group_history.append(float(step.loss.sum()))
+            shown = TiltStep(step.iteration, current.loss.copy(), current.zenith.copy(),
+                             current.azimuth.copy(), current.focus.copy())  # fmt: skip
+            for name in ("zenith", "azimuth", "focus", "loss"):
+                getattr(shown, name)[members] = getattr(step, name)
             command = yield Progress(
                 None,
-                f"tilt iteration {step.iteration + 1}/{n}, loss {history[-1]:.4g}",
+                f"{where}tilt iteration {step.iteration + 1}/{n}, loss {group_history[-1]:.4g}",
                 step=step.iteration + 1,
                 # not called "loss": its few-percent range reads better on a linear axis
-                metrics={"tilt objective": history[-1]},
+                metrics={"tilt objective": group_history[-1]},
                 outputs={  # phase first: the tilt vectors are drawn above it
-                    "phase": Output(_mosaic(work, phase, shape), shape=shape),
-                    "tilt": Output(tilt_now.vectors, kind="vectors"),
+                    "phase": Output(_mosaic(boxes, phase, shape), shape=shape),
+                    "tilt": Output(_as_map(grid, shown, shared).vectors, kind="vectors"),
                 },
             )
             stopped = stopped or is_stop(command)
@@ -169,22 +241,13 @@ def estimate_on_device(
         best = done.value
     finally:
         optimiser.close()
-    assert best is not None
-    non_finite = best.non_finite
+    history.extend(group_history)
     converged = (
         not stopped
-        and len(history) > 5
-        and abs(history[-1] - history[-6]) <= CONVERGED_CHANGE * abs(history[-6])
+        and len(group_history) > 5
+        and abs(group_history[-1] - group_history[-6]) <= CONVERGED_CHANGE * abs(group_history[-6])
     )
-    return TiltResult(
-        tilt_map=_as_map(grid, best, shared),
-        params=params,
-        loss_history=history,
-        iterations=len(history),
-        converged=converged and not non_finite,
-        stopped_early=stopped,
-        non_finite=non_finite,
-    )
+    return best, stopped, converged
 
 
 def _as_map(grid: TileGrid, step: TiltStep, shared: bool) -> TiltMap:
@@ -194,13 +257,13 @@ def _as_map(grid: TileGrid, step: TiltStep, shared: bool) -> TiltMap:
     return TiltMap(grid, zenith, azimuth, take(step.focus), loss)
 
 
-def _mosaic(grid: TileGrid, phase: torch.Tensor, shape: tuple[int, int]):
+def _mosaic(boxes, phase: torch.Tensor, shape: tuple[int, int]):
     """Lazy full-size preview: each tile's current phase at its place, zeros elsewhere."""
 
     def make() -> np.ndarray:
         out = np.zeros(shape, dtype=np.float32)
         tiles = phase.cpu().numpy()
-        for tile, (ys, xs) in zip(tiles, grid.boxes(), strict=True):
+        for tile, (ys, xs) in zip(tiles, boxes, strict=True):
             out[ys, xs] = tile - tile.mean()
         return out
 

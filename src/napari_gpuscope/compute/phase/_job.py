@@ -270,7 +270,8 @@ def _run(zyx, params, tilt_map, optics_cache, memory_budget, device) -> Job[Phas
         if tilt_map is None and params.tilt_mode in ("global", "tiles"):
             grid = tilt_grid(shape, params)
             estimate = yield from mapped(
-                estimate_on_device(data, params, grid), lambda update: update
+                estimate_on_device(data, params, grid, memory_budget=memory_budget),
+                lambda update: update,
             )
             tilt_map = estimate.tilt_map
         elif tilt_map is None:
@@ -327,6 +328,7 @@ def iter_estimate_tilt(
     *,
     tiles: tuple[int, int] | None = None,
     init: TiltMap | None = None,
+    memory_budget: int | None = None,
     device: str | torch.device | None = None,
 ) -> Job[TiltResult]:
     """Estimate the illumination tilt (per tile or global) from a brightfield z-stack, as a job.
@@ -344,6 +346,9 @@ def iter_estimate_tilt(
     init : TiltMap, optional
         Warm start (same grid, or a global map); e.g. a previous field's map, or
         :func:`radial_zenith_init` values for a well.
+    memory_budget : int, optional
+        Device bytes to plan with instead of the free memory (tiles are optimised in groups
+        that fit; each tile's estimate is the same).
     device : str or torch.device, optional
         ``None`` = first GPU; ``"cpu"`` only when named.
 
@@ -366,14 +371,14 @@ def iter_estimate_tilt(
     3
     """
     _check_stack(zyx)
-    return _estimate(zyx, params, tiles, init, device)
+    return _estimate(zyx, params, tiles, init, memory_budget, device)
 
 
-def _estimate(zyx, params, tiles, init, device) -> Job[TiltResult]:
+def _estimate(zyx, params, tiles, init, memory_budget, device) -> Job[TiltResult]:
     with device_context(device) as dev:
         data = _load(zyx, dev)
         grid = tilt_grid(tuple(data.shape[-2:]), params, tiles)
-        return (yield from estimate_on_device(data, params, grid, init))
+        return (yield from estimate_on_device(data, params, grid, init, memory_budget))
 
 
 reconstruct = blocking(iter_reconstruct)

@@ -41,7 +41,7 @@ from ._optics import (
 from ._params import PhaseParams
 from ._tiles import TileGrid
 
-__all__ = ["OPTIMIZER_STEEPNESS", "TiltStep", "midband_mask", "optimise_tilt"]
+__all__ = ["OPTIMIZER_STEEPNESS", "TiltStep", "bytes_per_tile", "midband_mask", "optimise_tilt"]
 
 OPTIMIZER_STEEPNESS = 100.0
 """Detection-pupil steepness inside the optimiser (waveorder's ``phase.optimize`` uses 100)."""
@@ -76,9 +76,10 @@ def midband_mask(shape: tuple[int, int], pixel: float, na_det: float, wavelength
 class _Problem:
     """The batched forward model of the tiles (everything that does not change per step)."""
 
-    def __init__(self, data: torch.Tensor, params: PhaseParams, grid: TileGrid) -> None:
+    def __init__(self, data: torch.Tensor, params: PhaseParams, grid: TileGrid, boxes=None) -> None:
         self.params = params
-        tiles = grid.cut(data)  # (B, Z, h, w)
+        boxes = grid.boxes() if boxes is None else boxes
+        tiles = torch.stack([data[..., ys, xs] for ys, xs in boxes])  # (B, Z, h, w)
         self.count = tiles.shape[0]
         self.n_z = tiles.shape[1]
         self.data_hat = torch.fft.fft2(normalize_stack(tiles))
@@ -151,14 +152,16 @@ def optimise_tilt(
     azimuth: np.ndarray | float,
     focus: np.ndarray | float = 0.0,
     shared: bool = False,
+    boxes: list[tuple[slice, slice]] | None = None,
 ) -> Generator[tuple[TiltStep, torch.Tensor], bool, TiltStep]:
     """Optimise the tilt of every tile of ``grid``; yields ``(step, phase)`` per iteration.
 
     The consumer sends ``True`` to stop (the best values so far are returned). ``shared``
     makes all tiles share one set of parameters (a global estimate from several tiles).
-    Returns the best step (lowest loss per tile; for ``shared``, of the sum).
+    Returns the best step (lowest loss per tile; for ``shared``, of the sum). ``boxes``: only
+    these tiles of ``grid`` (a group of a grid too large for the device at once).
     """
-    problem = _Problem(data, params, grid)
+    problem = _Problem(data, params, grid, boxes)
     count = problem.count
     device = data.device
     rates = {"zenith": params.lr_zenith, "azimuth": params.lr_azimuth, "focus": params.lr_focus}
@@ -252,7 +255,7 @@ def optimise_tilt(
             for name, g in zip(free, grads, strict=True):
                 (h,) = torch.autograd.grad(g.sum(), values[name], retain_graph=True)
                 if name not in damping:
-                    damping[name] = torch.full_like(h, 1e-3) + 1e-2 * h.abs().mean()
+                    damping[name] = 1e-3 + 1e-2 * h.abs().detach()  # per tile: no coupling
                 step_size = -g / (h.abs() + damping[name])
                 limit = MAX_NEWTON_STEP[name]
                 steps[name] = torch.clamp(step_size, -limit, limit).detach()
@@ -265,3 +268,12 @@ def optimise_tilt(
         )
     best.non_finite = non_finite
     return best
+
+
+def bytes_per_tile(params: PhaseParams, size: tuple[int, int], n_slices: int) -> int:
+    """Device bytes one tile costs in the batched optimiser (forward, the tensors autograd
+    keeps, and the second-order pass of the Newton step)."""
+    key = key_for(params, size, "cpu", steepness=OPTIMIZER_STEEPNESS)
+    oversampled = size[0] * size[1] * key.factor**2
+    planes = 12 if params.optimizer == "nadam" else 30
+    return 8 * n_slices * (planes * oversampled + 4 * size[0] * size[1])
