@@ -22,7 +22,9 @@ needs no more; the cost of an iteration scales with the area)."""
 GLOBAL_TILES = 2
 """A global estimate shares one tilt over up to GLOBAL_TILES x GLOBAL_TILES sampled tiles."""
 CONVERGED_CHANGE = 1e-4
-"""Converged: the summed loss changed by less than this (relative) over the last 5 iterations."""
+"""Converged: the summed loss changed by less than this (relative) over the last
+CONVERGED_WINDOW iterations."""
+CONVERGED_WINDOW = 3
 
 
 @dataclass(frozen=True)
@@ -41,7 +43,7 @@ class TiltResult:
     iterations : int
         Iterations run.
     converged : bool
-        The loss stopped changing (relative change < 1e-4 over 5 iterations); never True when
+        The loss stopped changing (relative change < 1e-4 over 3 iterations); never True when
         stopped early or when the loss went non-finite.
     stopped_early : bool
         The user asked to stop and keep the best values so far.
@@ -242,10 +244,12 @@ def _optimise_group(
     finally:
         optimiser.close()
     history.extend(group_history)
+    window = CONVERGED_WINDOW
     converged = (
         not stopped
-        and len(group_history) > 5
-        and abs(group_history[-1] - group_history[-6]) <= CONVERGED_CHANGE * abs(group_history[-6])
+        and len(group_history) > window
+        and abs(group_history[-1] - group_history[-1 - window])
+        <= CONVERGED_CHANGE * abs(group_history[-1 - window])
     )
     return best, stopped, converged
 
