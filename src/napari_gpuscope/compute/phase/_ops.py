@@ -16,6 +16,7 @@ path (tilt optimisation) uses the differentiable twins directly.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -112,12 +113,9 @@ normal_equations_op = FusedOp(
 
 
 def _tikhonov_views(g_aa, g_pp, g_ap, b_a, b_p, out_a, out_p, reg: float) -> None:
-    class _System:
-        pass
-
-    system = _System()
-    system.g_aa, system.g_pp = g_aa, g_pp
-    system.g_ap, system.b_a, system.b_p = (_as_complex(t) for t in (g_ap, b_a, b_p))
+    system = SimpleNamespace(
+        g_aa=g_aa, g_pp=g_pp, g_ap=_as_complex(g_ap), b_a=_as_complex(b_a), b_p=_as_complex(b_p)
+    )
     absorption, phase = tikhonov_solve_twin(system, reg)
     out_a.copy_(torch.view_as_real(absorption))
     out_p.copy_(torch.view_as_real(phase))

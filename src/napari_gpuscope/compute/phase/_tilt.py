@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ._inverse import normalize_stack
+from ._inverse import NormalEquations, normalize_stack
 from ._ops import normal_equations_twin, tikhonov_solve_twin
 from ._optics import (
     _central_crop,
@@ -119,12 +119,10 @@ class _Problem:
         absorption, phase_tf = wotf(source, pupil, pupil_hat)
         absorption = _central_crop(absorption, self.key.shape)
         phase_tf = _central_crop(phase_tf, self.key.shape)
-        g = normal_equations_twin(self.data_hat, absorption.conj(), phase_tf.conj())
-
-        class _System:
-            g_aa, g_pp, g_ap, b_a, b_p = g
-
-        absorption_hat, phase_hat = tikhonov_solve_twin(_System, self.params.regularization)
+        system = NormalEquations(
+            *normal_equations_twin(self.data_hat, absorption.conj(), phase_tf.conj())
+        )
+        absorption_hat, phase_hat = tikhonov_solve_twin(system, self.params.regularization)
         phase = torch.fft.ifft2(phase_hat).real
         if self.params.tilt_loss == "residual":
             model = absorption * absorption_hat[:, None] + phase_tf * phase_hat[:, None]
