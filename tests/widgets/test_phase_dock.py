@@ -62,6 +62,13 @@ def test_optics_from_the_layer_and_tilt_rows(viewer, dock, reference):
     assert form.widgets["tiles_x"].native.isVisibleTo(dock)
     form.widgets["tilt_mode"].value = "manual"
     assert form.widgets["tilt_zenith"].native.isVisibleTo(dock)
+    form.widgets["na_illumination"].value = 0.6  # above the detection NA: a note, no error
+    assert dock.params().effective_na_illumination == pytest.approx(0.495)
+    assert "0.9 x na_detection" in dock.optics_note.value
+    assert dock.optics_note.native.isVisibleTo(dock)
+    form.widgets["na_illumination"].value = 0.4
+    dock.params()
+    assert not dock.optics_note.native.isVisibleTo(dock)
     dock.reg_slider.setValue(100)  # the middle of 1e-5 .. 1e-1
     assert dock.params().regularization == pytest.approx(1e-3)
     form.widgets["regularization"].value = 0.01

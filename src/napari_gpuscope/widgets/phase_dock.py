@@ -13,6 +13,7 @@ absorption layers with provenance, and the tilt vectors.
 from __future__ import annotations
 
 import math
+import warnings
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +22,7 @@ from qtpy.QtCore import Qt
 from qtpy.QtWidgets import QSizePolicy, QSlider
 
 from napari_gpuscope.compute.jobs import Job
-from napari_gpuscope.compute.phase import OUTPUTS, OpticsCache, PhaseParams, TiltMap
+from napari_gpuscope.compute.phase import OUTPUTS, OpticsCache, PhaseParams, PhaseWarning, TiltMap
 from napari_gpuscope.widgets._base import MethodDock
 from napari_gpuscope.widgets._preview import PlaneView, PreviewResult
 from napari_gpuscope.widgets.phase_preview import PhaseSolvers, preview_job
@@ -87,6 +88,14 @@ class PhaseDock(MethodDock):
             QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred
         )
         self.form.add_row("", self.scale_label.native, after="z_pixel_size")
+        self.optics_note = Label(value="")
+        self.optics_note.native.setWordWrap(True)
+        self.optics_note.native.setStyleSheet("color: #e0a030;")
+        self.optics_note.native.setSizePolicy(
+            QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred
+        )
+        self.optics_note.native.setVisible(False)
+        self.form.add_row("", self.optics_note.native, after="index_of_refraction")
         widgets = self.form.widgets
         widgets["regularization"].changed.connect(self._sync_slider)
         widgets["tilt_mode"].changed.connect(self._on_tilt_mode)
@@ -144,6 +153,18 @@ class PhaseDock(MethodDock):
         for name in _OPTICS:
             if isinstance(sample.get(name), int | float):
                 widgets[name].value = float(sample[name])
+
+    def params(self) -> PhaseParams:
+        """The parameters the controls describe; a warning of the model (NA_ill >= NA_det)
+        shows under the apertures instead of going to the console on every change."""
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", PhaseWarning)
+            params = PhaseParams(**self.form.values())
+        notes = [str(w.message).removeprefix("PhaseParams: ") for w in caught]
+        notes = [n for n in notes if n]
+        self.optics_note.value = notes[0] if notes else ""
+        self.optics_note.native.setVisible(bool(notes))
+        return params
 
     # ---------------------------------------------------------------- jobs
     def _optics_cache(self, device: str) -> OpticsCache:
