@@ -109,6 +109,7 @@ def figures(folder: Path, data, truth, params, flat, fixed, device) -> None:
     fig.tight_layout()
     fig.savefig(folder / "phase_comparison.png", dpi=110)
     plt.close(fig)
+    _compact(folder / "phase_comparison.png")
 
     solver = phase.PhaseSolver(data, params, tilt_map=fixed.tilt_map, device=device)
     regs = (1e-5, 1e-4, 1e-3, 1e-2, 1e-1)
@@ -122,7 +123,17 @@ def figures(folder: Path, data, truth, params, flat, fixed, device) -> None:
     fig.tight_layout()
     fig.savefig(folder / "phase_regularization.png", dpi=110)
     plt.close(fig)
+    _compact(folder / "phase_regularization.png")
     print(f"figures written to {folder}")
+
+
+def _compact(path: Path) -> None:
+    """128-colour palette PNG: the panels are grey with one yellow arrow (half the bytes)."""
+    from PIL import Image
+
+    with Image.open(path) as image:
+        rgb = image.convert("RGB")
+    rgb.quantize(colors=128, method=Image.Quantize.MEDIANCUT).save(path, optimize=True)
 
 
 if __name__ == "__main__":
