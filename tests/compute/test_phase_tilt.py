@@ -253,3 +253,22 @@ def test_tiles_in_groups_give_each_tile_the_same_estimate(global_stack):
     assert any("tiles 4-4 of 4" in u.message for u in updates)
     np.testing.assert_allclose(grouped.tilt_map.zenith, together.tilt_map.zenith, atol=1e-5)
     np.testing.assert_allclose(grouped.tilt_map.azimuth, together.tilt_map.azimuth, atol=1e-5)
+
+
+def test_focus_offset_is_estimated_with_the_tilt():
+    """lr_focus > 0 frees the focus offset (in slices) beside zenith and azimuth."""
+    params = phase.PhaseParams(**AIR)
+    ph, ab = cells((64, 64), 0)
+    defocused = params.replace(z_focus_offset=0.6)
+    stack = phase.simulate_stack(ph, ab, defocused, N_Z, tilt_zenith=0.2, tilt_azimuth=1.0)
+    result = phase.estimate_tilt(
+        noisy(stack, 1),
+        params=params,
+        tilt_mode="global",
+        optimizer="newton",
+        iterations=8,
+        lr_focus=0.1,
+        device="cpu",
+    )
+    assert abs(result.tilt_map.focus.item() - 0.6) < 0.05
+    assert abs(result.tilt_map.zenith.item() - 0.2) < 0.03
