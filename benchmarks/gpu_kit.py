@@ -379,6 +379,88 @@ def end_to_end(device: torch.device) -> dict:
     }
 
 
+def phase_timings(device: torch.device) -> dict:
+    """Phase (compute/phase): its fused kernels against the twins (CUDA events, byte model),
+    a 2048 x 2048 x 21 reconstruction (cold optics, cached optics, re-solve for a new
+    regularization), and an 8 x 8 tile tilt map (NAdam, 40 iterations; damped Newton, 10).
+    Design targets: reconstruction < 100 ms, tilt map < 2 s."""
+    from napari_gpuscope.compute import phase
+    from napari_gpuscope.compute.phase import _ops as phase_ops
+
+    out: dict[str, object] = {}
+    gen = torch.Generator(device=device).manual_seed(0)
+    b, n_z, ny, nx = 1, 21, 2048, 2048
+    data, a, p = (torch.randn((b, n_z, ny, nx, 2), device=device, generator=gen) for _ in range(3))
+    outs = [torch.empty((b, ny, nx), device=device) for _ in range(2)]
+    outs += [torch.empty((b, ny, nx, 2), device=device) for _ in range(3)]
+    solved = [torch.empty((b, ny, nx, 2), device=device) for _ in range(2)]
+    n = b * ny * nx
+    cases = {
+        "phase_normal_equations": (
+            phase_ops.normal_equations_op,
+            (data, a, p, *outs, -1.0),
+            (3 * n_z * 2 + 8) * 4 * n,
+        ),
+        "phase_tikhonov_solve": (
+            phase_ops.tikhonov_solve_op,
+            (*outs, *solved, 1e-3),
+            (2 + 6 + 4) * 4 * n,
+        ),
+    }
+    rows = []
+    for name, (op, args, model_bytes) in cases.items():
+        for twin in (False, True):
+            with _kill_switch(twin):
+                bound = op.bind(*(a for a in args if isinstance(a, torch.Tensor)))
+                ms = _median_event_ms(lambda b_=bound, a_=args: b_(*a_), repeats=10)
+            rows.append(
+                {
+                    "kernel": name,
+                    "path": bound.path.path,
+                    "ms": round(ms, 3),
+                    "gbps": round(model_bytes / (ms * 1e-3) / 1e9, 1),
+                }
+            )
+    out["kernels 2048x2048x21"] = rows
+    del data, a, p, outs, solved
+    torch.cuda.empty_cache()
+
+    optics = {"wavelength": 0.45, "yx_pixel_size": 0.325, "z_pixel_size": 2.0}
+    optics |= {"na_illumination": 0.4, "na_detection": 0.55, "index_of_refraction": 1.0}
+    rng = np.random.default_rng(0)
+    stack = (1 + 0.02 * rng.standard_normal((21, 2048, 2048))).astype(np.float32)
+    stack_gpu = torch.from_numpy(stack).to(device)
+    cache = phase.OpticsCache()
+    params = phase.PhaseParams(**optics, tilt_zenith=0.2, tilt_azimuth=1.0)
+
+    def recon() -> None:
+        phase.reconstruct(stack_gpu, params=params, optics_cache=cache, device=device)
+
+    start = time.perf_counter()
+    recon()
+    torch.cuda.synchronize(device)
+    out["reconstruct 2048x2048x21 cold optics (s, incl. host copy of the result)"] = round(
+        time.perf_counter() - start, 3
+    )
+    out["reconstruct 2048x2048x21 cached optics (ms, events)"] = round(
+        _median_event_ms(recon, repeats=10), 2
+    )
+    solver = phase.PhaseSolver(stack_gpu, params, device=device, optics_cache=cache)
+    out["re-solve new regularization 2048x2048 (ms, events)"] = round(
+        _median_event_ms(lambda: solver.solve(3e-3), repeats=10), 2
+    )
+    for optimizer, iterations in (("nadam", 40), ("newton", 10)):
+        tilt_params = params.replace(
+            tilt_mode="tiles", tiles_y=8, tiles_x=8, optimizer=optimizer, iterations=iterations
+        )
+        start = time.perf_counter()
+        result = phase.estimate_tilt(stack_gpu, params=tilt_params, device=device)
+        torch.cuda.synchronize(device)
+        out[f"tilt map 8x8 {optimizer} {iterations} it (s)"] = round(time.perf_counter() - start, 3)
+        out[f"tilt map 8x8 {optimizer} converged"] = result.converged
+    return out
+
+
 def upload_bandwidth(device: torch.device) -> dict:
     """Host-to-device GB/s: our staged upload vs a plain pageable copy, 256 MiB float32."""
     from napari_gpuscope.compute.arrays import to_device
@@ -513,6 +595,7 @@ def bench(out: Path) -> dict:
         ("cold_warm", cold_warm),
         ("upload_gbps", lambda: upload_bandwidth(device)),
         ("end_to_end", lambda: end_to_end(device)),
+        ("phase", lambda: phase_timings(device)),
         ("peak_memory", lambda: peak_memory(device)),
         ("forced_oom", lambda: forced_oom(device)),
         ("esrrf", lambda: esrrf_measurements(device)),
@@ -714,6 +797,17 @@ def report(out: Path) -> str:
         rows = [[k, *v.values()] for k, v in peak.items()]
         headers = ["path", *next(iter(peak.values())).keys()]
         sections += ["", "## Peak device memory, 3d 64x1024x1024", "", _table(headers, rows)]
+    phase_data = bench_data.get("phase")
+    if isinstance(phase_data, dict):
+        rows = [
+            [k, json.dumps(v) if isinstance(v, list | dict) else v] for k, v in phase_data.items()
+        ]
+        sections += [
+            "",
+            "## Phase (reconstruction, tilt map, kernels)",
+            "",
+            _table(["what", "value"], rows),
+        ]
     text = "\n".join(sections) + "\n"
     (out / "report.md").write_text(text, encoding="utf-8")
     merged = {"status": status, "records": records, "bench": bench_data}

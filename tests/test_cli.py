@@ -49,6 +49,24 @@ def _shrink_samples(monkeypatch) -> None:
     monkeypatch.setattr(samples, "noisy_cells_2d", small_2d)
     monkeypatch.setattr(samples, "noisy_cells_3d", small_3d)
 
+    from napari_gpuscope.sample_data import phase as phase_samples
+
+    def small_stack(name, zenith, shape):
+        phantom, absorption = phase_samples.cell_phantom(shape)
+        stack = phase_samples._simulate(phantom, absorption, zenith, 1.0)
+        return [phase_samples._layer(stack, name, {"tilt_zenith_rad": zenith})]
+
+    monkeypatch.setattr(
+        phase_samples,
+        "tilted_brightfield_stack",
+        lambda: small_stack("brightfield tilted", 0.2, (64, 64)),
+    )
+    monkeypatch.setattr(
+        phase_samples,
+        "meniscus_brightfield_stack",
+        lambda: small_stack("brightfield meniscus", 0.2, (64, 96)),
+    )
+
 
 @pytest.fixture
 def small_samples(monkeypatch):

@@ -182,6 +182,27 @@ METHODS: dict[str, MethodSpec] = {
             supports_stop=True,
             batch="napari_gpuscope.compute.flatfield:batch_hooks",
         ),
+        MethodSpec(
+            id="phase",
+            title="Phase (tilt-corrected)",
+            params="napari_gpuscope.compute.phase:PhaseParams",
+            job="napari_gpuscope.compute.phase:iter_reconstruct",
+            dock="napari_gpuscope.widgets.phase_dock:PhaseDock",
+            samples=(
+                SampleSpec(
+                    "phase-tilt",
+                    "Brightfield z-stack, tilted illumination (phase)",
+                    "napari_gpuscope.sample_data.phase:tilted_brightfield_stack",
+                ),
+                SampleSpec(
+                    "phase-meniscus",
+                    "Brightfield z-stack, tilt gradient of a meniscus (phase)",
+                    "napari_gpuscope.sample_data.phase:meniscus_brightfield_stack",
+                ),
+            ),
+            demo_params="napari_gpuscope.sample_data.phase:demo_params",
+            supports_stop=True,
+        ),
     )
 }
 """Every method, by id, in menu order."""

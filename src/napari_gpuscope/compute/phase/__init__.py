@@ -1,0 +1,60 @@
+"""Tilt-corrected 2D quantitative phase from a brightfield z-stack.
+
+The model is waveorder's ``isotropic_thin_3d`` (weak-object transfer functions of a thin
+sample imaged through focus with partially coherent, possibly tilted illumination), built on the
+device with the angle and z parts cached (:mod:`._optics`). The inverse is the closed-form 2x2
+Tikhonov solve per frequency, least-squares consistent with the forward model
+(:mod:`._inverse`); at zero tilt it equals waveorder 3.0.5's SVD inverse, with tilt
+waveorder's azimuth is ours + pi (:func:`azimuth_from_waveorder`). The tilt (zenith, azimuth,
+focus offset) is estimated per tile by batched NAdam or damped Newton on the midband-power
+loss (:mod:`._tilt`, :mod:`._estimate`) and reconstructions with a tilt map blend overlapping
+tiles smoothly (:mod:`._tiles`, :mod:`._reconstruct`). A TV-regularised phase (ADMM whose
+z-step is the TV method's solver) is an option.
+"""
+
+from ._estimate import TiltResult
+from ._inverse import NormalEquations, normalize_stack, svd_filter, tikhonov_filter
+from ._job import (
+    OUTPUTS,
+    PhaseResult,
+    azimuth_from_waveorder,
+    azimuth_to_waveorder,
+    estimate_tilt,
+    iter_estimate_tilt,
+    iter_reconstruct,
+    reconstruct,
+)
+from ._optics import OpticsCache, OpticsKey, transfer_functions, z_positions
+from ._params import PhaseParams, PhaseWarning
+from ._simulate import simulate_stack
+from ._solver import PhaseSolver
+from ._tiles import TileGrid, TiltMap, blend_weights, canonical_tilt, radial_zenith_init
+
+__all__ = [
+    "OUTPUTS",
+    "NormalEquations",
+    "OpticsCache",
+    "OpticsKey",
+    "PhaseParams",
+    "PhaseResult",
+    "PhaseSolver",
+    "PhaseWarning",
+    "TileGrid",
+    "TiltMap",
+    "TiltResult",
+    "azimuth_from_waveorder",
+    "azimuth_to_waveorder",
+    "blend_weights",
+    "canonical_tilt",
+    "estimate_tilt",
+    "iter_estimate_tilt",
+    "iter_reconstruct",
+    "normalize_stack",
+    "radial_zenith_init",
+    "reconstruct",
+    "simulate_stack",
+    "svd_filter",
+    "tikhonov_filter",
+    "transfer_functions",
+    "z_positions",
+]

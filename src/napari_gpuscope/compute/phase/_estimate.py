@@ -1,0 +1,274 @@
+"""The tilt-estimation job: per-tile (or global) optimisation with progress and stop & keep."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..jobs import Job, Output, Progress, is_stop
+from ..memory import MemoryRetry, plan_chunk
+from ._params import PhaseParams
+from ._tiles import TileGrid, TiltMap, canonical_tilt
+from ._tilt import TiltStep, bytes_per_tile, optimise_tilt
+
+__all__ = ["ESTIMATE_TILE", "GLOBAL_TILES", "TiltResult", "estimate_on_device", "tilt_grid"]
+
+ESTIMATE_TILE = 128
+"""Tiles are estimated on their central ESTIMATE_TILE x ESTIMATE_TILE pixels (the midband loss
+needs no more; the cost of an iteration scales with the area)."""
+GLOBAL_TILES = 2
+"""A global estimate shares one tilt over up to GLOBAL_TILES x GLOBAL_TILES sampled tiles."""
+CONVERGED_CHANGE = 1e-4
+"""Converged: the summed loss changed by less than this (relative) over the last
+CONVERGED_WINDOW iterations."""
+CONVERGED_WINDOW = 3
+
+
+@dataclass(frozen=True)
+class TiltResult:
+    """The estimated tilt map and how the optimiser got there.
+
+    Attributes
+    ----------
+    tilt_map : TiltMap
+        Per-tile (one tile for a global estimate) zenith, azimuth (canonical, forward-model
+        convention) and focus offset.
+    params : PhaseParams
+        The parameters used.
+    loss_history : list of float
+        Summed midband loss per iteration (lower is sharper).
+    iterations : int
+        Iterations run.
+    converged : bool
+        The loss stopped changing (relative change < 1e-4 over 3 iterations); never True when
+        stopped early or when the loss went non-finite.
+    stopped_early : bool
+        The user asked to stop and keep the best values so far.
+    """
+
+    tilt_map: TiltMap
+    params: PhaseParams
+    loss_history: list[float] = field(default_factory=list)
+    iterations: int = 0
+    converged: bool = False
+    stopped_early: bool = False
+    non_finite: bool = False
+
+    @property
+    def is_global(self) -> bool:
+        """One tilt for the whole field."""
+        return self.tilt_map.grid.count == 1
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-able facts for provenance."""
+        return {
+            "params": self.params.to_dict(),
+            "tilt_map": self.tilt_map.summary(),
+            "loss_history": [float(v) for v in self.loss_history],
+            "iterations": int(self.iterations),
+            "converged": bool(self.converged),
+            "stopped_early": bool(self.stopped_early),
+            "non_finite": bool(self.non_finite),
+        }
+
+    def describe(self) -> str:
+        """One line, e.g. ``"global tilt zenith 0.201 rad, azimuth 1.00 rad (converged in 12
+        iterations, NAdam)"``."""
+        m = self.tilt_map
+        if self.is_global:
+            what = (
+                f"global tilt zenith {m.zenith.item():.3f} rad, azimuth {m.azimuth.item():.2f} rad"
+            )
+        else:
+            what = (
+                f"{m.grid.tiles[0]}x{m.grid.tiles[1]} tilt map, zenith "
+                f"{m.zenith.min():.3f}-{m.zenith.max():.3f} rad"
+            )
+        how = "NAdam" if self.params.optimizer == "nadam" else "damped Newton"
+        if self.non_finite:
+            state = (
+                f"loss became non-finite; kept the best values from {self.iterations} iterations"
+            )
+        elif self.stopped_early:
+            state = f"stopped early after {self.iterations} iterations"
+        elif self.converged:
+            state = f"converged in {self.iterations} iterations"
+        else:
+            state = f"iteration limit {self.iterations} reached before the loss settled"
+        return f"{what} ({state}, {how})"
+
+
+def tilt_grid(shape: tuple[int, int], params: PhaseParams, tiles: Any = None) -> TileGrid:
+    """The tiles of a tilt map: ``tiles`` (rows, columns), else the params' grid in "tiles" mode,
+    else one tile (global)."""
+    if tiles is None and params.tilt_mode == "tiles":
+        tiles = (params.tiles_y, params.tiles_x)
+    if tiles is None:
+        return TileGrid(shape, (1, 1), shape, (0,), (0,))
+    tiles = (int(tiles[0]), int(tiles[1]))
+    if tiles[0] < 1 or tiles[1] < 1 or tiles[0] > shape[0] // 8 or tiles[1] > shape[1] // 8:
+        raise ValueError(
+            f"tiles={tiles} does not fit an image of {shape[0]} x {shape[1]} pixels (at least 1 "
+            "and at most one tile per 8 pixels along each axis)"
+        )
+    return TileGrid.covering(shape, tiles, params.tile_overlap)
+
+
+def _start_values(grid: TileGrid, params: PhaseParams, init: TiltMap | None):
+    if init is None:
+        return params.tilt_zenith, params.tilt_azimuth, 0.0
+    if init.grid.tiles == grid.tiles:
+        return init.zenith.ravel(), init.azimuth.ravel(), init.focus.ravel()
+    if init.grid.count == 1:
+        return init.zenith.item(), init.azimuth.item(), init.focus.item()
+    raise ValueError(
+        f"init has a {init.grid.tiles} tile grid; the estimate uses {grid.tiles}: give a map of "
+        "the same grid (or a global one) as warm start"
+    )
+
+
+def estimate_on_device(
+    data: torch.Tensor,
+    params: PhaseParams,
+    grid: TileGrid,
+    init: TiltMap | None = None,
+    memory_budget: int | None = None,
+) -> Job[TiltResult]:
+    """Estimate the tilt of ``grid``'s tiles (one tile: global) from ``data (Z, Y, X)``.
+
+    Tiles are optimised together as one batch when the device holds them all, else in groups
+    planned from the free memory (each group its own batch, one after the other; an
+    out-of-memory error halves the group and starts it again).
+    """
+    shape = tuple(data.shape[-2:])
+    shared = grid.count == 1
+    work = TileGrid.sampling(shape, ESTIMATE_TILE, GLOBAL_TILES) if shared else grid
+    work = work.central(ESTIMATE_TILE)
+    zenith, azimuth, focus = _start_values(grid, params, init)
+    count = work.count
+    starts = {
+        "zenith": np.broadcast_to(np.asarray(zenith, np.float64), (count,)).copy(),
+        "azimuth": np.broadcast_to(np.asarray(azimuth, np.float64), (count,)).copy(),
+        "focus": np.broadcast_to(np.asarray(focus, np.float64), (count,)).copy(),
+    }
+    per_tile = bytes_per_tile(params, work.size, int(data.shape[-3]))
+    what = f"the tilt estimate of {work.size[0]} x {work.size[1]} tiles"
+    group = count
+    if not shared:  # shared parameters couple the tiles: one batch
+        group = plan_chunk(count, per_tile, data.device, budget=memory_budget, what=what)
+    retry = MemoryRetry(data.device, memory_budget, what)
+    current = TiltStep(0, np.full(count, np.nan), *(starts[k].copy() for k in starts))
+    boxes = work.boxes()
+    history: list[float] = []
+    stopped = non_finite = False
+    converged = True
+    first = 0
+    while first < count:
+        last = min(count, first + group)
+        members = slice(first, last)
+        try:
+            outcome = yield from _optimise_group(
+                data, params, work, boxes[members], starts, members, shared, current, grid,
+                shape, history, stopped, (first, last, count),
+            )  # fmt: skip
+        except Exception as exc:
+            if not retry.recover(exc):
+                raise
+            if group == 1:
+                raise retry.error(per_tile) from None
+            group = max(1, group // 2)
+            continue
+        best, group_stopped, group_converged = outcome
+        for name in ("zenith", "azimuth", "focus", "loss"):
+            getattr(current, name)[members] = getattr(best, name)
+        stopped = stopped or group_stopped
+        non_finite = non_finite or best.non_finite
+        converged = converged and group_converged
+        first = last
+    return TiltResult(
+        tilt_map=_as_map(grid, current, shared),
+        params=params,
+        loss_history=history,
+        iterations=len(history),
+        converged=converged and not stopped and not non_finite,
+        stopped_early=stopped,
+        non_finite=non_finite,
+    )
+
+
+def _optimise_group(
+    data, params, work, boxes, starts, members, shared, current, grid, shape, history,
+    stopped, span,
+):  # fmt: skip
+    """Run the optimiser on one group of tiles; returns (best step, stopped, converged)."""
+    first, last, count = span
+    optimiser = optimise_tilt(
+        data,
+        params,
+        work,
+        zenith=starts["zenith"][members],
+        azimuth=starts["azimuth"][members],
+        focus=starts["focus"][members],
+        shared=shared,
+        boxes=boxes,
+    )
+    n = params.iterations
+    where = "" if (first, last) == (0, count) else f"tiles {first + 1}-{last} of {count}, "
+    group_history: list[float] = []
+    try:
+        step, phase = optimiser.send(None)
+        while True:
+            group_history.append(float(step.loss.sum()))
+            shown = TiltStep(step.iteration, current.loss.copy(), current.zenith.copy(),
+                             current.azimuth.copy(), current.focus.copy())  # fmt: skip
+            for name in ("zenith", "azimuth", "focus", "loss"):
+                getattr(shown, name)[members] = getattr(step, name)
+            command = yield Progress(
+                None,
+                f"{where}tilt iteration {step.iteration + 1}/{n}, loss {group_history[-1]:.4g}",
+                step=step.iteration + 1,
+                # not called "loss": its few-percent range reads better on a linear axis
+                metrics={"tilt objective": group_history[-1]},
+                outputs={  # phase first: the tilt vectors are drawn above it
+                    "phase": Output(_mosaic(boxes, phase, shape), shape=shape),
+                    "tilt": Output(_as_map(grid, shown, shared).vectors, kind="vectors"),
+                },
+            )
+            stopped = stopped or is_stop(command)
+            step, phase = optimiser.send(stopped)
+    except StopIteration as done:
+        best = done.value
+    finally:
+        optimiser.close()
+    history.extend(group_history)
+    window = CONVERGED_WINDOW
+    converged = (
+        not stopped
+        and len(group_history) > window
+        and abs(group_history[-1] - group_history[-1 - window])
+        <= CONVERGED_CHANGE * abs(group_history[-1 - window])
+    )
+    return best, stopped, converged
+
+
+def _as_map(grid: TileGrid, step: TiltStep, shared: bool) -> TiltMap:
+    take = (lambda v: np.full(grid.tiles, v[0])) if shared else (lambda v: v.reshape(grid.tiles))
+    zenith, azimuth = canonical_tilt(take(step.zenith), take(step.azimuth))
+    loss = np.full(grid.tiles, step.loss.sum()) if shared else step.loss.reshape(grid.tiles)
+    return TiltMap(grid, zenith, azimuth, take(step.focus), loss)
+
+
+def _mosaic(boxes, phase: torch.Tensor, shape: tuple[int, int]):
+    """Lazy full-size preview: each tile's current phase at its place, zeros elsewhere."""
+
+    def make() -> np.ndarray:
+        out = np.zeros(shape, dtype=np.float32)
+        tiles = phase.cpu().numpy()
+        for tile, (ys, xs) in zip(tiles, boxes, strict=True):
+            out[ys, xs] = tile - tile.mean()
+        return out
+
+    return make

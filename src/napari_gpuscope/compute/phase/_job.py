@@ -1,0 +1,400 @@
+"""The phase jobs: reconstruction (with a manual, estimated or given tilt) and tilt estimation."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..arrays import InvalidInputError, to_device, validate_image
+from ..devices import device_context
+from ..jobs import Job, Output, Progress, blocking, mapped
+from ..params import takes_params
+from ..results import Geometry, LayerDataTuple, image_layer, vectors_layer
+from . import _ops
+from ._estimate import TiltResult, estimate_on_device, tilt_grid
+from ._optics import OpticsCache
+from ._params import PhaseParams
+from ._reconstruct import Reconstructor
+from ._tiles import TiltMap
+
+__all__ = [
+    "OUTPUTS",
+    "PhaseResult",
+    "azimuth_from_waveorder",
+    "azimuth_to_waveorder",
+    "estimate_tilt",
+    "iter_estimate_tilt",
+    "iter_reconstruct",
+    "reconstruct",
+]
+
+OUTPUTS = ("phase", "absorption", "tilt")
+"""Keyed outputs of :func:`iter_reconstruct` (the dock streams them in this order)."""
+MIN_SLICES = 3
+
+
+def azimuth_from_waveorder(azimuth: float) -> float:
+    """Our azimuth of a tilt that waveorder 3.0.5 fitted (or that an OPS calibration gives).
+
+    waveorder's inverse filter is the conjugate of the least-squares inverse of its own forward
+    model, so its optimiser lands at azimuth + pi of the forward-model tilt. Returns
+    ``azimuth - pi`` in ``[0, 2 pi)``.
+
+    Examples
+    --------
+    >>> round(azimuth_from_waveorder(4.1416), 4)
+    1.0
+    """
+    return (float(azimuth) - math.pi) % (2 * math.pi)
+
+
+def azimuth_to_waveorder(azimuth: float) -> float:
+    """The azimuth to give waveorder 3.0.5 so that it reconstructs like we do at ``azimuth``.
+
+    Examples
+    --------
+    >>> round(azimuth_to_waveorder(1.0), 4)
+    4.1416
+    """
+    return (float(azimuth) + math.pi) % (2 * math.pi)
+
+
+@dataclass(frozen=True)
+class PhaseResult:
+    """Phase and absorption of a thin sample, and the tilt they were reconstructed with.
+
+    Attributes
+    ----------
+    phase : numpy.ndarray
+        ``(Y, X)`` float32, radians (mean ~0: a through-focus stack cannot tell the mean).
+    absorption : numpy.ndarray
+        ``(Y, X)`` float32, the absorption coefficient of the model (dimensionless).
+    params : PhaseParams
+        The parameters used.
+    tilt_map : TiltMap
+        The tilt used (one tile: one tilt for the field).
+    estimate : TiltResult or None
+        How the tilt was estimated (None for a manual or no tilt).
+    stopped_early : bool
+        The tilt estimate was stopped by the user (the best values so far were used).
+    kernel_paths : dict
+        Which implementation of the fused passes ran.
+    chunks : int
+        Slice chunks the device memory allowed (1: all slices at once; per tile for a map).
+    """
+
+    phase: np.ndarray
+    absorption: np.ndarray
+    params: PhaseParams
+    tilt_map: TiltMap
+    estimate: TiltResult | None = None
+    stopped_early: bool = False
+    kernel_paths: dict[str, str] = field(default_factory=dict)
+    chunks: int = 1
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-able facts for provenance."""
+        return {
+            "params": self.params.to_dict(),
+            "chunks": int(self.chunks),
+            "tilt_map": self.tilt_map.summary(),
+            "tilt_convention": "forward model; waveorder azimuth = ours + pi",
+            "estimate": None if self.estimate is None else self.estimate.summary(),
+            "stopped_early": bool(self.stopped_early),
+            "effective_na_illumination": float(self.params.effective_na_illumination),
+            "phase_range_rad": [float(self.phase.min()), float(self.phase.max())],
+            "kernel_paths": dict(self.kernel_paths),
+        }
+
+    def describe(self) -> str:
+        """One line: the regularization, the tilt and how it was found."""
+        p = self.params
+        reg = (
+            f"TV {p.tv_strength:.2g}"
+            if p.regularizer == "tv"
+            else f"Tikhonov {p.regularization:.2g}"
+        )
+        if self.estimate is not None:
+            tilt = self.estimate.describe()
+        elif self.tilt_map.grid.count > 1:
+            tilt = f"{self.tilt_map.grid.tiles[0]}x{self.tilt_map.grid.tiles[1]} tilt map given"
+        elif self.tilt_map.zenith.item() == 0:
+            tilt = "no tilt"
+        else:
+            tilt = (
+                f"tilt zenith {self.tilt_map.zenith.item():.3f} rad, azimuth "
+                f"{self.tilt_map.azimuth.item():.2f} rad"
+            )
+        lo, hi = float(self.phase.min()), float(self.phase.max())
+        return f"phase {lo:.2f} to {hi:.2f} rad ({reg}; {tilt})"
+
+    def layers(
+        self,
+        name: str = "image",
+        geometry: Geometry | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> list[LayerDataTuple]:
+        """Phase (radians), absorption, and the tilt vectors (tile centres, direction x zenith)."""
+        label = self.params.label
+        meta = dict(metadata or {})
+        out = [
+            image_layer(
+                self.phase,
+                f"{name} [phase {label}]",
+                geometry,
+                metadata={**meta, "intensity_unit": "rad"},
+                colormap="gray",
+                contrast_limits=_robust_limits(self.phase),
+            ),
+            image_layer(
+                self.absorption,
+                f"{name} [absorption {label}]",
+                geometry,
+                metadata={**meta, "intensity_unit": "a.u."},
+                colormap="gray",
+                contrast_limits=_robust_limits(self.absorption),
+                visible=False,
+            ),
+        ]
+        vectors = self.tilt_map.vectors()
+        if self.estimate is not None or self.tilt_map.zenith.max() > 0:
+            out.append(
+                vectors_layer(
+                    vectors,
+                    f"{name} [tilt]",
+                    geometry,
+                    metadata={**meta, "tilt_map": self.tilt_map.summary()},
+                    edge_color="yellow",
+                    edge_width=2.0,
+                    vector_style="arrow",
+                )
+            )
+        return out
+
+
+def _robust_limits(image: np.ndarray) -> tuple[float, float]:
+    """0.1 and 99.9 percentiles (a few ringing pixels must not flatten the display)."""
+    low, high = (float(v) for v in np.percentile(image, (0.1, 99.9)))
+    return (low, high) if high > low else (low, low + 1.0)
+
+
+def _check_stack(zyx: Any) -> None:
+    validate_image(zyx, name="z-stack", min_ndim=3, max_ndim=3, check_values=False)
+    if zyx.shape[0] < MIN_SLICES:
+        raise InvalidInputError(
+            f"z-stack has {zyx.shape[0]} slice(s); phase from defocus needs at least "
+            f"{MIN_SLICES} slices through focus (shape (Z, Y, X), Z >= 3)"
+        )
+    if zyx.shape[1] < 8 or zyx.shape[2] < 8:
+        raise InvalidInputError(
+            f"z-stack slices are {zyx.shape[1]} x {zyx.shape[2]} pixels; at least 8 x 8 needed"
+        )
+
+
+def _load(zyx: Any, device: torch.device) -> torch.Tensor:
+    data = to_device(zyx, device)
+    if not torch.isfinite(data).all():
+        raise InvalidInputError("z-stack contains NaN or infinite values")
+    if (data.mean(dim=(-2, -1)) <= 0).any():
+        raise InvalidInputError(
+            "z-stack has a slice with a non-positive mean: expected brightfield intensities "
+            "(the background must be positive)"
+        )
+    return data
+
+
+@takes_params(PhaseParams)
+def iter_reconstruct(
+    zyx: Any,
+    params: PhaseParams,
+    *,
+    tilt_map: TiltMap | None = None,
+    optics_cache: OpticsCache | None = None,
+    memory_budget: int | None = None,
+    device: str | torch.device | None = None,
+) -> Job[PhaseResult]:
+    """Tilt-corrected quantitative phase from a brightfield z-stack, as a job.
+
+    Parameters
+    ----------
+    zyx : array-like
+        ``(Z, Y, X)`` brightfield intensities through focus (Z >= 3), slice order as
+        ``z_order`` says. Never modified.
+    {params}
+    params : PhaseParams, optional
+        All parameters at once (keywords given as well override its fields).
+    tilt_map : TiltMap, optional
+        Use this tilt (per tile, blended) instead of ``tilt_mode``.
+    optics_cache : OpticsCache, optional
+        Device optics to reuse between calls (the dock keeps one).
+    memory_budget : int, optional
+        Device bytes to plan with instead of the free memory (slices are processed in chunks
+        that fit; the result is the same).
+    device : str or torch.device, optional
+        ``None`` = first GPU; ``"cpu"`` only when named.
+
+    Returns
+    -------
+    generator
+        Yields :class:`~napari_gpuscope.compute.jobs.Progress` (outputs ``"phase"``, and
+        ``"tilt"`` vectors while estimating; the loss as ``metrics={"tilt objective"}`` per
+        optimiser iteration) and returns a :class:`PhaseResult`. ``STOP`` during a tilt
+        estimate keeps the best tilt so far and reconstructs with it.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from napari_gpuscope.compute import phase
+    >>> from napari_gpuscope.compute.jobs import run_job
+    >>> p = phase.PhaseParams(wavelength=0.45, yx_pixel_size=0.325, z_pixel_size=1.0,
+    ...                       na_illumination=0.4, na_detection=0.55, index_of_refraction=1.0)
+    >>> truth = np.zeros((32, 32), np.float32); truth[12:20, 12:20] = 0.5
+    >>> stack = phase.simulate_stack(truth, 0 * truth, p, 7)
+    >>> result = run_job(phase.iter_reconstruct(stack, params=p, device="cpu"))
+    >>> bool(np.corrcoef(result.phase.ravel(), truth.ravel())[0, 1] > 0.9)
+    True
+    """
+    _check_stack(zyx)
+    return _run(zyx, params, tilt_map, optics_cache, memory_budget, device)
+
+
+def _run(zyx, params, tilt_map, optics_cache, memory_budget, device) -> Job[PhaseResult]:
+    with device_context(device) as dev:
+        data = _load(zyx, dev)
+        shape = tuple(data.shape[-2:])
+        estimate = None
+        if tilt_map is None and params.tilt_mode in ("global", "tiles"):
+            grid = tilt_grid(shape, params)
+            estimate = yield from mapped(
+                estimate_on_device(data, params, grid, memory_budget=memory_budget),
+                lambda update: update,
+            )
+            tilt_map = estimate.tilt_map
+        elif tilt_map is None:
+            grid = tilt_grid(shape, params)
+            manual = params.tilt_mode == "manual"
+            tilt_map = TiltMap.uniform(
+                grid,
+                params.tilt_zenith if manual else 0.0,
+                params.tilt_azimuth if manual else 0.0,
+            )
+        elif tilt_map.grid.shape != shape:
+            raise InvalidInputError(
+                f"tilt_map covers {tilt_map.grid.shape}; the z-stack slices are {shape}"
+            )
+        with torch.no_grad():
+            recon = Reconstructor(data, params, optics_cache or OpticsCache(), memory_budget)
+            if tilt_map.grid.count == 1:
+                yield Progress(0.0, "reconstructing")
+                absorption, phase = recon.whole(
+                    tilt_map.zenith.item(), tilt_map.azimuth.item(), tilt_map.focus.item()
+                )
+            else:
+                count = tilt_map.grid.count
+                for index, done in recon.tiles(tilt_map):
+                    if done is not None:
+                        absorption, phase = done
+                        break
+                    yield Progress((index + 1) / count, f"tile {index + 1}/{count}", step=index + 1)
+            final = phase.cpu().numpy().astype(np.float32)
+            yield Progress(
+                1.0,
+                "reconstructed",
+                outputs={
+                    "phase": Output(final),
+                    "tilt": Output(tilt_map.vectors(), kind="vectors"),
+                },
+            )
+        return PhaseResult(
+            phase=final,
+            absorption=absorption.cpu().numpy().astype(np.float32),
+            params=params,
+            tilt_map=tilt_map,
+            estimate=estimate,
+            stopped_early=bool(estimate and estimate.stopped_early),
+            kernel_paths=_ops.kernel_paths(dev),
+            chunks=recon.chunks,
+        )
+
+
+@takes_params(PhaseParams)
+def iter_estimate_tilt(
+    zyx: Any,
+    params: PhaseParams,
+    *,
+    tiles: tuple[int, int] | None = None,
+    init: TiltMap | None = None,
+    memory_budget: int | None = None,
+    device: str | torch.device | None = None,
+) -> Job[TiltResult]:
+    """Estimate the illumination tilt (per tile or global) from a brightfield z-stack, as a job.
+
+    Parameters
+    ----------
+    zyx : array-like
+        ``(Z, Y, X)`` brightfield stack (Z >= 3).
+    {params}
+    params : PhaseParams, optional
+        All parameters at once.
+    tiles : tuple of int, optional
+        Tile rows and columns of the map; default: ``(tiles_y, tiles_x)`` when
+        ``tilt_mode="tiles"``, else one global tilt.
+    init : TiltMap, optional
+        Warm start (same grid, or a global map); e.g. a previous field's map, or
+        :func:`radial_zenith_init` values for a well.
+    memory_budget : int, optional
+        Device bytes to plan with instead of the free memory (tiles are optimised in groups
+        that fit; each tile's estimate is the same).
+    device : str or torch.device, optional
+        ``None`` = first GPU; ``"cpu"`` only when named.
+
+    Returns
+    -------
+    generator
+        Yields one :class:`~napari_gpuscope.compute.jobs.Progress` per iteration (indeterminate;
+        the loss as ``metrics={"tilt objective"}``, outputs ``"tilt"`` vectors and the current
+        ``"phase"``) and returns a :class:`TiltResult`; ``STOP`` keeps the best values so far.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from napari_gpuscope.compute import phase
+    >>> p = phase.PhaseParams(wavelength=0.45, yx_pixel_size=0.325, z_pixel_size=1.0,
+    ...                       na_illumination=0.4, na_detection=0.55, index_of_refraction=1.0,
+    ...                       iterations=3)
+    >>> stack = phase.simulate_stack(np.zeros((32, 32)), np.zeros((32, 32)), p, 5)
+    >>> phase.estimate_tilt(stack, params=p, device="cpu").iterations
+    3
+    """
+    _check_stack(zyx)
+    return _estimate(zyx, params, tiles, init, memory_budget, device)
+
+
+def _estimate(zyx, params, tiles, init, memory_budget, device) -> Job[TiltResult]:
+    with device_context(device) as dev:
+        data = _load(zyx, dev)
+        grid = tilt_grid(tuple(data.shape[-2:]), params, tiles)
+        return (yield from estimate_on_device(data, params, grid, init, memory_budget))
+
+
+reconstruct = blocking(iter_reconstruct)
+reconstruct.__doc__ = """Tilt-corrected phase from a brightfield z-stack; blocking version of
+:func:`iter_reconstruct` (same parameters). Returns a :class:`PhaseResult`.
+
+Examples
+--------
+>>> import numpy as np
+>>> from napari_gpuscope.compute import phase
+>>> stack = np.ones((5, 32, 32), np.float32)
+>>> phase.reconstruct(stack, wavelength=0.45, yx_pixel_size=0.325, z_pixel_size=1.0,
+...                   na_illumination=0.4, na_detection=0.55, index_of_refraction=1.0,
+...                   device="cpu").phase.shape
+(32, 32)
+"""
+estimate_tilt = blocking(iter_estimate_tilt)
+estimate_tilt.__doc__ = """Estimate the illumination tilt; blocking version of
+:func:`iter_estimate_tilt` (same parameters). Returns a :class:`TiltResult`."""

@@ -1,0 +1,219 @@
+"""The "Phase (tilt-corrected)" dock: quantitative phase from a brightfield z-stack.
+
+The optics rows are prefilled from the input layer (pixel size and z step from its scale; the
+wavelength and apertures from a sample's metadata when it has them). The regularization has a
+logarithmic slider beside its box; with live preview on, moving it re-solves the whole field at
+once (the normal equations are kept on the GPU, :mod:`.phase_preview`). The tilt is none, set by
+hand, or estimated for the whole field or per tile of a grid: during a run the loss is plotted
+live and the tilt map grows as a Vectors layer (arrows from the tile centres, length
+proportional to the zenith, pointing along the azimuth). Results: phase (radians) and
+absorption layers with provenance, and the tilt vectors.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from magicgui.widgets import Label
+from qtpy.QtCore import Qt
+from qtpy.QtWidgets import QSizePolicy, QSlider
+
+from napari_gpuscope.compute.jobs import Job
+from napari_gpuscope.compute.phase import OUTPUTS, OpticsCache, PhaseParams, PhaseWarning, TiltMap
+from napari_gpuscope.widgets._base import MethodDock
+from napari_gpuscope.widgets._preview import PlaneView, PreviewResult
+from napari_gpuscope.widgets.phase_preview import PhaseSolvers, preview_job
+
+if TYPE_CHECKING:
+    import napari.layers
+    import napari.viewer
+
+__all__ = ["REGULARIZATION_DECADES", "PhaseDock"]
+
+REGULARIZATION_DECADES = (-5.0, -1.0)
+"""Range of the logarithmic regularization slider (the box beside it takes any value)."""
+_SLIDER_STEPS = 200
+_OPTICS = ("wavelength", "na_illumination", "na_detection", "index_of_refraction")
+_MANUAL = ("tilt_zenith", "tilt_azimuth")
+_TILES = ("tiles_y", "tiles_x")
+
+
+class PhaseDock(MethodDock):
+    """Dock widget for tilt-corrected quantitative phase.
+
+    Parameters
+    ----------
+    viewer : napari.viewer.Viewer
+        Injected by napari.
+    """
+
+    method_id = "phase"
+    short_title = "phase"
+    streamed_outputs = OUTPUTS
+    input_dims = (3, 3)
+    step_label = "iteration"
+
+    def __init__(self, viewer: napari.viewer.Viewer) -> None:
+        self._solvers = PhaseSolvers()
+        self._optics: dict[str, OpticsCache] = {}
+        self._syncing = False
+        # The tilt map of the latest run and the array it belongs to (GUI thread only).
+        self._tilt: tuple[weakref.ref[Any], TiltMap] | None = None
+        super().__init__(viewer)
+        # Phase is in radians, the input in photons: one display range cannot serve both.
+        self.link_display.setChecked(False)
+        self.link_display.setEnabled(False)
+        self.link_display.setToolTip(
+            "Phase (radians) and absorption are not in the input's intensity units, so their "
+            "display is not linked to the input."
+        )
+
+    # ---------------------------------------------------------------- controls
+    def build_controls(self) -> None:
+        """The logarithmic regularization slider, the scale note, and tilt-mode rows."""
+        self.reg_slider = QSlider(Qt.Orientation.Horizontal)
+        self.reg_slider.setRange(0, _SLIDER_STEPS)
+        self.reg_slider.setToolTip(
+            "Regularization on a log scale (1e-5 to 1e-1): left is sharper and noisier, right "
+            "smoother. With Live preview on, the phase updates as you drag."
+        )
+        self.reg_slider.valueChanged.connect(self._on_slider)
+        self.form.add_row("", self.reg_slider, after="regularization")
+        self.scale_label = Label(value="")
+        self.scale_label.native.setWordWrap(True)
+        self.scale_label.native.setSizePolicy(
+            QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred
+        )
+        self.form.add_row("", self.scale_label.native, after="z_pixel_size")
+        self.optics_note = Label(value="")
+        self.optics_note.native.setWordWrap(True)
+        self.optics_note.native.setStyleSheet("color: #e0a030;")
+        self.optics_note.native.setSizePolicy(
+            QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred
+        )
+        self.optics_note.native.setVisible(False)
+        self.form.add_row("", self.optics_note.native, after="index_of_refraction")
+        widgets = self.form.widgets
+        widgets["regularization"].changed.connect(self._sync_slider)
+        widgets["tilt_mode"].changed.connect(self._on_tilt_mode)
+        self._sync_slider()
+        self._on_tilt_mode()
+
+    def _on_slider(self, position: int) -> None:
+        if self._syncing:
+            return
+        low, high = REGULARIZATION_DECADES
+        value = 10 ** (low + (high - low) * position / _SLIDER_STEPS)
+        self._syncing = True
+        try:
+            self.form.widgets["regularization"].value = float(f"{value:.2g}")
+        finally:
+            self._syncing = False
+
+    def _sync_slider(self, *_: Any) -> None:
+        if self._syncing:
+            return
+        low, high = REGULARIZATION_DECADES
+        value = max(float(self.form.value("regularization")), 1e-30)
+        position = round((math.log10(value) - low) / (high - low) * _SLIDER_STEPS)
+        self._syncing = True
+        try:
+            self.reg_slider.setValue(max(0, min(_SLIDER_STEPS, position)))
+        finally:
+            self._syncing = False
+
+    def _on_tilt_mode(self, *_: Any) -> None:
+        mode = self.form.value("tilt_mode")
+        for name in _MANUAL:
+            self.form.set_row_visible(name, mode == "manual")
+        for name in _TILES:
+            self.form.set_row_visible(name, mode == "tiles")
+
+    def on_input_changed(self, layer: Any) -> None:
+        """Pixel size and z step from the layer's scale; optics from a sample's metadata."""
+        if layer is None or getattr(layer, "ndim", 0) != 3:
+            self.scale_label.value = ""
+            return
+        scale = [abs(float(s)) for s in layer.scale]
+        widgets = self.form.widgets
+        if scale[-1] == 1.0 and scale[-3] == 1.0:
+            self.scale_label.value = (
+                "The layer has no physical scale: enter the pixel size and z step (µm)."
+            )
+        else:
+            widgets["yx_pixel_size"].value = scale[-1]
+            widgets["z_pixel_size"].value = scale[-3]
+            self.scale_label.value = (
+                f"From the layer scale: {scale[-1]:.4g} µm pixels, {scale[-3]:.4g} µm z step."
+            )
+        sample = (getattr(layer, "metadata", None) or {}).get("sample") or {}
+        for name in _OPTICS:
+            if isinstance(sample.get(name), int | float):
+                widgets[name].value = float(sample[name])
+
+    def params(self) -> PhaseParams:
+        """The parameters the controls describe; a warning of the model (NA_ill >= NA_det)
+        shows under the apertures instead of going to the console on every change."""
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", PhaseWarning)
+            params = PhaseParams(**self.form.values())
+        notes = [str(w.message).removeprefix("PhaseParams: ") for w in caught]
+        notes = [n for n in notes if n]
+        self.optics_note.value = notes[0] if notes else ""
+        self.optics_note.native.setVisible(bool(notes))
+        return params
+
+    # ---------------------------------------------------------------- jobs
+    def _optics_cache(self, device: str) -> OpticsCache:
+        return self._optics.setdefault(device, OpticsCache())
+
+    def make_job(self, layer: Any, params: PhaseParams, device: str) -> Job[Any]:
+        """The full run (tilt estimate when asked, then the reconstruction)."""
+        return self.spec.job_function()(
+            layer.data, params=params, optics_cache=self._optics_cache(device), device=device
+        )
+
+    def _known_tilt(self, layer: Any) -> TiltMap | None:
+        if self._tilt is None or layer is None:
+            return None
+        data_ref, tilt = self._tilt
+        return tilt if data_ref() is layer.data else None
+
+    def make_preview_job(
+        self, layer: Any, params: PhaseParams, device: str, view: PlaneView
+    ) -> Job[PreviewResult]:
+        """The whole field at the current regularization (normal equations kept)."""
+        return preview_job(self._solvers, layer.data, params, device, view, self._known_tilt(layer))
+
+    def on_result(self, result: Any, *, preview: bool, layer: Any) -> None:
+        """Style the tilt arrows; remember the estimated tilt map, so the preview uses it."""
+        if preview:
+            return
+        self._style_tilt_vectors(layer)
+        if getattr(result, "estimate", None) is None:
+            return
+        try:
+            self._tilt = (weakref.ref(layer.data), result.tilt_map)
+        except TypeError:
+            self._tilt = None
+
+    def _style_tilt_vectors(self, layer: Any) -> None:
+        """The streamed tilt layer took napari's default look; give it the result's."""
+        from napari.layers import Vectors
+
+        for candidate in self.viewer.layers:
+            owner = self._owned.get(candidate)
+            if isinstance(candidate, Vectors) and owner is not None and owner() is layer:
+                candidate.edge_color = "yellow"
+                candidate.edge_width = 2.0
+                candidate.vector_style = "arrow"
+
+    def release(self) -> None:
+        """Free the kept device data when napari removes the dock."""
+        self._solvers.clear()
+        for cache in self._optics.values():
+            cache.clear()
+        super().release()

@@ -1,0 +1,135 @@
+"""The phase dock on the CPU test device: optics from the layer, runs against waveorder's
+fixtures, the tilt estimate streaming its vectors and loss, and the live regularization."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from napari_gpuscope.compute import phase
+from napari_gpuscope.provenance import PROVENANCE_KEY
+from napari_gpuscope.widgets.phase_dock import PhaseDock
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "phase"
+AIR = {
+    "wavelength": 0.45,
+    "na_illumination": 0.4,
+    "na_detection": 0.55,
+    "index_of_refraction": 1.0,
+}
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return dict(np.load(FIXTURES / "waveorder_recon.npz"))
+
+
+@pytest.fixture
+def dock(viewer, qtbot, cpu_device):
+    widget = PhaseDock(viewer)
+    qtbot.addWidget(widget)
+    qtbot.waitUntil(lambda: not widget.runner.running, timeout=10_000)
+    return widget
+
+
+def _add_stack(viewer, reference, key="stack_flat", name="bf"):
+    return viewer.add_image(
+        reference[key],
+        name=name,
+        scale=(1.0, 0.325, 0.325),
+        metadata={"sample": dict(AIR)},
+    )
+
+
+def _select(dock, name):
+    dock.reset_choices()
+    dock.input.layer = next(c for c in dock.input.combo.choices if c.name == name)
+
+
+def test_optics_from_the_layer_and_tilt_rows(viewer, dock, reference):
+    _add_stack(viewer, reference)
+    _select(dock, "bf")
+    params = dock.params()
+    assert params.yx_pixel_size == pytest.approx(0.325)
+    assert params.z_pixel_size == pytest.approx(1.0)
+    assert params.na_detection == pytest.approx(0.55)
+    assert "From the layer scale" in dock.scale_label.value
+    form = dock.form
+    form.widgets["tilt_mode"].value = "tiles"
+    assert not form.widgets["tilt_zenith"].native.isVisibleTo(dock)
+    assert form.widgets["tiles_x"].native.isVisibleTo(dock)
+    form.widgets["tilt_mode"].value = "manual"
+    assert form.widgets["tilt_zenith"].native.isVisibleTo(dock)
+    form.widgets["na_illumination"].value = 0.6  # above the detection NA: a note, no error
+    assert dock.params().effective_na_illumination == pytest.approx(0.495)
+    assert "0.9 x na_detection" in dock.optics_note.value
+    assert dock.optics_note.native.isVisibleTo(dock)
+    form.widgets["na_illumination"].value = 0.4
+    dock.params()
+    assert not dock.optics_note.native.isVisibleTo(dock)
+    dock.reg_slider.setValue(100)  # the middle of 1e-5 .. 1e-1
+    assert dock.params().regularization == pytest.approx(1e-3)
+    form.widgets["regularization"].value = 0.01
+    assert dock.reg_slider.value() == 150
+
+
+def test_run_without_tilt_equals_waveorder(viewer, qtbot, dock, reference):
+    _add_stack(viewer, reference)
+    _select(dock, "bf")
+    dock.form.widgets["tilt_mode"].value = "none"
+    assert dock.run()
+    qtbot.waitUntil(lambda: not dock.runner.running, timeout=30_000)
+    phase_layer = viewer.layers["bf [phase reg=0.001]"]
+    np.testing.assert_allclose(phase_layer.data, reference["flat_zero_tilt_phase"], atol=1e-5)
+    assert phase_layer.scale == pytest.approx((0.325, 0.325))
+    record = phase_layer.metadata[PROVENANCE_KEY]
+    assert record["method"] == "phase"
+    assert "bf [absorption reg=0.001]" in viewer.layers
+    assert "no tilt" in dock.status_label.text()
+
+
+def test_global_estimate_streams_loss_and_vectors(viewer, qtbot, dock, reference):
+    _add_stack(viewer, reference, "stack_tilt")
+    _select(dock, "bf")
+    widgets = dock.form.widgets
+    widgets["tilt_mode"].value = "global"
+    widgets["optimizer"].value = "newton"
+    widgets["iterations"].value = 8
+    assert dock.run()
+    qtbot.waitUntil(lambda: not dock.runner.running, timeout=60_000)
+    vectors = viewer.layers["bf [tilt]"]
+    assert vectors.data.shape == (1, 2, 2)
+    zenith = np.hypot(*vectors.data[0, 1]) / (0.5 * 64 / 0.25)
+    assert abs(zenith - 0.2) < 0.035  # the fixture's true tilt (noise biases it to 0.18)
+    assert len(dock.plot.values("tilt objective")) == 8  # the live loss plot
+    result = dock.last_results[0].metadata[PROVENANCE_KEY]["result"]
+    assert len(result["estimate"]["loss_history"]) == 8
+    assert dock._known_tilt(dock.input_layer) is not None  # the preview uses it
+
+
+def test_live_regularization_reuses_the_normal_equations(viewer, qtbot, dock, reference):
+    _add_stack(viewer, reference)
+    _select(dock, "bf")
+    dock.form.widgets["tilt_mode"].value = "none"
+    dock.live_preview.setChecked(True)
+    qtbot.waitUntil(lambda: "bf [phase preview]" in viewer.layers, timeout=20_000)
+    qtbot.waitUntil(lambda: not dock.runner.running, timeout=20_000)
+    solver = dock._solvers._solver
+    dock.form.widgets["regularization"].value = 0.05
+    qtbot.waitUntil(lambda: not dock.runner.running, timeout=20_000)
+    qtbot.wait(400)  # debounce, then the preview
+    qtbot.waitUntil(lambda: not dock.runner.running, timeout=20_000)
+    assert dock._solvers._solver is solver
+    preview = viewer.layers["bf [phase preview]"].data[0]
+    expected = phase.reconstruct(
+        reference["stack_flat"],
+        **AIR,
+        yx_pixel_size=0.325,
+        z_pixel_size=1.0,
+        regularization=0.05,
+        tilt_mode="none",
+        device="cpu",
+    )
+    np.testing.assert_allclose(preview, expected.phase, atol=1e-5)
