@@ -202,6 +202,7 @@ METHODS: dict[str, MethodSpec] = {
             ),
             demo_params="napari_gpuscope.sample_data.phase:demo_params",
             supports_stop=True,
+            batch="napari_gpuscope.compute.phase:batch_hooks",
         ),
     )
 }

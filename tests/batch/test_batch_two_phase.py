@@ -165,3 +165,30 @@ def test_a_saved_basic_profile_named_by_the_recipe_command_replaces_the_fit(tmp_
     written = BatchStore(tmp_path / "out.zarr").read_position("tile1")
     expected = (tiles[1].astype(np.float64) - 100) / loaded.flatfield.astype(np.float64)
     np.testing.assert_allclose(written, expected, rtol=1e-5, atol=1e-3)
+
+
+def test_phase_positions_reuse_the_workers_optics_and_equal_direct_calls():
+    # A worker builds the optics once per recipe: the second position builds nothing, and each
+    # position equals a fresh direct reconstruction (fresh optics).
+    from napari_gpuscope.compute import phase
+    from napari_gpuscope.compute.jobs import run_job
+    from napari_gpuscope.compute.phase import _batch
+    from napari_gpuscope.sample_data import phase as phase_samples
+
+    params = phase.PhaseParams(
+        **phase_samples.OPTICS, tilt_mode="manual", tilt_zenith=0.2, tilt_azimuth=1.0
+    )
+    stacks = []
+    for seed_shift in (0.0, 0.1):
+        phantom, absorption = phase_samples.cell_phantom((64, 64))
+        stacks.append(phase_samples._simulate(phantom + seed_shift, absorption, 0.2, 1.0))
+    key = "recipe-hash-for-this-test"
+    first = run_job(_batch.job(stacks[0], params, prepared=None, device="cpu", cache_key=key))
+    cache = _batch.optics_cache(key)
+    builds = dict(cache.builds)
+    assert builds["source"] >= 1
+    second = run_job(_batch.job(stacks[1], params, prepared=None, device="cpu", cache_key=key))
+    assert cache.builds == builds  # nothing rebuilt for the second position
+    for stack, result in zip(stacks, (first, second), strict=True):
+        direct = phase.reconstruct(stack, params, device="cpu")
+        np.testing.assert_array_equal(result.phase, direct.phase)

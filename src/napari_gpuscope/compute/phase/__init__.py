@@ -12,6 +12,7 @@ tiles smoothly (:mod:`._tiles`, :mod:`._reconstruct`). A TV-regularised phase (A
 z-step is the TV method's solver) is an option.
 """
 
+from . import _batch as batch_hooks
 from ._estimate import TiltResult
 from ._inverse import NormalEquations, normalize_stack, svd_filter, tikhonov_filter
 from ._job import (
@@ -44,6 +45,7 @@ __all__ = [
     "TiltResult",
     "azimuth_from_waveorder",
     "azimuth_to_waveorder",
+    "batch_hooks",
     "blend_weights",
     "canonical_tilt",
     "estimate_tilt",
