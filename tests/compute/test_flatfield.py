@@ -271,6 +271,33 @@ def test_correct_retries_smaller_chunks_after_out_of_memory(with_offset, monkeyp
     assert sizes[0] == 12 and max(sizes[1:]) <= 6 and min(sizes) <= 3
 
 
+def test_fit_retries_after_out_of_memory_then_says_how_much_it_needs(flat_only, monkeypatch):
+    from napari_gpuscope.compute.flatfield import _fit
+    from napari_gpuscope.compute.memory import DeviceMemoryError
+
+    images = flat_only.images[:20, ::2, ::2]
+    expected = fit_basic(images, device="cpu")
+    real = _fit.reweighting_passes
+    failures = {"left": 1}
+
+    def flaky(*args, **kwargs):
+        if failures["left"] > 0:
+            failures["left"] -= 1
+            raise torch.OutOfMemoryError("CUDA out of memory (injected)")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_fit, "reweighting_passes", flaky)
+    again = fit_basic(images, device="cpu")  # one failure: freed, fitted again from the start
+    np.testing.assert_array_equal(again.flatfield, expected.flatfield)
+    assert again.all_converged
+
+    failures["left"] = 2  # it keeps failing: a clear error with the memory the fit needs
+    with pytest.raises(DeviceMemoryError, match="BaSiC fit") as caught:
+        fit_basic(images, device="cpu")
+    # 20 images at the working size (64 x 64 here: no enlargement) x 8 float32 stacks, at least
+    assert caught.value.needed_bytes >= 20 * 64 * 64 * 4 * 8
+
+
 def test_fitting_weight_mask(flat_only):
     images = flat_only.images[:20, ::2, ::2]
     plain = fit_basic(images, device="cpu")

@@ -9,8 +9,9 @@ import torch
 import torch.nn.functional as F
 
 from ..arrays import InvalidInputError, to_device, to_host
-from ..devices import device_context
+from ..devices import device_context, resolve_device
 from ..jobs import Job, Output, Progress, blocking, is_stop
+from ..memory import MemoryRetry
 from ..params import takes_params
 from ._alm import auto_smoothness, reweighting_passes
 from ._params import BasicParams
@@ -154,7 +155,55 @@ def iter_fit_basic(
         )
     if device is None and isinstance(images, torch.Tensor) and images.is_cuda:
         device = images.device
-    return _run(images, params, layout, dark_frame, fitting_weight, device)
+    return _run_with_retry(images, params, layout, dark_frame, fitting_weight, device)
+
+
+FIT_STACKS = 8
+"""Working-size float32 stacks the fit holds at its peak (the stack, the ALM's sparse, dual and
+weight, and about four temporaries of the twin's passes): the memory model of the error."""
+
+
+def fit_bytes(layout: StackLayout, params: BasicParams) -> int:
+    """About how many device bytes a fit of ``layout`` needs at its peak.
+
+    Examples
+    --------
+    >>> from napari_gpuscope.compute.flatfield._stack import check_images
+    >>> import numpy as np
+    >>> tiles = np.broadcast_to(np.uint16(0), (1000, 2048, 2048))  # shape only, no memory
+    >>> layout = check_images(tiles, None)
+    >>> round(fit_bytes(layout, BasicParams()) / 2**20)  # 1000 tiles at 128 x 128
+    580
+    """
+    rows, cols = working_shape(layout.frame_shape, params.working_size)
+    stack = layout.problems * layout.n_frames * rows * cols
+    return stack * (4 * FIT_STACKS + 1) + 4 * 4 * layout.problems * int(np.prod(layout.frame_shape))
+
+
+def _run_with_retry(
+    images: Any,
+    params: BasicParams,
+    layout: StackLayout,
+    dark_frame: Any,
+    fitting_weight: Any,
+    device: Any,
+) -> Job[ShadingProfile]:
+    """:func:`_run`, tried again from the start after an out-of-memory error (with the failed
+    attempt's memory and the device caches freed: the first attempt can fail on memory that
+    other work held a moment ago), then a :class:`~napari_gpuscope.compute.memory.
+    DeviceMemoryError` saying how much the fit needs. The fit has no smaller chunk to retry
+    with: its ALM couples every image, and a smaller working size would change the result."""
+    retry = MemoryRetry(resolve_device(device), what="the BaSiC fit")
+    for attempt in (1, 2):
+        try:
+            return (yield from _run(images, params, layout, dark_frame, fitting_weight, device))
+        except Exception as exc:
+            if not retry.recover(exc):
+                raise
+            if attempt == 2:
+                raise retry.error(fit_bytes(layout, params)) from None
+            yield Progress(None, "out of device memory: freed the caches, fitting again")
+    raise AssertionError("unreachable")
 
 
 def _run(
