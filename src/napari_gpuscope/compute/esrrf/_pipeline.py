@@ -43,6 +43,9 @@ class FramePipeline:
             device,
         )
         self.fused = _kernels.FusedChain.for_device(self.geometry, device)
+        # Uploads run on their own stream, so that the next chunk's copy overlaps this chunk's
+        # kernels (on one stream the copy would queue behind them).
+        self._copy_stream = torch.cuda.Stream(device) if device.type == "cuda" else None
 
     @property
     def output_shape(self) -> tuple[int, int]:
@@ -50,12 +53,16 @@ class FramePipeline:
         return self.geometry.output_shape
 
     def bytes_per_frame(self, itemsize: int) -> int:
-        """Device bytes one more frame in a chunk costs (raw upload included)."""
+        """Device bytes one more frame in a chunk costs (raw upload included; on a GPU also
+        the next chunk's frames, uploaded while this chunk computes)."""
         g = self.geometry
         raw = g.height * g.width * itemsize
+        ahead = raw + 4 * g.height * g.width if self._copy_stream is not None else 0
         if self.fused is not None:
-            return raw + self.fused.bytes_per_frame()
-        return raw + twin_bytes_per_frame(g.height, g.width, g.magnification, g.table.radius)
+            return raw + ahead + self.fused.bytes_per_frame()
+        return (
+            raw + ahead + twin_bytes_per_frame(g.height, g.width, g.magnification, g.table.radius)
+        )
 
     def fixed_bytes(self) -> int:
         """Device bytes independent of the chunk: matrices, tap table, accumulators (float64
@@ -64,8 +71,20 @@ class FramePipeline:
         return 8 * 5 * rows * cols + 4 * rows * cols + (1 << 20)
 
     def upload(self, host: Any, first_frame: int) -> torch.Tensor:
-        """float32 frames on the device (raw dtype uploaded, converted there), checked finite."""
-        frames = to_device(host, self.device)
+        """float32 frames on the device (raw dtype uploaded, converted there), checked finite.
+
+        On a GPU the copy and the conversion run on the upload stream while the previous
+        chunk's kernels still run; the compute stream waits for the upload before it uses the
+        frames, and the frames' memory is not reused until the compute stream is done with it.
+        """
+        if self._copy_stream is None:
+            frames = to_device(host, self.device)
+        else:
+            compute = torch.cuda.current_stream(self.device)
+            with torch.cuda.stream(self._copy_stream):
+                frames = to_device(host, self.device)
+            compute.wait_stream(self._copy_stream)
+            frames.record_stream(compute)
         integer = (
             not host.dtype.is_floating_point
             if isinstance(host, torch.Tensor)
