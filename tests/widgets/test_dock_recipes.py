@@ -1,4 +1,4 @@
-"""Every dock's "Save recipe..." / "Load recipe...": dock -> YAML -> model -> dock."""
+"""Every dock's "Recipe" row, "Save..." / "Load...": dock -> YAML -> model -> dock."""
 
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ import pytest
 from qtpy.QtCore import Qt
 from qtpy.QtWidgets import QApplication
 
+from napari_gpuscope.methods import METHODS
 from napari_gpuscope.provenance import PROVENANCE_KEY
 from napari_gpuscope.widgets._dock_parts import focus_chain, progress_text
 from napari_gpuscope.widgets.tv_dock import TVDenoiseDock
@@ -22,6 +23,25 @@ def _finish(dock, qtbot, timeout=20_000):
 def image(viewer):
     data = np.arange(48, dtype=np.float32).reshape(6, 8) + 1
     return viewer.add_image(data, name="cells", colormap="magma", contrast_limits=(5, 30))
+
+
+@pytest.mark.parametrize("method_id", list(METHODS))
+def test_no_dock_cuts_its_controls_off(make_napari_viewer, qtbot, cpu_device, method_id):
+    # Seen in a screenshot: the eSRRF dock opened narrower than its form, which cut off the
+    # Refresh and Cancel buttons and the right of every field. The scroll area never scrolls
+    # sideways, so the viewport must hold the content's minimum width.
+    viewer = make_napari_viewer(show=True)
+    viewer.window._qt_window.resize(1600, 1000)
+    dock = METHODS[method_id].dock_class()(viewer)
+    viewer.window.add_dock_widget(dock, name=METHODS[method_id].title)
+    for _ in range(3):
+        QApplication.processEvents()
+    viewport = dock.content.parentWidget()
+    assert dock.content.minimumSizeHint().width() <= viewport.width(), (
+        f"{method_id}: the form needs {dock.content.minimumSizeHint().width()} px, the dock "
+        f"shows {viewport.width()} px: raise {type(dock).__name__}.dock_width"
+    )
+    assert dock.width() <= 440  # and it stays a side panel
 
 
 def test_dock_keeps_a_sensible_width_on_an_empty_viewer(make_napari_viewer, qtbot, cpu_device):

@@ -134,12 +134,15 @@ class MethodDock(QWidget):
     input_dims: ClassVar[tuple[int, int]] = (2, 4)
     """Accepted input dimensionality."""
     step_label: ClassVar[str] = "iteration"
+    """What ``Progress.step`` counts (x axis of the metrics plot)."""
     output_display: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
     """Layer keywords of streamed outputs by name; one with a colormap is not linked to the
     input's display (e.g. a flatfield, a ratio near 1, next to tiles in ADU)."""
-    """What ``Progress.step`` counts (x axis of the metrics plot)."""
     preview_debounce_ms: ClassVar[int] = 200
     """Quiet time after the last parameter change before a live preview starts."""
+    dock_width: ClassVar[int] = 340
+    """Width the dock opens with (px): enough for every control of the method's form, which is
+    clipped, not wrapped, below its minimum (check the whole-window screenshots)."""
 
     def __init__(self, viewer: napari.viewer.Viewer) -> None:
         super().__init__()
@@ -759,7 +762,7 @@ class MethodDock(QWidget):
 
     def sizeHint(self) -> QSize:
         """A sensible dock width; long texts wrap instead of widening the dock."""
-        return QSize(340, self.content.sizeHint().height())
+        return QSize(self.dock_width, self.content.sizeHint().height())
 
     def minimumSizeHint(self) -> QSize:
         """The dock may be narrowed down to this, and be short (it scrolls)."""

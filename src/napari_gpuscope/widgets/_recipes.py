@@ -1,4 +1,4 @@
-"""Save and load batch recipes from a dock (the "Recipe" row: Save recipe... / Load recipe...).
+"""Save and load batch recipes from a dock (the "Recipe" row: Save... / Load...).
 
 A recipe saved from a dock holds the parameters the dock would run with (``dock.params()``),
 the facts of its input layer (axes, pixel size, units, dtype) and the layer as provenance; it
@@ -73,18 +73,18 @@ def apply_recipe(dock: MethodDock, recipe: Recipe) -> list[str]:
 
 
 class RecipeRow(QWidget):
-    """The dock's "Save recipe..." and "Load recipe..." buttons."""
+    """The dock's "Recipe" row: "Save..." and "Load..." buttons (short: the dock stays narrow)."""
 
     def __init__(self, dock: MethodDock) -> None:
         super().__init__()
         self.dock = dock
-        self.save_button = QPushButton("Save recipe...")
+        self.save_button = QPushButton("Save...")
         self.save_button.setToolTip(
             "Save these parameters and the input's facts as a YAML recipe, to run them over a "
             "whole experiment with 'napari-gpuscope run' (docs/batch.md)"
         )
         self.save_button.clicked.connect(lambda: self.save())
-        self.load_button = QPushButton("Load recipe...")
+        self.load_button = QPushButton("Load...")
         self.load_button.setToolTip("Set the parameters from a saved recipe")
         self.load_button.clicked.connect(lambda: self.load())
         layout = QHBoxLayout(self)

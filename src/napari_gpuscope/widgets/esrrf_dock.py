@@ -56,6 +56,9 @@ class EsrrfDock(MethodDock):
     short_title = "eSRRF"
     streamed_outputs = (OUTPUT,)
     input_dims = (3, 3)
+    # The form needs 352 px ("Frames per time point", the output-size line) and the sweep
+    # panel makes the dock taller than a screen, so its vertical scroll bar needs room too.
+    dock_width = 380
     step_label = "frame"
     field_styles = {  # noqa: RUF012 (read-only presentation table)
         "radius": FieldStyle(slider=True, minimum=0.5, maximum=4.0),

@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from magicgui.widgets import ComboBox
-from qtpy.QtCore import QSize
 from qtpy.QtWidgets import QLabel, QPushButton
 
 from napari_gpuscope.compute.flatfield import BasicParams, ShadingProfile
@@ -50,6 +49,9 @@ class FlatfieldDock(MethodDock):
     short_title = "BaSiC"
     streamed_outputs = ("flatfield",)
     input_dims = (3, 4)
+    # Wider than the base: the dock is taller than a screen (fit and apply panels, two
+    # figures), so its vertical scroll bar takes width the rows need.
+    dock_width = 420
     step_label = "reweighting pass"
     output_display = {"flatfield": {"colormap": "viridis"}}  # noqa: RUF012 (a ratio near 1)
     field_styles = {  # noqa: RUF012 (read-only presentation table)
@@ -190,11 +192,6 @@ class FlatfieldDock(MethodDock):
         self.profile = result
         self.apply_panel.set_profile(result, f"fitted on '{layer.name}'")
         self.apply_panel.target.layer = layer
-
-    def sizeHint(self) -> QSize:
-        """Wider than the base: the dock is taller than a screen (fit and apply panels, two
-        figures), so its vertical scroll bar takes width the rows need."""
-        return QSize(420, super().sizeHint().height())
 
     def release(self) -> None:
         if hasattr(self, "apply_panel"):
