@@ -154,3 +154,22 @@ def test_interactive_demo_opens_one_volume_at_its_middle_plane_selected(
     assert viewer.layers.selection.active is layer
     for spec in METHODS.values():
         assert f"{spec.title} ({PLUGIN})" in viewer.window.dock_widgets
+
+
+def test_demo_figure_gives_results_in_other_units_their_own_display_range(demo_output):
+    """Seen in a demo figure: the flatfield (a ratio near 1) drawn on the tiles' 0-5000 ADU
+    range came out as one flat colour. A result in another unit, or with its own colormap,
+    gets its own range; its panel must show the flatfield's falloff."""
+    out, _ = demo_output
+    sidecar = json.loads((out / "flatfield-tiles.json").read_text())
+    figure = sidecar["figure"]
+    units = sorted(bar["unit"] for bar in figure["colorbars"])
+    assert "ratio" in units and "ADU" in units
+    (ratio_bar,) = [bar for bar in figure["colorbars"] if bar["unit"] == "ratio"]
+    low, high = ratio_bar["contrast_limits"]
+    assert 0.2 < low < 1.0 < high < 2.0  # the flatfield's own values, not the tiles'
+    with Image.open(out / "flatfield-tiles.png") as image:
+        pixels = np.asarray(image.convert("L")).astype(float)
+    box = figure["panels"][1]["box"]
+    crop = pixels[box["y"] : box["y"] + box["height"], box["x"] : box["x"] + box["width"]]
+    assert np.percentile(crop, 95) - np.percentile(crop, 5) > 40  # vignetting is visible

@@ -124,19 +124,40 @@ def _demo_viewer(run: Any) -> Any:
     viewer = napari.Viewer(show=True, title=f"napari-gpuscope demo: {run.slug}")
     viewer.window.resize(1200, 720)
     source = viewer.add_layer(Layer.create(*run.input_layer))
+    input_unit = run.input_layer[1].get("metadata", {}).get("intensity_unit")
     for data, kwargs, layer_type in run.result_layers:
         kwargs = dict(kwargs)
+        unit = kwargs.get("metadata", {}).get("intensity_unit")
+        own_display = "colormap" in kwargs or (unit is not None and unit != input_unit)
         if layer_type == "image" and isinstance(source, Image) and not source.rgb:
-            # Results set no display range on purpose: shown like their input, the comparison
-            # is honest (same grey level = same intensity in both panels).
-            kwargs.setdefault("colormap", source.colormap)
-            kwargs.setdefault("contrast_limits", tuple(source.contrast_limits))
-            kwargs.setdefault("gamma", source.gamma)
+            if own_display:
+                # Another quantity (a flatfield ratio, radians, a super-resolved a.u.) or a
+                # field with its own colormap (a darkfield of a few ADU next to thousands):
+                # its own display range, or it would show as one flat colour.
+                kwargs.setdefault("contrast_limits", _value_limits(data))
+            else:
+                # Results set no display range on purpose: shown like their input, the
+                # comparison is honest (same grey level = same intensity in both panels).
+                kwargs.setdefault("colormap", source.colormap)
+                kwargs.setdefault("contrast_limits", tuple(source.contrast_limits))
+                kwargs.setdefault("gamma", source.gamma)
         viewer.add_layer(Layer.create(data, kwargs, layer_type))
     _show_middle_plane(viewer)
     viewer.canvas.grid.enabled = True  # input and result side by side
     QApplication.processEvents()
     return viewer
+
+
+def _value_limits(data: Any) -> tuple[float, float]:
+    """The finite value range of a result (a constant one widened, as napari needs)."""
+    import numpy as np
+
+    values = np.asarray(data, dtype=np.float64)
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return (0.0, 1.0)
+    low, high = float(values.min()), float(values.max())
+    return (low, high) if high > low else (low - 0.5, high + 0.5)
 
 
 def _screenshot(run: Any, path: Path) -> None:
