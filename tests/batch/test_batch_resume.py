@@ -146,3 +146,30 @@ def test_gpu_workers_are_pinned_one_per_gpu_with_a_gpu_resource():
     assert list(trim.values()) == [None, None] or "MALLOC_TRIM_THRESHOLD_" in os.environ
     assert [w["resources"] for w in workers] == [{"GPU": 1}, {"GPU": 1}]
     assert [w["nthreads"] for w in workers] == [1, 1]
+
+
+def test_a_rerun_of_a_finished_position_keeps_it_in_place(tmp_path):
+    # Dask reruns a task whose worker died before its result reached the driver. Seen in CI:
+    # the rerun discarded a position the report already called done, and the run ended while
+    # it was absent. A rerun of the same computation must leave the finished group alone.
+    from napari_gpuscope.batch.inputs import discover
+    from napari_gpuscope.batch.recipes import Recipe
+    from napari_gpuscope.batch.store import marker_key
+    from napari_gpuscope.batch.tasks import TaskSpec, run_position
+
+    write_positions(tmp_path / "in", 1, shape=(48, 48))
+    (position,) = discover(str(tmp_path / "in" / "*.tif"))
+    recipe = Recipe.from_defaults("tv")
+    spec = TaskSpec(recipe.model_dump(mode="json"), recipe.hash(), str(tmp_path / "out.zarr"))
+    BatchStore(spec.out).prepare({"recipe_hash": recipe.hash()})
+    key = marker_key(recipe.hash(), position.identity())
+    first = run_position(spec, position, key)
+    assert first["status"] == "done"
+    array = tmp_path / "out.zarr" / position.name / "zarr.json"
+    written = array.stat().st_mtime_ns, array.stat().st_ino
+    again = run_position(spec, position, key)
+    assert again["status"] == "done" and again["position"] == position.name
+    assert (array.stat().st_mtime_ns, array.stat().st_ino) == written  # not rewritten
+    other = marker_key("another recipe", position.identity())
+    assert run_position(spec, position, other)["status"] == "done"
+    assert array.stat().st_ino != written[1]  # another computation does rewrite it

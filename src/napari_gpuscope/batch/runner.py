@@ -166,9 +166,13 @@ def run_batch(
     from distributed import as_completed
 
     try:
-        for future in as_completed(futures):
-            position = futures[future]
+        for future in as_completed(list(futures)):
+            position = futures.pop(future)
             summary = _outcome(future, position)
+            # Let go of the result at once: a future still held is one Dask recomputes when
+            # the worker keeping its (small) result dies, and that rerun would rewrite a
+            # position this report already calls done, possibly after the run has ended.
+            future.release()
             if summary["status"] == "done":
                 report.done.append(position.name)
                 position_seconds[position.name] = summary["seconds"]

@@ -142,6 +142,16 @@ def run_position(task: TaskSpec, position: Position, key: str, prepared: Any = N
     stage = "setting up"
     device = "cpu"
     try:
+        if store.is_complete(position.name, key):
+            # Another attempt of this very computation finished (Dask reruns a task whose
+            # worker died before reporting): its group and marker stand; rewriting them would
+            # leave the position briefly absent, and a run ending meanwhile would lose it.
+            record = store.done_record(position.name) or {}
+            return {
+                **{k: v for k, v in record.items() if k not in ("key", "recipe_hash")},
+                "position": position.name,
+                "status": "done",
+            }
         recipe = task.load_recipe()
         device = _device(task)
         store.discard(position.name)
