@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import json
 import math
 import os
@@ -35,60 +34,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import kit_esrrf
+import kit_flatfield
+import kit_phase
 import numpy as np
 import torch
-
-GIB = 1024**3
-
+from kit_common import GIB, host_us, kill_switch, median_event_ms
 
 # --------------------------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------------------------
-
-
-def _median_event_ms(run: Callable[[], None], repeats: int = 20, warmup: int = 3) -> float:
-    for _ in range(warmup):
-        run()
-    times = []
-    for _ in range(repeats):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        run()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
-    return statistics.median(times)
-
-
-def _host_us(run: Callable[[], None], calls: int = 2000) -> float:
-    """Host microseconds per call of ``run`` (small launches: the GPU keeps up)."""
-    for _ in range(50):
-        run()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(calls):
-        run()
-    elapsed = time.perf_counter() - start
-    torch.cuda.synchronize()
-    return elapsed / calls * 1e6
-
-
-@contextlib.contextmanager
-def _kill_switch(active: bool):
-    from napari_gpuscope.compute.kernels import KILL_SWITCH_ENV
-
-    previous = os.environ.get(KILL_SWITCH_ENV)
-    if active:
-        os.environ[KILL_SWITCH_ENV] = "1"
-    else:
-        os.environ.pop(KILL_SWITCH_ENV, None)
-    try:
-        yield
-    finally:
-        if previous is None:
-            os.environ.pop(KILL_SWITCH_ENV, None)
-        else:
-            os.environ[KILL_SWITCH_ENV] = previous
 
 
 def _version(module: str) -> str | None:
@@ -152,7 +107,7 @@ def copy_bandwidth(device: torch.device) -> float:
     """GB/s of a 1 GiB device-to-device copy (bytes read + bytes written)."""
     a = torch.empty(GIB // 4, device=device).uniform_()
     b = torch.empty_like(a)
-    ms = _median_event_ms(lambda: b.copy_(a), repeats=10)
+    ms = median_event_ms(lambda: b.copy_(a), repeats=10)
     return 2 * a.numel() * 4 / (ms * 1e-3) / 1e9
 
 
@@ -206,9 +161,9 @@ def kernel_timings(device: torch.device, copy_gbps: float) -> list[dict]:
         }
         for name, (op, args, kwargs, model_bytes) in kernels.items():
             for twin in (False, True):
-                with _kill_switch(twin):
+                with kill_switch(twin):
                     bound = op.bind(*args)
-                    ms = _median_event_ms(lambda b=bound, a=args, k=kwargs: b(*a, **k))
+                    ms = median_event_ms(lambda b=bound, a=args, k=kwargs: b(*a, **k))
                 gbps = model_bytes / (ms * 1e-3) / 1e9
                 rows.append(
                     {
@@ -239,12 +194,12 @@ def host_overhead(device: torch.device) -> dict:
     kw |= {"weight": 0.1, "momentum": 0.5}
     result: dict[str, float] = {}
     x = torch.zeros(shape, device=device)
-    result["torch add_"] = _host_us(lambda: x.add_(1.0))
-    result["fgp_step via op() (dispatch every call)"] = _host_us(
+    result["torch add_"] = host_us(lambda: x.add_(1.0))
+    result["fgp_step via op() (dispatch every call)"] = host_us(
         lambda: ops.fgp_step(f, z, y, z_next, **kw)
     )
     bound = ops.fgp_step.bind(f, z, y, z_next)
-    result["fgp_step via bind() (solver path)"] = _host_us(lambda: bound(f, z, y, z_next, **kw))
+    result["fgp_step via bind() (solver path)"] = host_us(lambda: bound(f, z, y, z_next, **kw))
 
     # A CUDA graph of 10 bound launches (the momentum baked in), replayed.
     stream = torch.cuda.Stream(device)
@@ -260,7 +215,7 @@ def host_overhead(device: torch.device) -> dict:
             captured = ops.fgp_step.bind(f, z, y, z_next)
             for _ in range(10):
                 captured(f, z, y, z_next, **kw)
-        graph_us = _host_us(graph.replay, calls=500) / 10
+        graph_us = host_us(graph.replay, calls=500) / 10
     except Exception as exc:  # report, do not fail the kit
         result["cuda graph error"] = f"{type(exc).__name__}: {exc}"
     if graph_us is not None:
@@ -269,7 +224,7 @@ def host_overhead(device: torch.device) -> dict:
     for size in (1024, 256):
         image = torch.rand((1, size, size), device=device)
         for twin in (False, True):
-            with _kill_switch(twin):
+            with kill_switch(twin):
 
                 def solve(image=image):
                     solver = solve_fgp(image, 0.1, [1.0, 1.0], tolerance=0.0, max_iterations=200)
@@ -379,88 +334,6 @@ def end_to_end(device: torch.device) -> dict:
     }
 
 
-def phase_timings(device: torch.device) -> dict:
-    """Phase (compute/phase): its fused kernels against the twins (CUDA events, byte model),
-    a 2048 x 2048 x 21 reconstruction (cold optics, cached optics, re-solve for a new
-    regularization), and an 8 x 8 tile tilt map (NAdam, 40 iterations; damped Newton, 10).
-    Design targets: reconstruction < 100 ms, tilt map < 2 s."""
-    from napari_gpuscope.compute import phase
-    from napari_gpuscope.compute.phase import _ops as phase_ops
-
-    out: dict[str, object] = {}
-    gen = torch.Generator(device=device).manual_seed(0)
-    b, n_z, ny, nx = 1, 21, 2048, 2048
-    data, a, p = (torch.randn((b, n_z, ny, nx, 2), device=device, generator=gen) for _ in range(3))
-    outs = [torch.empty((b, ny, nx), device=device) for _ in range(2)]
-    outs += [torch.empty((b, ny, nx, 2), device=device) for _ in range(3)]
-    solved = [torch.empty((b, ny, nx, 2), device=device) for _ in range(2)]
-    n = b * ny * nx
-    cases = {
-        "phase_normal_equations": (
-            phase_ops.normal_equations_op,
-            (data, a, p, *outs, -1.0),
-            (3 * n_z * 2 + 8) * 4 * n,
-        ),
-        "phase_tikhonov_solve": (
-            phase_ops.tikhonov_solve_op,
-            (*outs, *solved, 1e-3),
-            (2 + 6 + 4) * 4 * n,
-        ),
-    }
-    rows = []
-    for name, (op, args, model_bytes) in cases.items():
-        for twin in (False, True):
-            with _kill_switch(twin):
-                bound = op.bind(*(a for a in args if isinstance(a, torch.Tensor)))
-                ms = _median_event_ms(lambda b_=bound, a_=args: b_(*a_), repeats=10)
-            rows.append(
-                {
-                    "kernel": name,
-                    "path": bound.path.path,
-                    "ms": round(ms, 3),
-                    "gbps": round(model_bytes / (ms * 1e-3) / 1e9, 1),
-                }
-            )
-    out["kernels 2048x2048x21"] = rows
-    del data, a, p, outs, solved
-    torch.cuda.empty_cache()
-
-    optics = {"wavelength": 0.45, "yx_pixel_size": 0.325, "z_pixel_size": 2.0}
-    optics |= {"na_illumination": 0.4, "na_detection": 0.55, "index_of_refraction": 1.0}
-    rng = np.random.default_rng(0)
-    stack = (1 + 0.02 * rng.standard_normal((21, 2048, 2048))).astype(np.float32)
-    stack_gpu = torch.from_numpy(stack).to(device)
-    cache = phase.OpticsCache()
-    params = phase.PhaseParams(**optics, tilt_zenith=0.2, tilt_azimuth=1.0)
-
-    def recon() -> None:
-        phase.reconstruct(stack_gpu, params=params, optics_cache=cache, device=device)
-
-    start = time.perf_counter()
-    recon()
-    torch.cuda.synchronize(device)
-    out["reconstruct 2048x2048x21 cold optics (s, incl. host copy of the result)"] = round(
-        time.perf_counter() - start, 3
-    )
-    out["reconstruct 2048x2048x21 cached optics (ms, events)"] = round(
-        _median_event_ms(recon, repeats=10), 2
-    )
-    solver = phase.PhaseSolver(stack_gpu, params, device=device, optics_cache=cache)
-    out["re-solve new regularization 2048x2048 (ms, events)"] = round(
-        _median_event_ms(lambda: solver.solve(3e-3), repeats=10), 2
-    )
-    for optimizer, iterations in (("nadam", 40), ("newton", 10)):
-        tilt_params = params.replace(
-            tilt_mode="tiles", tiles_y=8, tiles_x=8, optimizer=optimizer, iterations=iterations
-        )
-        start = time.perf_counter()
-        result = phase.estimate_tilt(stack_gpu, params=tilt_params, device=device)
-        torch.cuda.synchronize(device)
-        out[f"tilt map 8x8 {optimizer} {iterations} it (s)"] = round(time.perf_counter() - start, 3)
-        out[f"tilt map 8x8 {optimizer} converged"] = result.converged
-    return out
-
-
 def upload_bandwidth(device: torch.device) -> dict:
     """Host-to-device GB/s: our staged upload vs a plain pageable copy, 256 MiB float32."""
     from napari_gpuscope.compute.arrays import to_device
@@ -492,7 +365,7 @@ def peak_memory(device: torch.device) -> dict:
     result = {}
     volume = np.random.default_rng(1).random((64, 1024, 1024), dtype=np.float32)
     for twin in (False, True):
-        with _kill_switch(twin):
+        with kill_switch(twin):
             torch.cuda.synchronize()
             torch.cuda.empty_cache()
             base = torch.cuda.memory_allocated(device)
@@ -543,47 +416,6 @@ def forced_oom(device: torch.device) -> dict:
     }
 
 
-def esrrf_measurements(device: torch.device) -> dict:
-    """eSRRF: CUDA-event time per 512 x 512 frame at M = 5 (design target <= 1 ms) for the
-    fused chain and the twins, achieved tap rate, end-to-end time per frame from a uint16 host
-    stack, and peak device memory against the number of frames."""
-    from napari_gpuscope.compute import esrrf
-    from napari_gpuscope.compute.esrrf._pipeline import FramePipeline
-
-    result: dict[str, object] = {}
-    rng = np.random.default_rng(0)
-    stack = rng.poisson(150, (400, 512, 512)).astype(np.uint16)
-    params = esrrf.EsrrfParams()  # M 5, R 1.5
-    batch = 16
-    frames = torch.from_numpy(stack[:batch].astype(np.float32)).to(device)
-    for twin in (False, True):
-        with _kill_switch(twin):
-            pipeline = FramePipeline(512, 512, params, device, "bench")
-            ms = _median_event_ms(lambda p=pipeline: p.maps(frames), repeats=10, warmup=2)
-        taps = int(pipeline.geometry.table.counts().mean()) * 512 * 512 * 25
-        result["twin" if twin else "fused"] = {
-            "ms_per_frame": round(ms / batch, 4),
-            "taps_per_s": f"{taps * batch / (ms * 1e-3):.3e}",
-            "paths": pipeline.kernel_paths(),
-        }
-    start = time.perf_counter()
-    esrrf.esrrf(stack[:200], device=device)
-    torch.cuda.synchronize()
-    result["end_to_end_ms_per_frame_200x512x512_uint16"] = round(
-        (time.perf_counter() - start) / 200 * 1e3, 3
-    )
-    peaks = {}
-    for n in (50, 400):
-        torch.cuda.synchronize()
-        torch.cuda.empty_cache()
-        base = torch.cuda.memory_allocated(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        esrrf.esrrf(stack[:n], device=device, frames_per_chunk=25)
-        peaks[str(n)] = round((torch.cuda.max_memory_allocated(device) - base) / GIB, 4)
-    result["peak_gib_vs_frames"] = peaks
-    return result
-
-
 def bench(out: Path) -> dict:
     device = torch.device("cuda", 0)
     results: dict[str, object] = {"environment": environment()}
@@ -595,11 +427,11 @@ def bench(out: Path) -> dict:
         ("cold_warm", cold_warm),
         ("upload_gbps", lambda: upload_bandwidth(device)),
         ("end_to_end", lambda: end_to_end(device)),
-        ("phase", lambda: phase_timings(device)),
+        ("phase", lambda: kit_phase.bench(device)),
         ("peak_memory", lambda: peak_memory(device)),
         ("forced_oom", lambda: forced_oom(device)),
-        ("esrrf", lambda: esrrf_measurements(device)),
-        ("flatfield", lambda: flatfield(device)),
+        ("esrrf", lambda: kit_esrrf.bench(device)),
+        ("flatfield", lambda: kit_flatfield.bench(device)),
     ]
     for key, step in steps:
         start = time.perf_counter()
@@ -610,72 +442,6 @@ def bench(out: Path) -> dict:
         print(f"[bench] {key}: {time.perf_counter() - start:.1f} s", flush=True)
         (out / "bench.json").write_text(json.dumps(results, indent=2, default=str))
     return results
-
-
-# --------------------------------------------------------------------------------------------
-# flat-field (BaSiC): kernels vs twins, fit timings at T = 50/200/1000, peak memory
-# --------------------------------------------------------------------------------------------
-
-
-def flatfield(device: torch.device) -> dict:
-    """BaSiC: the fused ALM passes against their twins (CUDA events, bytes moved), and whole
-    fits (256 x 256 tiles, working size 128) at T = 50, 200, 1000 with and without darkfield:
-    CUDA-event time, peak memory, iterations, error against the known flatfield."""
-    from napari_gpuscope.compute.flatfield import _ops as ff
-    from napari_gpuscope.compute.flatfield import fit_basic
-    from napari_gpuscope.sample_data._shading import shaded_tiles
-
-    out: dict[str, object] = {"kernels": [], "fits": []}
-    gen = torch.Generator().manual_seed(0)
-    for t in (50, 1000):
-        images, flat, baseline, dark, dual, weight, mu = ff._example_state(
-            device, gen, 1, t, (128, 128)
-        )
-        sparse = torch.empty_like(images)
-        column, square = torch.empty_like(flat), torch.empty_like(flat)
-        runs = {
-            "basic_sparse": (
-                ff.basic_sparse,
-                (images, flat, baseline, dark, dual, weight, mu, sparse),
-            ),
-            "basic_dual": (
-                ff.basic_dual,
-                (images, flat, baseline, dark, sparse, dual, mu, 1.5 * mu, column, square),
-            ),
-        }
-        for name, (op, args) in runs.items():
-            run = functools.partial(op, *args)
-            row = {"op": name, "T": t, "bytes": 5 * images.numel() * 4}  # 3 reads, 1-2 writes
-            for path, kill in (("kernel", False), ("twin", True)):
-                with _kill_switch(kill):
-                    row[f"{path}_ms"] = round(_median_event_ms(run), 4)
-            row["kernel_gbps"] = round(row["bytes"] / row["kernel_ms"] / 1e6, 1)
-            out["kernels"].append(row)
-    for t in (50, 200, 1000):
-        truth = shaded_tiles(t, (256, 256), seed=0, dark_offset=100.0)
-        for dark in (False, True):
-            fit_basic(truth.images[:8], get_darkfield=dark, device=device)  # warm up
-            torch.cuda.reset_peak_memory_stats(device)
-            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            profile = fit_basic(truth.images, get_darkfield=dark, device=device)
-            stop.record()
-            stop.synchronize()
-            estimate = profile.flatfield / profile.flatfield.mean()
-            out["fits"].append(
-                {
-                    "T": t,
-                    "darkfield": dark,
-                    "fit_ms": round(start.elapsed_time(stop), 1),
-                    "peak_gib": round(torch.cuda.max_memory_allocated(device) / GIB, 3),
-                    "passes": profile.reweight_passes[0],
-                    "converged": profile.all_converged,
-                    "flat_rel_rmse": round(
-                        float(np.sqrt(((estimate - truth.flatfield) ** 2).mean())), 5
-                    ),
-                }
-            )
-    return out
 
 
 # --------------------------------------------------------------------------------------------
