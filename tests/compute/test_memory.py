@@ -162,3 +162,34 @@ def test_giving_up_reports_the_device():
     with pytest.raises(DeviceMemoryError, match="free RAM") as info:
         run_job(run_in_chunks(2, 1, process, device="cpu", bytes_per_item=8))
     assert info.value.device == "cpu"
+
+
+class _BrokenPool:
+    calls = 0
+
+    def free_all_blocks(self):
+        type(self).calls += 1
+        raise RuntimeError("cudaErrorInsufficientDriver: CUDA driver version is insufficient")
+
+
+@pytest.mark.parametrize("usable", [True, False], ids=["cupy-says-usable", "cupy-unusable"])
+def test_an_oom_retry_survives_a_cupy_that_imports_but_cannot_start(monkeypatch, usable):
+    """Freeing caches runs inside the OOM handler: a CuPy that cannot start must not replace
+    the out-of-memory error (the retry goes on), and an unusable CuPy is not touched at all."""
+    import sys
+    import types
+
+    from napari_gpuscope.compute import devices
+    from napari_gpuscope.compute.memory import MemoryRetry, free_cached
+
+    fake = types.ModuleType("cupy")
+    fake.get_default_memory_pool = _BrokenPool
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    monkeypatch.setitem(devices._cupy_status, 0, (usable, "CuPy 14 (simulated)"))
+    _BrokenPool.calls = 0
+
+    free_cached("cuda:0")
+    retry = MemoryRetry("cuda:0", what="one chunk")
+    assert retry.recover(torch.OutOfMemoryError("CUDA out of memory (simulated)"))
+    assert _BrokenPool.calls == (2 if usable else 0)

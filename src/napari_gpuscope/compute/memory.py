@@ -252,17 +252,28 @@ def release_frames(exc: BaseException) -> None:
 
 
 def free_cached(device: str | torch.device) -> None:
-    """Return cached device blocks (torch and CuPy pools) so a retry starts from a clean slate."""
+    """Return cached device blocks (torch and CuPy pools) so a retry starts from a clean slate.
+
+    Never raises for CuPy: it runs inside an out-of-memory handler, where a CuPy that imports
+    but cannot start on this device (e.g. a CUDA 13 build on a 12.x driver) would otherwise
+    replace the memory error with its own. CuPy's pool is only touched where
+    :func:`~napari_gpuscope.compute.devices.cupy_status` says CuPy runs.
+    """
     gc.collect()
     dev = torch.device(device)
     if dev.type != "cuda":
         return
     torch.cuda.empty_cache()
+    from .devices import cupy_status
+
     try:
+        usable, _ = cupy_status(dev)
+        if not usable:
+            return
         import cupy
 
         cupy.get_default_memory_pool().free_all_blocks()
-    except ImportError:
+    except Exception:  # freeing a cache is best effort; the caller's error is what matters
         pass
 
 
