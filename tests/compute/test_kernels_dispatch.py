@@ -218,6 +218,49 @@ def test_self_test_passes_for_the_shipped_kernel() -> None:
     assert detail.startswith("max abs diff")
 
 
+def _example_holding_the_answer(device, generator):
+    """axpby's example, with ``out`` already holding the right answer: what an uninitialised
+    tensor can contain when the allocator hands back the block of an earlier self-test."""
+    (x, y, out, a, b), kwargs = axpby_module._example(device, generator)
+    axpby_module.axpby_twin(x, y, out, a, b)
+    return (x, y, out, a, b), kwargs
+
+
+def test_self_test_fails_a_kernel_that_never_writes_its_output() -> None:
+    """A launch that writes nothing (e.g. on another stream, before the inputs exist) must not
+    pass because the output memory happened to hold the answer already."""
+    lazy = FusedOp(
+        "axpby-writes-nothing",
+        launch=lambda backend, *args: None,
+        twin=axpby_module.axpby_twin,
+        example=_example_holding_the_answer,
+        outputs=(2,),
+    )
+    ok, detail = lazy.self_test(HostBackend(), torch.device("cpu"))
+    assert not ok
+    assert "NaN" in detail
+
+
+def test_self_test_keeps_in_out_arguments() -> None:
+    """An output the twin also reads (updated in place) keeps its example values."""
+
+    def accumulate_twin(x, acc):
+        acc.add_(x)
+
+    op = FusedOp(
+        "accumulate",
+        launch=lambda backend, x, acc: accumulate_twin(x, acc),
+        twin=accumulate_twin,
+        example=lambda device, gen: ((torch.rand(5, generator=gen), torch.ones(5)), {}),
+        outputs=(1,),
+    )
+    args, _ = op._poison_pure_outputs(*op.example(torch.device("cpu"), torch.Generator()))
+    assert not bool(args[1].isnan().any())
+    assert axpby._poison_pure_outputs(
+        *axpby.example(torch.device("cpu"), torch.Generator())
+    )[0][2].isnan().all()
+
+
 class _FailingBackend(HostBackend):
     """A host backend whose launches raise ``error`` the first ``times`` times."""
 

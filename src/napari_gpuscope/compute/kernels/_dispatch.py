@@ -23,6 +23,7 @@ from ._backends import (
     KernelCompileError,
     host_emulation_available,
 )
+from ._gate import StreamHold
 
 __all__ = [
     "HOST_KERNELS_ENV",
@@ -488,10 +489,17 @@ class FusedOp:
     def self_test(self, backend: Backend, device: torch.device) -> tuple[bool, str]:
         """Compare the kernel on ``backend`` with the twin on the op's example inputs.
 
-        On CUDA the test runs on a fresh non-default stream whose inputs are written only after
-        the stream has spun for ~10 ms: a kernel launched on any other stream than torch's
-        current one runs before its inputs exist and fails the comparison. Nothing is
-        synchronised between the launch and the comparison (which runs on that stream too).
+        Outputs whose initial values the twin does not read (pure outputs) start as NaN on both
+        sides, so an element the kernel never writes shows as a mismatch, and so does a kernel
+        that did not run at all (an uninitialised example output may hold the right answer
+        from an earlier test: the first H100 run passed a wrong-stream kernel that way).
+
+        On CUDA the kernel is launched once beforehand (the NVRTC compile stays out of the
+        test), then the test runs on a fresh stream held by a :class:`StreamHold` until the
+        host has launched the kernel: the stream writes the inputs, runs the kernel and
+        compares, so a kernel launched on any other stream than torch's current one runs on
+        poisoned inputs and fails. Nothing is synchronised between the launch and the
+        comparison (which runs on that stream too).
 
         Returns
         -------
@@ -509,25 +517,74 @@ class FusedOp:
         # the same seed gives the same inputs everywhere.
         generator = torch.Generator().manual_seed(0)
         args, kwargs = self.example(device, generator)
+        args, kwargs = self._poison_pure_outputs(args, kwargs)
         twin_args, twin_kwargs = _clone(args), _clone(kwargs)
         self.twin(*twin_args, **twin_kwargs)
         kernel_args, kernel_kwargs = _poisoned_like(args), _poisoned_like(kwargs)
         if device.type == "cuda":
+            scratch_args, scratch_kwargs = _clone(args), _clone(kwargs)
+            with torch.cuda.device(device):
+                bound = getattr(backend, "on_current_stream", None)
+                self.launch(
+                    bound() if bound is not None else backend, *scratch_args, **scratch_kwargs
+                )
+                torch.cuda.synchronize(device)
+            del scratch_args, scratch_kwargs
             stream = torch.cuda.Stream(device)
             stream.wait_stream(torch.cuda.current_stream(device))  # the example's copies
             with torch.cuda.device(device), torch.cuda.stream(stream):
-                if hasattr(torch.cuda, "_sleep"):
-                    torch.cuda._sleep(SELF_TEST_DELAY_CYCLES)
+                hold = StreamHold(device)
                 _copy_into((kernel_args, kernel_kwargs), (args, kwargs))
                 bound = getattr(backend, "on_current_stream", None)
                 self.launch(
                     bound() if bound is not None else backend, *kernel_args, **kernel_kwargs
                 )
+                hold.release()
                 result = self._compare(twin_args, twin_kwargs, kernel_args, kernel_kwargs)
             return result
         _copy_into((kernel_args, kernel_kwargs), (args, kwargs))
         self.launch(backend, *kernel_args, **kernel_kwargs)
         return self._compare(twin_args, twin_kwargs, kernel_args, kernel_kwargs)
+
+    def _output(self, args: Any, kwargs: Any, output: int | str) -> torch.Tensor:
+        return kwargs[output] if isinstance(output, str) else args[output]
+
+    def _poison_pure_outputs(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The example with every output the twin only writes (never reads) set to NaN.
+
+        An output is pure when NaN in it before the call changes none of the twin's outputs;
+        in-out arguments (a dual variable updated in place) keep their values.
+        """
+        reference_args, reference_kwargs = _clone(args), _clone(kwargs)
+        self.twin(*reference_args, **reference_kwargs)
+        args, kwargs = list(args), dict(kwargs)
+        for output in self.outputs:
+            trial_args, trial_kwargs = _clone(tuple(args)), _clone(kwargs)
+            self._output(trial_args, trial_kwargs, output).fill_(float("nan"))
+            self.twin(*trial_args, **trial_kwargs)
+            unchanged = all(
+                torch.equal(
+                    self._output(trial_args, trial_kwargs, o).isnan(),
+                    self._output(reference_args, reference_kwargs, o).isnan(),
+                )
+                and torch.allclose(
+                    self._output(trial_args, trial_kwargs, o),
+                    self._output(reference_args, reference_kwargs, o),
+                    rtol=0,
+                    atol=0,
+                    equal_nan=True,
+                )
+                for o in self.outputs
+            )
+            if unchanged:
+                poisoned = torch.full_like(self._output(args, kwargs, output), float("nan"))
+                if isinstance(output, str):
+                    kwargs[output] = poisoned
+                else:
+                    args[output] = poisoned
+        return tuple(args), kwargs
 
     def _compare(
         self,
