@@ -384,6 +384,38 @@ def test_lazy_chunk_preview_is_the_current_core_estimate(volume):
     np.testing.assert_allclose(last, result.image[region], rtol=0, atol=1e-6)
 
 
+def test_a_held_chunk_preview_releases_its_tensors_when_the_job_moves_on(volume):
+    """A consumer that keeps an update must not keep that chunk's f and y alive while the next
+    chunk allocates its own (the chunks are planned without them): once the job resumes, the
+    preview says it has expired and the chunk's tensors are freed."""
+    kept = []
+    before_next = []
+
+    def consume(update):
+        if kept:
+            previous = kept[-1].outputs[tv.OUTPUT]
+            with pytest.raises(RuntimeError, match="valid only while"):
+                previous.array()
+            cells = previous.data.__closure__ or ()
+            held = [c.cell_contents for c in cells if isinstance(c.cell_contents, list)]
+            before_next.append(held == [[]])
+        if tv.OUTPUT in update.outputs:
+            kept.append(update)
+
+    run_job(
+        tv.iter_denoise(
+            volume,
+            0.08,
+            device="cpu",
+            tolerance=0,
+            max_iterations=10,
+            memory_budget=plane_bytes((40, 40)) * 20,
+        ),
+        on_progress=consume,
+    )
+    assert len(kept) >= 4 and before_next and all(before_next)
+
+
 # --- the certificate, its memory, and the public halo -------------------------------------------
 
 

@@ -281,6 +281,9 @@ def run_job(
             update = job.send(command)
             if on_progress is not None:
                 on_progress(update)
+            # Dropped before the job resumes: a lazy output pins the tensors it would copy, and
+            # the job's next step plans its memory without them.
+            update = None
             if cancel is not None and cancel.cancelled:
                 raise JobCancelled("the job was cancelled")
             command = STOP if stop is not None and stop.requested else None
@@ -327,7 +330,9 @@ def mapped(job: Generator[Any, Any, R], transform: Callable[[Any], Progress | No
             except StopIteration as done:
                 return done.value
             progress = transform(update)
+            update = None  # see run_job: nothing of a past update is held while the job resumes
             command = None if progress is None else (yield progress)
+            progress = None
     finally:
         job.close()
 

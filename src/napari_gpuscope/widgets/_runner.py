@@ -109,6 +109,7 @@ def _drive(job: Job[Any], control: _Control) -> Generator[Progress, None, tuple[
             if isinstance(update, Progress) and update.outputs:
                 update = _for_display(update, control)
             yield update
+            update = None  # a lazy output pins device memory the job's next step may need
             command = STOP if control.stop.is_set() else None
     except Exception as exc:
         raise _JobError(exc) from exc
