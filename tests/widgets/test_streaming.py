@@ -148,7 +148,9 @@ def _fused_op(name):
     """A fused op as a method module would define it (torch twin only on the CPU)."""
     from napari_gpuscope.compute.kernels import FusedOp, axpby
 
-    return FusedOp(name, lambda *a: None, axpby.axpby_twin, axpby._example, outputs=(2,))
+    return FusedOp(
+        name, lambda *a: None, axpby.axpby_twin, axpby._example, outputs=(2,), register=True
+    )
 
 
 def test_kernels_are_prepared_first_and_a_run_waits_for_them(

@@ -88,7 +88,14 @@ from ._dispatch import (
     registered_ops,
     warm_up,
 )
-from ._source import COMPUTE_DIR, KERNEL_DIR, KernelSource, kernel_files
+from ._source import (
+    COMPUTE_DIR,
+    KERNEL_DIR,
+    KernelSource,
+    kernel_files,
+    kernels_named_in,
+    op_modules,
+)
 
 __all__ = [
     "BLOCK_SIZE",
@@ -113,9 +120,11 @@ __all__ = [
     "host_emulation_available",
     "host_kernels_requested",
     "kernel_files",
+    "kernels_named_in",
     "kill_switch_active",
     "nvcc_available",
     "nvcc_compile_check",
+    "op_modules",
     "path_report",
     "registered_ops",
     "warm_up",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import threading
 import warnings
@@ -24,6 +25,7 @@ from ._backends import (
     host_emulation_available,
 )
 from ._gate import StreamHold
+from ._source import kernels_named_in, op_modules
 
 __all__ = [
     "HOST_KERNELS_ENV",
@@ -50,14 +52,33 @@ SELF_TEST_DELAY_CYCLES = 20_000_000
 Example = Callable[[torch.device, torch.Generator], tuple[tuple[Any, ...], dict[str, Any]]]
 
 
+_LIVE: weakref.WeakSet[FusedOp] = weakref.WeakSet()
+"""Every live FusedOp, registered or not (what :func:`path_report` reports on)."""
+
 _REGISTERED: weakref.WeakSet[FusedOp] = weakref.WeakSet()
-"""Every live FusedOp (ops register themselves when their module is imported; throw-away ops
-built by tests disappear with their last reference)."""
+"""Ops built with ``register=True`` outside the compute package's modules (a plug-in's)."""
 
 
 def registered_ops() -> tuple[FusedOp, ...]:
-    """The fused operations defined by the compute modules imported so far, by name."""
-    return tuple(sorted(_REGISTERED, key=lambda op: op.name))
+    """Every fused operation of every method, by name, whichever modules were imported so far.
+
+    Imports the compute modules that define ops at module level
+    (:func:`~napari_gpuscope.compute.kernels.op_modules`, found by reading the sources;
+    importing them touches neither CUDA nor CuPy) and returns their ops, plus any op built with
+    ``register=True``. Ops built elsewhere (tests' throw-away ops) are not included, so a
+    deliberately broken one never reaches a warm-up or the GPU kit's checks.
+
+    Examples
+    --------
+    >>> names = [op.name for op in registered_ops()]
+    >>> "axpby" in names and "fgp_step" in names
+    True
+    """
+    ops = {id(op): op for op in _REGISTERED}
+    for name in op_modules():
+        module = importlib.import_module(name)
+        ops.update((id(v), v) for v in vars(module).values() if isinstance(v, FusedOp))
+    return tuple(sorted(ops.values(), key=lambda op: op.name))
 
 
 def warm_up(device: str | torch.device) -> Job[dict[str, bool]]:
@@ -252,6 +273,14 @@ class FusedOp:
     backend_factory : callable, optional
         ``factory(device) -> Backend``; defaults to :func:`default_backend_factory`. Tests
         replace it to exercise the self-test failure path.
+    kernels : sequence of str, optional
+        The ``__global__`` kernels ``launch`` can run. Default: read from the launcher's code
+        (:func:`~napari_gpuscope.compute.kernels.kernels_named_in`); declare them when the
+        launcher builds its kernel names in a helper.
+    register : bool
+        Add the op to :func:`registered_ops` even though it is not defined at module level in
+        the compute package (whose ops are found without this). Default False: ops built in
+        functions and tests stay out of warm-ups and the GPU kit.
 
     Notes
     -----
@@ -289,6 +318,8 @@ class FusedOp:
         rtol: float = 1e-5,
         atol: float = 1e-6,
         backend_factory: Callable[[torch.device], Backend] | None = None,
+        kernels: Sequence[str] | None = None,
+        register: bool = False,
     ) -> None:
         self.name = name
         self.launch = launch
@@ -305,10 +336,25 @@ class FusedOp:
         self._backends: dict[str, Backend] = {}
         self._verdicts: dict[str, str] = {}
         self._lock = threading.Lock()
-        _REGISTERED.add(self)
+        self._kernels = None if kernels is None else tuple(kernels)
+        _LIVE.add(self)
+        if register:
+            _REGISTERED.add(self)
 
     def __repr__(self) -> str:
         return f"FusedOp({self.name!r})"
+
+    @property
+    def kernel_names(self) -> tuple[str, ...]:
+        """The ``__global__`` kernels this op's launcher can run (declared or read from it)."""
+        if self._kernels is None:
+            self._kernels = kernels_named_in(self.launch)
+        return self._kernels
+
+    @property
+    def module(self) -> str:
+        """The module that defines the op's launcher, e.g. ``"napari_gpuscope.compute.tv._ops"``."""
+        return str(getattr(self.launch, "__module__", "") or "")
 
     def reset(self) -> None:
         """Forget self-test results, cached backends, paths and call counts (for tests)."""
@@ -647,7 +693,7 @@ def path_report(device: str | torch.device | None = None) -> dict[str, dict[str,
     """
     wanted = None if device is None else str(torch.device(device))
     report: dict[str, dict[str, str]] = {}
-    for op in registered_ops():
+    for op in sorted(_LIVE, key=lambda op: op.name):
         paths = {
             where: path.describe()
             for where, path in sorted(op.last_paths.items())
