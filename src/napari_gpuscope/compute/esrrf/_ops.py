@@ -215,9 +215,12 @@ def rgc_twin(
                     (dx, dy, np.where(keep, d, 1.0), weight),
                 )
     rgc = torch.where(den > 0, num / torch.where(den > 0, den, 1.0), 0.0)
+    # Clamp before the power: a rounding a hair below 0 would give NaN at a non-integer
+    # sensitivity (and macro-pixel correction would spread it over a whole phase class).
+    rgc = rgc.clamp_min_(0.0)
     if sensitivity > 1:
         rgc = rgc.pow(sensitivity)
-    rgc = rgc.clamp_min_(0.0).reshape(batch, h * m, w * m)
+    rgc = rgc.reshape(batch, h * m, w * m)
     if magnified is not None:
         rgc = rgc * magnified
     return _zero_border(rgc, geometry.margin)

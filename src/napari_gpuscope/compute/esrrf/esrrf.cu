@@ -105,8 +105,10 @@ extern "C" __global__ void esrrf_rgc(
             }
         }
         float rgc = den > 0.0f ? num / den : 0.0f;
-        if (sensitivity > 1.0f) rgc = powf(rgc, sensitivity);
+        // Clamp before the power: rounding of 1 - |cross| / (|g| d) can leave rgc a hair below
+        // 0, and powf of a negative number at a non-integer sensitivity is NaN.
         if (rgc < 0.0f) rgc = 0.0f;
+        if (sensitivity > 1.0f) rgc = powf(rgc, sensitivity);
         if (weighting) {
             const float* frame = frames + b * (long long)rows * cols;
             float intensity = 0.0f;
