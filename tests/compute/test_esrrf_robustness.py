@@ -87,3 +87,71 @@ def test_slightly_negative_rgc_gives_no_nan_in_the_kernel(weighting):
     out = torch.full((1, 36, 36), np.nan)
     _kernels.rgc.run_on(HostBackend(), *args, out, geometry=g, sensitivity=1.5, weighting=weighting)
     _check_no_nan(out, pixel)
+
+
+# -- 1.1: the upload stream and device-resident input ---------------------------------------------
+class _Stream:
+    """Stands for a CUDA stream: records waits in the shared log."""
+
+    def __init__(self, name: str, log: list) -> None:
+        self.name = name
+        self.log = log
+
+    def wait_stream(self, other: _Stream) -> None:
+        self.log.append(("wait", self.name, other.name))
+
+
+@pytest.fixture
+def streams(monkeypatch):
+    """A compute stream (torch's current one) and the pipeline's upload stream, as recorders:
+    every read of the input (``to_device``) is logged with the stream current at that moment."""
+    from napari_gpuscope.compute.esrrf import _pipeline
+
+    log: list = []
+    compute, side = _Stream("compute", log), _Stream("side", log)
+    current = [compute]
+
+    class _Use:
+        def __init__(self, stream: _Stream) -> None:
+            self.stream = stream
+
+        def __enter__(self) -> None:
+            self.previous, current[0] = current[0], self.stream
+
+        def __exit__(self, *exc: object) -> None:
+            current[0] = self.previous
+
+    def read(data, device, **kwargs):
+        log.append(("read", current[0].name))
+        return torch.zeros(tuple(data.shape), dtype=torch.float32)
+
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: current[0])
+    monkeypatch.setattr(torch.cuda, "stream", _Use)
+    monkeypatch.setattr(_pipeline, "to_device", read)
+    monkeypatch.setattr(
+        torch.Tensor, "record_stream", lambda self, s: log.append(("record", s.name))
+    )
+    pipeline = _pipeline.FramePipeline(
+        16, 16, _pipeline.EsrrfParams(), torch.device("cpu"), "stack"
+    )
+    pipeline._copy_stream = side  # as on a GPU
+    return pipeline, log
+
+
+def test_device_resident_input_is_read_after_the_stream_that_wrote_it(streams):
+    """A CUDA tensor is ready on torch's current stream (where its producer queued the
+    writes): it must be read there, or on a stream that waited for it first. (A meta tensor
+    stands for the CUDA tensor: anything not in host memory.)"""
+    pipeline, log = streams
+    pipeline.upload(torch.empty((3, 16, 16), device="meta"), 0)
+    read = log.index(next(entry for entry in log if entry[0] == "read"))
+    stream = log[read][1]
+    assert stream == "compute" or ("wait", stream, "compute") in log[:read], log
+
+
+def test_host_input_is_uploaded_on_the_side_stream_and_awaited(streams):
+    """Host frames keep the overlap: copied on the upload stream, which compute then waits for,
+    and their memory is not reused before compute is done with it."""
+    pipeline, log = streams
+    pipeline.upload(np.zeros((3, 16, 16), np.uint16), 0)
+    assert log == [("read", "side"), ("wait", "compute", "side"), ("record", "compute")]

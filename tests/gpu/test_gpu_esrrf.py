@@ -78,3 +78,32 @@ def test_esrrf_kernel_source_compiles_for_this_gpu(gpu):
     backend = CupyBackend(gpu)
     for name in esrrf_kernels.SOURCE.kernel_names:
         assert backend.function(esrrf_kernels.SOURCE, name) is not None
+
+
+def test_esrrf_reads_a_cuda_input_after_the_stream_that_writes_it(gpu):
+    """Issue 16, 1.1: frames 4-11 of a CUDA stack are written on the producer stream (torch's
+    current one) by work queued behind a ~50 ms spin, while the job is paused after its
+    first chunk; the next chunks must see the written frames, not the zeros before them."""
+    import numpy as np
+
+    from napari_gpuscope.compute import esrrf
+
+    rng = np.random.default_rng(1)
+    host = rng.poisson(120, (12, 64, 64)).astype(np.float32)
+    cpu = esrrf.esrrf(host, device="cpu", frames_per_chunk=4)
+    source = torch.from_numpy(host).to(gpu)
+    producer = torch.cuda.Stream(gpu)
+    producer.wait_stream(torch.cuda.current_stream(gpu))
+    with torch.cuda.stream(producer):
+        stack = torch.zeros_like(source)
+        stack[:4].copy_(source[:4])
+        job = esrrf.iter_esrrf(stack, device=gpu, frames_per_chunk=4)
+        next(job)  # the first chunk is done; the job is paused
+        torch.cuda._sleep(100_000_000)
+        stack[4:].copy_(source[4:])
+        try:
+            while True:
+                job.send(None)
+        except StopIteration as done:
+            ours = done.value.image
+    np.testing.assert_allclose(ours, cpu, rtol=0, atol=1e-4 * np.abs(cpu).max())

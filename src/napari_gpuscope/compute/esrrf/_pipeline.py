@@ -73,18 +73,12 @@ class FramePipeline:
     def upload(self, host: Any, first_frame: int) -> torch.Tensor:
         """float32 frames on the device (raw dtype uploaded, converted there), checked finite.
 
-        On a GPU the copy and the conversion run on the upload stream while the previous
+        On a GPU, host frames are copied and converted on the upload stream while the previous
         chunk's kernels still run; the compute stream waits for the upload before it uses the
         frames, and the frames' memory is not reused until the compute stream is done with it.
+        Frames already on a device are converted on the compute stream (torch's current one).
         """
-        if self._copy_stream is None:
-            frames = to_device(host, self.device)
-        else:
-            compute = torch.cuda.current_stream(self.device)
-            with torch.cuda.stream(self._copy_stream):
-                frames = to_device(host, self.device)
-            compute.wait_stream(self._copy_stream)
-            frames.record_stream(compute)
+        frames = self._to_device(host)
         integer = (
             not host.dtype.is_floating_point
             if isinstance(host, torch.Tensor)
@@ -101,6 +95,22 @@ class FramePipeline:
                     f"{first_frame + len(frames) - 1}); eSRRF needs finite intensities. Replace "
                     "them (e.g. numpy.nan_to_num) or crop them away."
                 )
+        return frames
+
+    def _to_device(self, host: Any) -> torch.Tensor:
+        if self._copy_stream is None or (
+            isinstance(host, torch.Tensor) and host.device.type != "cpu"
+        ):
+            # A device tensor is ready on torch's current stream, where its producer queued
+            # the writes; the upload stream does not wait for that stream, so reading it there
+            # could see the tensor before it is written (issue 16). Nothing crosses the bus, so
+            # there is no copy to overlap either.
+            return to_device(host, self.device)
+        compute = torch.cuda.current_stream(self.device)
+        with torch.cuda.stream(self._copy_stream):
+            frames = to_device(host, self.device)
+        compute.wait_stream(self._copy_stream)
+        frames.record_stream(compute)
         return frames
 
     def maps(self, frames: torch.Tensor) -> torch.Tensor:
