@@ -1,73 +1,390 @@
-"""Measurements of the GPU verification kit (``scripts/gpu-check.sh``); also usable alone.
+"""The GPU verification kit's driver (``scripts/gpu-check.sh``); each subcommand also runs alone.
 
-Needs only torch (CUDA), CuPy, NumPy and the package on ``PYTHONPATH`` (no napari). Subcommands:
+Run from the repository root with ``PYTHONPATH=src`` (``benchmarks/`` is on ``sys.path`` as this
+script's folder). Subcommands:
 
-- ``bench --out DIR``: environment, device-copy ceiling, CUDA-event timings of every fused
-  kernel and its twin with achieved GB/s against the byte model, host microseconds per op and per
-  FGP iteration (with a CUDA-graph replay for comparison), cold/warm first call, end-to-end
-  ``tv.denoise`` split by phase, peak device memory against the memory model, and a forced
-  out-of-memory retry. Writes ``DIR/bench.json`` and prints a summary.
-- ``solve``: a small fused solve (what ``compute-sanitizer`` runs).
-- ``cold``: one kernel preparation in a fresh process (timed by ``bench``).
-- ``report --out DIR``: merges ``bench.json``, the pytest records and the tool logs of ``DIR``
-  into ``report.md`` and ``report.json``.
+- ``plan [--only A,B] [--skip C] [--format json|tsv]``: the kit's steps, generated from
+  :func:`napari_gpuscope.compute.kernels.registered_ops` (no GPU needed): for every method a
+  ``twin`` step (its GPU tests, plus the generic per-op and per-source tests of
+  ``tests/gpu/test_gpu_kernels.py``), ``memcheck``, ``racecheck`` and ``initcheck`` steps
+  (compute-sanitizer on ``exercise``), an ``ncu`` step (Nsight Compute on ``profile``, only the
+  method's kernels) and a ``bench`` step; then the ``batch`` step and the forced ``oom`` step.
+  eSRRF, flat-field and phase come first, then batch, then TV, then the forced OOM. A token of
+  ``--only``/``--skip`` matches a step's name, kind or method.
+- ``exercise --method M``: compiles and self-tests the method's ops on the GPU (each self-test
+  launches its kernels once), then ``kit_<M>.exercise(device)`` (what the sanitizers run).
+- ``profile --method M``: the same preparation, then ``kit_<M>.profile(device)`` between
+  ``cudaProfilerStart`` and ``cudaProfilerStop`` (``ncu --profile-from-start off`` profiles
+  only those launches, never the self-tests').
+- ``bench --method M --out DIR``: ``kit_<M>.bench(device)`` into ``DIR/bench-<M>.json`` (and the
+  environment into ``DIR/environment.json``).
+- ``oom --out DIR``: ``kit_tv.forced_oom`` into ``DIR/bench-oom.json``.
+- ``batch --out DIR [--wheels DIR]``: installs the batch runner's dependencies from the carried
+  wheels (``scripts/kit-wheels.sh``) into a temporary folder, then runs
+  ``tests/batch/test_batch_gpu.py`` and ``benchmarks/batch_benchmark.py --device cuda``; exit
+  status 77 (skipped) without wheels.
+- ``report --out DIR``: ``DIR/report.md`` and ``DIR/report.json`` from whatever the steps left
+  (per-step status and seconds, test results and measurements, sanitizer summaries, Nsight
+  Compute per kernel, every method's bench tables, batch); missing pieces are said to be missing.
 
-Timings are medians over repeats, after warm-up. Byte model per element and call (``d`` coupled
-axes, float32): ``fgp_step`` reads f, z, y and writes y, z_next: ``(1 + 4d) * 4``;
-``fgp_primal`` reads f, z and writes u: ``(2 + d) * 4``; ``tv_gap_partials`` reads f, y, u:
-``(2 + d) * 4``.
+A method's kit module is ``benchmarks/kit_<method>.py`` with ``bench``, ``exercise`` and
+``profile`` functions of one argument, the device; one that is missing fails its step with a
+message naming it. Nothing here imports torch or the package at module level: ``plan`` and
+``report`` run anywhere.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
+import importlib
 import json
-import math
 import os
 import platform
-import statistics
+import re
+import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+import zipfile
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
-import kit_esrrf
-import kit_flatfield
-import kit_phase
-import numpy as np
-import torch
-from kit_common import GIB, host_us, kill_switch, median_event_ms
+ROOT = Path(__file__).resolve().parents[1]
+KINDS = ("twin", "memcheck", "racecheck", "initcheck", "ncu", "bench", "batch", "oom")
+SANITIZERS = ("memcheck", "racecheck", "initcheck")
+METHOD_ORDER = ("esrrf", "flatfield", "phase", "tv")
+"""Steps run method by method in this order within each kind; methods not listed (new ones)
+come before TV."""
+PLATFORM_GROUP = {"kernels": "tv"}
+"""The platform's own ops (``compute/kernels``, e.g. ``axpby``) are checked with TV's steps."""
+TWIN_TESTS = {
+    "esrrf": ("tests/gpu/test_gpu_esrrf.py",),
+    "flatfield": ("tests/gpu/test_gpu_flatfield.py",),
+    "phase": ("tests/gpu/test_gpu_phase.py",),
+    "tv": (
+        "tests/gpu/test_gpu_kernels.py",
+        "tests/gpu/test_gpu_solve.py",
+        "tests/gpu/test_gpu_arrays.py",
+        "tests/compute",
+    ),
+}
+GENERIC_TESTS = "tests/gpu/test_gpu_kernels.py"
+OP_TEST = "test_registered_op_runs_its_verified_kernel"
+SOURCE_TEST = "test_kernel_source_compiles_for_this_gpu"
+DEFAULT_LIMITS = {
+    "twin": 45,
+    "memcheck": 30,
+    "racecheck": 25,
+    "initcheck": 25,
+    "ncu": 30,
+    "bench": 45,
+}
+LIMITS = {
+    ("twin", "phase"): 55,  # 2048 x 2048 x 21 cases
+    ("twin", "tv"): 60,  # three files, the 64x1024x1024 case and a child process
+    ("bench", "phase"): 40,
+    ("bench", "tv"): 50,  # cold/warm kernel preparation in two fresh processes
+    ("memcheck", "tv"): 25,
+    ("racecheck", "tv"): 20,
+    ("initcheck", "tv"): 20,
+    ("batch", None): 55,
+    ("oom", None): 25,
+}
+MAX_TOTAL_S = 900
+BATCH_ARGS = (
+    'batch --out "$KIT_OUT" --wheels "${KIT_WHEELS:-.kit-wheels}" --limit "${KIT_STEP_LIMIT:-55}"'
+)
+SKIPPED_EXIT = 77
+NCU_SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "ComputeWorkloadAnalysis")
+BATCH_PACKAGES = ("dask", "distributed", "zarr", "ome_zarr", "pydantic", "yaml")
 
 # --------------------------------------------------------------------------------------------
-# helpers
+# the plan
 # --------------------------------------------------------------------------------------------
+
+
+class KitError(RuntimeError):
+    """A step cannot run as asked (missing kit function, unknown method or step)."""
+
+
+def _src_on_path() -> None:
+    src = str(ROOT / "src")
+    if src not in sys.path:
+        sys.path.insert(0, src)
+
+
+def method_of(op: Any) -> str:
+    """The method whose steps check ``op``: the compute sub-package defining it."""
+    parts = op.module.split(".")
+    if parts[:2] != ["napari_gpuscope", "compute"] or len(parts) < 3:
+        return "tv"  # a plug-in's op (register=True): checked with the platform's
+    return PLATFORM_GROUP.get(parts[2], parts[2])
+
+
+def _source_method(path: Path, compute_dir: Path) -> str:
+    package = path.relative_to(compute_dir).parts[0]
+    return PLATFORM_GROUP.get(package, package)
+
+
+def _ordered(methods: Iterable[str]) -> list[str]:
+    known = [m for m in METHOD_ORDER if m in methods]
+    new = sorted(set(methods) - set(METHOD_ORDER))
+    return [m for m in known if m != "tv"] + new + (["tv"] if "tv" in known else [])
+
+
+def _limit(kind: str, method: str | None) -> int:
+    return LIMITS.get((kind, method), DEFAULT_LIMITS.get(kind, 30))
+
+
+def _python() -> str:
+    return '"$KIT_PYTHON"'
+
+
+def _kit(args: str) -> str:
+    return f"{_python()} benchmarks/gpu_kit.py {args}"
+
+
+def _twin_command(method: str, ops: Sequence[Any], sources: Sequence[str], others: dict) -> str:
+    targets = list(TWIN_TESTS.get(method, (f"tests/gpu/test_gpu_{method}.py",)))
+    nodes = [f"{GENERIC_TESTS}::{OP_TEST}[{op.name}]" for op in ops]
+    nodes += [f"{GENERIC_TESTS}::{SOURCE_TEST}[{name}]" for name in sources]
+    deselect: list[str] = []
+    if GENERIC_TESTS in targets:
+        # The whole file runs here: the generic tests of the other methods' ops run in theirs.
+        deselect = [f"{GENERIC_TESTS}::{OP_TEST}[{name}]" for name in others["ops"]]
+        deselect += [f"{GENERIC_TESTS}::{SOURCE_TEST}[{name}]" for name in others["sources"]]
+    else:
+        targets += nodes
+    words = ["-m", "pytest", "-m", "gpu", "-q", "-ra", "-p", "no:cacheprovider", "-o", "addopts="]
+    words += ["--strict-markers", *targets]
+    for node in deselect:
+        words += ["--deselect", node]
+    records = f'GPUSCOPE_KIT_RECORDS="$KIT_OUT/records-twin-{method}.json"'
+    return f"{records} {_python()} " + " ".join(shlex.quote(w) for w in words)
+
+
+def _sanitizer_command(tool: str, method: str) -> str:
+    # One cudaMalloc per tensor (no caching allocator), so every bound is the tensor's own.
+    return (
+        f"PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool {tool} --error-exitcode 9 "
+        f"--target-processes all --print-limit 100 " + _kit(f"exercise --method {method}")
+    )
+
+
+def _ncu_command(method: str, kernels: Sequence[str], count: int) -> str:
+    regex = "regex:^(" + "|".join(re.escape(k) for k in kernels) + ")$"
+    sections = " ".join(f"--section {s}" for s in NCU_SECTIONS)
+    return (
+        "ncu --clock-control none --target-processes all --profile-from-start off "
+        f"--kernel-name-base function -k {shlex.quote(regex)} -c {count} {sections} "
+        + _kit(f"profile --method {method}")
+    )
+
+
+def build_plan(only: Sequence[str] = (), skip: Sequence[str] = ()) -> dict:
+    """The kit's steps for the ops registered now, filtered by ``only`` and ``skip``.
+
+    Returns
+    -------
+    dict
+        ``{"steps": [{"name", "kind", "method", "ops", "limit_s", "requires", "log",
+        "command", ...}], "total_limit_s": ...}``; ``ncu`` steps also list their
+        ``kernels``. Commands are shell text for ``bash -c`` with ``$KIT_PYTHON`` and
+        ``$KIT_OUT`` set (``scripts/gpu-check.sh`` sets both).
+
+    Raises
+    ------
+    KitError
+        A token of ``only``/``skip`` matches no step.
+    """
+    _src_on_path()
+    from napari_gpuscope.compute.kernels import COMPUTE_DIR, kernel_files, registered_ops
+
+    ops = registered_ops()
+    by_method: dict[str, list[Any]] = {}
+    for op in ops:
+        by_method.setdefault(method_of(op), []).append(op)
+    sources: dict[str, list[str]] = {}
+    for path in kernel_files():
+        sources.setdefault(_source_method(path, COMPUTE_DIR), []).append(path.name)
+    methods = _ordered(by_method)
+    steps: list[dict] = []
+
+    def add(kind: str, method: str | None, command: str, **extra: Any) -> None:
+        method_ops = [op.name for op in by_method.get(method, [])] if method else []
+        name = f"{kind}-{method}" if method else kind
+        steps.append(
+            {
+                "name": name,
+                "kind": kind,
+                "method": method,
+                "ops": method_ops,
+                "limit_s": _limit(kind, method),
+                "requires": {"ncu": "ncu", **dict.fromkeys(SANITIZERS, "compute-sanitizer")}.get(
+                    kind
+                ),
+                "log": f"{name}.log",
+                "command": command,
+                **extra,
+            }
+        )
+
+    def method_steps(method: str, kind: str) -> None:
+        mine = by_method.get(method, [])
+        if kind == "twin":
+            others = {
+                "ops": [op.name for op in ops if method_of(op) != method],
+                "sources": [n for m, names in sources.items() if m != method for n in names],
+            }
+            add(kind, method, _twin_command(method, mine, sources.get(method, []), others))
+        elif kind in SANITIZERS:
+            add(kind, method, _sanitizer_command(kind, method))
+        elif kind == "ncu":
+            kernels = sorted({k for op in mine for k in op.kernel_names})
+            # Each op's profile launches its kernels a few times at most; the cap keeps a
+            # profile that loops (whole jobs) from replaying hundreds of launches.
+            count = max(4, 3 * len(mine))
+            op_kernels = {op.name: list(op.kernel_names) for op in mine}
+            command = _ncu_command(method, kernels, count)
+            add(kind, method, command, kernels=kernels, op_kernels=op_kernels)
+        elif kind == "bench":
+            add(kind, method, _kit(f'bench --method {method} --out "$KIT_OUT"'))
+
+    per_method_kinds = ("twin", *SANITIZERS, "ncu", "bench")
+    first = [m for m in methods if m != "tv"]
+    for kind in per_method_kinds:
+        for method in first:
+            method_steps(method, kind)
+    add("batch", None, _kit(BATCH_ARGS))
+    if "tv" in methods:
+        for kind in per_method_kinds:
+            method_steps("tv", kind)
+    add("oom", None, _kit('oom --out "$KIT_OUT"'))
+
+    steps = _select(steps, only, skip)
+    return {"steps": steps, "total_limit_s": sum(s["limit_s"] for s in steps)}
+
+
+def _split(tokens: Sequence[str]) -> list[str]:
+    return [t.strip() for token in tokens for t in token.split(",") if t.strip()]
+
+
+def _select(steps: list[dict], only: Sequence[str], skip: Sequence[str]) -> list[dict]:
+    only, skip = _split(only), _split(skip)
+    known = {s["name"] for s in steps} | {s["kind"] for s in steps}
+    known |= {s["method"] for s in steps if s["method"]}
+    unknown = sorted(set(only + skip) - known)
+    if unknown:
+        raise KitError(f"no step matches {unknown}; steps, kinds and methods: {sorted(known)}")
+
+    def matches(step: dict, tokens: list[str]) -> bool:
+        return bool({step["name"], step["kind"], step["method"]} & set(tokens))
+
+    return [s for s in steps if (not only or matches(s, only)) and not matches(s, skip)]
+
+
+def _plan_tsv(plan: dict) -> str:
+    lines = []
+    for step in plan["steps"]:
+        fields = [step["name"], step["kind"], step["method"] or "-", str(step["limit_s"])]
+        fields += [step["requires"] or "-", step["log"], step["command"]]
+        assert not any("\t" in f or "\n" in f for f in fields), fields
+        lines.append("\t".join(fields))
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------------------------
+# exercise, profile, bench, oom
+# --------------------------------------------------------------------------------------------
+
+
+def _kit_function(method: str, name: str) -> Any:
+    """``kit_<method>.<name>``, or a KitError saying what is missing."""
+    try:
+        module = importlib.import_module(f"kit_{method}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"kit_{method}":
+            raise
+        raise KitError(f"benchmarks/kit_{method}.py does not exist") from exc
+    function = getattr(module, name, None)
+    if not callable(function):
+        raise KitError(f"benchmarks/kit_{method}.py has no {name}(device) function")
+    return function
+
+
+def _prepare_method(method: str, device: Any) -> dict[str, str]:
+    """Compile and self-test the method's ops on ``device``: {op: path}."""
+    from napari_gpuscope.compute.kernels import registered_ops
+
+    ops = [op for op in registered_ops() if method_of(op) == method]
+    if not ops:
+        raise KitError(f"no registered op belongs to method {method!r}")
+    return {op.name: op.path(device).describe() for op in ops}
+
+
+def _require_kernels(paths: dict[str, str]) -> None:
+    off = {name: how for name, how in paths.items() if not how.startswith("fused kernel")}
+    if off:
+        raise KitError(f"ops not on their fused kernel: {off}")
+
+
+def exercise(method: str) -> None:
+    import torch
+
+    device = torch.device("cuda", 0)
+    paths = _prepare_method(method, device)
+    print("self-tests:", json.dumps(paths), flush=True)
+    torch.cuda.synchronize(device)
+    function = _kit_function(method, "exercise")
+    function(device)
+    torch.cuda.synchronize(device)
+    _require_kernels(paths)
+    print(f"exercise {method}: done", flush=True)
+
+
+def profile(method: str) -> None:
+    import torch
+
+    device = torch.device("cuda", 0)
+    paths = _prepare_method(method, device)
+    print("self-tests:", json.dumps(paths), flush=True)
+    function = _kit_function(method, "profile")
+    torch.cuda.synchronize(device)
+    torch.cuda.profiler.start()  # ncu --profile-from-start off: only what follows
+    try:
+        with torch.cuda.nvtx.range(f"gpuscope-profile-{method}"):
+            function(device)
+        torch.cuda.synchronize(device)
+    finally:
+        torch.cuda.profiler.stop()
+    _require_kernels(paths)
+    print(f"profile {method}: done", flush=True)
 
 
 def _version(module: str) -> str | None:
     try:
-        return __import__(module).__version__
+        return importlib.import_module(module).__version__
     except Exception:
         return None
 
 
-# --------------------------------------------------------------------------------------------
-# measurements
-# --------------------------------------------------------------------------------------------
-
-
 def environment() -> dict:
     """GPU, driver, torch, CuPy, CUDA runtime and NVRTC versions."""
+    import numpy as np
+    import torch
+
     from napari_gpuscope.compute.devices import cupy_status
 
     props = torch.cuda.get_device_properties(0)
     env = {
         "gpu": props.name,
         "compute_capability": f"{props.major}.{props.minor}",
-        "memory_gib": round(props.total_memory / GIB, 1),
+        "memory_gib": round(props.total_memory / 1024**3, 1),
         "sm_count": props.multi_processor_count,
+        "gpu_count": torch.cuda.device_count(),
         "python": platform.python_version(),
         "torch": torch.__version__,
         "torch_cuda": torch.version.cuda,
@@ -103,385 +420,152 @@ def environment() -> dict:
     return env
 
 
-def copy_bandwidth(device: torch.device) -> float:
-    """GB/s of a 1 GiB device-to-device copy (bytes read + bytes written)."""
-    a = torch.empty(GIB // 4, device=device).uniform_()
-    b = torch.empty_like(a)
-    ms = median_event_ms(lambda: b.copy_(a), repeats=10)
-    return 2 * a.numel() * 4 / (ms * 1e-3) / 1e9
+def _write_json(path: Path, data: Any) -> None:
+    path.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
 
 
-KERNEL_CASES = [
-    ("2d 1024x1024", (1, 1024, 1024)),
-    ("2d 4096x4096", (1, 4096, 4096)),
-    ("3d 64x1024x1024", (1, 64, 1024, 1024)),
-    ("4d 4x16x256x256", (1, 4, 16, 256, 256)),
-    ("batch 64 x 2d 512x512", (64, 512, 512)),
-]
+def bench(method: str, out: Path) -> int:
+    import torch
 
-
-def kernel_timings(device: torch.device, copy_gbps: float) -> list[dict]:
-    """CUDA-event time and achieved bandwidth of each kernel and its twin, per case."""
-    from napari_gpuscope.compute.tv import _ops as ops
-
-    rows = []
-    for label, shape in KERNEL_CASES:
-        d = len(shape) - 1
-        spacing = [1.0] * d
-        gen = torch.Generator(device=device).manual_seed(0)
-        f = torch.rand(shape, device=device, generator=gen)
-        z = 0.1 * torch.randn((d, *shape), device=device, generator=gen)
-        y = 0.1 * torch.randn((d, *shape), device=device, generator=gen)
-        z_next, u = torch.empty_like(z), torch.empty_like(f)
-        batch, per_problem = shape[0], math.prod(shape[1:])
-        threads = ops.gap_threads(batch, per_problem)
-        parts = [torch.empty((batch, threads), device=device) for _ in range(2)]
-        n = f.numel()
-        step_kw = {"spacing": spacing, "lo": 0.0, "hi": math.inf, "inv_l2": 1 / (4 * d)}
-        step_kw |= {"weight": 0.1, "momentum": 0.5}
-        kernels = {
-            "fgp_step": (
-                ops.fgp_step,
-                (f, z, y, z_next),
-                step_kw,
-                (1 + 4 * d) * 4 * n,
-            ),
-            "fgp_primal": (
-                ops.fgp_primal,
-                (f, z, u),
-                {"spacing": spacing, "lo": 0.0, "hi": math.inf},
-                (2 + d) * 4 * n,
-            ),
-            "tv_gap_partials": (
-                ops.tv_gap_partials,
-                (f, y, u, *parts),
-                {"spacing": spacing, "weight": 0.1},
-                (2 + d) * 4 * n,
-            ),
-        }
-        for name, (op, args, kwargs, model_bytes) in kernels.items():
-            for twin in (False, True):
-                with kill_switch(twin):
-                    bound = op.bind(*args)
-                    ms = median_event_ms(lambda b=bound, a=args, k=kwargs: b(*a, **k))
-                gbps = model_bytes / (ms * 1e-3) / 1e9
-                rows.append(
-                    {
-                        "case": label,
-                        "kernel": name,
-                        "path": bound.path.path,
-                        "ms": round(ms, 4),
-                        "model_bytes": model_bytes,
-                        "gbps": round(gbps, 1),
-                        "fraction_of_copy": round(gbps / copy_gbps, 3),
-                    }
-                )
-        del f, z, y, z_next, u, parts
-        torch.cuda.empty_cache()
-    return rows
-
-
-def host_overhead(device: torch.device) -> dict:
-    """Host microseconds per launch and per FGP iteration; a CUDA graph for comparison."""
-    from napari_gpuscope.compute.tv import _ops as ops
-    from napari_gpuscope.compute.tv._fgp import solve_fgp
-
-    shape = (1, 64, 64)
-    f = torch.rand(shape, device=device)
-    z, y = torch.zeros((2, *shape), device=device), torch.zeros((2, *shape), device=device)
-    z_next = torch.empty_like(z)
-    kw = {"spacing": [1.0, 1.0], "lo": -math.inf, "hi": math.inf, "inv_l2": 0.125}
-    kw |= {"weight": 0.1, "momentum": 0.5}
-    result: dict[str, float] = {}
-    x = torch.zeros(shape, device=device)
-    result["torch add_"] = host_us(lambda: x.add_(1.0))
-    result["fgp_step via op() (dispatch every call)"] = host_us(
-        lambda: ops.fgp_step(f, z, y, z_next, **kw)
-    )
-    bound = ops.fgp_step.bind(f, z, y, z_next)
-    result["fgp_step via bind() (solver path)"] = host_us(lambda: bound(f, z, y, z_next, **kw))
-
-    # A CUDA graph of 10 bound launches (the momentum baked in), replayed.
-    stream = torch.cuda.Stream(device)
-    stream.wait_stream(torch.cuda.current_stream(device))
-    graph_us = None
-    try:
-        with torch.cuda.stream(stream):
-            for _ in range(3):
-                ops.fgp_step.bind(f, z, y, z_next)(f, z, y, z_next, **kw)
-        torch.cuda.current_stream(device).wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            captured = ops.fgp_step.bind(f, z, y, z_next)
-            for _ in range(10):
-                captured(f, z, y, z_next, **kw)
-        graph_us = host_us(graph.replay, calls=500) / 10
-    except Exception as exc:  # report, do not fail the kit
-        result["cuda graph error"] = f"{type(exc).__name__}: {exc}"
-    if graph_us is not None:
-        result["fgp_step in a CUDA graph of 10 (per launch)"] = graph_us
-
-    for size in (1024, 256):
-        image = torch.rand((1, size, size), device=device)
-        for twin in (False, True):
-            with kill_switch(twin):
-
-                def solve(image=image):
-                    solver = solve_fgp(image, 0.1, [1.0, 1.0], tolerance=0.0, max_iterations=200)
-                    with contextlib.suppress(StopIteration):
-                        while True:
-                            next(solver)
-
-                solve()
-                torch.cuda.synchronize()
-                start = time.perf_counter()
-                solve()
-                torch.cuda.synchronize()
-                per_iteration = (time.perf_counter() - start) / 200 * 1e6
-            label = "twin" if twin else "fused"
-            result[f"FGP iteration {size}x{size}, {label} (wall, incl. checks)"] = per_iteration
-    return {k: (round(v, 2) if isinstance(v, float) else v) for k, v in result.items()}
-
-
-COLD_SCRIPT = """
-import time, torch
-t0 = time.perf_counter()
-from napari_gpuscope.compute.tv import _ops as ops
-from napari_gpuscope.compute.jobs import run_job
-from napari_gpuscope.compute.kernels import warm_up
-torch.ones(1, device="cuda").sum().item()
-t1 = time.perf_counter()
-ready = run_job(warm_up("cuda:0"))
-t2 = time.perf_counter()
-ready2 = run_job(warm_up("cuda:0"))
-t3 = time.perf_counter()
-print({"import_and_context_s": t1 - t0, "warm_up_s": t2 - t1, "again_s": t3 - t2,
-       "ready": ready})
-"""
-
-
-def cold_warm() -> dict:
-    """Kernel warm-up in fresh processes: empty CuPy cache, then the cache just filled."""
-    result = {}
-    with tempfile.TemporaryDirectory() as cache:
-        env = {**os.environ, "CUPY_CACHE_DIR": cache}
-        for label in ("cold (empty kernel cache)", "warm (disk kernel cache)"):
-            run = subprocess.run(
-                [sys.executable, "-c", COLD_SCRIPT],
-                capture_output=True,
-                text=True,
-                env=env,
-                timeout=300,
-                check=False,
-            )
-            line = run.stdout.strip().splitlines()[-1] if run.stdout.strip() else run.stderr
-            result[label] = line
-    return result
-
-
-def _phases(image: np.ndarray, weight: float, tolerance: float, device: torch.device) -> dict:
-    """Upload, solve and download of one whole-image FGP run, then the same job end to end."""
-    from napari_gpuscope.compute import tv
-    from napari_gpuscope.compute.arrays import download_into, to_device
-    from napari_gpuscope.compute.jobs import run_job
-    from napari_gpuscope.compute.tv._fgp import solve_fgp
-
-    d = image.ndim
-    result = {}
-    for _ in range(2):  # the first round warms up
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        f = to_device(image, device).reshape(1, *image.shape)
-        torch.cuda.synchronize()
-        t1 = time.perf_counter()
-        solver = solve_fgp(f, weight, [1.0] * d, lo=0.0, tolerance=tolerance, max_iterations=500)
-        try:
-            while True:
-                next(solver)
-        except StopIteration as stop:
-            solved = stop.value
-        torch.cuda.synchronize()
-        t2 = time.perf_counter()
-        out = np.empty(image.shape, np.float32)
-        download_into(out, solved.image[0])
-        t3 = time.perf_counter()
-        result = {
-            "upload_ms": (t1 - t0) * 1e3,
-            "solve_ms": (t2 - t1) * 1e3,
-            "download_ms": (t3 - t2) * 1e3,
-            "iterations": solved.iterations,
-            "relative_gap": solved.relative_gap,
-        }
-        del f, solver, solved
-    start = time.perf_counter()
-    job = run_job(tv.iter_denoise(image, weight, tolerance=tolerance, device=device))
-    result["denoise_total_ms"] = (time.perf_counter() - start) * 1e3
-    result["denoise_iterations"] = job.iterations
-    result["kernel_paths"] = job.kernel_paths
-    return {k: (round(v, 2) if isinstance(v, float) else v) for k, v in result.items()}
-
-
-def end_to_end(device: torch.device) -> dict:
-    rng = np.random.default_rng(0)
-    preview = (0.5 + 0.1 * rng.standard_normal((1024, 1024))).astype(np.float32)
-    volume = (0.5 + 0.1 * rng.standard_normal((64, 1024, 1024))).astype(np.float32)
-    volume_u16 = (volume * 1000).clip(0, 65535).astype(np.uint16)
-    return {
-        "2d 1024x1024 preview (tol 1e-2)": _phases(preview, 0.08, 1e-2, device),
-        "2d 1024x1024 (tol 1e-3)": _phases(preview, 0.08, 1e-3, device),
-        "3d 64x1024x1024 float32 (tol 1e-3)": _phases(volume, 0.08, 1e-3, device),
-        "3d 64x1024x1024 uint16 (tol 1e-3)": _phases(volume_u16, 80.0, 1e-3, device),
-    }
-
-
-def upload_bandwidth(device: torch.device) -> dict:
-    """Host-to-device GB/s: our staged upload vs a plain pageable copy, 256 MiB float32."""
-    from napari_gpuscope.compute.arrays import to_device
-
-    host = np.random.default_rng(0).random((64, 1024, 1024), dtype=np.float32)
-    result = {}
-    for label, run in (
-        ("staged pinned (to_device)", lambda: to_device(host, device)),
-        ("pageable torch.from_numpy().to()", lambda: torch.from_numpy(host).to(device)),
-    ):
-        run()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(5):
-            start = time.perf_counter()
-            run()
-            torch.cuda.synchronize()
-            times.append(time.perf_counter() - start)
-        result[label] = round(host.nbytes / statistics.median(times) / 1e9, 2)
-    return result
-
-
-def peak_memory(device: torch.device) -> dict:
-    """Peak device memory of a whole-volume job against the memory model."""
-    from napari_gpuscope.compute import tv
-    from napari_gpuscope.compute.jobs import run_job
-    from napari_gpuscope.compute.tv import _job
-
-    result = {}
-    volume = np.random.default_rng(1).random((64, 1024, 1024), dtype=np.float32)
-    for twin in (False, True):
-        with kill_switch(twin):
-            torch.cuda.synchronize()
-            torch.cuda.empty_cache()
-            base = torch.cuda.memory_allocated(device)
-            torch.cuda.reset_peak_memory_stats(device)
-            job = run_job(tv.iter_denoise(volume, 0.05, tolerance=1e-2, device=device))
-            peak = torch.cuda.max_memory_allocated(device) - base
-            model = _job._bytes_per_element("fgp", 3, device) * volume.size
-            result["twin" if twin else "fused"] = {
-                "peak_gib": round(peak / GIB, 3),
-                "model_gib": round(model / GIB, 3),
-                "peak_over_model": round(peak / model, 3),
-                "chunks": job.chunks,
-            }
-    return result
-
-
-def forced_oom(device: torch.device) -> dict:
-    """A real out-of-memory error: a memory hog, and a budget that claims the whole GPU."""
-    from napari_gpuscope.compute import tv
-    from napari_gpuscope.compute.jobs import run_job
-
-    torch.cuda.empty_cache()
-    free, total = torch.cuda.mem_get_info(device)
-    keep = 3 * GIB
-    hog = torch.empty(max(0, free - keep), dtype=torch.uint8, device=device)
-    volume = np.random.default_rng(2).random((128, 1024, 1024), dtype=np.float32)
-    messages: list[str] = []
-    baseline = torch.cuda.memory_allocated(device)
-    start = time.perf_counter()
-    try:
-        job = run_job(
-            tv.iter_denoise(volume, 0.05, tolerance=1e-2, device=device, memory_budget=total),
-            on_progress=lambda p: messages.append(p.message),
-        )
-        outcome = {"chunks": job.chunks, "converged": job.converged}
-    except Exception as exc:
-        outcome = {"error": f"{type(exc).__name__}: {exc}"}
-    elapsed = time.perf_counter() - start
-    left = torch.cuda.memory_allocated(device) - baseline
-    del hog
-    torch.cuda.empty_cache()
-    retries = [m for m in messages if "retrying" in m]
-    return {
-        **outcome,
-        "retries": retries[:5],
-        "seconds": round(elapsed, 2),
-        "bytes_left_allocated_after_job": int(left),
-    }
-
-
-def bench(out: Path) -> dict:
     device = torch.device("cuda", 0)
-    results: dict[str, object] = {"environment": environment()}
-    copy = copy_bandwidth(device)
-    results["copy_gbps"] = round(copy, 1)
-    steps: list[tuple[str, Callable[[], object]]] = [
-        ("kernels", lambda: kernel_timings(device, copy)),
-        ("host_overhead_us", lambda: host_overhead(device)),
-        ("cold_warm", cold_warm),
-        ("upload_gbps", lambda: upload_bandwidth(device)),
-        ("end_to_end", lambda: end_to_end(device)),
-        ("phase", lambda: kit_phase.bench(device)),
-        ("peak_memory", lambda: peak_memory(device)),
-        ("forced_oom", lambda: forced_oom(device)),
-        ("esrrf", lambda: kit_esrrf.bench(device)),
-        ("flatfield", lambda: kit_flatfield.bench(device)),
-    ]
-    for key, step in steps:
-        start = time.perf_counter()
+    if not (out / "environment.json").exists():
         try:
-            results[key] = step()
-        except Exception as exc:  # one failed measurement must not lose the others
-            results[key] = {"error": f"{type(exc).__name__}: {exc}"}
-        print(f"[bench] {key}: {time.perf_counter() - start:.1f} s", flush=True)
-        (out / "bench.json").write_text(json.dumps(results, indent=2, default=str))
-    return results
+            _write_json(out / "environment.json", environment())
+        except Exception as exc:  # the measurements matter more than the versions
+            print(f"environment: {type(exc).__name__}: {exc}", flush=True)
+    start = time.perf_counter()
+    try:
+        result = _kit_function(method, "bench")(device)
+        status = 0
+    except Exception as exc:
+        result = {"error": f"{type(exc).__name__}: {exc}"}
+        status = 1
+    seconds = round(time.perf_counter() - start, 1)
+    _write_json(out / f"bench-{method}.json", {"seconds": seconds, "result": result})
+    print(f"[bench {method}] {seconds} s" + (f": {result['error']}" if status else ""))
+    return status
+
+
+def oom(out: Path) -> int:
+    import torch
+
+    start = time.perf_counter()
+    result = _kit_function("tv", "forced_oom")(torch.device("cuda", 0))
+    seconds = round(time.perf_counter() - start, 1)
+    _write_json(out / "bench-oom.json", {"seconds": seconds, "result": result})
+    print(json.dumps(result, indent=2, default=str))
+    return 0 if "error" not in result and result.get("bytes_left_allocated_after_job") == 0 else 1
 
 
 # --------------------------------------------------------------------------------------------
-# small solve for compute-sanitizer
+# batch: the batch runner on the GPU, with its dependencies from carried wheels
 # --------------------------------------------------------------------------------------------
 
 
-def sanitize_solve() -> None:
-    from napari_gpuscope.compute.tv._fgp import FUSED_OPS, solve_fgp
+def install_wheels(wheels: Path, target: Path, python: str = sys.executable) -> str:
+    """Install every wheel of ``wheels`` into ``target`` (no index, no dependency resolution:
+    ``scripts/kit-wheels.sh`` resolved them); with pip when the interpreter has it, else by
+    unpacking them (a wheel is a zip of its site-packages files). Returns how."""
+    files = sorted(wheels.glob("*.whl"))
+    if not files:
+        raise KitError(f"no wheels in {wheels}")
+    has_pip = (
+        subprocess.run(
+            [python, "-m", "pip", "--version"], capture_output=True, check=False, timeout=60
+        ).returncode
+        == 0
+    )
+    if has_pip:
+        command = [python, "-m", "pip", "install", "--no-index", "--no-deps", "--quiet"]
+        command += ["--disable-pip-version-check", "--target", str(target), *map(str, files)]
+        subprocess.run(command, check=True, timeout=300)
+        return f"pip install --no-index --no-deps --target {target} ({len(files)} wheels)"
+    for path in files:
+        with zipfile.ZipFile(path) as archive:
+            archive.extractall(target)
+    # Files a wheel keeps under NAME.data/{purelib,platlib} belong in site-packages itself.
+    for data in target.glob("*.data"):
+        for kind in ("purelib", "platlib"):
+            for item in (data / kind).glob("*") if (data / kind).is_dir() else ():
+                destination = target / item.name
+                if destination.exists():
+                    continue
+                shutil.move(str(item), str(destination))
+    return f"unpacked {len(files)} wheels into {target} (no pip)"
 
-    for shape, spacing in (((2, 33, 47), [1.0, 0.5]), ((1, 5, 17, 23), [0.3, 1.0, 1.0])):
-        f = torch.rand(shape, device="cuda")
-        solver = solve_fgp(f, 0.1, spacing, lo=0.0, tolerance=0.0, max_iterations=20)
-        with contextlib.suppress(StopIteration):
-            while True:
-                next(solver)
-        torch.cuda.synchronize()
-    paths = {op.name: op.last_paths["cuda:0"].path for op in FUSED_OPS}
-    print("paths:", paths)
-    assert set(paths.values()) == {"kernel"}, paths
+
+def _run_logged(command: Sequence[str], env: dict, timeout: float) -> dict:
+    print("$ " + " ".join(shlex.quote(c) for c in command), flush=True)
+    start = time.perf_counter()
+    try:
+        run = subprocess.run(
+            command,
+            env=env,
+            cwd=ROOT,
+            timeout=max(1.0, timeout),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            check=False,
+        )
+        output, rc = run.stdout, run.returncode
+    except subprocess.TimeoutExpired as exc:
+        output = exc.stdout if isinstance(exc.stdout, str) else (exc.stdout or b"").decode()
+        rc = 124
+    print(output, flush=True)
+    return {"rc": rc, "seconds": round(time.perf_counter() - start, 1), "tail": output[-3000:]}
 
 
-def profile() -> None:
-    """Prepare the kernels, then launch each 3-axis kernel once at 64x1024x1024 (for ncu:
-    ``--launch-skip 2`` skips the two 3-axis self-test launches)."""
-    from napari_gpuscope.compute.kernels import registered_ops
-    from napari_gpuscope.compute.tv import _ops as ops
+def batch(out: Path, wheels: Path, limit_s: float) -> int:
+    deadline = time.perf_counter() + limit_s
+    wheels = wheels if wheels.is_absolute() else ROOT / wheels
+    if not wheels.is_dir() or not any(wheels.glob("*.whl")):
+        message = (
+            f"SKIPPED: no wheels in {wheels}. Run scripts/kit-wheels.sh where PyPI is reachable "
+            "and carry the folder to the GPU machine (it holds dask, distributed, zarr, "
+            "ome-zarr, pydantic and PyYAML, which the GPU machine lacks)."
+        )
+        print(message)
+        _write_json(out / "batch.json", {"status": "skipped", "reason": message})
+        return SKIPPED_EXIT
+    target = Path(tempfile.mkdtemp(prefix="kit-batch-site-"))
+    result: dict[str, Any] = {"wheels": str(wheels)}
+    try:
+        result["install"] = install_wheels(wheels, target)
+        env = dict(os.environ)
+        # The target first, so that Dask's worker processes inherit it too.
+        paths = [str(target), str(ROOT / "src"), env.get("PYTHONPATH", "")]
+        env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+        probe = "import importlib, json; print(json.dumps({m: getattr(importlib.import_module(m),"
+        probe += f" '__version__', '?') for m in {list(BATCH_PACKAGES)!r}}}))"
+        check = _run_logged([sys.executable, "-c", probe], env, 120)
+        result["imports"] = check
+        if check["rc"] != 0:
+            raise KitError("the carried wheels do not import: " + check["tail"][-500:])
+        result["versions"] = json.loads(check["tail"].strip().splitlines()[-1])
+        pytest_command = [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-ra"]
+        pytest_command += ["-p", "no:cacheprovider", "-o", "addopts=", "--strict-markers"]
+        pytest_command += ["tests/batch/test_batch_gpu.py"]
+        left = deadline - time.perf_counter()
+        result["pytest"] = _run_logged(pytest_command, env, 0.55 * left)
+        import torch
 
-    for op in registered_ops():
-        op.prepare("cuda:0")
-    shape = (1, 64, 1024, 1024)
-    f = torch.rand(shape, device="cuda")
-    z, y = 0.1 * torch.randn((3, *shape), device="cuda"), torch.zeros((3, *shape), device="cuda")
-    z_next, u = torch.empty_like(z), torch.empty_like(f)
-    parts = [torch.empty((1, ops.gap_threads(1, f.numel())), device="cuda") for _ in range(2)]
-    spacing = [1.0, 1.0, 1.0]
-    ops.fgp_step(f, z, y, z_next, spacing=spacing, inv_l2=1 / 12, weight=0.1, momentum=0.5)
-    ops.fgp_primal(f, y, u, spacing=spacing, lo=0.0)
-    ops.tv_gap_partials(f, y, u, *parts, spacing=spacing, weight=0.1)
-    torch.cuda.synchronize()
+        count = max(1, torch.cuda.device_count())
+        workers = [str(w) for w in (1, 2, 4, 8) if w <= count]
+        bench_command = [sys.executable, "benchmarks/batch_benchmark.py", "--device", "cuda"]
+        bench_command += ["--workers", *workers, "--positions", "32", "--size", "1024"]
+        left = deadline - time.perf_counter() - 2
+        result["benchmark"] = _run_logged(bench_command, env, left)
+        status = 0 if result["pytest"]["rc"] == 0 and result["benchmark"]["rc"] == 0 else 1
+    except Exception as exc:
+        result["error"] = f"{type(exc).__name__}: {exc}"
+        print(result["error"])
+        status = 1
+    finally:
+        shutil.rmtree(target, ignore_errors=True)
+    result["status"] = "passed" if status == 0 else "failed"
+    _write_json(out / "batch.json", result)
+    return status
 
 
 # --------------------------------------------------------------------------------------------
@@ -489,113 +573,391 @@ def profile() -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def _table(headers: list[str], rows: list[list[object]]) -> str:
+def _load(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        text = f"{value:.4g}"
+    elif isinstance(value, dict | list):
+        text = json.dumps(value, default=str)
+    else:
+        text = str(value)
+    text = text.replace("|", "\\|").replace("\n", " ")
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def _scalar(value: Any) -> bool:
+    return not isinstance(value, dict | list)
+
+
+def render(value: Any, title: str, level: int = 3) -> list[str]:
+    """Markdown for a JSON measurement: a list of flat dicts or a dict of flat dicts becomes
+    one table, a dict of scalars a what/value table, anything nested its own sub-sections."""
+    head = ["", "#" * level + " " + title, ""]
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        keys = list(dict.fromkeys(k for row in value for k in row))
+        return head + _table(keys, [[row.get(k, "") for k in keys] for row in value])
+    if not isinstance(value, dict):
+        return [*head, _cell(value)]
+    flat = {k: v for k, v in value.items() if _scalar(v) or (isinstance(v, list) and not v)}
+    rows_of_dicts = {
+        k: v
+        for k, v in value.items()
+        if isinstance(v, dict) and v and all(map(_scalar, v.values()))
+    }
+    lines = list(head)
+    if flat:
+        lines += _table(["what", "value"], flat.items())
+    if len(rows_of_dicts) >= 2:
+        keys = list(dict.fromkeys(k for v in rows_of_dicts.values() for k in v))
+        cases = [[c, *[v.get(k, "") for k in keys]] for c, v in rows_of_dicts.items()]
+        lines += ["", *_table(["case", *keys], cases)]
+        rest = {k: v for k, v in value.items() if k not in flat and k not in rows_of_dicts}
+    else:
+        rest = {k: v for k, v in value.items() if k not in flat}
+    for key, item in rest.items():
+        lines += render(item, f"{title}: {key}", min(level + 1, 6))
+    return lines
+
+
+_PYTEST_SUMMARY = re.compile(
+    r"^=*\s*(\d+ (?:passed|failed|error|errors|skipped|deselected)\b.*?)=*$"
+)
+_SANITIZER_SUMMARY = re.compile(r"=+ (ERROR SUMMARY: .*|RACECHECK SUMMARY: .*|LEAK SUMMARY: .*)$")
+_SANITIZER_AT = re.compile(r"\bat (?:0x[0-9a-f]+ in )?([A-Za-z_]\w*)\+0x[0-9a-f]+")
+
+
+def pytest_summary(log: str) -> dict:
+    """The final count line and the FAILED/ERROR lines of a pytest log."""
+    summary = ""
+    for line in log.splitlines():
+        match = _PYTEST_SUMMARY.match(line.strip())
+        if match:
+            summary = match.group(1).strip()
+    problems = [
+        line.strip()
+        for line in log.splitlines()
+        if line.startswith(("FAILED ", "ERROR ")) and "::" in line
+    ]
+    return {"summary": summary or "(no pytest summary line)", "problems": problems}
+
+
+def sanitizer_summary(log: str, ours: set[str]) -> dict:
+    """Summary lines of a compute-sanitizer log and the kernels its reports name."""
+    summaries = [m.group(1) for m in map(_SANITIZER_SUMMARY.search, log.splitlines()) if m]
+    kernels: dict[str, int] = {}
+    for line in log.splitlines():
+        if line.startswith("====="):
+            for name in dict.fromkeys(_SANITIZER_AT.findall(line)):
+                kernels[name] = kernels.get(name, 0) + 1
+    return {
+        "summary": summaries or ["(no sanitizer summary: the program did not finish?)"],
+        "reports_by_kernel": kernels,
+        "our_kernels_reported": sorted(k for k in kernels if k in ours),
+        "exercise": [
+            line
+            for line in log.splitlines()
+            if line.startswith(("self-tests:", "paths:", "exercise "))
+        ],
+    }
+
+
+_NCU_KERNEL = re.compile(r"^\s{2}(\w+) \((\d+), (\d+), (\d+)\)x\((\d+), (\d+), (\d+)\)")
+_NCU_METRIC = re.compile(r"^\s{4}(\S.*?)\s{2,}(\S+)\s+([\d.,]+)\s*$")
+NCU_METRICS = {
+    "Duration": "duration",
+    "DRAM Throughput": "dram_%",
+    "Memory Throughput": "memory_%",
+    "Compute (SM) Throughput": "sm_%",
+    "Registers Per Thread": "registers",
+    "Theoretical Occupancy": "occupancy_theoretical_%",
+    "Achieved Occupancy": "occupancy_achieved_%",
+    "Executed Ipc Active": "ipc",
+}
+
+
+def ncu_summary(log: str, op_kernels: dict[str, Sequence[str]]) -> dict:
+    """Per profiled kernel: grid, block and the speed-of-light and occupancy metrics; and the
+    ops none of whose kernels was profiled."""
+    kernels: list[dict] = []
+    current: dict | None = None
+    for line in log.splitlines():
+        head = _NCU_KERNEL.match(line)
+        if head:
+            current = {"kernel": head.group(1), "grid": "x".join(head.group(2, 3, 4))}
+            current["block"] = "x".join(head.group(5, 6, 7))
+            kernels.append(current)
+            continue
+        metric = _NCU_METRIC.match(line)
+        if metric and current is not None and metric.group(1).strip() in NCU_METRICS:
+            key = NCU_METRICS[metric.group(1).strip()]
+            unit = metric.group(2)
+            value = metric.group(3).replace(",", "")
+            current[key] = f"{value} {unit}" if key == "duration" else value
+    profiled = {k["kernel"] for k in kernels}
+    return {
+        "kernels": kernels,
+        "ops_not_profiled": sorted(
+            op for op, names in op_kernels.items() if not profiled & set(names)
+        ),
+        "notes": [
+            line.strip()
+            for line in log.splitlines()
+            if "No kernels were profiled" in line or "==ERROR==" in line
+        ],
+    }
+
+
+def _status_rows(out: Path) -> list[dict]:
+    path = out / "status.tsv"
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        fields = line.split("\t")
+        if len(fields) >= 6 and fields[0] != "name":
+            name, kind, method, status, rc, seconds = fields[:6]
+            limit = fields[6] if len(fields) > 6 else ""
+            rows.append(
+                {
+                    "name": name,
+                    "kind": kind,
+                    "method": method,
+                    "status": status,
+                    "rc": rc,
+                    "seconds": seconds,
+                    "limit_s": limit,
+                }
+            )
+    return rows
 
 
 def report(out: Path) -> str:
-    def load(name: str) -> dict:
-        path = out / name
-        return json.loads(path.read_text()) if path.exists() else {}
+    plan = _load(out / "plan.json") or {"steps": []}
+    steps = {s["name"]: s for s in plan.get("steps", [])}
+    status = _status_rows(out)
+    ran = {row["name"]: row for row in status}
+    logs = out / "steps"
 
-    bench_data, records, status = load("bench.json"), load("records.json"), load("status.json")
-    sections = ["# GPU check report", ""]
-    env = bench_data.get("environment", {})
-    if env:
-        sections += [
-            "## Environment",
-            "",
-            _table(["item", "value"], [[k, v] for k, v in env.items()]),
-        ]
-    if status:
-        sections += [
-            "",
-            "## Steps",
-            "",
-            _table(["step", "result"], [[k, v] for k, v in status.items()]),
-        ]
+    def log_of(name: str) -> str | None:
+        """The log of a step that ran (not of one skipped or not reached)."""
+        if ran.get(name, {}).get("status") not in ("passed", "failed", "timeout"):
+            return None
+        step = steps.get(name, {"log": f"{name}.log"})
+        path = logs / step["log"]
+        return path.read_text(encoding="utf-8", errors="replace") if path.exists() else None
+
+    data: dict[str, Any] = {"plan": plan, "status": status}
+    lines = ["# GPU check report", ""]
+    env = _load(out / "environment.json")
+    data["environment"] = env
+    lines += ["## Environment", ""]
+    lines += (
+        _table(["item", "value"], env.items())
+        if env
+        else ["(no environment.json: no bench step ran)"]
+    )
+
+    lines += ["", "## Steps", ""]
+    rows = []
+    for name, step in steps.items():
+        row = ran.get(name, {})
+        rows.append(
+            [
+                name,
+                step["kind"],
+                row.get("status", "not run"),
+                row.get("rc", ""),
+                f"{row.get('seconds', '-')} / {row.get('limit_s') or step['limit_s']}",
+                ", ".join(step.get("ops", [])),
+            ]
+        )
+    lines += _table(["step", "kind", "status", "rc", "seconds / limit", "ops"], rows)
+    total = sum(float(r["seconds"]) for r in status if r["seconds"].replace(".", "").isdigit())
+    lines += [
+        "",
+        f"Steps took {total:.0f} s in all; the plan's limits add up to "
+        f"{plan.get('total_limit_s')} s.",
+    ]
+
+    twin = {}
+    for name, step in steps.items():
+        if step["kind"] == "twin" and (text := log_of(name)) is not None:
+            twin[name] = pytest_summary(text)
+    data["twin"] = twin
+    if twin:
+        lines += ["", "## Kernels against their twins (pytest)", ""]
+        for name, summary in twin.items():
+            lines.append(f"- **{name}**: {summary['summary']}")
+            lines += [f"  - {p}" for p in summary["problems"][:25]]
+    records = {}
+    for path in sorted(out.glob("records-*.json")):
+        records.update(_load(path) or {})
+    data["records"] = records
     if records:
+        lines += ["", "## Test measurements", ""]
+        lines += _table(["measurement", "value"], records.items())
+
+    ours = {k for s in steps.values() for k in s.get("kernels", [])}
+    sanitizers = {}
+    for name, step in steps.items():
+        if step["kind"] in SANITIZERS and (text := log_of(name)) is not None:
+            sanitizers[name] = sanitizer_summary(text, ours)
+    data["sanitizers"] = sanitizers
+    if sanitizers:
+        lines += ["", "## compute-sanitizer", ""]
+        for name, summary in sanitizers.items():
+            reported = summary["reports_by_kernel"]
+            lines.append(
+                f"- **{name}** ({ran.get(name, {}).get('status', 'not run')}): "
+                + "; ".join(summary["summary"])
+                + (f"; reports by kernel: {json.dumps(reported)}" if reported else "")
+            )
+    ncu = {}
+    for name, step in steps.items():
+        if step["kind"] == "ncu" and (text := log_of(name)) is not None:
+            ncu[name] = ncu_summary(text, step.get("op_kernels", {}))
+    data["ncu"] = ncu
+    if ncu:
+        lines += ["", "## Nsight Compute (one launch each, `--clock-control none`)", ""]
         rows = [
-            [k, json.dumps(v) if not isinstance(v, str) else v[:300]] for k, v in records.items()
+            [
+                name,
+                *[
+                    k.get(c, "")
+                    for c in (
+                        "kernel",
+                        "grid",
+                        "block",
+                        "duration",
+                        "dram_%",
+                        "memory_%",
+                        "sm_%",
+                        "registers",
+                        "occupancy_theoretical_%",
+                        "occupancy_achieved_%",
+                    )
+                ],
+            ]
+            for name, summary in ncu.items()
+            for k in summary["kernels"]
         ]
-        sections += ["", "## Test measurements", "", _table(["measurement", "value"], rows)]
-    if "copy_gbps" in bench_data:
-        sections += ["", f"Device copy ceiling: **{bench_data['copy_gbps']} GB/s** (read + write)."]
-    kernels = bench_data.get("kernels")
-    if isinstance(kernels, list):
-        rows = [
-            [r["case"], r["kernel"], r["path"], r["ms"], r["gbps"], r["fraction_of_copy"]]
-            for r in kernels
-        ]
-        sections += [
-            "",
-            "## Kernel timings (CUDA events, median)",
-            "",
-            _table(["case", "op", "path", "ms", "GB/s (model)", "of copy"], rows),
-        ]
-    for key, title in (
-        ("host_overhead_us", "Host time (µs)"),
-        ("cold_warm", "Cold vs warm kernel preparation"),
-        ("upload_gbps", "Upload bandwidth (GB/s, 256 MiB float32)"),
-        ("forced_oom", "Forced out-of-memory retry"),
-        ("esrrf", "eSRRF (512 x 512 frames, M 5, R 1.5; target <= 1 ms per frame)"),
-    ):
-        value = bench_data.get(key)
-        if isinstance(value, dict):
-            rows = [[k, v] for k, v in value.items()]
-            sections += ["", f"## {title}", "", _table(["what", "value"], rows)]
-    e2e = bench_data.get("end_to_end")
-    if isinstance(e2e, dict) and "error" not in e2e:
-        keys = ["upload_ms", "solve_ms", "download_ms", "iterations", "denoise_total_ms"]
-        rows = [[case, *[v.get(k) for k in keys]] for case, v in e2e.items()]
-        sections += [
-            "",
-            "## End to end (tv.denoise, whole image)",
-            "",
-            _table(["case", *keys], rows),
-        ]
-    elif e2e:
-        sections += ["", "## End to end", "", str(e2e)]
-    peak = bench_data.get("peak_memory")
-    if isinstance(peak, dict) and "error" not in peak:
-        rows = [[k, *v.values()] for k, v in peak.items()]
-        headers = ["path", *next(iter(peak.values())).keys()]
-        sections += ["", "## Peak device memory, 3d 64x1024x1024", "", _table(headers, rows)]
-    phase_data = bench_data.get("phase")
-    if isinstance(phase_data, dict):
-        rows = [
-            [k, json.dumps(v) if isinstance(v, list | dict) else v] for k, v in phase_data.items()
-        ]
-        sections += [
-            "",
-            "## Phase (reconstruction, tilt map, kernels)",
-            "",
-            _table(["what", "value"], rows),
-        ]
-    text = "\n".join(sections) + "\n"
+        lines += _table(
+            [
+                "step",
+                "kernel",
+                "grid",
+                "block",
+                "duration",
+                "DRAM %",
+                "memory %",
+                "SM %",
+                "registers",
+                "occupancy theor. %",
+                "achieved %",
+            ],
+            rows,
+        )
+        for name, summary in ncu.items():
+            missing = summary["ops_not_profiled"]
+            if missing or summary["notes"]:
+                notes = [*summary["notes"], *([f"ops not profiled: {missing}"] if missing else [])]
+                lines.append(f"- {name}: " + "; ".join(notes))
+    benches = {}
+    for path in sorted(out.glob("bench-*.json")):
+        benches[path.stem.removeprefix("bench-")] = _load(path)
+    data["bench"] = benches
+    for method, value in benches.items():
+        if value is None:
+            continue
+        title = f"Bench: {method} ({value.get('seconds', '?')} s)"
+        lines += render(value.get("result"), title, 2)
+    batch_data = _load(out / "batch.json")
+    data["batch"] = batch_data
+    if batch_data:
+        lines += ["", "## Batch runner on the GPU", ""]
+        lines.append(
+            f"Status: **{batch_data.get('status')}**. "
+            + str(batch_data.get("reason") or batch_data.get("error") or "")
+        )
+        for key in ("install", "versions"):
+            if key in batch_data:
+                lines.append(f"- {key}: {_cell(batch_data[key])}")
+        for key in ("pytest", "benchmark"):
+            if key in batch_data:
+                part = batch_data[key]
+                lines += [
+                    "",
+                    f"{key} (rc {part['rc']}, {part['seconds']} s):",
+                    "",
+                    "```",
+                    part["tail"][-1500:].strip(),
+                    "```",
+                ]
+    missing = [name for name in steps if name not in ran]
+    if missing:
+        lines += ["", f"Not run: {', '.join(missing)}."]
+    text = "\n".join(lines) + "\n"
     (out / "report.md").write_text(text, encoding="utf-8")
-    merged = {"status": status, "records": records, "bench": bench_data}
-    (out / "report.json").write_text(json.dumps(merged, indent=2, default=str), encoding="utf-8")
+    _write_json(out / "report.json", data)
     return text
 
 
-def main() -> None:
+# --------------------------------------------------------------------------------------------
+# command line
+# --------------------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["bench", "solve", "profile", "report"])
-    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "gpu-report")))
-    args = parser.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
-    if args.command == "bench":
-        bench(args.out)
-    elif args.command == "solve":
-        sanitize_solve()
-    elif args.command == "profile":
-        profile()
-    else:
-        print(report(args.out))
+    commands = ("plan", "exercise", "profile", "bench", "oom", "batch", "report")
+    parser.add_argument("command", choices=commands)
+    parser.add_argument("--method", help="exercise, profile, bench: esrrf, flatfield, phase, tv")
+    parser.add_argument("--out", type=Path, default=Path(os.environ.get("KIT_OUT", "gpu-report")))
+    parser.add_argument("--only", action="append", default=[], help="plan: NAME[,NAME]")
+    parser.add_argument("--skip", action="append", default=[], help="plan: NAME[,NAME]")
+    parser.add_argument("--format", choices=("json", "tsv"), default="json", help="plan")
+    parser.add_argument("--wheels", type=Path, default=Path(".kit-wheels"), help="batch")
+    parser.add_argument("--limit", type=float, default=_limit("batch", None), help="batch: s")
+    args = parser.parse_args(argv)
+    _src_on_path()
+    try:
+        if args.command == "plan":
+            plan = build_plan(args.only, args.skip)
+            print(_plan_tsv(plan) if args.format == "tsv" else json.dumps(plan, indent=2), end="")
+            return 0
+        if args.command in ("exercise", "profile", "bench") and not args.method:
+            raise KitError(f"{args.command} needs --method")
+        if args.command == "exercise":
+            exercise(args.method)
+            return 0
+        if args.command == "profile":
+            profile(args.method)
+            return 0
+        args.out.mkdir(parents=True, exist_ok=True)
+        if args.command == "bench":
+            return bench(args.method, args.out)
+        if args.command == "oom":
+            return oom(args.out)
+        if args.command == "batch":
+            return batch(args.out, args.wheels, args.limit)
+        report(args.out)
+        return 0
+    except KitError as exc:
+        print(f"gpu_kit {args.command}: {exc}", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

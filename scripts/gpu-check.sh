@@ -1,83 +1,121 @@
 #!/usr/bin/env bash
-# One-command GPU verification kit. Run from anywhere on a CUDA machine holding Python 3.12 with
-# CUDA torch, CuPy (cuda13 or cuda12), NumPy, SciPy, scikit-image, tifffile and pytest -- no
-# napari, no dask, no network, nothing installed:
+# The GPU verification kit: every fused kernel of every method on a CUDA machine, in one short
+# window. Needs Python 3.12 with CUDA torch, CuPy (cuda13 or cuda12, with NVRTC), NumPy, SciPy,
+# scikit-image, tifffile and pytest; compute-sanitizer and ncu when on PATH. No napari, no
+# network, nothing installed (the batch step installs carried wheels into a temporary folder).
 #
-#     bash scripts/gpu-check.sh [REPORT_DIR]      # default: $OUT, else ./gpu-report
+#     bash scripts/gpu-check.sh [OPTIONS] [REPORT_DIR]     # default REPORT_DIR: $OUT, else ./gpu-report
 #
-# Writes REPORT_DIR/report.md (summary) and report.json (everything), plus the logs of each step:
-# pytest.log (the `gpu`-marked tests of tests/gpu and tests/compute), bench.log, sanitizer.log (compute-sanitizer memcheck and
-# racecheck on a small fused solve, when compute-sanitizer is on PATH) and ncu.log (Nsight Compute
-# on the main kernels, when ncu is on PATH). Takes 1-2 minutes on one H100. Exit status: 0 when
-# the test suite and the sanitizers pass.
+#     --plan              print the plan (JSON) and exit; needs no GPU
+#     --only A[,B]        run only the steps whose name, kind or method is listed
+#                         (e.g. --only esrrf,flatfield  --only twin  --only ncu-phase)
+#     --skip A[,B]        leave those steps out
+#     --budget SECONDS    stop starting steps when this much step time is spent (default 570,
+#                         so a full run ends within a 10-minute device window; 0: no budget);
+#                         a step gets at most what is left, the rest are reported "not run"
+#
+# The steps come from `benchmarks/gpu_kit.py plan`, generated from the registered fused ops:
+# per method (eSRRF, flat-field, phase first, then batch, then TV, then the forced OOM) a twin
+# step (its GPU tests), compute-sanitizer memcheck, racecheck and initcheck steps, an Nsight
+# Compute step and a bench step. Each runs under `timeout` with its own limit, so a slow step
+# cannot starve the others. Writes REPORT_DIR/report.md and report.json (rebuilt after every
+# step, so even an interrupted run leaves a report), plan.json, status.tsv, steps/NAME.log,
+# bench-*.json, records-*.json, batch.json, nvidia-smi.log. Exit status 0 when no step failed
+# or timed out.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT_DIR="${1:-${OUT:-gpu-report}}"
-mkdir -p "$OUT_DIR"
-OUT_DIR="$(cd "$OUT_DIR" && pwd)"
+if [ -z "${PYTHON:-}" ]; then
+    PYTHON=python3
+    # A development checkout: its venv when the system Python has no torch.
+    if ! python3 -c "import importlib.util as u, sys; sys.exit(u.find_spec('torch') is None)" \
+        2>/dev/null && [ -x .venv/bin/python ]; then
+        PYTHON=.venv/bin/python
+    fi
+fi
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
-PYTHON="${PYTHON:-python3}"
-STATUS="$OUT_DIR/status.txt"
-: >"$STATUS"
-failed=0
 
-step() {  # step NAME COMMAND...: run, log the outcome
-    local name="$1"
+usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
+
+plan_only=0
+budget="${GPU_KIT_BUDGET:-570}"
+out_dir=""
+plan_args=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --plan) plan_only=1 ;;
+        --only | --skip)
+            [ $# -ge 2 ] || { echo "$1 needs a value" >&2; exit 2; }
+            plan_args+=("$1" "$2")
+            shift
+            ;;
+        --only=* | --skip=*) plan_args+=("${1%%=*}" "${1#*=}") ;;
+        --budget)
+            [ $# -ge 2 ] || { echo "--budget needs a value" >&2; exit 2; }
+            budget="$2"
+            shift
+            ;;
+        --budget=*) budget="${1#*=}" ;;
+        -h | --help) usage; exit 0 ;;
+        -*) echo "unknown option $1" >&2; usage >&2; exit 2 ;;
+        *) out_dir="$1" ;;
+    esac
     shift
-    local start=$SECONDS
-    "$@"
-    local rc=$?
-    echo "$name	rc=$rc	$((SECONDS - start)) s" >>"$STATUS"
-    echo "== $name: rc=$rc ($((SECONDS - start)) s)"
-    return $rc
-}
+done
 
-echo "== GPU check: report in $OUT_DIR"
-nvidia-smi >"$OUT_DIR/nvidia-smi.log" 2>&1 || echo "nvidia-smi not available" >>"$OUT_DIR/nvidia-smi.log"
-
-# 1. The `gpu` tests (correctness): the suite in tests/gpu and the gpu-marked tests beside the
-# CPU tests in tests/compute. -p no:cacheprovider: the tree may be read-only.
-GPUSCOPE_KIT_RECORDS="$OUT_DIR/records.json" step pytest timeout 300 \
-    "$PYTHON" -m pytest tests/gpu tests/compute -m gpu -q -ra -p no:cacheprovider -o addopts="" \
-    --strict-markers >"$OUT_DIR/pytest.log" 2>&1 || failed=1
-tail -n 25 "$OUT_DIR/pytest.log"
-
-# 2. Sanitizers on a small fused solve (one cudaMalloc per tensor so memcheck sees every bound).
-if command -v compute-sanitizer >/dev/null 2>&1; then
-    : >"$OUT_DIR/sanitizer.log"
-    for tool in memcheck racecheck; do
-        echo "---- $tool" >>"$OUT_DIR/sanitizer.log"
-        PYTORCH_NO_CUDA_MEMORY_CACHING=1 step "sanitizer-$tool" timeout 300 \
-            compute-sanitizer --tool "$tool" --error-exitcode 9 --target-processes all \
-            "$PYTHON" benchmarks/gpu_kit.py solve >>"$OUT_DIR/sanitizer.log" 2>&1 || failed=1
-        grep -E "ERROR SUMMARY|RACECHECK SUMMARY|paths:" "$OUT_DIR/sanitizer.log" | tail -n 3
-    done
-else
-    echo "sanitizer	skipped (compute-sanitizer not on PATH)" >>"$STATUS"
+if [ "$plan_only" = 1 ]; then
+    exec "$PYTHON" benchmarks/gpu_kit.py plan "${plan_args[@]}"
 fi
 
-# 3. Measurements (never fail the check; errors are reported in the JSON).
-step bench timeout 480 "$PYTHON" benchmarks/gpu_kit.py bench --out "$OUT_DIR" \
-    >"$OUT_DIR/bench.log" 2>&1
-tail -n 12 "$OUT_DIR/bench.log"
+out_dir="${out_dir:-${OUT:-gpu-report}}"
+mkdir -p "$out_dir/steps" || exit 2
+out_dir="$(cd "$out_dir" && pwd)"
+export KIT_OUT="$out_dir" KIT_PYTHON="$PYTHON"
+"$PYTHON" benchmarks/gpu_kit.py plan "${plan_args[@]}" >"$out_dir/plan.json" || exit 2
+"$PYTHON" benchmarks/gpu_kit.py plan "${plan_args[@]}" --format tsv >"$out_dir/plan.tsv" || exit 2
+printf 'name\tkind\tmethod\tstatus\trc\tseconds\tlimit_s\n' >"$out_dir/status.tsv"
+timeout 30 nvidia-smi >"$out_dir/nvidia-smi.log" 2>&1 || echo "nvidia-smi not available" >>"$out_dir/nvidia-smi.log"
 
-# 4. Nsight Compute on one launch of each main kernel, 3d 64x1024x1024 (optional).
-if command -v ncu >/dev/null 2>&1; then
-    step ncu timeout 240 ncu --clock-control none --target-processes all \
-        -k "regex:fgp_step_3d|fgp_primal_3d|tv_gap_partials_3d" --launch-skip 2 -c 3 \
-        --section SpeedOfLight --section Occupancy --section LaunchStats \
-        "$PYTHON" benchmarks/gpu_kit.py profile >"$OUT_DIR/ncu.log" 2>&1
-else
-    echo "ncu	skipped (ncu not on PATH)" >>"$STATUS"
-fi
+echo "== GPU check: $(grep -c . "$out_dir/plan.tsv") steps, report in $out_dir (budget ${budget} s)"
+failed=0
+spent=0
+while IFS=$'\t' read -r name kind method limit requires log command; do
+    status=""
+    rc=""
+    seconds=0
+    if [ "$budget" -gt 0 ] && [ $((budget - spent)) -lt 10 ]; then
+        status="not-run (budget)"
+    elif [ "$budget" -gt 0 ] && [ $((budget - spent)) -lt "$limit" ]; then
+        limit=$((budget - spent))
+    fi
+    if [ -z "$status" ] && [ "$requires" != "-" ] && ! command -v "$requires" >/dev/null 2>&1; then
+        status="skipped ($requires not on PATH)"
+        echo "skipped: $requires is not on PATH" >"$out_dir/steps/$log"
+    fi
+    if [ -z "$status" ]; then
+        start=$SECONDS
+        # timeout kills the step's whole process group (sanitizer, Python and Dask workers).
+        KIT_STEP_LIMIT="$limit" timeout --kill-after=10 "$limit" bash -c "$command" \
+            >"$out_dir/steps/$log" 2>&1 </dev/null
+        rc=$?
+        seconds=$((SECONDS - start))
+        spent=$((spent + seconds))
+        case "$rc" in
+            0) status="passed" ;;
+            77) status="skipped" ;;
+            124 | 137) status="timeout"; failed=1 ;;
+            *) status="failed"; failed=1 ;;
+        esac
+    fi
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$kind" "$method" "$status" "$rc" \
+        "$seconds" "$limit" >>"$out_dir/status.tsv"
+    echo "== $name: $status${rc:+ (rc=$rc)} ${seconds} s of ${limit}"
+    if [ "$status" = "failed" ] || [ "$status" = "timeout" ]; then
+        tail -n 8 "$out_dir/steps/$log" | sed 's/^/   | /'
+    fi
+    "$PYTHON" benchmarks/gpu_kit.py report --out "$out_dir" >/dev/null 2>"$out_dir/report.err" ||
+        echo "   (report failed: see $out_dir/report.err)"
+done <"$out_dir/plan.tsv"
 
-# 5. The report.
-"$PYTHON" - "$STATUS" "$OUT_DIR/status.json" <<'PY'
-import json, sys
-rows = [line.rstrip("\n").split("\t", 1) for line in open(sys.argv[1]) if line.strip()]
-json.dump({k: v for k, v in rows}, open(sys.argv[2], "w"), indent=2)
-PY
-"$PYTHON" benchmarks/gpu_kit.py report --out "$OUT_DIR" >/dev/null
-echo "== report: $OUT_DIR/report.md (failed=$failed)"
+echo "== report: $out_dir/report.md (steps took ${spent} s; failed=$failed)"
 exit $failed

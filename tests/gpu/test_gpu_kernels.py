@@ -1,4 +1,12 @@
-"""Every fused kernel against its torch twin on a real GPU, and the self-test's guarantees."""
+"""Every registered fused op on a real GPU (compiled, self-tested, reported), TV's kernels against
+their twins in detail, and the self-test's guarantees.
+
+The generic tests are parametrized by :func:`~napari_gpuscope.compute.kernels.registered_ops`
+(op names) and :func:`~napari_gpuscope.compute.kernels.kernel_files` (file names): the GPU kit's
+plan (``benchmarks/gpu_kit.py plan``) runs each method's cases in that method's ``twin`` step.
+That no registered op ends up disabled or unavailable during any GPU test is checked by the
+autouse fixture of ``tests/gpu/conftest.py``.
+"""
 
 from __future__ import annotations
 
@@ -14,19 +22,20 @@ import pytest
 import torch
 
 from napari_gpuscope.compute.devices import cupy_status
-from napari_gpuscope.compute.esrrf import _kernels as esrrf_kernels
-from napari_gpuscope.compute.flatfield import _ops as flatfield_ops
-from napari_gpuscope.compute.kernels import CupyBackend, FusedOp, KernelSource, path_report
+from napari_gpuscope.compute.kernels import (
+    CupyBackend,
+    FusedOp,
+    KernelSource,
+    kernel_files,
+    path_report,
+    registered_ops,
+)
 from napari_gpuscope.compute.kernels import axpby as axpby_module
-from napari_gpuscope.compute.phase import _ops as phase_ops
 from napari_gpuscope.compute.tv import _ops as ops
 
 pytestmark = pytest.mark.gpu
 
 TV_OPS = (ops.fgp_primal, ops.fgp_step, ops.tv_gap_partials)
-ESRRF_OPS = (esrrf_kernels.half_gradients, esrrf_kernels.rgc)
-PHASE_OPS = (phase_ops.normal_equations_op, phase_ops.tikhonov_solve_op)
-FLATFIELD_OPS = (flatfield_ops.basic_sparse, flatfield_ops.basic_dual)
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 # (batch, coupled shape, spacing): 1-4 coupled axes, odd sizes, size-1 axes, batches.
@@ -101,21 +110,34 @@ def compare_all(f, z, y, spacing, *, lo=-math.inf, hi=math.inf, rtol=1e-5, atol=
     return worst
 
 
-@pytest.fixture(autouse=True)
-def _nothing_disabled():
-    yield
-    for op in (*TV_OPS, *ESRRF_OPS, *PHASE_OPS, *FLATFIELD_OPS, axpby_module.axpby):
-        assert not op.disabled_devices, f"{op.name} disabled: {op.disabled_devices}"
-        assert not op.unavailable, f"{op.name} unavailable: {op.unavailable}"
-
-
 def test_cupy_runs_on_the_gpu(gpu, kit_record):
     usable, detail = cupy_status(gpu)
     kit_record("cupy_status", detail)
     assert usable, detail
-    for op in (*TV_OPS, *ESRRF_OPS, *PHASE_OPS, *FLATFIELD_OPS, axpby_module.axpby):
-        assert op.prepare(gpu), op.path(gpu)
-        assert op.path(gpu).path == "kernel"
+
+
+@pytest.mark.parametrize("op", registered_ops(), ids=lambda op: op.name)
+def test_registered_op_runs_its_verified_kernel(gpu, op, kit_record):
+    """Each op compiles and passes its first-use self-test on this GPU, a fresh self-test on
+    its own backend agrees, and the provenance report names the fused kernel."""
+    assert op.prepare(gpu), op.path(gpu).describe()
+    path = op.path(gpu)
+    assert (path.path, path.reason) == ("kernel", "verified against the twin"), path
+    ok, detail = op.self_test(CupyBackend(gpu), gpu)
+    kit_record(f"self_test {op.name}", detail)
+    assert ok, detail
+    assert path_report(gpu)[op.name][str(gpu)] == "fused kernel (verified against the twin)"
+
+
+@pytest.mark.parametrize("path", kernel_files(), ids=lambda path: path.name)
+def test_kernel_source_compiles_for_this_gpu(gpu, path):
+    """NVRTC compiles every kernel of every .cu file for this GPU: each entry point loads,
+    including variants no test launches (e.g. 64-bit index kernels of small shapes)."""
+    backend = CupyBackend(gpu)
+    source = KernelSource(path)
+    assert source.kernel_names, path
+    for name in source.kernel_names:
+        assert backend.function(source, name) is not None
 
 
 @pytest.mark.parametrize("stream_kind", ["default", "side"])
@@ -257,11 +279,3 @@ def test_path_report_names_the_kernels(gpu):
     report = path_report(gpu)
     for op in TV_OPS:
         assert report[op.name]["cuda:0"] == "fused kernel (verified against the twin)"
-
-
-def test_kernel_sources_compile_for_this_gpu(gpu):
-    """NVRTC compiled every variant: each entry point loads."""
-    backend = CupyBackend(gpu)
-    source: KernelSource = ops.SOURCE
-    for name in source.kernel_names:
-        assert backend.function(source, name) is not None
