@@ -32,6 +32,7 @@ __all__ = [
     "CONVENTIONS",
     "NormalEquations",
     "normalize_stack",
+    "spectrum",
     "svd_filter",
     "tikhonov_filter",
 ]
@@ -43,6 +44,19 @@ def normalize_stack(zyx: torch.Tensor) -> torch.Tensor:
     """Per-slice contrast ``I / mean(I) - 1`` (waveorder's ``inten_normalization``, no filter)."""
     means = torch.clamp(zyx.mean(dim=(-2, -1), keepdim=True), min=1e-12)
     return zyx / means - 1
+
+
+def spectrum(zyx: torch.Tensor) -> torch.Tensor:
+    """``FFT2`` of :func:`normalize_stack` of ``(..., Y, X)``, complex64.
+
+    The contrast is written straight into the real lanes of a complex array: ``fft2`` of a real
+    tensor would first copy it to a complex one, one more array of the stack's size.
+    """
+    means = torch.clamp(zyx.mean(dim=(-2, -1), keepdim=True), min=1e-12)
+    lanes = torch.empty((*zyx.shape, 2), dtype=torch.float32, device=zyx.device)
+    torch.div(zyx, means, out=lanes[..., 0]).sub_(1)
+    lanes[..., 1].zero_()
+    return torch.fft.fft2(torch.view_as_complex(lanes))
 
 
 def _rows(absorption: torch.Tensor, phase: torch.Tensor, convention: str):
@@ -71,6 +85,9 @@ class NormalEquations:
     b_a: torch.Tensor
     b_p: torch.Tensor
 
+    BYTES_PER_ELEMENT = 32
+    """Device bytes per frequency: two float32 and three complex64 fields."""
+
     @classmethod
     def build(
         cls,
@@ -85,6 +102,12 @@ class NormalEquations:
             return cls(*_ops.normal_equations(data_hat, absorption, phase, conjugate))
         left_a, left_p = _rows(absorption, phase, convention)
         return cls(*_ops.normal_equations_twin(data_hat, left_a, left_p))
+
+    def add_(self, other: NormalEquations) -> NormalEquations:
+        """Add ``other``'s sums in place (the slices of another chunk); returns ``self``."""
+        for mine, theirs in zip(self.fields(), other.fields(), strict=True):
+            mine.add_(theirs)
+        return self
 
     def fields(self) -> tuple[torch.Tensor, ...]:
         """``(g_aa, g_pp, g_ap, b_a, b_p)``."""

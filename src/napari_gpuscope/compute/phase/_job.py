@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..arrays import InvalidInputError, to_device, validate_image
+from ..arrays import InvalidInputError, download_into, to_device, validate_image
 from ..devices import device_context
 from ..jobs import Job, Output, Progress, blocking, mapped
 from ..params import takes_params
@@ -197,14 +197,25 @@ def _check_stack(zyx: Any) -> None:
 
 def _load(zyx: Any, device: torch.device) -> torch.Tensor:
     data = to_device(zyx, device)
-    if not torch.isfinite(data).all():
+    # Both checks come back in one small copy: each read of a device value waits for the device.
+    non_finite, dark = torch.stack(
+        (~torch.isfinite(data).all(), (data.mean(dim=(-2, -1)) <= 0).any())
+    ).tolist()
+    if non_finite:
         raise InvalidInputError("z-stack contains NaN or infinite values")
-    if (data.mean(dim=(-2, -1)) <= 0).any():
+    if dark:
         raise InvalidInputError(
             "z-stack has a slice with a non-positive mean: expected brightfield intensities "
             "(the background must be positive)"
         )
     return data
+
+
+def download(tensor: torch.Tensor) -> np.ndarray:
+    """A new float32 host array of ``tensor`` (from a GPU through pinned staging buffers)."""
+    out = np.empty(tuple(tensor.shape), dtype=np.float32)
+    download_into(out, tensor)
+    return out
 
 
 @takes_params(PhaseParams)
@@ -300,7 +311,7 @@ def _run(zyx, params, tilt_map, optics_cache, memory_budget, device) -> Job[Phas
                         absorption, phase = done
                         break
                     yield Progress((index + 1) / count, f"tile {index + 1}/{count}", step=index + 1)
-            final = phase.cpu().numpy().astype(np.float32)
+            final = download(phase)
             yield Progress(
                 1.0,
                 "reconstructed",
@@ -311,7 +322,7 @@ def _run(zyx, params, tilt_map, optics_cache, memory_budget, device) -> Job[Phas
             )
         return PhaseResult(
             phase=final,
-            absorption=absorption.cpu().numpy().astype(np.float32),
+            absorption=download(absorption),
             params=params,
             tilt_map=tilt_map,
             estimate=estimate,

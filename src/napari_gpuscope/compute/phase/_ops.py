@@ -16,6 +16,7 @@ path (tilt optimisation) uses the differentiable twins directly.
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 from typing import Any
 
@@ -80,19 +81,25 @@ def _launch_normal_equations(
     backend, data, tf_a, tf_p, g_aa, g_pp, g_ap, b_a, b_p, sign: float
 ) -> None:
     n_z, n_freq = data.shape[-4], data.shape[-3] * data.shape[-2]
+    tf_batches = tf_a.shape[0]
+    matching = tf_p.shape == tf_a.shape and tf_a.shape[1:] == data.shape[1:]
+    if not matching or tf_batches not in (1, data.shape[0]):
+        raise ValueError(
+            f"transfer functions {tuple(tf_a.shape)} / {tuple(tf_p.shape)} do not match data "
+            f"{tuple(data.shape)} (one set per problem, or one shared set)"
+        )
     total = g_aa.numel()
     kernel = backend.function(SOURCE, "phase_normal_equations")
     arrays = [backend.array(t) for t in (data, tf_a, tf_p, g_aa, g_pp, g_ap, b_a, b_p)]
-    backend.launch(
-        kernel,
-        total,
-        [*arrays, np.float32(sign), np.int64(n_z), np.int64(n_freq), np.int64(total)],
-    )
+    scalars = [np.int64(n_z), np.int64(n_freq), np.int64(tf_batches), np.int64(total)]
+    backend.launch(kernel, total, [*arrays, np.float32(sign), *scalars])
 
 
 def _normal_equations_example(device, generator):
     shape = (2, 5, 7, 9, 2)  # (B, Z, Y, X, re/im): N = 63 is not a multiple of the block
-    data, a, p = (torch.randn(shape, generator=generator).to(device) for _ in range(3))
+    data = torch.randn(shape, generator=generator).to(device)
+    # One set of transfer functions shared by both problems: the batch index must not move it.
+    a, p = (torch.randn((1, *shape[1:]), generator=generator).to(device) for _ in range(2))
     out = shape[:1] + shape[2:4]
     g_aa, g_pp = (torch.empty(out, device=device) for _ in range(2))
     g_ap, b_a, b_p = (torch.empty((*out, 2), device=device) for _ in range(3))
@@ -108,8 +115,10 @@ normal_equations_op = FusedOp(
     rtol=1e-5,
     atol=1e-5,
 )
-"""``normal_equations_op(data, tf_a, tf_p, g_aa, g_pp, g_ap, b_a, b_p, sign)`` on float views
-``(B, Z, Y, X, 2)`` in, ``(B, Y, X)`` / ``(B, Y, X, 2)`` out; ``sign=-1`` conjugates the rows."""
+"""``normal_equations_op(data, tf_a, tf_p, g_aa, g_pp, g_ap, b_a, b_p, sign)`` on float views:
+``data (B, Z, Y, X, 2)`` and transfer functions of the same shape or ``(1, Z, Y, X, 2)`` (shared
+by the ``B`` problems) in, ``(B, Y, X)`` / ``(B, Y, X, 2)`` out; ``sign=-1`` conjugates the
+rows."""
 
 
 def _tikhonov_views(g_aa, g_pp, g_ap, b_a, b_p, out_a, out_p, reg: float) -> None:
@@ -160,11 +169,20 @@ def _batched(x: torch.Tensor, trailing: int) -> torch.Tensor:
 def normal_equations(
     data_hat: torch.Tensor, absorption: torch.Tensor, phase: torch.Tensor, conjugate: bool
 ) -> tuple[torch.Tensor, ...]:
-    """The five reductions through the fused op (kernel where it runs, else the twin)."""
+    """The five reductions through the fused op (kernel where it runs, else the twin).
+
+    ``data_hat (..., Z, Y, X)``; the transfer functions have the same batch axes, or none
+    (one set shared by every problem: passed as is, not copied per problem).
+    """
     batch = data_hat.shape[:-3]
     data = torch.view_as_real(_batched(data_hat, 3).contiguous())
-    tf_a = torch.view_as_real(_batched(absorption.expand_as(data_hat), 3).contiguous())
-    tf_p = torch.view_as_real(_batched(phase.expand_as(data_hat), 3).contiguous())
+    if absorption.shape[:-3] != batch and math.prod(absorption.shape[:-3]) == 1:
+        absorption = absorption.reshape(absorption.shape[-3:])
+        phase = phase.reshape(phase.shape[-3:])
+    else:
+        absorption, phase = absorption.expand_as(data_hat), phase.expand_as(data_hat)
+    tf_a = torch.view_as_real(_batched(absorption, 3).contiguous())
+    tf_p = torch.view_as_real(_batched(phase, 3).contiguous())
     out = (data.shape[0], *data.shape[2:4])
     g_aa, g_pp = (data.new_empty(out) for _ in range(2))
     g_ap, b_a, b_p = (data.new_empty((*out, 2)) for _ in range(3))

@@ -269,6 +269,18 @@ class PhaseParams(Params):
         advanced=True,
         help="TV weight on the phase (regularizer='tv'), in radians of phase per unit gradient",
     )
+    tv_iterations: int = param(
+        15,
+        label="TV iterations",
+        minimum=1,
+        maximum=1000,
+        advanced=True,
+        help=(
+            "ADMM iterations of the TV-regularised phase (regularizer='tv'): each is one "
+            "closed-form solve and one TV step, all on the device; more is closer to the exact "
+            "TV solution"
+        ),
+    )
 
     def validate(self) -> None:
         """NAs within the refractive index; lengths in one unit; warn on NA_ill > NA_det."""

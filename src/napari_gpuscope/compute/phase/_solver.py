@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from ..devices import resolve_device
-from ._job import _check_stack, _load
+from ._job import _check_stack, _load, download
 from ._optics import OpticsCache
 from ._params import PhaseParams
 from ._reconstruct import Reconstructor, solve_all
@@ -17,9 +17,9 @@ from ._tiles import TileGrid, TiltMap
 __all__ = ["PhaseSolver"]
 
 _FREE = (
-    "regularization", "tv_strength", "regularizer", "tilt_mode", "tilt_zenith", "tilt_azimuth",
-    "tiles_y", "tiles_x", "tile_overlap", "iterations", "optimizer", "tilt_loss", "lr_zenith",
-    "lr_azimuth", "lr_focus",
+    "regularization", "tv_strength", "tv_iterations", "regularizer", "tilt_mode", "tilt_zenith",
+    "tilt_azimuth", "tiles_y", "tiles_x", "tile_overlap", "iterations", "optimizer", "tilt_loss",
+    "lr_zenith", "lr_azimuth", "lr_focus",
 )  # fmt: skip
 """Fields that do not change the normal equations (the tilt is held by the tilt map)."""
 
@@ -100,10 +100,7 @@ class PhaseSolver:
             self._recon.params = params
         with torch.no_grad():
             absorption, phase = solve_all(self._recon, self.tilt_map, self._systems, regularization)
-        return (
-            absorption.cpu().numpy().astype(np.float32),
-            phase.cpu().numpy().astype(np.float32),
-        )
+        return download(absorption), download(phase)
 
 
 def _implied_tilt(params: PhaseParams) -> tuple[float, float]:

@@ -30,7 +30,6 @@ import torch
 from ._inverse import NormalEquations, normalize_stack
 from ._ops import normal_equations_twin, tikhonov_solve_twin
 from ._optics import (
-    _central_crop,
     _Grid,
     defocused_pupil,
     illumination_pupil,
@@ -116,9 +115,7 @@ class _Problem:
                     pupil = defocused_pupil(self.grid, self.z(focus[:1].detach())[0])
                     self._fixed_pupil = (pupil, torch.fft.fft2(pupil))
             pupil, pupil_hat = self._fixed_pupil
-        absorption, phase_tf = wotf(source, pupil, pupil_hat)
-        absorption = _central_crop(absorption, self.key.shape)
-        phase_tf = _central_crop(phase_tf, self.key.shape)
+        absorption, phase_tf = wotf(self.grid, source, pupil, pupil_hat)
         system = NormalEquations(
             *normal_equations_twin(self.data_hat, absorption.conj(), phase_tf.conj())
         )
@@ -132,13 +129,6 @@ class _Problem:
             spectrum = torch.fft.fft2(phase).abs()
             loss = -spectrum[:, self.mask].mean(dim=-1)
         return loss, phase
-
-
-def _start(values: np.ndarray | float, count: int, shared: bool, device) -> torch.Tensor:
-    values = np.broadcast_to(np.asarray(values, dtype=np.float32), (count,))
-    if shared:
-        values = values[:1]
-    return torch.tensor(np.array(values), device=device)
 
 
 def optimise_tilt(
@@ -167,11 +157,12 @@ def optimise_tilt(
     zen0 = np.where(np.abs(zen0) < MIN_ZENITH_START, MIN_ZENITH_START, zen0)
     if rates["zenith"] == 0:
         zen0 = np.asarray(zenith, dtype=np.float64)
-    values = {
-        "zenith": _start(zen0, count, shared, device),
-        "azimuth": _start(azimuth, count, shared, device),
-        "focus": _start(focus, count, shared, device),
-    }
+    # One upload for the three start vectors (each host-to-device copy waits for the device).
+    starts = np.stack(
+        [np.broadcast_to(np.asarray(v, np.float32), (count,)) for v in (zen0, azimuth, focus)]
+    )
+    on_device = torch.from_numpy(starts[:, :1] if shared else starts).to(device)
+    values = {name: on_device[i].clone() for i, name in enumerate(("zenith", "azimuth", "focus"))}
     free = [name for name, rate in rates.items() if rate > 0]
     for name in free:
         values[name].requires_grad_(True)
@@ -184,18 +175,17 @@ def optimise_tilt(
         )
         return loss, phase
 
-    def snapshot(loss: torch.Tensor, iteration: int) -> TiltStep:
-        def host(name: str) -> np.ndarray:
-            v = values[name].detach().cpu().numpy().astype(np.float64)
-            return np.broadcast_to(v, (count,)).copy()
-
-        return TiltStep(
-            iteration,
-            loss.detach().cpu().numpy().astype(np.float64),
-            host("zenith"),
-            host("azimuth"),
-            host("focus"),
-        )
+    def snapshot(loss: torch.Tensor, iteration: int, *extra: torch.Tensor):
+        """The step on the host: the loss, the values and ``extra`` per-tile flags come back in
+        one copy, the iteration's only wait for the device (two after a rejected Newton
+        step)."""
+        rows = [loss.detach()] + [
+            values[n].detach().expand(count) for n in ("zenith", "azimuth", "focus")
+        ]
+        rows += [e.to(loss.dtype).expand(count) for e in extra]
+        host = torch.stack(rows).cpu().numpy().astype(np.float64)
+        step = TiltStep(iteration, host[0], host[1].copy(), host[2].copy(), host[3].copy())
+        return step, host[4:].astype(bool)
 
     best: TiltStep | None = None
     optimiser = None
@@ -207,9 +197,6 @@ def optimise_tilt(
     for iteration in range(params.iterations if free else 1):
         newton = bool(free) and params.optimizer == "newton"
         loss, phase = evaluate()
-        if not torch.isfinite(loss).all():
-            non_finite = True
-            break  # keep the best finite values (never report non-finite as a result)
         total = loss.sum()
         if newton and previous is not None:
             # LM acceptance, per tile: a worse loss undoes that tile's step, more damping.
@@ -220,12 +207,20 @@ def optimise_tilt(
             with torch.no_grad():
                 for name in free:
                     damping[name] = torch.where(worse, damping[name] * 4, damping[name] / 3)
-                    if worse.any():
+            step, (rejected,) = snapshot(loss, iteration, worse)
+            if rejected.any() and np.isfinite(step.loss).all():
+                with torch.no_grad():  # in place: the loss's graph is dropped just below
+                    for name in free:
                         values[name].copy_(torch.where(worse, old_values[name], values[name]))
-            if worse.any():  # the undone tiles' graph is stale: evaluate again
+                # the undone tiles' graph is stale: evaluate again
                 loss, phase = evaluate()
                 total = loss.sum()
-        step = snapshot(loss, iteration)
+                step, _ = snapshot(loss, iteration)
+        else:
+            step, _ = snapshot(loss, iteration)
+        if not np.isfinite(step.loss).all():
+            non_finite = True
+            break  # keep the best finite values (never report non-finite as a result)
         if best is None:
             best = step
         else:

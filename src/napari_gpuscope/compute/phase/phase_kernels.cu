@@ -2,8 +2,9 @@
 // _ops.py beside this file).
 //
 // Complex arrays are interleaved float32 (re, im) pairs, as torch.view_as_real lays out a
-// contiguous complex64 tensor. Shapes: transfer functions and data spectra (B, Z, N) complex,
-// N = Y * X frequencies, B >= 1 independent problems (tiles); the per-frequency results (B, N).
+// contiguous complex64 tensor. Shapes: data spectra (B, Z, N) complex, N = Y * X frequencies,
+// B >= 1 independent problems (tiles); transfer functions (B, Z, N), or (1, Z, N) shared by
+// every problem (read in place, never copied per problem); the per-frequency results (B, N).
 // One thread per (b, frequency) walks the Z slices: one read of each input, one write of each
 // output, where the twin needs ~10 passes over (B, Z, N).
 
@@ -15,17 +16,19 @@ extern "C" __global__ void phase_normal_equations(
     const float* __restrict__ data, const float* __restrict__ tf_a, const float* __restrict__ tf_p,
     float* __restrict__ g_aa, float* __restrict__ g_pp, float* __restrict__ g_ap,
     float* __restrict__ b_a, float* __restrict__ b_p, const float sign, const long long n_z,
-    const long long n_freq, const long long n_total) {
+    const long long n_freq, const long long tf_batches, const long long n_total) {
     const long long stride = (long long)blockDim.x * gridDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n_total; i += stride) {
         const long long b = i / n_freq;
         const long long k = i - b * n_freq;
+        const long long tb = tf_batches == 1 ? 0 : b;  // shared transfer functions
         float saa = 0.0f, spp = 0.0f, sap_re = 0.0f, sap_im = 0.0f;
         float sba_re = 0.0f, sba_im = 0.0f, sbp_re = 0.0f, sbp_im = 0.0f;
         for (long long z = 0; z < n_z; ++z) {
             const long long at = 2 * ((b * n_z + z) * n_freq + k);
-            const float ar = tf_a[at], ai = sign * tf_a[at + 1];
-            const float pr = tf_p[at], pi = sign * tf_p[at + 1];
+            const long long tf_at = 2 * ((tb * n_z + z) * n_freq + k);
+            const float ar = tf_a[tf_at], ai = sign * tf_a[tf_at + 1];
+            const float pr = tf_p[tf_at], pi = sign * tf_p[tf_at + 1];
             const float dr = data[at], di = data[at + 1];
             saa += ar * ar + ai * ai;
             spp += pr * pr + pi * pi;
