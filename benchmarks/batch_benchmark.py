@@ -6,9 +6,10 @@ timed end to end (``run_batch``: planning, tasks, OME-Zarr writes, markers). Pri
 
 - positions/s, and the parallel efficiency ``rate(W) / (W * rate(1))`` (goal on GPUs: >= 85 %
   from 1 to 8);
-- the mean time a task spends on its position (read + compute + write), and the scheduler's
-  share: ``(wall * W / N - mean task time) / mean task time`` (goal: < 5 % of a position's
-  time), i.e. the time a worker was not busy with a position;
+- the mean time a task spends on its position (read + compute + write, each also shown alone:
+  the run report's per-position stage times), and the scheduler's share:
+  ``(wall * W / N - mean task time) / mean task time`` (goal: < 5 % of a position's time), i.e.
+  the time a worker was not busy with a position;
 - the same positions computed directly in this process (no Dask) as a reference rate.
 
 Usage::
@@ -84,8 +85,11 @@ def main() -> None:
             f"device {args.device}, host {platform.node()} ({platform.processor() or 'cpu'})"
         )
         print(f"direct in-process (1 {args.device}, no Dask): {direct:.2f} positions/s")
-        print("| workers | positions/s | efficiency | mean task s | scheduler share |")
-        print("|---|---|---|---|---|")
+        print(
+            "| workers | positions/s | efficiency | mean task s | read / compute / write s "
+            "| scheduler share |"
+        )
+        print("|---|---|---|---|---|---|")
         base = None
         for count in args.workers:
             device = "cpu" if args.device == "cpu" else ",".join(f"cuda:{i}" for i in range(count))
@@ -105,7 +109,13 @@ def main() -> None:
             task = report.timings["mean_position_seconds"]
             busy = report.timings["wall_seconds"] * count / len(positions)
             share = (busy - task) / task
-            print(f"| {count} | {rate:.2f} | {efficiency:.0%} | {task:.3f} | {share:.1%} |")
+            stages = report.timings["mean_stage_seconds"]
+            split = " / ".join(
+                f"{stages.get(s, float('nan')):.3f}" for s in ("read", "compute", "write")
+            )
+            print(
+                f"| {count} | {rate:.2f} | {efficiency:.0%} | {task:.3f} | {split} | {share:.1%} |"
+            )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -25,7 +25,9 @@ class BatchReport:
         Position name -> reason.
     timings : dict
         ``wall_seconds``, ``positions_per_second``, ``position_seconds`` (name -> seconds in its
-        task), ``mean_position_seconds``.
+        task), ``mean_position_seconds``, ``position_stages`` (name -> ``{"read", "compute",
+        "write"}`` seconds, see :func:`~napari_gpuscope.batch.tasks.run_position`) and
+        ``mean_stage_seconds`` (the same, averaged over the positions computed).
     dashboard : str or None
         The Dask dashboard's address.
     dry_run : bool
@@ -61,9 +63,21 @@ class BatchReport:
             return 130
         return 1 if self.failed else 0
 
-    def finish(self, wall_seconds: float, position_seconds: dict[str, float]) -> None:
-        """Fill in the timings."""
+    def finish(
+        self,
+        wall_seconds: float,
+        position_seconds: dict[str, float],
+        position_stages: dict[str, dict[str, float]] | None = None,
+    ) -> None:
+        """Fill in the timings (``position_stages``: name -> read/compute/write seconds)."""
         count = len(self.done)
+        stages = dict(sorted((position_stages or {}).items()))
+        names = ("read", "compute", "write")
+        means = {
+            stage: round(sum(s.get(stage, 0.0) for s in stages.values()) / len(stages), 4)
+            for stage in names
+            if stages
+        }
         self.timings = {
             "wall_seconds": round(wall_seconds, 4),
             "positions_per_second": round(count / wall_seconds, 4) if wall_seconds > 0 else None,
@@ -73,6 +87,8 @@ class BatchReport:
                 else None
             ),
             "position_seconds": dict(sorted(position_seconds.items())),
+            "mean_stage_seconds": means,
+            "position_stages": stages,
         }
 
     def to_json(self) -> str:
@@ -95,6 +111,12 @@ class BatchReport:
         rate = self.timings.get("positions_per_second")
         if rate:
             out.append(f"{self.timings['wall_seconds']:.1f} s, {rate:.2f} positions/s")
+        means = self.timings.get("mean_stage_seconds")
+        if means:
+            out.append(
+                "per position (mean): "
+                + ", ".join(f"{stage} {seconds:.3f} s" for stage, seconds in means.items())
+            )
         if self.interrupted:
             out.append("INTERRUPTED: the other positions are pending; rerun with --resume")
         out += [f"FAILED {name}: {reason}" for name, reason in sorted(self.failed.items())]

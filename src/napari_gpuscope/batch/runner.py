@@ -161,6 +161,7 @@ def run_batch(
     )
     resources = {GPU_RESOURCE: 1} if device != "cpu" else None
     position_seconds: dict[str, float] = {}
+    position_stages: dict[str, dict[str, float]] = {}
     futures = _submit(client, spec, todo, resources)
     report.done, finished_failed = [], 0
     from distributed import as_completed
@@ -176,6 +177,11 @@ def run_batch(
             if summary["status"] == "done":
                 report.done.append(position.name)
                 position_seconds[position.name] = summary["seconds"]
+                position_stages[position.name] = {
+                    stage: summary[f"{stage}_seconds"]
+                    for stage in ("read", "compute", "write")
+                    if f"{stage}_seconds" in summary
+                }
             else:
                 report.failed[position.name] = summary["reason"]
                 finished_failed += 1
@@ -188,7 +194,7 @@ def run_batch(
         client.cancel(list(futures))
         report.interrupted = True
     report.done.sort()
-    report.finish(time.perf_counter() - start, position_seconds)
+    report.finish(time.perf_counter() - start, position_seconds, position_stages)
     return report
 
 

@@ -3,9 +3,13 @@
 A task reads its position, runs the method's job from the registry with the recipe's
 parameters on the worker's device, writes the result's layers (``result.layers()``, the same
 mapping the docks use) into its own OME-Zarr group, then its completion marker, and returns a
-small summary (never an array). Whatever fails is recorded with its reason and returned as a
-failed summary; only the death of the worker process itself is left to the driver. Device memory
-pools (torch's and CuPy's) are emptied after every position so they do not starve each other.
+small summary (never an array) with the seconds it spent reading, computing and writing.
+Whatever fails is recorded with its reason and returned as a failed summary; only the death of
+the worker process itself is left to the driver. Device memory pools (torch's and CuPy's) are
+kept from one position to the next, so that positions of one shape reuse their blocks instead of
+paying cudaMalloc and cudaFree (and the synchronisation they imply) every time; they are emptied
+only after a failed position or when the memory they hold unused exceeds ``POOL_SLACK`` of the
+device (:func:`release_pools`).
 
 Two-phase methods name a hook object in ``MethodSpec.batch`` (see
 :class:`~napari_gpuscope.methods.MethodSpec`): ``prepare(params, tiles, *, device, artifacts)``
@@ -32,9 +36,12 @@ from napari_gpuscope.batch.inputs import Position
 from napari_gpuscope.batch.recipes import Recipe
 from napari_gpuscope.batch.store import BatchStore
 
-__all__ = ["TaskSpec", "prepare_run", "run_position"]
+__all__ = ["POOL_SLACK", "TaskSpec", "prepare_run", "release_pools", "run_position"]
 
 _RECIPES: dict[str, Recipe] = {}
+
+POOL_SLACK = 0.25
+"""Fraction of a GPU's memory that the device pools may hold unused between positions."""
 
 
 @dataclass(frozen=True)
@@ -101,12 +108,15 @@ def prepare_run(task: TaskSpec, positions: Sequence[Position]) -> Any:
     if prepare is None:
         return None
     device = _device(task)
+    failed = True
     try:
         tiles = [position.read for position in positions]
         artifacts = {name: Path(path) for name, path in task.artifacts.items()}
-        return prepare(recipe.params_model(), tiles, device=device, artifacts=artifacts)
+        prepared = prepare(recipe.params_model(), tiles, device=device, artifacts=artifacts)
+        failed = False
+        return prepared
     finally:
-        _free(device)
+        release_pools(device, failed=failed)
 
 
 def _job(recipe: Recipe, data: Any, params: Any, device: str, prepared: Any) -> Any:
@@ -134,13 +144,19 @@ def run_position(task: TaskSpec, position: Position, key: str, prepared: Any = N
     Returns
     -------
     dict
-        ``{"position", "status": "done" | "failed", "reason", "seconds", ...}``.
+        ``{"position", "status": "done" | "failed", "reason", "seconds", ...}``; a done
+        position also has ``read_seconds`` (its metadata and :meth:`Position.open`: a
+        memory-mapped TIFF or a Zarr array is read while the job runs, so that time counts as
+        computing), ``compute_seconds`` (the job) and ``write_seconds`` (the layers and their
+        OME-Zarr metadata); ``seconds`` also counts setting up (recipe, device, clearing an
+        earlier attempt).
     """
     store = BatchStore(task.out)
     started = time.perf_counter()
     worker = {"host": platform.node(), "pid": os.getpid()}
     stage = "setting up"
     device = "cpu"
+    failed = True
     try:
         if store.is_complete(position.name, key):
             # Another attempt of this very computation finished (Dask reruns a task whose
@@ -156,13 +172,16 @@ def run_position(task: TaskSpec, position: Position, key: str, prepared: Any = N
         device = _device(task)
         store.discard(position.name)
         stage = "reading"
+        read_start = time.perf_counter()
         info = position.info()
         data = position.open()
-        read_s = time.perf_counter() - started
+        read_s = time.perf_counter() - read_start
         stage = "computing"
+        compute_start = time.perf_counter()
         result, record = _compute(recipe, position, data, device, prepared)
-        compute_s = time.perf_counter() - started - read_s
+        compute_s = time.perf_counter() - compute_start
         stage = "writing"
+        write_start = time.perf_counter()
         from napari_gpuscope.compute.results import Geometry
         from napari_gpuscope.provenance import PROVENANCE_KEY
 
@@ -178,19 +197,20 @@ def run_position(task: TaskSpec, position: Position, key: str, prepared: Any = N
             "source": position.source,
         }
         written = store.write_position(position.name, layers, attrs)
-        seconds = time.perf_counter() - started
+        now = time.perf_counter()
         summary = {
             "position": position.name,
             "status": "done",
-            "seconds": round(seconds, 4),
+            "seconds": round(now - started, 4),
             "read_seconds": round(read_s, 4),
             "compute_seconds": round(compute_s, 4),
-            "write_seconds": round(seconds - read_s - compute_s, 4),
+            "write_seconds": round(now - write_start, 4),
             "groups": written,
             "describe": result.describe(),
             "worker": worker,
         }
         store.mark_done(position.name, {**summary, "key": key, "recipe_hash": task.recipe_hash})
+        failed = False
         return summary
     except Exception as exc:
         reason = f"{stage} {position.source}: {type(exc).__name__}: {exc}"
@@ -209,7 +229,7 @@ def run_position(task: TaskSpec, position: Position, key: str, prepared: Any = N
             )
         return summary
     finally:
-        _free(device)
+        release_pools(device, failed=failed)
 
 
 def _compute(recipe: Recipe, position: Position, data: Any, device: str, prepared: Any) -> Any:
@@ -233,22 +253,42 @@ def _compute(recipe: Recipe, position: Position, data: Any, device: str, prepare
     return result, record
 
 
-def _free(device: str) -> None:
-    """Empty torch's and CuPy's pools after a position, so the two never starve each other.
+def release_pools(device: str, *, failed: bool) -> bool:
+    """Empty torch's and CuPy's device pools after a position, only when it pays.
 
-    Not :func:`~napari_gpuscope.compute.memory.free_cached`: its ``gc.collect()`` (for a failed
-    attempt's frames) costs more than a small position here, and a finished job has already
-    released its tensors. Nothing to do on the CPU.
+    Kept, the pools let the next position (usually of the same shape) reuse their blocks; so
+    they are emptied only after a failed position (an out-of-memory error leaves the pools
+    fragmented) or when they hold more unused memory than ``POOL_SLACK`` of the device (a
+    position of another shape, or the other library, would find no room). Not
+    :func:`~napari_gpuscope.compute.memory.free_cached`: its ``gc.collect()`` (for a failed
+    attempt's frames) costs more than a small position here. Nothing to do on the CPU.
+
+    Returns
+    -------
+    bool
+        Whether the pools were emptied.
     """
     if not device.startswith("cuda"):
-        return
+        return False
     import torch
 
+    cupy = sys.modules.get("cupy")  # only if the method used it: never import it here
     # A broken CUDA context must not hide the position's own outcome.
+    try:
+        unused = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+        total = torch.cuda.get_device_properties(device).total_memory
+        if cupy is not None:
+            with contextlib.suppress(Exception):
+                pool = cupy.get_default_memory_pool()
+                unused += pool.total_bytes() - pool.used_bytes()
+    except Exception:
+        return False
+    if not failed and unused <= POOL_SLACK * total:
+        return False
     with contextlib.suppress(Exception):
         torch.cuda.empty_cache()
-    cupy = sys.modules.get("cupy")  # only if the method used it: never import it here
     if cupy is not None:
         with contextlib.suppress(Exception):
             cupy.get_default_memory_pool().free_all_blocks()
             cupy.get_default_pinned_memory_pool().free_all_blocks()
+    return True
