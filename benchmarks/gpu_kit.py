@@ -905,7 +905,7 @@ def report(out: Path) -> str:
                     part["tail"][-1500:].strip(),
                     "```",
                 ]
-    missing = [name for name in steps if name not in ran]
+    missing = [n for n in steps if ran.get(n, {}).get("status", "not-run").startswith("not-run")]
     if missing:
         lines += ["", f"Not run: {', '.join(missing)}."]
     text = "\n".join(lines) + "\n"

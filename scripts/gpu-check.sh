@@ -118,4 +118,9 @@ while IFS=$'\t' read -r name kind method limit requires log command; do
 done <"$out_dir/plan.tsv"
 
 echo "== report: $out_dir/report.md (steps took ${spent} s; failed=$failed)"
+left=$(awk -F'\t' '$4 ~ /^not-run/ {print $1}' "$out_dir/status.tsv" | paste -sd, -)
+if [ -n "$left" ]; then
+    echo "== not run (budget): $left"
+    echo "   run them in another window: bash scripts/gpu-check.sh --only $left OTHER_REPORT_DIR"
+fi
 exit $failed

@@ -58,6 +58,16 @@ Writing an op
                                          np.float32(a), np.float32(b), np.int64(out.numel())))
 
     axpby = FusedOp("axpby", launch=_launch, twin=_twin, example=_example, outputs=(2,))
+
+Define ops at module level (``name = FusedOp(...)`` at the start of a line) in a module under
+``compute/``: :func:`registered_ops` finds them by reading the sources (:func:`op_modules`) and
+imports those modules, so warm-ups and the GPU kit (``benchmarks/gpu_kit.py plan``) cover every
+method's ops without a list to maintain. Each op knows the kernels it can launch
+(:attr:`FusedOp.kernel_names`): read from the launcher's ``backend.function(SOURCE, "name")``
+calls (a literal name, or an f-string's fixed prefix for families of variants), or declared with
+``FusedOp(..., kernels=(...))`` when the launcher builds the names elsewhere. A CPU test checks
+that every ``__global__`` kernel of every ``.cu`` file belongs to some registered op and that
+each op's example launches only the kernels it names.
 """
 
 from ._backends import (
