@@ -7,11 +7,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from napari_gpuscope.compute.esrrf import _kernels
 from napari_gpuscope.compute.esrrf._ops import FrameGeometry
 from napari_gpuscope.compute.esrrf._temporal import macro_pixel_correct
-from napari_gpuscope.compute.kernels import HostBackend, host_emulation_available
+from napari_gpuscope.compute.kernels import (
+    HostBackend,
+    host_emulation_available,
+    registered_ops,
+)
 
 F32 = np.float32
 
@@ -155,3 +160,168 @@ def test_host_input_is_uploaded_on_the_side_stream_and_awaited(streams):
     pipeline, log = streams
     pipeline.upload(np.zeros((3, 16, 16), np.uint16), 0)
     assert log == [("read", "side"), ("wait", "compute", "side"), ("record", "compute")]
+
+
+# -- 1.2: an out-of-memory retry must not count frames twice ---------------------------------
+class _Injector(TorchDispatchMode):
+    """Counts the torch operations (and emulated kernel launches) of every frame chunk and
+    raises a simulated out-of-memory error at operation number ``fail_at`` (once).
+
+    It also records every operation that turns a float32 block of at least two frames into
+    float64 (a float64 copy of a whole chunk is outside the memory plan), where each chunk
+    starts and ends in the count, and which operations belong to the per-frame maps of the
+    torch twins (hundreds of them, none touching the sums)."""
+
+    current: _Injector | None = None
+
+    def __init__(self, fail_at: int | None = None) -> None:
+        super().__init__()
+        self.fail_at = fail_at
+        self.active = False
+        self.points = 0
+        self.chunks: list[tuple[int, int]] = []
+        self.maps: list[tuple[int, int]] = []
+        self.wide_copies: list[str] = []
+
+    def __enter__(self):
+        _Injector.current = self
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        _Injector.current = None
+        return super().__exit__(*exc)
+
+    def point(self) -> None:
+        if not self.active:
+            return
+        self.points += 1
+        if self.points - 1 == self.fail_at:
+            raise torch.OutOfMemoryError("CUDA out of memory (injected)")
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        self.point()
+        out = func(*args, **kwargs)
+        if self.active:
+            blocks = [
+                a
+                for a in args
+                if isinstance(a, torch.Tensor) and a.dim() == 3 and a.shape[0] >= 2
+            ]
+            widened = kwargs.get("dtype") == torch.float64 or (
+                isinstance(out, torch.Tensor) and out.dtype == torch.float64
+            )
+            if widened and any(b.dtype == torch.float32 for b in blocks):
+                self.wide_copies.append(str(func))
+        return out
+
+
+@pytest.fixture
+def counting_chunks(monkeypatch):
+    """Make the active :class:`_Injector` count inside every frame chunk's work (from the
+    chunk's start to its progress update), and at every emulated kernel launch."""
+    from napari_gpuscope.compute import memory
+    from napari_gpuscope.compute.esrrf import _job, _pipeline
+    from napari_gpuscope.compute.kernels import HostBackend as Host
+
+    real_run, real_launch = _job.run_in_chunks, Host.launch
+    real_maps = _pipeline.FramePipeline.maps
+
+    def maps(self, frames):
+        injector = _Injector.current
+        start = injector.points
+        try:
+            return real_maps(self, frames)
+        finally:
+            injector.maps.append((start, injector.points))
+
+    def counted(job):
+        injector = _Injector.current
+        start = injector.points
+        injector.active = True
+        try:
+            update = next(job)
+        except StopIteration as done:
+            return done.value
+        finally:
+            injector.active = False
+            injector.chunks.append((start, injector.points))
+        while True:
+            command = yield update
+            try:
+                update = job.send(command)
+            except StopIteration as done:
+                return done.value
+
+    def run_in_chunks(n, chunk, process, **kwargs):
+        return real_run(n, chunk, lambda a, b: counted(process(a, b)), **kwargs)
+
+    def launch(self, function, n_threads, args):
+        if _Injector.current is not None:
+            _Injector.current.point()
+        return real_launch(self, function, n_threads, args)
+
+    monkeypatch.setattr(_job, "run_in_chunks", run_in_chunks)
+    monkeypatch.setattr(Host, "launch", launch)
+    monkeypatch.setattr(_pipeline.FramePipeline, "maps", maps)
+    # A retry frees the device caches, on the CPU a gc.collect() (0.3 s in a test process):
+    # nothing this test checks.
+    monkeypatch.setattr(memory, "free_cached", lambda device: None)
+
+
+def _run(stack: np.ndarray, temporal: str, injector: _Injector):
+    from napari_gpuscope.compute import esrrf
+    from napari_gpuscope.compute.jobs import run_job
+
+    with injector:
+        return run_job(
+            esrrf.iter_esrrf(
+                stack,
+                device="cpu",
+                magnification=2,
+                radius=1.0,
+                sensitivity=1.5,
+                temporal=temporal,
+                frames_per_chunk=2,
+                frames_per_timepoint=4,
+            )
+        )
+
+
+@pytest.mark.parametrize(
+    ("temporal", "host_kernels"),
+    [("AVG", True), ("VAR", True), ("TAC2", True), ("TAC2", False)],
+    ids=["AVG-host-kernels", "VAR-host-kernels", "TAC2-host-kernels", "TAC2-twins"],
+)
+def test_out_of_memory_anywhere_in_a_chunk_gives_the_same_result(
+    monkeypatch, counting_chunks, temporal, host_kernels
+):
+    """An out-of-memory error at every operation of every chunk (upload, gradients, RGC,
+    temporal sums, widefield sum) of two time points: the retried run equals the undisturbed
+    one exactly, image and widefield mean, and the frames are counted once. (Of the hundreds
+    of operations of the twins' per-frame maps, which touch no sum, the first and last 5 of
+    each chunk; through the twins TAC2 only, the statistic with the most state: ~10 s.)"""
+    from napari_gpuscope.compute.kernels import HOST_KERNELS_ENV
+
+    if host_kernels:
+        if not host_emulation_available():
+            pytest.skip("g++ not available")
+        monkeypatch.setenv(HOST_KERNELS_ENV, "1")
+        for op in registered_ops():  # self-tests now, not inside the first counted chunk
+            if op.name.startswith("esrrf"):
+                assert op.prepare("cpu")
+    stack = np.random.default_rng(7).poisson(200, (7, 10, 11)).astype(np.uint16)
+    clean = _Injector()
+    reference = _run(stack, temporal, clean)
+    assert clean.wide_copies == [], clean.wide_copies
+    assert reference.frames_analysed == 7 and len(clean.chunks) == 4
+    every = {k for start, stop in clean.chunks for k in range(start, stop)}
+    for start, stop in clean.maps:
+        every -= set(range(start + 5, stop - 5))
+    for k in sorted(every):
+        injected = _Injector(fail_at=k)
+        result = _run(stack, temporal, injected)
+        assert injected.points > clean.points, f"no out-of-memory at operation {k}"
+        assert result.frames_analysed == 7 and result.time_points == reference.time_points
+        np.testing.assert_array_equal(result.image, reference.image, err_msg=f"at {k}")
+        np.testing.assert_array_equal(result.widefield, reference.widefield, err_msg=f"at {k}")

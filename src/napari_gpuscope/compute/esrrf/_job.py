@@ -310,8 +310,9 @@ def _run(
         computed: list[tuple[int, int]] = []
         stopped = False
         for index, (first, stop) in enumerate(ranges):
-            accumulator = TemporalAccumulator((rows, cols), params.temporal, dev)
-            mean_frame = torch.zeros((height, width), dtype=torch.float64, device=dev)
+            accumulator = TemporalAccumulator(
+                (rows, cols), params.temporal, dev, frame_shape=(height, width)
+            )
             label = f"time point {index + 1}/{len(ranges)}, " if len(ranges) > 1 else ""
 
             def finish(acc: TemporalAccumulator = accumulator) -> torch.Tensor:
@@ -327,16 +328,18 @@ def _run(
                 stop: int = stop,
                 index: int = index,
                 acc: TemporalAccumulator = accumulator,
-                mean: torch.Tensor = mean_frame,
                 label: str = label,
                 finish: Any = finish,
             ) -> Job[None]:
                 host = reader.read(first + start, first + end, prefetch_until=stop)
                 frames = pipeline.upload(host, first + start)
-                maps = pipeline.maps(frames)
-                acc.add(maps)  # after the compute: an out-of-memory retry never counts twice
-                mean += frames.sum(0, dtype=torch.float64)
-                del maps, frames
+                pipeline.stage(frames, acc)
+                acc.stage_widefield(frames)
+                del frames
+                # Only now, when nothing of the chunk can fail any more: an out-of-memory error
+                # above leaves the committed sums as they were, and the retried chunk never
+                # counts a frame twice.
+                acc.commit()
                 state["done"] += end - start
                 state["chunks"] += 1
                 region = (slice(index, index + 1), slice(0, rows), slice(0, cols))
@@ -386,7 +389,7 @@ def _run(
             except _Stopped:
                 stopped = True
             download_into(out[index], finish())
-            widefield[index] = (mean_frame / max(1, accumulator.count)).cpu().numpy()
+            widefield[index] = accumulator.widefield().cpu().numpy()
             computed.append((first, first + accumulator.count))
             if stopped:
                 break

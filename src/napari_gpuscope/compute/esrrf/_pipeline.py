@@ -11,6 +11,7 @@ from ..arrays import InvalidInputError, to_device
 from . import _kernels
 from ._ops import FrameGeometry, half_gradients_twin, magnify_twin, rgc_twin, twin_bytes_per_frame
 from ._params import EsrrfParams
+from ._temporal import TemporalAccumulator
 
 __all__ = ["FramePipeline"]
 
@@ -65,10 +66,16 @@ class FramePipeline:
         )
 
     def fixed_bytes(self) -> int:
-        """Device bytes independent of the chunk: matrices, tap table, accumulators (float64
-        sums, first and last frame) and the finished time point."""
+        """Device bytes independent of the chunk: matrices and tap table (1 MiB covers them),
+        the committed and the staged float64 sums (:class:`~._temporal.TemporalAccumulator`),
+        the temporaries of the statistic and of the macro-pixel correction (four float64
+        planes and the float32 result), and the float64 widefield sums with one float32
+        partial (or the twins' one-frame float64 copy, an output plane)."""
+        g = self.geometry
         rows, cols = self.output_shape
-        return 8 * 5 * rows * cols + 4 * rows * cols + (1 << 20)
+        state = TemporalAccumulator.state_bytes((rows, cols), self.params.temporal)
+        widefield = (2 * 8 + 4) * g.height * g.width
+        return state + (4 * 8 + 4 + 8) * rows * cols + widefield + (1 << 20)
 
     def upload(self, host: Any, first_frame: int) -> torch.Tensor:
         """float32 frames on the device (raw dtype uploaded, converted there), checked finite.
@@ -112,6 +119,11 @@ class FramePipeline:
         compute.wait_stream(self._copy_stream)
         frames.record_stream(compute)
         return frames
+
+    def stage(self, frames: torch.Tensor, accumulator: TemporalAccumulator) -> None:
+        """Stage a chunk of float32 frames in ``accumulator`` (committed sums unchanged; the
+        caller commits when the whole chunk has finished)."""
+        accumulator.stage(self.maps(frames))
 
     def maps(self, frames: torch.Tensor) -> torch.Tensor:
         """``(B, H M, W M)`` RGC (x magnified intensity) of each frame, zero border band."""

@@ -12,13 +12,30 @@ exactly (research note section 1.4)::
 
 so device memory is a few output-sized arrays whatever the number of frames. float64 keeps
 the cancellation in VAR and TAC2 far below float32 resolution.
+
+A chunk of frames is *staged* (the sums after it are written to a second buffer, the committed
+ones are only read) and *committed* when the whole chunk has finished (the buffers swap): an
+out-of-memory error anywhere in a chunk leaves the committed sums as they were, so the retried
+chunk never counts a frame twice. The widefield sum of the raw frames goes the same way.
 """
 
 from __future__ import annotations
 
 import torch
 
-__all__ = ["TemporalAccumulator", "macro_pixel_correct"]
+__all__ = ["STATE_ROWS", "WIDEFIELD_GROUP", "TemporalAccumulator", "macro_pixel_correct"]
+
+STATE_ROWS = {
+    "AVG": ("total",),
+    "VAR": ("total", "squares"),
+    "TAC2": ("total", "lagged", "first", "last"),
+}
+"""The float64 planes of the running state per statistic, in order (the fused kernel of
+``esrrf.cu`` reads and writes the same layout)."""
+
+WIDEFIELD_GROUP = 256
+"""Frames per float32 partial of the widefield sum: sums of 256 uint16 frames stay below
+2^24, so integer frames add up exactly in float32 before the float64 total."""
 
 
 class TemporalAccumulator:
@@ -30,6 +47,15 @@ class TemporalAccumulator:
         ``(H M, W M)``.
     mode : {"AVG", "VAR", "TAC2"}
     device : torch.device
+    frame_shape : tuple of int, optional
+        ``(H, W)`` of the raw frames, to keep their (widefield) sum as well.
+
+    Attributes
+    ----------
+    count : int
+        Frames committed.
+    state : torch.Tensor
+        float64 ``(len(STATE_ROWS[mode]), H M, W M)``: the committed sums.
 
     Examples
     --------
@@ -39,48 +65,124 @@ class TemporalAccumulator:
     [[1.0, 0.0]]
     """
 
-    def __init__(self, shape: tuple[int, int], mode: str, device: torch.device) -> None:
+    def __init__(
+        self,
+        shape: tuple[int, int],
+        mode: str,
+        device: torch.device,
+        frame_shape: tuple[int, int] | None = None,
+    ) -> None:
         self.mode = mode
+        self.rows = STATE_ROWS[mode]
         self.count = 0
-        zeros = lambda: torch.zeros(shape, dtype=torch.float64, device=device)  # noqa: E731
-        self.total = zeros()
-        self.squares = zeros() if mode == "VAR" else None
-        self.lagged = zeros() if mode == "TAC2" else None
-        self.first: torch.Tensor | None = None
-        self.last: torch.Tensor | None = None
+        self.state = torch.zeros((len(self.rows), *shape), dtype=torch.float64, device=device)
+        self._staged_state = torch.empty_like(self.state)
+        self._staged_frames: int | None = None
+        self.widefield_sum: torch.Tensor | None = None
+        self._staged_widefield: torch.Tensor | None = None
+        self._widefield_ready = False
+        if frame_shape is not None:
+            self.widefield_sum = torch.zeros(frame_shape, dtype=torch.float64, device=device)
+            self._staged_widefield = torch.empty_like(self.widefield_sum)
 
-    def add(self, frames: torch.Tensor) -> None:
-        """Add a chunk of consecutive frames ``(B, H M, W M)`` (float32)."""
-        for frame in frames:
+    @staticmethod
+    def state_bytes(shape: tuple[int, int], mode: str) -> int:
+        """Device bytes of the committed and the staged state."""
+        return 2 * 8 * len(STATE_ROWS[mode]) * shape[0] * shape[1]
+
+    def plane(self, name: str, state: torch.Tensor | None = None) -> torch.Tensor:
+        """One named plane (``"total"``, ``"squares"``, ...) of ``state`` (default: the
+        committed one)."""
+        return (self.state if state is None else state)[self.rows.index(name)]
+
+    # -- staging -----------------------------------------------------------------------------
+    def buffers(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(committed, staged)``: where a kernel reads the sums so far and writes the sums
+        after the chunk (call :meth:`staged` after it)."""
+        return self.state, self._staged_state
+
+    def staged(self, frames: int) -> None:
+        """The staged state now holds the committed frames and ``frames`` more."""
+        self._staged_frames = frames
+
+    def stage(self, maps: torch.Tensor) -> None:
+        """Stage a chunk of consecutive per-frame maps ``(B, H M, W M)`` (float32): the
+        committed sums are read, not changed. One frame at a time, so that no float64 copy
+        of the chunk is ever made."""
+        staged = self._staged_state
+        staged.copy_(self.state)
+        total = self.plane("total", staged)
+        count = self.count
+        for frame in maps:
             x = frame.to(torch.float64)
-            self.total += x
-            if self.squares is not None:
-                self.squares.addcmul_(x, x)
-            if self.lagged is not None:
-                if self.last is not None:
-                    self.lagged.addcmul_(self.last, x)
-                if self.first is None:
-                    self.first = x
-                self.last = x
-            self.count += 1
+            total += x
+            if self.mode == "VAR":
+                self.plane("squares", staged).addcmul_(x, x)
+            elif self.mode == "TAC2":
+                last = self.plane("last", staged)
+                if count:
+                    self.plane("lagged", staged).addcmul_(last, x)
+                else:
+                    self.plane("first", staged).copy_(x)
+                last.copy_(x)
+            count += 1
+        self.staged(len(maps))
 
+    def stage_widefield(self, frames: torch.Tensor) -> None:
+        """Stage the sum of a chunk of raw float32 frames ``(B, H, W)``: float32 partial sums
+        of :data:`WIDEFIELD_GROUP` frames added to the float64 total (no float64 copy of the
+        chunk)."""
+        if self.widefield_sum is None or self._staged_widefield is None:
+            raise ValueError("this accumulator keeps no widefield sum (no frame_shape)")
+        staged = self._staged_widefield
+        staged.copy_(self.widefield_sum)
+        for start in range(0, frames.shape[0], WIDEFIELD_GROUP):
+            staged.add_(frames[start : start + WIDEFIELD_GROUP].sum(0))
+        self._widefield_ready = True
+
+    def commit(self) -> None:
+        """Make the staged chunk part of the sums (swaps buffers: nothing here can fail)."""
+        if self._staged_frames is None:
+            raise RuntimeError("nothing staged to commit")
+        if self.widefield_sum is not None and not self._widefield_ready:
+            raise RuntimeError("the chunk's widefield sum was not staged")
+        self.state, self._staged_state = self._staged_state, self.state
+        if self._widefield_ready:
+            self.widefield_sum, self._staged_widefield = self._staged_widefield, self.widefield_sum
+        self.count += self._staged_frames
+        self._staged_frames = None
+        self._widefield_ready = False
+
+    def add(self, maps: torch.Tensor) -> None:
+        """Stage and commit a chunk of consecutive frames ``(B, H M, W M)`` (float32)."""
+        self.stage(maps)
+        self.commit()
+
+    # -- results -----------------------------------------------------------------------------
     def result(self) -> torch.Tensor:
-        """The statistic of the frames added so far, float32 (zeros before any frame; VAR and
-        TAC2 of a single frame are 0)."""
+        """The statistic of the frames committed so far, float32 (zeros before any frame; VAR
+        and TAC2 of a single frame are 0)."""
+        total = self.plane("total")
         if self.count == 0:
-            return torch.zeros_like(self.total, dtype=torch.float32)
+            return torch.zeros_like(total, dtype=torch.float32)
         n = self.count
-        mean = self.total / n
+        mean = total / n
         if self.mode == "AVG":
             out = mean
         elif self.mode == "VAR":
-            out = (self.squares / n - mean * mean).clamp_min_(0.0)
+            out = (self.plane("squares") / n - mean * mean).clamp_min_(0.0)
         elif n < 2:
             out = torch.zeros_like(mean)
         else:
-            ends = 2 * self.total - self.first - self.last
-            out = (self.lagged - mean * ends + (n - 1) * mean * mean) / (n - 1)
+            ends = 2 * total - self.plane("first") - self.plane("last")
+            out = (self.plane("lagged") - mean * ends + (n - 1) * mean * mean) / (n - 1)
         return out.to(torch.float32)
+
+    def widefield(self) -> torch.Tensor:
+        """float32 mean of the raw frames committed so far (zeros before any)."""
+        if self.widefield_sum is None:
+            raise ValueError("this accumulator keeps no widefield sum (no frame_shape)")
+        return (self.widefield_sum / max(1, self.count)).to(torch.float32)
 
 
 def macro_pixel_correct(image: torch.Tensor, magnification: int) -> torch.Tensor:
