@@ -85,9 +85,6 @@ class NormalEquations:
     b_a: torch.Tensor
     b_p: torch.Tensor
 
-    BYTES_PER_ELEMENT = 32
-    """Device bytes per frequency: two float32 and three complex64 fields."""
-
     @classmethod
     def build(
         cls,

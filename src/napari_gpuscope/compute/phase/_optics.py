@@ -41,7 +41,6 @@ __all__ = [
     "OpticsCache",
     "OpticsKey",
     "TransferFunctions",
-    "build_bytes",
     "build_group",
     "crop_indices",
     "oversampling_factor",
@@ -483,16 +482,6 @@ def _build(
         torch.add(h_plus, h_minus, out=absorption[start:stop]).mul_(inv)
         torch.sub(h_plus, h_minus, out=phase[start:stop]).mul_(inv * 1j)
     return TransferFunctions(absorption, phase), tuple(made) if spectra is None else spectra
-
-
-def build_bytes(key: OpticsKey, *, transient_spectra: bool) -> int:
-    """Temporaries of the build per slice of a step (:func:`_build`; a step takes
-    ``min(slices, build_group(key))`` slices): two complex oversampled planes and an FFT's work
-    area, and the defocus spectrum when it is not kept (``transient_spectra``). The grid's and
-    the illumination pupil's temporaries, made before, are :data:`GRID_TEMPORARIES` planes."""
-    oversampled = key.shape[0] * key.shape[1] * key.factor**2
-    arrays = 2 + FFT_WORK_PLANES + (1 if transient_spectra else 0)
-    return 8 * oversampled * arrays
 
 
 def transfer_functions(

@@ -9,16 +9,16 @@ from typing import Any
 import torch
 
 from ..jobs import run_job
-from ..memory import DeviceMemoryError, plan_chunk, run_in_chunks
+from ..memory import DeviceMemoryError, run_in_chunks
+from ..tv._fgp import FUSED_OPS as TV_FUSED_OPS
 from ._inverse import NormalEquations, spectrum
+from ._memory import SUMS_PER_ELEMENT, MemoryPlan, Pass, admm_passes, solve_passes
 from ._ops import normal_equations_op, tikhonov_solve_op
 from ._optics import (
-    FFT_WORK_PLANES,
     GRID_PLANES,
     GRID_TEMPORARIES,
     OpticsCache,
     OpticsKey,
-    build_bytes,
     build_group,
     key_for,
     z_positions,
@@ -36,51 +36,6 @@ the tests' cells (128 and 256 px, TV strengths 2e-3 to 1e-2, 15 ADMM iterations)
 ``tv.denoise`` z-steps that this replaces took 10-160 iterations each (150-1000 per solve) and
 ended 0.004-0.008 rad from the exact ADMM result; 50 warm-started ones end 1e-5 to 3e-3 rad from
 it, with no host round trip."""
-
-
-@dataclass(frozen=True)
-class MemoryPlan:
-    """Device bytes of :meth:`Reconstructor.system` for ``c`` slices at once (and the solve).
-
-    ``peak(c) = stored + c * stored_per_slice + max(setup, min(c, build_group) * build_per_slice,
-    solve, c * per_slice + sums)``: what the call keeps (the optics it makes and, per slice,
-    the transfer functions and defocus spectra it builds), plus the largest of its passes, which
-    follow one another: making the grid and illumination pupil, the transfer-function build (a
-    group of slices at a time), the solve, and the data of ``c`` slices (the contrast as a
-    complex array, its FFT and the FFT's work area) with the normal equations (one set, two
-    while the chunks are summed).
-    """
-
-    stored: int
-    stored_per_slice: int
-    setup: int
-    build_per_slice: int
-    build_group: int
-    solve: int
-    per_slice: int
-    sums: int
-    keep: bool
-    """Whether the built transfer functions (and defocus spectra) stay in the cache."""
-
-    def peak(self, slices: int) -> int:
-        """Planned device bytes with ``slices`` slices per chunk."""
-        build = min(slices, self.build_group) * self.build_per_slice
-        passes = max(self.setup, build, self.solve, slices * self.per_slice + self.sums)
-        return self.stored + slices * self.stored_per_slice + passes
-
-    def chunk(self, n_z: int, device: Any, budget: int | None, what: str) -> int:
-        """The most slices (<= ``n_z``) whose :meth:`peak` fits the usable memory.
-
-        Raises :class:`~napari_gpuscope.compute.memory.DeviceMemoryError` when one does not.
-        """
-        usable = plan_chunk(2**62, 1, device, budget=budget, what=what)  # bytes, as items
-        if self.peak(1) > usable:
-            plan_chunk(1, self.peak(1), device, budget=budget, what=what)  # raises, with advice
-        low, high = 1, n_z
-        while low < high:  # peak grows with the chunk
-            middle = (low + high + 1) // 2
-            low, high = (middle, high) if self.peak(middle) <= usable else (low, middle - 1)
-        return low
 
 
 @dataclass
@@ -122,7 +77,7 @@ class Reconstructor:
             p.z_pixel_size,
             p.z_focus_offset + focus,
             descending=p.z_order == "descending",
-            device="cpu",
+            device=None,  # the host
         )
         return -z if p.invert_phase_contrast else z
 
@@ -135,53 +90,51 @@ class Reconstructor:
         *,
         keep: bool = True,
     ) -> MemoryPlan:
-        """The device bytes :meth:`system` needs for a ``(h, w)`` region at one tilt.
+        """The device bytes :meth:`system` and :meth:`solve` need for a ``(h, w)`` region.
 
-        Counted from the arrays the code allocates (``tests/compute/test_phase_memory.py``
-        checks it against the allocator on the CPU, the GPU kit against CUDA's peak).
-        ``keep=False``: the transfer functions are built chunk by chunk and dropped.
+        Counted from the arrays the code allocates (:mod:`._memory`). ``keep=False``: the
+        transfer functions are built chunk by chunk and dropped.
         """
         key = self.key(shape)
         z = self.z(focus)
+        device = self.data.device
         plane = key.shape[0] * key.shape[1]
         oversampled = plane * key.factor**2
-        complex_plane = 8 * plane
-        per_slice = complex_plane * (2 + FFT_WORK_PLANES)  # contrast, spectrum, FFT work
-        if not normal_equations_op.prepare(self.data.device):
-            per_slice += 3 * complex_plane  # the twin's products over the slices
-        sums = NormalEquations.BYTES_PER_ELEMENT * plane
-        solve = sums + self.solve_bytes(plane)
+        complex_plane, complex_over = 8 * plane, 8 * oversampled
+        sums = SUMS_PER_ELEMENT * plane
+        held = 0 if keep else sums  # the running sums while the next chunk is summed
+        twin = 0 if normal_equations_op.prepare(device) else 3 * complex_plane
+        passes = {
+            "spectrum": Pass(fixed=held, per_slice=2 * complex_plane, fft_per_slice=complex_plane),
+            "sums": Pass(fixed=held + sums, per_slice=complex_plane + twin),
+        }
+        if self.params.regularizer == "tv":
+            solve = admm_passes(plane, fused_tv=all(op.prepare(device) for op in TV_FUSED_OPS))
+        else:
+            solve = solve_passes(plane, fused=tikhonov_solve_op.prepare(device))
+        for name, step in solve.items():
+            passes[name] = Pass(fixed=sums + step.fixed, fft=step.fft)
         if keep and self.cache.has(key, z, zenith, azimuth):
-            return MemoryPlan(0, 0, 0, 0, 1, solve, per_slice, sums, keep=True)
-        stored = setup = 0
+            return MemoryPlan(0, 0, passes, keep=True)
+        stored = 0
         if not self.cache.has_grid(key):
             stored += GRID_PLANES * 4 * oversampled
-            setup = GRID_TEMPORARIES * 4 * oversampled
-        if not self.cache.has_source(key, zenith, azimuth):
+        if not (self.cache.has_grid(key) and self.cache.has_source(key, zenith, azimuth)):
             stored += 4 * oversampled
-            setup = GRID_TEMPORARIES * 4 * oversampled
-        transfer = 2 * complex_plane  # absorption and phase TFs of a slice
-        group = build_group(key)
+            passes["setup"] = Pass(fixed=GRID_TEMPORARIES * 4 * oversampled)
+        stored_per_slice = 2 * complex_plane  # the absorption and phase transfer functions
+        spectra = "transient"
         if keep:
-            spectra = 0 if self.cache.has_spectra(key, z) else 8 * oversampled
-            build = build_bytes(key, transient_spectra=False)
-            return MemoryPlan(
-                stored, transfer + spectra, setup, build, group, solve, per_slice, sums, True
-            )
-        # Chunks: a chunk's transfer functions live until its sums are added; two sets of sums.
-        build = build_bytes(key, transient_spectra=True)
-        return MemoryPlan(stored, transfer, setup, build, group, solve, per_slice, 2 * sums, False)
-
-    def solve_bytes(self, plane: int) -> int:
-        """Device bytes of :meth:`solve` for a region of ``plane`` pixels, beyond its normal
-        equations: the two spectra, two inverse FFTs and their work area; the ADMM of the TV
-        option adds its state and one z-step (:func:`_admm_bytes`)."""
-        tikhonov = 8 * plane * (4 + FFT_WORK_PLANES)
-        if not tikhonov_solve_op.prepare(self.data.device):
-            tikhonov += 8 * plane * 6  # the twin's products and quotients
-        if self.params.regularizer != "tv":
-            return tikhonov
-        return max(tikhonov, _admm_bytes(plane))
+            spectra = "cached" if self.cache.has_spectra(key, z) else "kept"
+            stored_per_slice += complex_over if spectra == "kept" else 0
+        arrays = 3 if spectra == "transient" else 2
+        passes["build"] = Pass(
+            fixed=held,
+            per_slice=arrays * complex_over,
+            fft_per_slice=complex_over,
+            group=build_group(key),
+        )
+        return MemoryPlan(stored, stored_per_slice, passes, keep=keep)
 
     def system(
         self, stack: torch.Tensor, zenith: float, azimuth: float, focus: float = 0.0
@@ -202,7 +155,7 @@ class Reconstructor:
         what = f"the phase transfer functions of a {shape[0]} x {shape[1]} region"
         device = stack.device
         plan = self.memory_plan(shape, zenith, azimuth, focus)
-        fits = plan.keep and self.cache.limit(device) >= plan.stored_per_slice * n_z
+        fits = self.cache.limit(device) >= plan.stored_per_slice * n_z
         if fits:
             try:
                 fits = plan.chunk(n_z, device, self.memory_budget, what) == n_z
@@ -226,7 +179,7 @@ class Reconstructor:
             return
             yield  # a job without progress of its own
 
-        per_item = plan.stored_per_slice + plan.per_slice
+        per_item = plan.peak(2) - plan.peak(1)
         self.chunks = run_job(
             run_in_chunks(
                 n_z,
@@ -341,22 +294,6 @@ def admm_tv(
         u.add_(phase).sub_(z)
         del phase
     return a_hat, z
-
-
-def _admm_bytes(plane: int) -> int:
-    """Device bytes of :func:`admm_tv` beyond the normal equations, for ``plane`` pixels: its
-    state (the shifted diagonal, ``z``, ``u``, the dual) and the larger of its two steps: the
-    x-step's right-hand side (the residual, its complex copy, spectrum and FFT work, the new
-    right-hand side) or the z-step (the x-step's spectra, the inverse FFT and its work area,
-    the TV target and the proximal step's fields, :func:`~napari_gpuscope.compute.tv._prox.
-    prox_bytes`)."""
-    from ..tv._prox import prox_bytes
-
-    real, complex_ = 4 * plane, 8 * plane
-    state = real * (1 + 2 + 2)
-    x_step = real + complex_ * (3 + FFT_WORK_PLANES)
-    z_step = complex_ * (2 + 1 + FFT_WORK_PLANES) + real + prox_bytes(plane, 2, warm=True)
-    return state + complex_ + max(x_step, z_step)
 
 
 def solve_all(
