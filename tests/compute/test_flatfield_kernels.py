@@ -1,6 +1,7 @@
 """The fused BaSiC ALM kernels (compute/flatfield/basic_alm.cu) against their torch twins,
-without a GPU: compiled with g++ (HostBackend), then a whole fit through the emulated kernels
-must give the twins' fit; nvcc compiles the file to PTX when available."""
+without a GPU: compiled with g++ (HostBackend, threads in order and reversed, grids small
+enough to exercise the grid-stride loops), then a whole fit through the emulated kernels must
+give the twins' fit; nvcc compiles the file to PTX when available."""
 
 from __future__ import annotations
 
@@ -21,61 +22,136 @@ from napari_gpuscope.sample_data._shading import shaded_tiles
 
 pytestmark = pytest.mark.skipif(not host_emulation_available(), reason="g++ not available")
 
-FLATFIELD_OPS = (ops.basic_sparse, ops.basic_dual)
+BACKENDS = {
+    "in-order": HostBackend(),
+    "reversed-small-grid": HostBackend(block=32, max_blocks=3, reverse=True),
+}
 
 
-@pytest.fixture(scope="module")
-def backend():
-    return HostBackend()
+def _compare(op, args, kwargs, backend):
+    expected = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    op.twin(*expected, **kwargs)
+    got = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    op.launch(backend, *got, **kwargs)
+    for index in op.outputs:
+        torch.testing.assert_close(
+            got[index], expected[index], rtol=op.rtol, atol=op.atol, equal_nan=True
+        )
+    return got
 
 
-@pytest.mark.parametrize("op", FLATFIELD_OPS, ids=lambda op: op.name)
-@pytest.mark.parametrize("shape", [(1, 3, (4, 5)), (3, 7, (6, 11))])
-def test_kernel_matches_twin(backend, op, shape):
-    p, t, image = shape
-    gen = torch.Generator().manual_seed(p * 100 + t)
-    state = ops._example_state(torch.device("cpu"), gen, p, t, image)
-    images, flat, baseline, dark, dual, weight, mu = state
+def _sized_example(op, p, t, shape, seed):
+    gen = torch.Generator().manual_seed(seed)
+    cpu = torch.device("cpu")
     if op is ops.basic_sparse:
-        args = [images, flat, baseline, dark, dual, weight, mu, torch.empty_like(images)]
-        outputs = (7,)
-    else:
-        sparse = 20 * (torch.rand(images.shape, generator=gen) - 0.5)
-        args = [
-            images,
-            flat,
-            baseline,
-            dark,
-            sparse,
-            dual,
-            mu,
-            1.5 * mu,
-            torch.empty_like(flat),
-            torch.empty_like(flat),
-        ]
-        outputs = (5, 8, 9)
-    expected = [a.clone() for a in args]
-    op.twin(*expected)
-    got = [a.clone() for a in args]
-    op.launch(backend, *got)
-    for index in outputs:
-        torch.testing.assert_close(got[index], expected[index], rtol=1e-5, atol=1e-3)
+        return ops._sparse_example(cpu, gen, p, t, shape)
+    if op is ops.basic_dual:
+        return ops._dual_example(cpu, gen, p, t, shape)
+    return op.example(cpu, gen)
 
 
-def test_fit_through_host_kernels_equals_twin_fit(monkeypatch):
+# (P, T, (m, n)): one problem; several with many lanes (40 x 40 px: 64 lanes per image) and
+# several chunks of the image axis (T = 40: 4 chunks of 10)
+SIZES = [(1, 3, (4, 5)), (3, 7, (6, 11)), (3, 40, (40, 40))]
+
+
+@pytest.mark.parametrize("backend", BACKENDS.values(), ids=BACKENDS.keys())
+@pytest.mark.parametrize("op", ops.OPS, ids=lambda op: op.name)
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"p{s[0]}-t{s[1]}")
+def test_kernel_matches_twin(backend, op, size):
+    p, t, shape = size
+    args, kwargs = _sized_example(op, p, t, shape, seed=p * 100 + t)
+    _compare(op, args, kwargs, backend)
+
+
+def test_the_sizes_split_lanes_and_chunks():
+    assert ops.sparse_lanes(3 * 40, 40 * 40) == 64
+    assert ops.dual_chunks(40, 3 * 40 * 40) == 4
+    assert ops.sparse_lanes(1 * 3, 4 * 5) == 32 and ops.dual_chunks(3, 20) == 1
+
+
+@pytest.mark.parametrize("with_dark", [False, True], ids=["no-dark", "dark"])
+def test_dual_without_darkfield_sums_one_row(with_dark):
+    """pixel_sums with one row (no darkfield): the kernel writes only F^2, as the twin."""
+    args, kwargs = _sized_example(ops.basic_dual, 3, 40, (40, 40), seed=3)
+    args = list(args)
+    if not with_dark:
+        args[11] = args[11][:, :1].contiguous()
+        args[12] = ops.scratch_for(args[0], False)
+    _compare(ops.basic_dual, args, kwargs, BACKENDS["reversed-small-grid"])
+
+
+def test_status_without_darkfield():
+    args, kwargs = ops._status_example(torch.device("cpu"), torch.Generator().manual_seed(4))
+    args = list(args)
+    args[0] = args[0][:, :1].contiguous()
+    got = _compare(ops.basic_status, args, kwargs, BACKENDS["in-order"])
+    torch.testing.assert_close(got[15], args[15])  # thr_dark untouched
+    torch.testing.assert_close(got[17], args[17])  # dark_values untouched
+
+
+@pytest.mark.parametrize("op", ops.OPS, ids=lambda op: op.name)
+def test_frozen_problems_are_not_touched(op):
+    """With every problem frozen, no output changes (bit for bit), in kernel and twin."""
+    args, kwargs = op.example(torch.device("cpu"), torch.Generator().manual_seed(5))
+    args[_active_index(op)].zero_()
+    for run in (
+        lambda a: op.launch(BACKENDS["reversed-small-grid"], *a, **kwargs),
+        lambda a: op.twin(*a, **kwargs),
+    ):
+        got = [a.clone() for a in args]
+        run(got)
+        for index in op.outputs:
+            if op is ops.basic_status and index == 11:  # active_next: 0 for frozen problems
+                assert not got[index].any()
+                continue
+            assert torch.equal(got[index], args[index]), (op.name, index)
+
+
+def _active_index(op) -> int:
+    return {
+        "basic_shrink": 3,
+        "basic_sparse": 8,
+        "basic_dual": 9,
+        "basic_status": 10,
+        "basic_dark_shape": 5,
+        "basic_dark_finish": 6,
+    }[op.name]
+
+
+def test_nan_is_kept_by_the_shrink():
+    """A NaN input stays NaN (as the twin's sign x clamp): a diverged fit is never finite."""
+    x = torch.tensor([[float("nan"), 2.0, -3.0, 0.5]])
+    args = (x, x, torch.tensor([1.0]), torch.tensor([1.0]), torch.zeros_like(x))
+    got = _compare(ops.basic_shrink, args, {"with_y": False}, BACKENDS["in-order"])
+    assert torch.isnan(got[4][0, 0]) and got[4][0, 1:].tolist() == [1.0, -2.0, 0.0]
+
+
+@pytest.mark.parametrize("get_darkfield", [False, True], ids=["no-dark", "dark"])
+def test_fit_through_host_kernels_equals_twin_fit(monkeypatch, get_darkfield):
     truth = shaded_tiles(12, (32, 32), seed=1, dark_offset=100.0)
     images = truth.images.astype(np.float32)
-    twin = fit_basic(images, get_darkfield=True, device="cpu")
+    twin = fit_basic(images, get_darkfield=get_darkfield, device="cpu")
     monkeypatch.setenv(HOST_KERNELS_ENV, "1")
-    calls = ops.basic_sparse.calls["host"], ops.basic_dual.calls["host"]
-    fused = fit_basic(images, get_darkfield=True, device="cpu")
-    assert ops.basic_sparse.calls["host"] > calls[0] and ops.basic_dual.calls["host"] > calls[1]
+    calls = {op.name: op.calls["host"] for op in ops.OPS}
+    fused = fit_basic(images, get_darkfield=get_darkfield, device="cpu")
+    used = {op.name for op in ops.OPS if op.calls["host"] > calls[op.name]}
+    assert {"basic_shrink", "basic_sparse", "basic_dual", "basic_status"} <= used
+    assert ("basic_dark_finish" in used) == get_darkfield
     np.testing.assert_allclose(fused.flatfield, twin.flatfield, atol=2e-4)
     np.testing.assert_allclose(fused.darkfield, twin.darkfield, atol=0.05 * twin.darkfield.std())
     assert fused.converged == twin.converged
+    assert fused.reweight_passes == twin.reweight_passes
 
 
 @pytest.mark.skipif(not nvcc_available(), reason="nvcc not installed")
 def test_nvcc_compiles_to_ptx():
     ok, log = nvcc_compile_check(ops.SOURCE)
     assert ok, log
+
+
+def test_every_kernel_of_the_file_is_listed():
+    """ops.KERNELS (what the GPU kit hands to compute-sanitizer and ncu) is the file's kernels,
+    and every op names only kernels of the file."""
+    assert set(ops.KERNELS) == set(ops.SOURCE.kernel_names)
+    assert set().union(*(op.kernel_names for op in ops.OPS)) == set(ops.KERNELS)

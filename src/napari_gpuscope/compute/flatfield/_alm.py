@@ -11,9 +11,10 @@ independent problems (channels, z-planes, autotune candidates) at once, with its
   tolerance and everything is finite;
 - the spectral norm comes from a power iteration, not a full SVD.
 
-The elementwise work of one iteration is two passes over the ``(P, T, m, n)`` arrays
-(:mod:`._ops`: ``sparse_step`` and ``dual_step``, fused kernels beside torch twins); ``I_B``
-is never materialised.
+One iteration is two passes over the ``(P, T, m, n)`` arrays (:mod:`._ops`: ``basic_sparse``
+and ``basic_dual``, fused kernels beside torch twins, ``I_B`` never materialised) and a few
+small kernels and GEMMs on the ``(P, m, n)`` images: 12 launches (19 with the darkfield) and
+no host synchronisation; problems that converge early are frozen inside the kernels.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 import torch
 
 from . import _ops
-from ._dct import dct2, idct2
+from ._dct import dct2, dct_matrix
 
 __all__ = ["FitState", "auto_smoothness", "reweighting_passes", "spectral_norm"]
 
@@ -90,55 +91,55 @@ class FitState:
     """(P,) reweighting passes run."""
 
 
-def _shrink(x: torch.Tensor, threshold: torch.Tensor | float) -> torch.Tensor:
-    return torch.sign(x) * torch.clamp(x.abs() - threshold, min=0)
+class _Dct:
+    """The orthonormal 2D DCT of ``(P, m, n)`` images as two GEMMs into preallocated buffers
+    (:func:`._dct.dct2` allocates and broadcasts; the loop runs it four or eight times)."""
+
+    def __init__(self, p: int, m: int, n: int, device: torch.device, dtype: torch.dtype) -> None:
+        cm, cn = dct_matrix(m, device, dtype), dct_matrix(n, device, dtype)
+        self.cm = cm.expand(p, m, m).contiguous()
+        self.cm_t = cm.T.expand(p, m, m).contiguous()
+        self.cn, self.cn_t = cn, cn.T
+        self.half = torch.empty(p, m, n, dtype=dtype, device=device)
+
+    def forward(self, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        torch.bmm(self.cm, x, out=self.half)
+        return torch.matmul(self.half, self.cn_t, out=out)
+
+    def inverse(self, y: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        torch.bmm(self.cm_t, y, out=self.half)
+        return torch.matmul(self.half, self.cn, out=out)
 
 
-def _darkfield_step(
-    images: torch.Tensor,
-    residual_sum: torch.Tensor,
-    residual_in: torch.Tensor,
-    inner: torch.Tensor,
-    flat: torch.Tensor,
-    baseline: torch.Tensor,
-    sparse: torch.Tensor,
-    dark: torch.Tensor,
-    mu: torch.Tensor,
-    lam_dark: torch.Tensor,
-    offset_max: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The MATLAB darkfield heuristic (§1.5 of the research note), batched; own counters."""
-    pixels = flat.shape[-1] * flat.shape[-2]
-    n_in = inner.sum(dim=(-2, -1)).to(flat.dtype)  # (P,)
-    n_out = pixels - n_in
-    total_mean = residual_sum.sum(dim=1) / (residual_sum.shape[1] * pixels)  # mean(Im - I_R)
-    mean_in = residual_in / n_in.clamp_min(1)[:, None]
-    mean_out = (residual_sum - residual_in) / n_out.clamp_min(1)[:, None]
-    coeff = (mean_in - mean_out) / (total_mean[:, None] + 1e-6)
-    valid = baseline < 1
-    count = valid.sum(dim=1).to(flat.dtype)
-    zero = torch.zeros_like(baseline)
-    b_valid = torch.where(valid, baseline, zero)
-    c_valid = torch.where(valid, coeff, zero)
-    s1, s2 = (b_valid**2).sum(1), b_valid.sum(1)
-    s3, s4 = c_valid.sum(1), (b_valid * c_valid).sum(1)
-    denominator = s2 * s3 - count * s4
-    offset = torch.where(denominator == 0, zero[:, 0], (s1 * s3 - s2 * s4) / denominator)
-    flat_mean = flat.mean(dim=(-2, -1))
-    offset = torch.minimum(offset.clamp_min(0), offset_max / flat_mean)
-    z = offset[:, None, None] * (flat_mean[:, None, None] - flat)
-    weights = valid.to(flat.dtype) / count.clamp_min(1)[:, None]
-    valid_mean = torch.einsum("pt,ptyx->pyx", weights, images - sparse)
-    b_mean = (b_valid.sum(1) / count.clamp_min(1))[:, None, None]
-    shape = valid_mean - b_mean * flat
-    shape = shape - shape.mean(dim=(-2, -1), keepdim=True)
-    shape = shape - shape.mean(dim=(-2, -1), keepdim=True) - z
-    threshold = (lam_dark / (ENT_DARK * mu))[:, None, None]
-    new_dark = _shrink(idct2(_shrink(dct2(shape), threshold)), threshold) + z
-    # With no image dimmer than average there is nothing to estimate from: keep the darkfield
-    # (BaSiCPy's nan-means made it NaN).
-    has_valid = (count > 0)[:, None, None]
-    return torch.where(has_valid, new_dark, dark), torch.where(count > 0, offset, zero[:, 0])
+class _StopCheck:
+    """Whether every problem is frozen, read one iteration late so the host never drains the
+    device queue.
+
+    After iteration ``i`` the ``P`` flags are copied asynchronously into (pinned) host memory;
+    before launching iteration ``i + 2`` the host waits for iteration ``i``'s copy (iteration
+    ``i + 1`` is queued by then) and stops when no flag is set. The one iteration launched
+    after everything froze changes nothing: every kernel skips frozen problems and the GEMMs
+    recompute the same values. No torch operation synchronises (``_local_scalar_dense``,
+    ``nonzero``, ``.item()``): the wait is on a CUDA event of an earlier iteration.
+    """
+
+    def __init__(self, p: int, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+        self.host = [torch.empty(p, pin_memory=self.cuda) for _ in range(2)]
+        self.events = [torch.cuda.Event() for _ in range(2)] if self.cuda else []
+
+    def post(self, flags: torch.Tensor, iteration: int) -> None:
+        """Queue the copy of ``flags`` (iteration ``iteration``'s next-iteration flags)."""
+        self.host[iteration % 2].copy_(flags, non_blocking=True)
+        if self.cuda:
+            self.events[iteration % 2].record()
+
+    def frozen_after(self, iteration: int) -> bool:
+        """Whether every problem was frozen after ``iteration`` (waits for that iteration)."""
+        if self.cuda:
+            self.events[iteration % 2].synchronize()
+        # numpy() of a host tensor: no torch operation, nothing for the sync counters to see
+        return not self.host[iteration % 2].numpy().any()
 
 
 def _alm_pass(
@@ -154,89 +155,91 @@ def _alm_pass(
     max_iterations: int,
     tol: float,
 ) -> dict[str, torch.Tensor]:
-    """One cold-started inexact ALM (BaSiCPy ``ApproximateFit``) for every problem."""
+    """One cold-started inexact ALM (BaSiCPy ``ApproximateFit``) for every problem.
+
+    Each iteration is the launches of :mod:`._ops` (12 without the darkfield, 19 with it, plus
+    one asynchronous copy of the problems' flags) and no host synchronisation: problems that
+    met the tolerance are frozen by their ``active`` flag inside the kernels, and the loop ends
+    one iteration after all froze (:class:`_StopCheck`).
+    """
     p_count, t_count, m, n = images.shape
     dtype, device = images.dtype, images.device
-    flat_hat = dct2(torch.ones(p_count, m, n, dtype=dtype, device=device))
-    flat = idct2(flat_hat)
+    images, weight = images.contiguous(), weight.contiguous()
+    dct = _Dct(p_count, m, n, device, dtype)
+    flat_hat = dct.forward(torch.ones(p_count, m, n, dtype=dtype, device=device),
+                           torch.empty(p_count, m, n, dtype=dtype, device=device))
+    flat = dct.inverse(flat_hat, torch.empty_like(flat_hat))
     dark = torch.zeros(p_count, m, n, dtype=dtype, device=device)
-    offset = torch.zeros(p_count, dtype=dtype, device=device)
-    baseline = init_baseline.clone()
+    dark_before = torch.zeros_like(dark) if get_darkfield else dark
+    baseline = init_baseline.to(dtype).contiguous().clone()
     sparse = torch.zeros_like(images)
     dual = torch.zeros_like(images)
-    mu = mu0.clone()
+    mu = mu0.to(dtype).clone()
     mu_max = mu0 * MAX_MU_COEF
-    iterations = torch.zeros(p_count, dtype=torch.int64, device=device)
-    ratio = torch.full((p_count,), float("inf"), dtype=dtype, device=device)
-    active = torch.ones(p_count, dtype=torch.bool, device=device)
+    lam_flat, lam_dark = lam_flat.to(dtype).contiguous(), lam_dark.to(dtype).contiguous()
+    image_norm, offset_max = image_norm.to(dtype).contiguous(), offset_max.to(dtype).contiguous()
+    thr_flat = lam_flat / mu
+    thr_dark = torch.zeros_like(mu)
+    offset = torch.zeros_like(mu)
+    dark_values = torch.zeros(p_count, 3, dtype=dtype, device=device)
+    iterations = torch.zeros_like(mu)
+    ratio = torch.full_like(mu, float("inf"))
+    active = torch.ones_like(mu)
+    active_next = torch.empty_like(mu)
     # mean_T(Im - I_R - I_B + Y/mu) at the start: I_R = Y = 0.
-    column_mean = images.mean(dim=1) - flat * baseline.mean(dim=1)[:, None, None] - dark
-    dark_before = dark
-    for _ in range(max_iterations):
-        idx = torch.nonzero(active).flatten()
-        if idx.numel() == 0:
-            break
-        whole = idx.numel() == p_count
-
-        def sel(x: torch.Tensor, idx: torch.Tensor = idx, whole: bool = whole) -> torch.Tensor:
-            return x if whole else x[idx]
-
-        im, w = sel(images), sel(weight)
-        mu_a = sel(mu)
+    column = (images.mean(dim=1) - flat * baseline.mean(dim=1)[:, None, None] - dark).contiguous()
+    sums = 3 if get_darkfield else 1
+    rows = torch.zeros(p_count, t_count, 2, dtype=dtype, device=device)
+    pixel_sums = torch.zeros(p_count, sums, m, n, dtype=dtype, device=device)
+    totals = torch.zeros(p_count, sums, dtype=dtype, device=device)
+    scratch = _ops.scratch_for(images, get_darkfield)
+    spectrum = torch.empty_like(flat)
+    work = torch.empty_like(flat)
+    # The path (kernel, host emulation or twin) is decided once per pass, on these tensors.
+    shrink = _ops.basic_shrink.bind(flat_hat, spectrum, thr_flat, active, flat_hat)
+    sparse_step = _ops.basic_sparse.bind(images, flat, flat_hat, baseline, dark, dual, weight)
+    dual_step = _ops.basic_dual.bind(images, flat, baseline, sparse, dual, mu, column)
+    status = _ops.basic_status.bind(totals, rows, baseline, mu, active, ratio, dark_values)
+    if get_darkfield:
+        dark_shape = _ops.basic_dark_shape.bind(pixel_sums, flat, offset, dark_values, work)
+        dark_finish = _ops.basic_dark_finish.bind(work, thr_dark, flat, dark, column)
+    stop = _StopCheck(p_count, device)
+    for iteration in range(max_iterations):
         # Flatfield step (in DCT space).
-        hat = sel(flat_hat) + dct2(sel(column_mean))
-        hat = _shrink(hat, (sel(lam_flat) / mu_a)[:, None, None])
-        s_new = idct2(hat)
-        d_r = sel(dark)
-        # Sparse step and the baseline's row sums in one pass.
-        inner = s_new >= s_new.mean(dim=(-2, -1), keepdim=True) if get_darkfield else None
-        ir, residual_sum, residual_in = _ops.sparse_step(
-            im, s_new, sel(baseline), d_r, sel(dual), w, mu_a, inner
+        dct.forward(column, spectrum)
+        shrink(flat_hat, spectrum, thr_flat, active, flat_hat, with_y=True)
+        dct.inverse(flat_hat, flat)
+        # Sparse step, the row sums and the baseline step.
+        sparse_step(
+            images, flat, flat_hat, baseline, dark, dual, weight, mu, active, sparse, rows, scratch
         )
-        pixels = m * n
-        b_new = residual_sum / pixels / (residual_sum.sum(dim=1, keepdim=True) / (t_count * pixels))
-        b_new = b_new.clamp_min(0)
-        d_new, off_new = d_r, sel(offset)
-        if get_darkfield:
-            d_new, off_new = _darkfield_step(
-                im,
-                residual_sum,
-                residual_in,
-                inner,
-                s_new,
-                b_new,
-                ir,
-                d_r,
-                mu_a,
-                sel(lam_dark),
-                sel(offset_max),
-            )
-        mu_next = torch.minimum(mu_a * RHO, sel(mu_max))
         # Dual step (with I_B from the old darkfield, as BaSiCPy) and the next column mean.
-        # In place on the dual: with every problem active it is the pass's own tensor.
-        y_new, norm_sq, col = _ops.dual_step(im, s_new, b_new, d_r, ir, sel(dual), mu_a, mu_next)
-        # The next flatfield step sees the new darkfield: fold the change into its column mean.
-        col = col - (d_new - d_r)
-        r_new = norm_sq.sqrt() / sel(image_norm)
-        if whole:
-            flat_hat, flat, sparse, dual, baseline = hat, s_new, ir, y_new, b_new
-            dark_before, dark, offset, mu, column_mean = d_r, d_new, off_new, mu_next, col
-            ratio = r_new
-            iterations = iterations + 1
-        else:
-            flat_hat[idx], flat[idx], sparse[idx], dual[idx], baseline[idx] = (
-                hat,
-                s_new,
-                ir,
-                y_new,
-                b_new,
+        dual_step(
+            images, flat, flat_hat, baseline, dark, sparse, dual, mu, mu_max, active, column,
+            pixel_sums, scratch, rho=RHO,
+        )
+        torch.sum(pixel_sums, dim=(-2, -1), out=totals)
+        # NaN compares False: a non-finite residual also freezes the problem (never converged).
+        status(
+            totals, rows, baseline, flat_hat, image_norm, offset_max, lam_flat, lam_dark, mu,
+            mu_max, active, active_next, iterations, ratio, thr_flat, thr_dark, offset,
+            dark_values, rho=RHO, tol=tol, ent_dark=ENT_DARK,
+        )
+        if get_darkfield:
+            # The MATLAB darkfield heuristic (§1.5 of the research note); the next flatfield
+            # step sees the new darkfield through its column mean.
+            dark_shape(pixel_sums, flat, flat_hat, offset, dark_values, active, work)
+            dct.forward(work, spectrum)
+            shrink(spectrum, None, thr_dark, active, spectrum, with_y=False)
+            dct.inverse(spectrum, work)
+            dark_finish(
+                work, thr_dark, flat, flat_hat, offset, dark_values, active, dark, dark_before,
+                column,
             )
-            dark_before = dark_before.clone()
-            dark_before[idx], dark[idx], offset[idx] = d_r, d_new, off_new
-            mu[idx], column_mean[idx], ratio[idx] = mu_next, col, r_new
-            iterations[idx] += 1
-        # NaN compares False: a non-finite residual also ends the pass (and is never converged).
-        active = active & (ratio > tol) & torch.isfinite(ratio)
+        stop.post(active_next, iteration)
+        active, active_next = active_next, active
+        if iteration >= 1 and stop.frozen_after(iteration - 1):
+            break
     return {
         "flat": flat,
         "dark_before": dark_before,
@@ -244,7 +247,7 @@ def _alm_pass(
         "offset": offset,
         "baseline": baseline,
         "sparse": sparse,
-        "iterations": iterations,
+        "iterations": iterations.to(torch.int64),
         "ratio": ratio,
     }
 
@@ -286,19 +289,31 @@ def reweighting_passes(
     score = torch.full((p_count,), float("inf"), dtype=dtype, device=device)
     last_flat = last_dark = None
     state: FitState | None = None
+    every = torch.arange(p_count, device=device)
     for _ in range(max_reweight_iterations):
-        idx = torch.nonzero(active).flatten()
-        if idx.numel() == 0:
-            break
+        # One host sync per pass: which problems still reweight (one problem: whether it does).
+        if p_count == 1:
+            if not bool(active[0]):
+                break
+            idx = every
+        else:
+            idx = torch.nonzero(active).flatten()
+            if idx.numel() == 0:
+                break
+        whole = idx.numel() == p_count
+
+        def take(x: torch.Tensor, idx: torch.Tensor = idx, whole: bool = whole) -> torch.Tensor:
+            return x if whole else x[idx]  # every problem: no copy of the stacks
+
         out = _alm_pass(
-            stack[idx],
-            weight[idx],
-            init_baseline[idx],
-            lam_flat[idx],
-            lam_dark[idx],
-            mu0[idx],
-            image_norm[idx],
-            offset_max[idx],
+            take(stack),
+            take(weight),
+            take(init_baseline),
+            take(lam_flat),
+            take(lam_dark),
+            take(mu0),
+            take(image_norm),
+            take(offset_max),
             get_darkfield,
             max_iterations,
             optimization_tol,
@@ -315,8 +330,12 @@ def reweighting_passes(
         )
         relative = out["sparse"] / (image_mean[:, :, None, None] + 1e-6)
         new_weight = 1.0 / (relative.abs() + epsilon)
-        new_weight = torch.where(mask[idx], new_weight, new_weight * epsilon)
-        weight[idx] = new_weight / new_weight.mean(dim=(1, 2, 3), keepdim=True)
+        new_weight = torch.where(take(mask), new_weight, new_weight * epsilon)
+        new_weight = new_weight / new_weight.mean(dim=(1, 2, 3), keepdim=True)
+        if whole:
+            weight = new_weight
+        else:
+            weight[idx] = new_weight
         if last_flat is None:
             last_flat = torch.empty_like(flat).new_zeros((p_count, m, n))
             last_dark = torch.zeros_like(last_flat)
