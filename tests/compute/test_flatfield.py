@@ -171,6 +171,66 @@ def test_correct_chunked_equals_unchunked(with_offset, tmp_path):
     np.testing.assert_array_equal(out, np.clip(np.round(whole), 0, 65535).astype(np.uint16))
 
 
+def test_correct_writes_each_chunk_into_out_with_one_copy(with_offset, monkeypatch):
+    """From a GPU each chunk goes device -> pinned buffer -> the view of ``out`` it belongs to
+    (``download_into``), converted on the way; into zarr-like outputs through one float32 host
+    block. (It was a pageable copy, an ``astype`` copy, then the copy into ``out``.) The
+    device path is forced here on CPU tensors; the copies are counted."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from napari_gpuscope.compute.flatfield import _correct
+
+    class Copies(TorchDispatchMode):
+        count = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if "copy" in str(func):
+                Copies.count += 1
+            return func(*args, **(kwargs or {}))
+
+    profile = ShadingProfile.from_arrays(with_offset.flatfield, camera_offset=100.0)
+    images = np.stack([with_offset.images[:12], with_offset.images[12:24]], axis=1)  # T, Z
+    expected = correct(images, profile, dtype="uint16", batch_axis=1, device="cpu")
+    with Copies():
+        plain = np.zeros(images.shape, np.uint16)
+        correct(images, profile, dtype="uint16", out=plain, batch_axis=1, device="cpu")
+    assert Copies.count == 0  # on the CPU: the result is written into out directly
+    np.testing.assert_array_equal(plain, expected)
+    calls = []
+    real = _correct.download_into
+
+    def recording(destination, tensor):
+        calls.append(destination)
+        real(destination, tensor)
+
+    monkeypatch.setattr(_correct, "download_into", recording)
+    monkeypatch.setattr(_correct, "_stages", lambda device: True)
+    out = np.zeros(images.shape, np.uint16)
+    with Copies():
+        Copies.count = 0
+        correct(
+            images, profile, dtype="uint16", out=out, batch_axis=1, chunk_frames=5, device="cpu"
+        )
+    assert len(calls) == Copies.count == 2 * 3  # one download per chunk (2 planes x 3 chunks)
+    assert all(d.dtype == np.uint16 and np.shares_memory(d, out) for d in calls)
+    np.testing.assert_array_equal(out, expected)
+
+    class Store:  # zarr-like: no NumPy view to download into
+        shape = images.shape
+
+        def __init__(self):
+            self.data = np.zeros(images.shape, np.uint16)
+
+        def __setitem__(self, key, value):
+            self.data[key] = value
+
+    calls.clear()
+    store = Store()
+    correct(images, profile, dtype="uint16", out=store, batch_axis=1, chunk_frames=5, device="cpu")
+    assert len(calls) == 6 and all(d.dtype == np.float32 for d in calls)
+    np.testing.assert_array_equal(store.data, expected)
+
+
 def test_timelapse_removes_drift():
     truth = shaded_tiles(40, (64, 64), seed=4, cells=20)
     decay = np.exp(-np.arange(40) / 20.0)[:, None, None]

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..arrays import InvalidInputError
+from ..arrays import InvalidInputError, download_into
 from ..devices import device_context
 from ..jobs import Job, Progress, blocking, scaled
 from ..memory import plan_chunk, run_in_chunks
@@ -209,7 +209,7 @@ def _run(
                 block = block.clamp_min(0)
             if target_dtype == np.uint16:
                 block = block.round().clamp_max(65535)
-            _write(out, layout, p, start, stop, block.cpu().numpy().astype(target_dtype))
+            _store(out, layout, p, start, stop, block, staged=_stages(dev))
             yield Progress(None, f"corrected frames {start}-{stop - 1}")
 
         first = 0.2 if timelapse else 0.0
@@ -229,6 +229,47 @@ def _run(
                 "" if layout.problems == 1 else f"problem {p + 1}/{layout.problems}: ",
             )
         return out[0] if single else out
+
+
+def _stages(device: torch.device) -> bool:
+    """Whether results leave ``device`` through pinned staging buffers (a GPU) or are read in
+    place (the CPU)."""
+    return device.type != "cpu"
+
+
+def _destination(out: Any, layout, problem: int, start: int, stop: int) -> np.ndarray | None:
+    """The part of ``out`` that frames ``start:stop`` of ``problem`` go to, as a NumPy view
+    (None when ``out`` is not a NumPy array, e.g. zarr)."""
+    if not isinstance(out, np.ndarray):
+        return None
+    if layout.batch_axis is None:
+        return out[start:stop]
+    if layout.batch_axis == 0:
+        return out[problem, start:stop]
+    return out[start:stop, problem]
+
+
+def _store(
+    out: Any, layout, problem: int, start: int, stop: int, block: torch.Tensor, staged: bool
+) -> None:
+    """Write a corrected float32 block into ``out`` (converted to its dtype on the way).
+
+    From a GPU (``staged``): one DMA per piece into a pinned buffer and one host pass from it
+    into ``out`` (:func:`~napari_gpuscope.compute.arrays.download_into`; the next piece's DMA
+    overlaps it); into a non-NumPy ``out`` (zarr) the pieces land in one float32 host array
+    first. On the CPU: one host pass from the tensor's memory into ``out``. (The old path made
+    a pageable float32 copy, a converted copy, then the copy into ``out``.)
+    """
+    destination = _destination(out, layout, problem, start, stop)
+    if destination is None:
+        host = block.numpy() if not staged else np.empty(tuple(block.shape), np.float32)
+        if staged:
+            download_into(host, block)
+        _write(out, layout, problem, start, stop, host)
+    elif staged:
+        download_into(destination, block)
+    else:
+        destination[...] = block.numpy()
 
 
 def _write(out: Any, layout, problem: int, start: int, stop: int, block: np.ndarray) -> None:
