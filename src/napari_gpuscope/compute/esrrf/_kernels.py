@@ -1,11 +1,23 @@
 """The fused eSRRF kernels (``esrrf.cu``) as :class:`~..kernels.FusedOp` s, and the chain that
 runs a frame chunk through them.
 
-- :data:`half_gradients` -- ``(frames, gcol2, grow2, row_band, col_band)``: Roberts cross +
-  Catmull-Rom onto the half-pixel lattice; twin: :func:`._ops.half_gradients_twin`.
-- :data:`rgc` -- ``(gcol2, grow2, frames, row_band, col_band, lut, counts, out, geometry=,
-  sensitivity=, weighting=)``: magnified intensity and RGC per output pixel; twin:
+- :data:`half_gradients` -- ``(frames, grad, row_band, col_band)``: Roberts cross +
+  Catmull-Rom onto the half-pixel lattice, as unit vectors ``grad (B, 2H+1, 2W+1, 2)``; twin:
+  :func:`._ops.half_gradients_twin`.
+- :data:`rgc` -- ``(grad, frames, row_band, col_band, lut, out, geometry=, sensitivity=,
+  weighting=)``: RGC x magnified intensity of every frame, ``out (B, HM, WM)``; twin:
   :func:`._ops.rgc_twin` (and :func:`._ops.magnify_twin`).
+- :data:`rgc_accumulate` -- ``(grad, frames, row_band, col_band, lut, sums_in, edges_in,
+  sums_out, edges_out, geometry=, sensitivity=, weighting=, statistic=, continuing=)``: the same
+  values folded into the running temporal state of :class:`._temporal.TemporalAccumulator`
+  (float64 sums, float32 first/last values) inside the kernel; twin: :data:`rgc` then
+  :func:`._temporal.fold`.
+
+The kernels take float32 tensors only (:class:`~..kernels.FusedOp`'s rule), so the float64
+sums travel as float32 *views* of their memory (``sums.view(torch.float32)``) and the kernel
+reads them as ``double``; the op's self-test compares the float32 edges (the first and the last
+frame's values: every per-frame value goes through the same code), not those views, whose
+halves of a double mean nothing as floats.
 
 Separable Catmull-Rom matrices are handed to the kernels as *bands* (:func:`band`): the four
 input indices and weights of each output index, taken from the same matrices the twins
@@ -20,10 +32,24 @@ import torch
 from ..devices import cupy_status
 from ..kernels import Backend, FusedOp, KernelSource, kill_switch_active
 from ._ops import FrameGeometry, half_gradients_twin, magnify_twin, rgc_twin
+from ._temporal import EDGE_ROWS, STATE_ROWS, STATISTIC_CODES, TemporalAccumulator, fold
 
-__all__ = ["SOURCE", "FusedChain", "band", "half_gradients", "rgc", "why_twins"]
+__all__ = [
+    "SOURCE",
+    "TILE",
+    "FusedChain",
+    "accumulator_bytes",
+    "band",
+    "half_gradients",
+    "rgc",
+    "rgc_accumulate",
+    "why_twins",
+]
 
 SOURCE = KernelSource("esrrf.cu", beside=__file__)
+
+TILE = (8, 32)
+"""Output rows x columns of the tiles the RGC kernels walk (``ESRRF_TILE_ROWS/COLS``)."""
 
 
 def band(matrix: torch.Tensor) -> torch.Tensor:
@@ -58,15 +84,6 @@ def _dense(band_: torch.Tensor, n_in: int) -> torch.Tensor:
     return dense
 
 
-# -- half-lattice gradients -------------------------------------------------------------------
-def _half_twin(frames, gcol2, grow2, row_band, col_band) -> None:
-    rows, cols = frames.shape[1:]
-    geometry = _BandGeometry(_dense(row_band, rows), _dense(col_band, cols))
-    gcol, grow = half_gradients_twin(frames, geometry)  # type: ignore[arg-type]
-    gcol2.copy_(gcol)
-    grow2.copy_(grow)
-
-
 class _BandGeometry:
     """What :func:`half_gradients_twin` / :func:`magnify_twin` read of a geometry."""
 
@@ -75,16 +92,35 @@ class _BandGeometry:
         self.cols_half = self.cols_m = cols
 
 
-def _half_launch(backend: Backend, frames, gcol2, grow2, row_band, col_band) -> None:
+def _example_geometry(device: torch.device) -> FrameGeometry:
+    return FrameGeometry.build(9, 11, 3, 1.5, False, device)
+
+
+def _example_frames(device: torch.device, generator: torch.Generator, batch: int):
+    return (100 + 50 * torch.rand((batch, 9, 11), generator=generator)).to(device)
+
+
+def _example_grad(frames: torch.Tensor, g: FrameGeometry) -> torch.Tensor:
+    return torch.stack(half_gradients_twin(frames, g), dim=-1).contiguous()
+
+
+# -- half-lattice gradients -------------------------------------------------------------------
+def _half_twin(frames, grad, row_band, col_band) -> None:
+    rows, cols = frames.shape[1:]
+    geometry = _BandGeometry(_dense(row_band, rows), _dense(col_band, cols))
+    gcol, grow = half_gradients_twin(frames, geometry)  # type: ignore[arg-type]
+    grad.copy_(torch.stack((gcol, grow), dim=-1))
+
+
+def _half_launch(backend: Backend, frames, grad, row_band, col_band) -> None:
     _batch, rows, cols = frames.shape
-    total = gcol2.numel()
+    total = grad.numel() // 2
     backend.launch(
         backend.function(SOURCE, "esrrf_half_gradients"),
         total,
         [
             backend.array(frames),
-            backend.array(gcol2),
-            backend.array(grow2),
+            backend.array(grad),
             backend.array(row_band),
             backend.array(col_band),
             np.int32(rows),
@@ -94,16 +130,11 @@ def _half_launch(backend: Backend, frames, gcol2, grow2, row_band, col_band) -> 
     )
 
 
-def _example_geometry(device: torch.device) -> FrameGeometry:
-    return FrameGeometry.build(9, 11, 3, 1.5, False, device)
-
-
 def _half_example(device: torch.device, generator: torch.Generator):
-    frames = (100 + 50 * torch.rand((2, 9, 11), generator=generator)).to(device)
+    frames = _example_frames(device, generator, 2)
     g = _example_geometry(device)
-    gcol2 = torch.empty((2, 19, 23), device=device)
-    grow2 = torch.empty_like(gcol2)
-    return (frames, gcol2, grow2, band(g.rows_half), band(g.cols_half)), {}
+    grad = torch.empty((2, 19, 23, 2), device=device)
+    return (frames, grad, band(g.rows_half), band(g.cols_half)), {}
 
 
 half_gradients = FusedOp(
@@ -111,27 +142,36 @@ half_gradients = FusedOp(
     launch=_half_launch,
     twin=_half_twin,
     example=_half_example,
-    outputs=(1, 2),
+    outputs=(1,),
     rtol=1e-5,
-    atol=1e-4,
+    atol=1e-5,
 )
 
 
-# -- RGC ----------------------------------------------------------------------------------------
-def _rgc_twin(
-    gcol2,
-    grow2,
-    frames,
-    row_band,
-    col_band,
-    lut,
-    counts,
-    out,
-    *,
-    geometry,
-    sensitivity,
-    weighting,
-) -> None:
+# -- RGC: shared launch arguments ---------------------------------------------------------------
+def _threads(geometry: FrameGeometry) -> int:
+    """Threads of one RGC launch: whole tiles covering the output (one thread per pixel)."""
+    rows, cols = geometry.output_shape
+    tiles = -(-rows // TILE[0]) * -(-cols // TILE[1])
+    return tiles * TILE[0] * TILE[1]
+
+
+def _geometry_args(geometry: FrameGeometry, batch: int, sensitivity: float, weighting: bool):
+    table = geometry.table
+    return [
+        np.int32(batch),
+        np.int32(geometry.height),
+        np.int32(geometry.width),
+        np.int32(geometry.magnification),
+        np.int32(geometry.margin),
+        np.int32(table.taps_per_axis),
+        np.int32(table.first_offset),
+        np.float32(sensitivity),
+        np.int32(1 if weighting else 0),
+    ]
+
+
+def _maps_twin(grad, frames, row_band, col_band, geometry, sensitivity, weighting):
     rows, cols = frames.shape[1:]
     magnified = None
     if weighting:
@@ -139,64 +179,55 @@ def _rgc_twin(
             frames,
             _BandGeometry(_dense(row_band, rows), _dense(col_band, cols)),  # type: ignore[arg-type]
         )
-    out.copy_(rgc_twin(gcol2, grow2, magnified, geometry, sensitivity))
+    return rgc_twin(grad[..., 0], grad[..., 1], magnified, geometry, sensitivity)
+
+
+# -- RGC: per-frame maps --------------------------------------------------------------------------
+def _rgc_twin(
+    grad, frames, row_band, col_band, lut, out, *, geometry, sensitivity, weighting
+) -> None:
+    out.copy_(_maps_twin(grad, frames, row_band, col_band, geometry, sensitivity, weighting))
 
 
 def _rgc_launch(
     backend: Backend,
-    gcol2,
-    grow2,
+    grad,
     frames,
     row_band,
     col_band,
     lut,
-    counts,
     out,
     *,
     geometry,
     sensitivity,
     weighting,
 ) -> None:
-    _batch, rows, cols = frames.shape
-    total = out.numel()
+    threads = _threads(geometry)
     backend.launch(
         backend.function(SOURCE, "esrrf_rgc"),
-        total,
+        threads,
         [
-            backend.array(gcol2),
-            backend.array(grow2),
+            backend.array(grad),
             backend.array(frames),
             backend.array(row_band),
             backend.array(col_band),
             backend.array(lut),
-            backend.array(counts),
             backend.array(out),
-            np.int32(rows),
-            np.int32(cols),
-            np.int32(geometry.magnification),
-            np.int32(geometry.margin),
-            np.int32(lut.shape[1]),
-            np.float32(sensitivity),
-            np.int32(1 if weighting else 0),
-            np.int64(total),
+            *_geometry_args(geometry, frames.shape[0], sensitivity, weighting),
+            np.int64(threads),
         ],
     )
 
 
-def _tables(geometry: FrameGeometry, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    table = geometry.table
-    lut = torch.from_numpy(table.packed()).to(device)
-    counts = torch.from_numpy(table.counts().astype(np.float32)).to(device)
-    return lut, counts
+def _lut(geometry: FrameGeometry, device: torch.device) -> torch.Tensor:
+    return torch.from_numpy(geometry.table.unit_table()).to(device)
 
 
 def _rgc_example(device: torch.device, generator: torch.Generator):
     g = _example_geometry(device)
-    frames = (100 + 50 * torch.rand((2, 9, 11), generator=generator)).to(device)
-    gcol2, grow2 = half_gradients_twin(frames, g)
-    lut, counts = _tables(g, device)
-    out = torch.empty((2, 27, 33), device=device)
-    args = (gcol2, grow2, frames, band(g.rows_m), band(g.cols_m), lut, counts, out)
+    frames = _example_frames(device, generator, 5)  # a group of 4 frames and one more
+    out = torch.empty((5, 27, 33), device=device)
+    args = (_example_grad(frames, g), frames, band(g.rows_m), band(g.cols_m), _lut(g, device), out)
     return args, {"geometry": g, "sensitivity": 2.0, "weighting": True}
 
 
@@ -205,26 +236,149 @@ rgc = FusedOp(
     launch=_rgc_launch,
     twin=_rgc_twin,
     example=_rgc_example,
-    outputs=(7,),
+    outputs=(5,),
     rtol=1e-4,
     atol=1e-3,
 )
 
 
+# -- RGC folded into the temporal sums ----------------------------------------------------------
+def _accumulate_twin(
+    grad,
+    frames,
+    row_band,
+    col_band,
+    lut,
+    sums_in,
+    edges_in,
+    sums_out,
+    edges_out,
+    *,
+    geometry,
+    sensitivity,
+    weighting,
+    statistic,
+    continuing,
+) -> None:
+    maps = _maps_twin(grad, frames, row_band, col_band, geometry, sensitivity, weighting)
+    f64 = torch.float64
+    fold(
+        maps,
+        statistic,
+        sums_in.view(f64),
+        edges_in,
+        sums_out.view(f64),
+        edges_out,
+        bool(continuing),
+    )
+
+
+def _accumulate_launch(
+    backend: Backend,
+    grad,
+    frames,
+    row_band,
+    col_band,
+    lut,
+    sums_in,
+    edges_in,
+    sums_out,
+    edges_out,
+    *,
+    geometry,
+    sensitivity,
+    weighting,
+    statistic,
+    continuing,
+) -> None:
+    threads = _threads(geometry)
+    backend.launch(
+        backend.function(SOURCE, "esrrf_rgc_accumulate"),
+        threads,
+        [
+            backend.array(grad),
+            backend.array(frames),
+            backend.array(row_band),
+            backend.array(col_band),
+            backend.array(lut),
+            backend.array(sums_in),
+            backend.array(edges_in),
+            backend.array(sums_out),
+            backend.array(edges_out),
+            *_geometry_args(geometry, frames.shape[0], sensitivity, weighting),
+            np.int32(STATISTIC_CODES[statistic]),
+            np.int32(1 if continuing else 0),
+            np.int64(threads),
+        ],
+    )
+
+
+def _accumulate_example(device: torch.device, generator: torch.Generator):
+    g = _example_geometry(device)
+    frames = _example_frames(device, generator, 5)
+    shape = g.output_shape
+    rows = len(STATE_ROWS["TAC2"])
+    sums_in = (1e4 * torch.rand((rows, *shape), generator=generator, dtype=torch.float64)).to(
+        device
+    )
+    edges_in = (100 * torch.rand((len(EDGE_ROWS), *shape), generator=generator)).to(device)
+    args = (
+        _example_grad(frames, g),
+        frames,
+        band(g.rows_m),
+        band(g.cols_m),
+        _lut(g, device),
+        sums_in.view(torch.float32),
+        edges_in,
+        torch.empty_like(sums_in).view(torch.float32),
+        torch.empty_like(edges_in),
+    )
+    kwargs = {
+        "geometry": g,
+        "sensitivity": 1.5,
+        "weighting": True,
+        "statistic": "TAC2",
+        "continuing": True,
+    }
+    return args, kwargs
+
+
+rgc_accumulate = FusedOp(
+    "esrrf_rgc_accumulate",
+    launch=_accumulate_launch,
+    twin=_accumulate_twin,
+    example=_accumulate_example,
+    outputs=(8,),  # the float32 edges: see the module docstring
+    rtol=1e-4,
+    atol=1e-3,
+)
+
+
+def accumulator_bytes(mode: str) -> int:
+    """Device bytes of temporal state one :data:`rgc_accumulate` launch moves per output pixel,
+    whatever the number of frames in the chunk: the float64 sums and float32 edges, read once
+    and written once."""
+    return 2 * (8 * len(STATE_ROWS[mode]) + 4 * len(EDGE_ROWS))
+
+
 # -- the chain ------------------------------------------------------------------------------------
 class FusedChain:
-    """A frame chunk through :data:`half_gradients` and :data:`rgc`, bound once per shape.
+    """A frame chunk through :data:`half_gradients` and :data:`rgc_accumulate` (or :data:`rgc`
+    for per-frame maps), bound once per shape.
 
     Only built where the kernels can run (CUDA with CuPy, or host emulation requested); the
     twins otherwise run in :class:`._pipeline.FramePipeline` directly.
     """
+
+    LAUNCHES_PER_CHUNK = 2
+    """Kernel launches of :meth:`accumulate`, whatever the number of frames."""
 
     def __init__(self, geometry: FrameGeometry, device: torch.device) -> None:
         self.geometry = geometry
         self.device = device
         self.row_half, self.col_half = band(geometry.rows_half), band(geometry.cols_half)
         self.row_m, self.col_m = band(geometry.rows_m), band(geometry.cols_m)
-        self.lut, self.counts = _tables(geometry, device)
+        self.lut = _lut(geometry, device)
 
     @classmethod
     def for_device(cls, geometry: FrameGeometry, device: torch.device) -> FusedChain | None:
@@ -240,37 +394,67 @@ class FusedChain:
         return None
 
     def bytes_per_frame(self) -> int:
-        """Device bytes per frame in a chunk: the float32 frame, the two half-lattice
-        gradients and the output (the kernels need no temporaries)."""
+        """Device bytes per frame in a chunk: the float32 frame and its half-lattice unit
+        gradients (two floats per sample); no per-frame output exists."""
         g = self.geometry
-        rows, cols = g.output_shape
-        return 4 * (g.height * g.width + 2 * (2 * g.height + 1) * (2 * g.width + 1) + rows * cols)
+        return 4 * (g.height * g.width + 2 * (2 * g.height + 1) * (2 * g.width + 1))
 
-    def __call__(self, frames: torch.Tensor, sensitivity: float, weighting: bool) -> torch.Tensor:
+    def gradients(self, frames: torch.Tensor) -> torch.Tensor:
+        """``(B, 2H + 1, 2W + 1, 2)`` unit gradients of a chunk (one launch)."""
         g = self.geometry
-        batch = frames.shape[0]
-        gcol2 = frames.new_empty((batch, 2 * g.height + 1, 2 * g.width + 1))
-        grow2 = torch.empty_like(gcol2)
-        half_gradients(frames, gcol2, grow2, self.row_half, self.col_half)
-        out = frames.new_empty((batch, *g.output_shape))
-        rgc(
-            gcol2,
-            grow2,
+        grad = frames.new_empty((frames.shape[0], 2 * g.height + 1, 2 * g.width + 1, 2))
+        half_gradients(frames, grad, self.row_half, self.col_half)
+        return grad
+
+    def accumulate(
+        self,
+        frames: torch.Tensor,
+        accumulator: TemporalAccumulator,
+        sensitivity: float,
+        weighting: bool,
+    ) -> None:
+        """Stage a chunk in ``accumulator``: two launches, no per-frame maps."""
+        grad = self.gradients(frames)
+        sums, edges, staged_sums, staged_edges = accumulator.buffers()
+        f32 = torch.float32
+        rgc_accumulate(
+            grad,
             frames,
             self.row_m,
             self.col_m,
             self.lut,
-            self.counts,
+            sums.view(f32),
+            edges,
+            staged_sums.view(f32),
+            staged_edges,
+            geometry=self.geometry,
+            sensitivity=float(sensitivity),
+            weighting=bool(weighting),
+            statistic=accumulator.mode,
+            continuing=accumulator.continuing,
+        )
+        accumulator.staged(frames.shape[0])
+
+    def __call__(self, frames: torch.Tensor, sensitivity: float, weighting: bool) -> torch.Tensor:
+        """``(B, H M, W M)`` per-frame maps (two launches)."""
+        grad = self.gradients(frames)
+        out = frames.new_empty((frames.shape[0], *self.geometry.output_shape))
+        rgc(
+            grad,
+            frames,
+            self.row_m,
+            self.col_m,
+            self.lut,
             out,
-            geometry=g,
+            geometry=self.geometry,
             sensitivity=float(sensitivity),
             weighting=bool(weighting),
         )
         return out
 
     def paths(self) -> dict[str, str]:
-        """Which implementation each op took on this device, and why."""
-        return {op.name: op.path(self.device).describe() for op in (half_gradients, rgc)}
+        """Which implementation each op of a job took on this device, and why."""
+        return {op.name: op.path(self.device).describe() for op in (half_gradients, rgc_accumulate)}
 
 
 def why_twins(device: torch.device) -> str:

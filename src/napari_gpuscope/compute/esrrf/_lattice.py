@@ -142,18 +142,35 @@ class TapTable:
                     )
         return taps
 
-    def packed(self) -> np.ndarray:
-        """``(M * M, K_max, 5)`` float32 table for the kernel: per phase (row-major), per tap
-        ``(row offset, col offset, dx, dy, weight)``; unused taps have weight 0 and offset 0,
-        and entry ``[p, 0, ...]`` is preceded by nothing (the count is :meth:`counts`)."""
-        m = self.magnification
-        tables = [self.phase_taps(sr, sc) for sr in range(m) for sc in range(m)]
-        k_max = max(1, max(len(t) for t in tables))
-        out = np.zeros((m * m, k_max, 5), np.float32)
-        for p, taps in enumerate(tables):
-            if taps:
-                out[p, : len(taps)] = np.array(taps, np.float64)
-        return out
+    @property
+    def taps_per_axis(self) -> int:
+        """``J``, the tap rows (and columns) of every phase."""
+        return len(self.steps)
+
+    @property
+    def first_offset(self) -> int:
+        """Lattice offset of tap row 0 beyond ``floor((2 s + 1) / M)``: ``steps[0] + shift``."""
+        return int(self.steps[0]) + self.lattice_shift
+
+    def unit_table(self) -> np.ndarray:
+        """``(J * J, M * M, 4)`` float32 table for the kernels: for tap ``(a, b)`` (row ``a``,
+        column ``b``) of phase ``p = s_row * M + s_col``, ``(dx / d, dy / d, weight, 0)`` --
+        the unit vector from the pixel to the tap and its weight -- or zeros for a tap that is
+        not kept (the same test as :meth:`phase_taps`). Phases are the fastest axis, so the
+        threads of a warp (consecutive columns) read adjacent records."""
+        m, j = self.magnification, self.taps_per_axis
+        out = np.zeros((j, j, m, m, 4), np.float64)
+        for s_row in range(m):
+            for s_col in range(m):
+                for a in range(j):
+                    dy = self.distances[s_row, a]
+                    for b in range(j):
+                        dx = self.distances[s_col, b]
+                        d = math.sqrt(dx * dx + dy * dy)
+                        if 0 < d <= self.max_distance:
+                            weight = float(self.weight(np.array(d)))
+                            out[a, b, s_row, s_col] = (dx / d, dy / d, weight, 0.0)
+        return out.reshape(j * j, m * m, 4).astype(np.float32)
 
     def counts(self) -> np.ndarray:
         """``(M * M,)`` number of kept taps per phase."""

@@ -4,8 +4,9 @@ Per frame chunk ``(B, H, W)`` float32:
 
 1. :func:`magnify_twin` -- Catmull-Rom magnification by ``M`` (intensity for the weighting);
 2. :func:`half_gradients_twin` -- Roberts-cross gradients, Catmull-Rom-interpolated onto the
-   half-pixel lattice (``(B, 2H + 1, 2W + 1)`` each): all the RGC ever reads of NanoPyx's x2M
-   gradient maps (25x less memory at M = 5);
+   half-pixel lattice (``(B, 2H + 1, 2W + 1)`` each) and normalised to unit length
+   (:func:`normalise`): all the RGC ever reads of NanoPyx's x2M gradient maps (25x less memory
+   at M = 5), and only their direction matters to it;
 3. :func:`rgc_twin` -- radial gradient convergence of every output pixel from the per-phase tap
    table (:class:`~._lattice.TapTable`), sensitivity, intensity weighting, zero border band.
 
@@ -36,6 +37,7 @@ __all__ = [
     "FrameGeometry",
     "half_gradients_twin",
     "magnify_twin",
+    "normalise",
     "rgc_twin",
     "roberts_cross",
     "twin_bytes_per_frame",
@@ -137,14 +139,34 @@ def roberts_cross(frames: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return d1 + d2, d1 - d2
 
 
+def normalise(gx: torch.Tensor, gy: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Unit vectors along ``(gx, gy)`` (0 where both are 0), scaled by the larger component
+    first so that squares of tiny or huge gradients neither underflow nor overflow (the same
+    operations as ``esrrf_half_gradients``).
+
+    Examples
+    --------
+    >>> x, y = normalise(torch.tensor([3e-30, 0.0]), torch.tensor([-4e-30, 0.0]))
+    >>> [round(v, 6) for v in x.tolist()], [round(v, 6) for v in y.tolist()]
+    ([0.6, 0.0], [-0.8, 0.0])
+    """
+    scale = torch.maximum(gx.abs(), gy.abs())
+    safe = torch.where(scale > 0, scale, 1.0)
+    x, y = gx / safe, gy / safe
+    norm = torch.sqrt(x * x + y * y)
+    norm = torch.where(scale > 0, norm, 1.0)
+    return x / norm, y / norm
+
+
 def half_gradients_twin(
     frames: torch.Tensor, geometry: FrameGeometry
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Roberts-cross gradients on the half-pixel lattice: ``(Gcol, Grow)``, each
-    ``(B, 2H + 1, 2W + 1)`` (see :func:`~._lattice.half_lattice_positions`)."""
+    """Roberts-cross gradient directions on the half-pixel lattice: unit vectors
+    ``(Gcol, Grow) / |G|``, each ``(B, 2H + 1, 2W + 1)`` (0 where the gradient is 0; see
+    :func:`~._lattice.half_lattice_positions`)."""
     gcol, grow = roberts_cross(frames)
     rows, cols = geometry.rows_half, geometry.cols_half.T
-    return rows @ gcol @ cols, rows @ grow @ cols
+    return normalise(rows @ gcol @ cols, rows @ grow @ cols)
 
 
 def _phase_groups(magnification: int) -> list[tuple[int, int, int]]:
@@ -179,7 +201,8 @@ def rgc_twin(
     sensitivity: float,
 ) -> torch.Tensor:
     """Radial gradient convergence (times the magnified intensity unless ``magnified`` is None)
-    of every output pixel, ``(B, H M, W M)``, zero within the border band.
+    of every output pixel, ``(B, H M, W M)``, zero within the border band, from the unit
+    gradient vectors of :func:`half_gradients_twin`.
 
     Loops over tap rows and the (at most two) row-phase groups; the tap columns and column
     phases of one step are gathered at once, so a chunk costs a few hundred torch operations
@@ -246,8 +269,10 @@ def _column_taps(table: TapTable, w: int, base: int, c0: int, c1: int, device: t
 def _accumulate_row(gradients, sums, constants) -> None:
     """Add one tap row's terms for one (row group, column group) block.
 
-    ``num``/``den`` views are ``(B, H', nr, W, nc)``; gradients are gathered to
+    ``num``/``den`` views are ``(B, H', nr, W, nc)``; gradients (unit vectors) are gathered to
     ``(B, H', 1, J, W, 1)`` and the per-tap constants broadcast as ``(1, 1, nr, J, 1, nc)``.
+    A tap's term is ``1 - |sin|`` of the angle between the gradient and the unit vector
+    ``(dx, dy) / d`` from the pixel to the tap, where the gradient converges on the pixel.
     """
     gx_rows, gy_rows, index, valid = gradients
     num, den = sums
@@ -260,15 +285,14 @@ def _accumulate_row(gradients, sums, constants) -> None:
     def constant(values: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(values, dtype=dtype, device=device)
 
-    tdx = constant(dx).view(1, 1, 1, j, 1, nc)
-    tdy = constant(dy).view(1, 1, nr, 1, 1, 1)
-    td = constant(d.transpose(1, 0, 2)).reshape(1, 1, nr, j, 1, nc)
-    tw = constant(weight.transpose(1, 0, 2)).reshape(1, 1, nr, j, 1, nc)
+    shape = (1, 1, nr, j, 1, nc)
+    ux = constant((dx[:, None, :] / d).transpose(1, 0, 2)).reshape(shape)
+    uy = constant((dy[None, :, None] / d).transpose(1, 0, 2)).reshape(shape)
+    tw = constant(weight.transpose(1, 0, 2)).reshape(shape)
     tw = tw * valid.to(dtype).view(1, 1, 1, j, -1, 1)
-    magnitude = torch.sqrt(gx * gx + gy * gy)
-    cross = torch.abs(gy * tdx - gx * tdy)
-    converging = (gx * tdx + gy * tdy) < 0
-    term = torch.where(converging & (magnitude > 0), 1.0 - cross / (magnitude * td), 0.0)
+    cross = torch.abs(gy * ux - gx * uy)
+    converging = (gx * ux + gy * uy) < 0  # a zero gradient never converges
+    term = torch.where(converging, 1.0 - cross, 0.0)
     num += (term * tw).sum(dim=3)
     den += tw.sum(dim=3)
 

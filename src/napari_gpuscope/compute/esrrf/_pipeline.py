@@ -66,16 +66,22 @@ class FramePipeline:
         )
 
     def fixed_bytes(self) -> int:
-        """Device bytes independent of the chunk: matrices and tap table (1 MiB covers them),
-        the committed and the staged float64 sums (:class:`~._temporal.TemporalAccumulator`),
-        the temporaries of the statistic and of the macro-pixel correction (four float64
-        planes and the float32 result), and the float64 widefield sums with one float32
-        partial (or the twins' one-frame float64 copy, an output plane)."""
+        """Device bytes independent of the chunk: the interpolation matrices, their bands and
+        the tap table; the committed and the staged temporal state
+        (:class:`~._temporal.TemporalAccumulator`); the temporaries of the statistic and of
+        the macro-pixel correction (up to six float64 planes and two float32 ones; the twins'
+        one-frame float64 copy fits in them); and the float64 widefield sums with one float32
+        partial."""
         g = self.geometry
         rows, cols = self.output_shape
+        lat_rows, lat_cols = 2 * g.height + 1, 2 * g.width + 1
+        matrices = 4 * (rows + lat_rows) * g.height + 4 * (cols + lat_cols) * g.width
+        bands = 4 * 8 * (rows + cols + lat_rows + lat_cols)
+        table = 16 * g.table.taps_per_axis**2 * g.magnification**2
         state = TemporalAccumulator.state_bytes((rows, cols), self.params.temporal)
+        temporaries = (6 * 8 + 2 * 4) * rows * cols
         widefield = (2 * 8 + 4) * g.height * g.width
-        return state + (4 * 8 + 4 + 8) * rows * cols + widefield + (1 << 20)
+        return matrices + bands + table + state + temporaries + widefield + (1 << 16)
 
     def upload(self, host: Any, first_frame: int) -> torch.Tensor:
         """float32 frames on the device (raw dtype uploaded, converted there), checked finite.
@@ -122,11 +128,18 @@ class FramePipeline:
 
     def stage(self, frames: torch.Tensor, accumulator: TemporalAccumulator) -> None:
         """Stage a chunk of float32 frames in ``accumulator`` (committed sums unchanged; the
-        caller commits when the whole chunk has finished)."""
-        accumulator.stage(self.maps(frames))
+        caller commits when the whole chunk has finished). The fused kernels fold the frames
+        into the sums themselves (two launches per chunk, no per-frame maps); the twins
+        compute the maps, then fold them."""
+        p = self.params
+        if self.fused is not None:
+            self.fused.accumulate(frames, accumulator, p.sensitivity, p.intensity_weighting)
+        else:
+            accumulator.stage(self.maps(frames))
 
     def maps(self, frames: torch.Tensor) -> torch.Tensor:
-        """``(B, H M, W M)`` RGC (x magnified intensity) of each frame, zero border band."""
+        """``(B, H M, W M)`` RGC (x magnified intensity) of each frame, zero border band (a
+        job never stores these on the fused path: :meth:`stage`)."""
         p = self.params
         weighting = p.intensity_weighting
         if self.fused is not None:

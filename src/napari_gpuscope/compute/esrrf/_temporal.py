@@ -3,15 +3,17 @@
 NanoPyx stores every frame's map (``T x HM x WM`` floats) and then takes the mean, the
 population variance or the lag-1 autocovariance over the frame axis. Here the frames stream
 through running sums in float64 on the device -- ``S1 = sum x``, ``S2 = sum x^2``,
-``L = sum x_t x_(t+1)``, the first and the last frame -- from which the same statistics follow
-exactly (research note section 1.4)::
+``L = sum x_t x_(t+1)`` -- and the first and the last frame's values (float32, as computed),
+from which the same statistics follow exactly (research note section 1.4)::
 
     AVG  = S1 / n
     VAR  = S2 / n - AVG^2
     TAC2 = (L - AVG (2 S1 - x_0 - x_(n-1)) + (n - 1) AVG^2) / (n - 1)
 
 so device memory is a few output-sized arrays whatever the number of frames. float64 keeps
-the cancellation in VAR and TAC2 far below float32 resolution.
+the cancellation in VAR and TAC2 far below float32 resolution. On a GPU the fused kernel
+``esrrf_rgc_accumulate`` does the folding (:func:`fold`, frame by frame in the same order)
+itself, in registers, so no per-frame map is ever stored.
 
 A chunk of frames is *staged* (the sums after it are written to a second buffer, the committed
 ones are only read) and *committed* when the whole chunk has finished (the buffers swap): an
@@ -23,19 +25,63 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["STATE_ROWS", "WIDEFIELD_GROUP", "TemporalAccumulator", "macro_pixel_correct"]
+__all__ = [
+    "EDGE_ROWS",
+    "STATE_ROWS",
+    "STATISTIC_CODES",
+    "WIDEFIELD_GROUP",
+    "TemporalAccumulator",
+    "fold",
+    "macro_pixel_correct",
+]
 
-STATE_ROWS = {
-    "AVG": ("total",),
-    "VAR": ("total", "squares"),
-    "TAC2": ("total", "lagged", "first", "last"),
-}
-"""The float64 planes of the running state per statistic, in order (the fused kernel of
-``esrrf.cu`` reads and writes the same layout)."""
+STATE_ROWS = {"AVG": ("total",), "VAR": ("total", "squares"), "TAC2": ("total", "lagged")}
+"""The float64 planes of the running sums per statistic, in order (the layout the fused kernel
+reads and writes)."""
+
+EDGE_ROWS = ("first", "last")
+"""The float32 planes of the first and the last frame's values (TAC2's end corrections)."""
+
+STATISTIC_CODES = {"AVG": 0, "VAR": 1, "TAC2": 2}
+"""How ``esrrf_rgc_accumulate`` names the statistics."""
 
 WIDEFIELD_GROUP = 256
 """Frames per float32 partial of the widefield sum: sums of 256 uint16 frames stay below
 2^24, so integer frames add up exactly in float32 before the float64 total."""
+
+
+def fold(
+    maps: torch.Tensor,
+    mode: str,
+    sums_in: torch.Tensor,
+    edges_in: torch.Tensor,
+    sums_out: torch.Tensor,
+    edges_out: torch.Tensor,
+    continuing: bool,
+) -> None:
+    """The running state after the consecutive frames ``maps`` ``(B, H M, W M)`` (float32).
+
+    ``sums_out``/``edges_out`` receive ``sums_in``/``edges_in`` with the frames added one at a
+    time, in order (the fused kernel's arithmetic: float64 sums of float32 values, whose
+    products are exact). ``continuing``: the incoming state already holds frames (the first
+    of ``maps`` pairs with the last of them). No float64 copy of the chunk is made.
+    """
+    sums_out.copy_(sums_in)
+    edges_out.copy_(edges_in)
+    total = sums_out[0]
+    first, last = edges_out
+    started = continuing
+    for frame in maps:
+        x = frame.to(torch.float64)
+        total += x
+        if mode == "VAR":
+            sums_out[1].addcmul_(x, x)
+        elif mode == "TAC2" and started:
+            sums_out[1].addcmul_(last, x)
+        if not started:
+            first.copy_(frame)
+        last.copy_(frame)
+        started = True
 
 
 class TemporalAccumulator:
@@ -54,8 +100,10 @@ class TemporalAccumulator:
     ----------
     count : int
         Frames committed.
-    state : torch.Tensor
+    sums : torch.Tensor
         float64 ``(len(STATE_ROWS[mode]), H M, W M)``: the committed sums.
+    edges : torch.Tensor
+        float32 ``(2, H M, W M)``: the committed first and last frame's values.
 
     Examples
     --------
@@ -75,8 +123,10 @@ class TemporalAccumulator:
         self.mode = mode
         self.rows = STATE_ROWS[mode]
         self.count = 0
-        self.state = torch.zeros((len(self.rows), *shape), dtype=torch.float64, device=device)
-        self._staged_state = torch.empty_like(self.state)
+        self.sums = torch.zeros((len(self.rows), *shape), dtype=torch.float64, device=device)
+        self.edges = torch.zeros((2, *shape), dtype=torch.float32, device=device)
+        self._staged_sums = torch.empty_like(self.sums)
+        self._staged_edges = torch.empty_like(self.edges)
         self._staged_frames: int | None = None
         self.widefield_sum: torch.Tensor | None = None
         self._staged_widefield: torch.Tensor | None = None
@@ -87,45 +137,36 @@ class TemporalAccumulator:
 
     @staticmethod
     def state_bytes(shape: tuple[int, int], mode: str) -> int:
-        """Device bytes of the committed and the staged state."""
-        return 2 * 8 * len(STATE_ROWS[mode]) * shape[0] * shape[1]
+        """Device bytes of the committed and the staged state (sums and edges)."""
+        return 2 * (8 * len(STATE_ROWS[mode]) + 4 * len(EDGE_ROWS)) * shape[0] * shape[1]
 
-    def plane(self, name: str, state: torch.Tensor | None = None) -> torch.Tensor:
-        """One named plane (``"total"``, ``"squares"``, ...) of ``state`` (default: the
-        committed one)."""
-        return (self.state if state is None else state)[self.rows.index(name)]
+    @property
+    def continuing(self) -> bool:
+        """Whether frames have been committed (the next one pairs with the last of them)."""
+        return self.count > 0
+
+    def plane(self, name: str) -> torch.Tensor:
+        """One committed plane by name: a sum (``"total"``, ``"squares"``, ``"lagged"``) or an
+        edge (``"first"``, ``"last"``)."""
+        if name in EDGE_ROWS:
+            return self.edges[EDGE_ROWS.index(name)]
+        return self.sums[self.rows.index(name)]
 
     # -- staging -----------------------------------------------------------------------------
-    def buffers(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(committed, staged)``: where a kernel reads the sums so far and writes the sums
-        after the chunk (call :meth:`staged` after it)."""
-        return self.state, self._staged_state
+    def buffers(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(sums, edges, staged sums, staged edges)``: where a kernel reads the state so far
+        and writes the state after the chunk (call :meth:`staged` after it)."""
+        return self.sums, self.edges, self._staged_sums, self._staged_edges
 
     def staged(self, frames: int) -> None:
         """The staged state now holds the committed frames and ``frames`` more."""
         self._staged_frames = frames
 
     def stage(self, maps: torch.Tensor) -> None:
-        """Stage a chunk of consecutive per-frame maps ``(B, H M, W M)`` (float32): the
-        committed sums are read, not changed. One frame at a time, so that no float64 copy
-        of the chunk is ever made."""
-        staged = self._staged_state
-        staged.copy_(self.state)
-        total = self.plane("total", staged)
-        count = self.count
-        for frame in maps:
-            x = frame.to(torch.float64)
-            total += x
-            if self.mode == "VAR":
-                self.plane("squares", staged).addcmul_(x, x)
-            elif self.mode == "TAC2":
-                last = self.plane("last", staged)
-                if count:
-                    self.plane("lagged", staged).addcmul_(last, x)
-                else:
-                    self.plane("first", staged).copy_(x)
-                last.copy_(x)
-            count += 1
+        """Stage a chunk of consecutive per-frame maps ``(B, H M, W M)`` (float32) with
+        :func:`fold`: the committed state is read, not changed."""
+        sums, edges, staged_sums, staged_edges = self.buffers()
+        fold(maps, self.mode, sums, edges, staged_sums, staged_edges, self.continuing)
         self.staged(len(maps))
 
     def stage_widefield(self, frames: torch.Tensor) -> None:
@@ -141,12 +182,13 @@ class TemporalAccumulator:
         self._widefield_ready = True
 
     def commit(self) -> None:
-        """Make the staged chunk part of the sums (swaps buffers: nothing here can fail)."""
+        """Make the staged chunk part of the state (swaps buffers: nothing here can fail)."""
         if self._staged_frames is None:
             raise RuntimeError("nothing staged to commit")
         if self.widefield_sum is not None and not self._widefield_ready:
             raise RuntimeError("the chunk's widefield sum was not staged")
-        self.state, self._staged_state = self._staged_state, self.state
+        self.sums, self._staged_sums = self._staged_sums, self.sums
+        self.edges, self._staged_edges = self._staged_edges, self.edges
         if self._widefield_ready:
             self.widefield_sum, self._staged_widefield = self._staged_widefield, self.widefield_sum
         self.count += self._staged_frames
@@ -174,7 +216,7 @@ class TemporalAccumulator:
         elif n < 2:
             out = torch.zeros_like(mean)
         else:
-            ends = 2 * total - self.plane("first") - self.plane("last")
+            ends = 2 * total - self.plane("first").double() - self.plane("last").double()
             out = (self.plane("lagged") - mean * ends + (n - 1) * mean * mean) / (n - 1)
         return out.to(torch.float32)
 
