@@ -151,6 +151,13 @@ def streams(monkeypatch):
         log.append(("read", current[0].name))
         return torch.zeros(tuple(data.shape), dtype=torch.float32)
 
+    real_isfinite = torch.isfinite
+
+    def isfinite(tensor):
+        log.append(("check", current[0].name))
+        return real_isfinite(tensor)
+
+    monkeypatch.setattr(torch, "isfinite", isfinite)
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: current[0])
     monkeypatch.setattr(torch.cuda, "stream", _Use)
     monkeypatch.setattr(_pipeline, "to_device", read)
@@ -177,10 +184,16 @@ def test_device_resident_input_is_read_after_the_stream_that_wrote_it(streams):
 
 def test_host_input_is_uploaded_on_the_side_stream_and_awaited(streams):
     """Host frames keep the overlap: copied on the upload stream, which compute then waits for,
-    and their memory is not reused before compute is done with it."""
+    and their memory is not reused before compute is done with it. Float frames are checked
+    for NaN there too, so the host's read of the answer waits for the upload only, not for the
+    previous chunk's kernels on the compute stream."""
     pipeline, log = streams
     pipeline.upload(np.zeros((3, 16, 16), np.uint16), 0)
     assert log == [("read", "side"), ("wait", "compute", "side"), ("record", "compute")]
+    log.clear()
+    pipeline.upload(np.zeros((3, 16, 16), np.float32), 0)
+    expected = [("read", "side"), ("check", "side"), ("wait", "compute", "side")]
+    assert log == [*expected, ("record", "compute")]
 
 
 # -- 1.2: an out-of-memory retry must not count frames twice ---------------------------------

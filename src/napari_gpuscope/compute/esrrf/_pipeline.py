@@ -86,31 +86,32 @@ class FramePipeline:
     def upload(self, host: Any, first_frame: int) -> torch.Tensor:
         """float32 frames on the device (raw dtype uploaded, converted there), checked finite.
 
-        On a GPU, host frames are copied and converted on the upload stream while the previous
-        chunk's kernels still run; the compute stream waits for the upload before it uses the
-        frames, and the frames' memory is not reused until the compute stream is done with it.
-        Frames already on a device are converted on the compute stream (torch's current one).
+        On a GPU, host frames are copied, converted and (floats) checked on the upload stream
+        while the previous chunk's kernels still run; the compute stream waits for the upload
+        before it uses the frames, and the frames' memory is not reused until the compute
+        stream is done with it. Frames already on a device are converted on the compute
+        stream (torch's current one).
         """
-        frames = self._to_device(host)
-        integer = (
-            not host.dtype.is_floating_point
+        check = (
+            host.dtype.is_floating_point
             if isinstance(host, torch.Tensor)
-            else np.issubdtype(host.dtype, np.integer)
+            else not np.issubdtype(host.dtype, np.integer)
         )
-        if not integer:
+        frames, finite = self._to_device(host, check)
+        if not finite:
             bad = ~torch.isfinite(frames)
-            if bool(bad.any()):
-                per_frame = bad.flatten(1).sum(1)
-                k = int(torch.nonzero(per_frame)[0, 0])
-                raise InvalidInputError(
-                    f"{self.name} frame {first_frame + k} contains {int(per_frame[k])} NaN or "
-                    f"infinite value(s) ({int(bad.sum())} in frames {first_frame}-"
-                    f"{first_frame + len(frames) - 1}); eSRRF needs finite intensities. Replace "
-                    "them (e.g. numpy.nan_to_num) or crop them away."
-                )
+            per_frame = bad.flatten(1).sum(1)
+            k = int(torch.nonzero(per_frame)[0, 0])
+            raise InvalidInputError(
+                f"{self.name} frame {first_frame + k} contains {int(per_frame[k])} NaN or "
+                f"infinite value(s) ({int(bad.sum())} in frames {first_frame}-"
+                f"{first_frame + len(frames) - 1}); eSRRF needs finite intensities. Replace "
+                "them (e.g. numpy.nan_to_num) or crop them away."
+            )
         return frames
 
-    def _to_device(self, host: Any) -> torch.Tensor:
+    def _to_device(self, host: Any, check: bool) -> tuple[torch.Tensor, bool]:
+        """The frames on the device, and whether they are all finite (True unless ``check``)."""
         if self._copy_stream is None or (
             isinstance(host, torch.Tensor) and host.device.type != "cpu"
         ):
@@ -118,13 +119,18 @@ class FramePipeline:
             # the writes; the upload stream does not wait for that stream, so reading it there
             # could see the tensor before it is written (issue 16). Nothing crosses the bus, so
             # there is no copy to overlap either.
-            return to_device(host, self.device)
+            frames = to_device(host, self.device)
+            return frames, not check or bool(torch.isfinite(frames).all())
         compute = torch.cuda.current_stream(self.device)
         with torch.cuda.stream(self._copy_stream):
             frames = to_device(host, self.device)
+            # Read on the upload stream: the host then waits for this upload only, not for the
+            # previous chunk's kernels queued on the compute stream, and can queue this chunk's
+            # kernels behind them at once.
+            finite = not check or bool(torch.isfinite(frames).all())
         compute.wait_stream(self._copy_stream)
         frames.record_stream(compute)
-        return frames
+        return frames, finite
 
     def stage(self, frames: torch.Tensor, accumulator: TemporalAccumulator) -> None:
         """Stage a chunk of float32 frames in ``accumulator`` (committed sums unchanged; the
