@@ -84,6 +84,7 @@ def main() -> None:
             )
             row = {
                 "tiles": n,
+                "tile": f"{args.size}x{args.size}",
                 "darkfield": dark,
                 "device": args.device,
                 "ours_s": round(seconds, 3),
