@@ -4,7 +4,8 @@ Time per frame and peak memory of ``napari_gpuscope.compute.esrrf.esrrf`` and of
 ``nanopyx.methods.eSRRF`` (``_force_run_type="threaded"``), with the same parameters, and the
 largest difference between the two outputs. Peak memory: the resident set size above the
 level at the call's start, sampled every 2 ms (host), and ``torch.cuda.max_memory_allocated``
-(device) for ours on a GPU, where the per-frame time is also taken with CUDA events.
+(device) for ours on a GPU, where the per-frame time of a job's kernels (gradients and the RGC
+folded into the temporal sums, a chunk of 16 frames) is also taken with CUDA events.
 
 Run it in a NanoPyx environment with this repository's ``src`` on the path (NanoPyx is never a
 dependency of the plugin)::
@@ -89,19 +90,17 @@ def ours(stack: np.ndarray, args: argparse.Namespace) -> dict:
             (torch.cuda.max_memory_allocated(device) - base) / 2**20, 1
         )
         from napari_gpuscope.compute.esrrf._pipeline import FramePipeline
+        from napari_gpuscope.compute.esrrf._temporal import TemporalAccumulator
 
-        pipeline = FramePipeline(
-            *stack.shape[1:],
-            esrrf.EsrrfParams(**{k: v for k, v in kwargs.items() if k != "device"}),
-            device,
-            "bench",
-        )
+        params = esrrf.EsrrfParams(**{k: v for k, v in kwargs.items() if k != "device"})
+        pipeline = FramePipeline(*stack.shape[1:], params, device, "bench")
+        accumulator = TemporalAccumulator(pipeline.output_shape, params.temporal, device)
         frames = torch.from_numpy(stack[:16].astype(np.float32)).to(device)
         begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        pipeline.maps(frames)
+        pipeline.stage(frames, accumulator)  # a job's kernels for one chunk (not committed)
         begin.record()
         for _ in range(5):
-            pipeline.maps(frames)
+            pipeline.stage(frames, accumulator)
         end.record()
         end.synchronize()
         result["kernel_ms_per_frame_cuda_events"] = begin.elapsed_time(end) / (5 * 16)
