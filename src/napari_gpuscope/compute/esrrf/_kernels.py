@@ -143,8 +143,10 @@ half_gradients = FusedOp(
     twin=_half_twin,
     example=_half_example,
     outputs=(1,),
+    # unit vectors: float32 rounding moves them < 1e-6 on the example (vs float64); the margin
+    # covers a GPU's fused multiply-adds
     rtol=1e-5,
-    atol=1e-5,
+    atol=1e-4,
 )
 
 
