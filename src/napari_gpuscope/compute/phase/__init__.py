@@ -9,7 +9,8 @@ waveorder's azimuth is ours + pi (:func:`azimuth_from_waveorder`). The tilt (zen
 focus offset) is estimated per tile by batched NAdam or damped Newton on the midband-power
 loss (:mod:`._tilt`, :mod:`._estimate`) and reconstructions with a tilt map blend overlapping
 tiles smoothly (:mod:`._tiles`, :mod:`._reconstruct`). A TV-regularised phase (ADMM whose
-z-step is the TV method's solver) is an option.
+z-step is the TV method's proximal step, :func:`~napari_gpuscope.compute.tv.prox`, all on the
+device) is an option. :mod:`._memory` counts the device memory a reconstruction needs.
 """
 
 from . import _batch as batch_hooks

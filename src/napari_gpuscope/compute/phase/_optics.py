@@ -306,11 +306,11 @@ class OpticsCache:
     Parameters
     ----------
     max_entries : int
-        Entries kept per cache (least recently used dropped first).
+        Grids and illumination pupils kept (least recently used dropped first).
     max_bytes : int, optional
         Device bytes the transfer functions and defocus spectra may hold together (least
-        recently used dropped first; a larger entry is built but not kept). Default: a quarter
-        of the device's memory.
+        recently used dropped first; a larger entry is built but not kept): a tile map keeps
+        one set per tile. Default: a quarter of the device's memory.
 
     Examples
     --------
@@ -373,14 +373,8 @@ class OpticsCache:
             return
         self._large[key] = (size, value)
         self._large.move_to_end(key)
-        kind = key[0]
-        while len(self._large) > 1:
-            over_bytes = self.nbytes > limit
-            over_count = sum(1 for k in self._large if k[0] == kind) > self.max_entries
-            if not (over_bytes or over_count):
-                break
-            oldest = next(k for k in self._large if k != key and (over_bytes or k[0] == kind))
-            del self._large[oldest]
+        while self.nbytes > limit and len(self._large) > 1:
+            del self._large[next(iter(self._large))]  # the least recently used
 
     def grid(self, key: OpticsKey) -> _Grid:
         """The shared grid of ``key``."""

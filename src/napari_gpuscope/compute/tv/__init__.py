@@ -29,7 +29,7 @@ from ..geometry import spacing_from_scale
 from ._halo import HALO_PLANES, MAX_HALO_STRENGTH, halo
 from ._job import OUTPUT, TVResult, denoise, iter_denoise
 from ._params import METHODS, NOISE_MODELS, TVParams
-from ._prox import prox
+from ._prox import prox as prox  # tensor-in, tensor-out step for solvers (phase ADMM)
 from ._weight import ResolvedWeight, resolve_weight
 
 __all__ = [

@@ -25,10 +25,9 @@ from ._fgp import fgp_iterations, fgp_momenta
 __all__ = ["PROX_ITERATIONS", "prox", "prox_bytes"]
 
 PROX_ITERATIONS = 50
-"""Default FGP iterations of one step. A certified :func:`denoise` from a zero dual needs
-~50-150 at its default tolerance (a relative duality gap of 1e-3) on the TV-regularised phase's
-z-steps; warm-started from the previous step's dual, 50 keep each step within that gap
-(``tests/compute/test_tv_prox.py``)."""
+"""Default FGP iterations of one step: what the TV-regularised phase runs per ADMM iteration,
+warm-started (its z-steps took 10-160 iterations each as certified ``denoise`` jobs from a zero
+dual; measurements in :data:`~napari_gpuscope.compute.phase._reconstruct.TV_PROX_ITERATIONS`)."""
 
 
 def prox(
