@@ -601,30 +601,33 @@ class FusedOp:
         """The example with every output the twin only writes (never reads) set to NaN.
 
         An output is pure when NaN in it before the call changes none of the twin's outputs;
-        in-out arguments (a dual variable updated in place) keep their values.
+        in-out arguments (a dual variable updated in place) keep their values. The probe runs
+        never read the example's outputs (fresh filled tensors stand in for all of them): a
+        pure output is often ``torch.empty``, and copying it would read uninitialised device
+        memory (compute-sanitizer's initcheck flags that).
         """
-        reference_args, reference_kwargs = _clone(args), _clone(kwargs)
-        self.twin(*reference_args, **reference_kwargs)
+
+        def trial(nan_output: int | str | None) -> tuple[torch.Tensor, ...]:
+            trial_args, trial_kwargs = list(args), dict(kwargs)
+            for output in self.outputs:
+                like = self._output(args, kwargs, output)
+                value = float("nan") if output == nan_output else 0.5
+                if isinstance(output, str):
+                    trial_kwargs[output] = torch.full_like(like, value)
+                else:
+                    trial_args[output] = torch.full_like(like, value)
+            self.twin(*trial_args, **trial_kwargs)
+            return tuple(self._output(trial_args, trial_kwargs, o) for o in self.outputs)
+
+        reference = trial(None)
         args, kwargs = list(args), dict(kwargs)
         for output in self.outputs:
-            trial_args, trial_kwargs = _clone(tuple(args)), _clone(kwargs)
-            self._output(trial_args, trial_kwargs, output).fill_(float("nan"))
-            self.twin(*trial_args, **trial_kwargs)
-            unchanged = all(
-                torch.equal(
-                    self._output(trial_args, trial_kwargs, o).isnan(),
-                    self._output(reference_args, reference_kwargs, o).isnan(),
-                )
-                and torch.allclose(
-                    self._output(trial_args, trial_kwargs, o),
-                    self._output(reference_args, reference_kwargs, o),
-                    rtol=0,
-                    atol=0,
-                    equal_nan=True,
-                )
-                for o in self.outputs
-            )
-            if unchanged:
+            probed = trial(output)
+            if all(
+                torch.equal(got.isnan(), want.isnan())
+                and torch.allclose(got, want, rtol=0, atol=0, equal_nan=True)
+                for got, want in zip(probed, reference, strict=True)
+            ):
                 poisoned = torch.full_like(self._output(args, kwargs, output), float("nan"))
                 if isinstance(output, str):
                     kwargs[output] = poisoned

@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from ._backends import _StreamHandle
+
 HOLD_LIMIT_CYCLES = 400_000_000
 """GPU clock cycles a hold waits at most for its release (~0.2 s at 2 GHz: after the warm
 launch the host needs well under a millisecond; under compute-sanitizer, which serialises
@@ -83,11 +85,13 @@ class StreamHold:
             import cupy
 
             with cupy.cuda.Device(index):
-                kernel(
+                # The driver-level function takes any object with the stream's ``ptr``, as
+                # CupyBackend's launches do (CuPy 14 deprecates ExternalStream).
+                getattr(kernel, "kernel", kernel)(
                     (1,),
                     (1,),
                     (np.uint64(self._flag.data_ptr()), np.int64(limit_cycles)),
-                    stream=cupy.cuda.ExternalStream(stream.cuda_stream),
+                    stream=_StreamHandle(stream.cuda_stream),
                 )
             self.method = "flag"
         except Exception:  # no NVRTC for the hold: fall back to a fixed spin
