@@ -50,9 +50,14 @@ def test_results_are_scale_equivariant_at_any_magnitude(image, method, factor, d
     assert np.isfinite(scaled.image).all()
     assert scaled.iterations == reference.iterations
     assert scaled.converged == reference.converged
-    assert scaled.relative_gap == pytest.approx(reference.relative_gap, rel=1e-5)
-    # Measured: at most 1.8e-7 relative (float32 rounding of the scaled input).
-    np.testing.assert_allclose(scaled.image / factor, reference.image, rtol=0, atol=5e-7)
+    # The gap is P - D of energies ~1e3 times larger, so the float32 rounding of the scaled
+    # input (6e-8 relative) reaches it amplified; the image moves by the same rounding carried
+    # through 200-odd momentum iterations. Measured: 1.3e-5 relative on the gap and 5.1e-7 on
+    # the image on one 2-core Xeon, below 1e-5 and 1.8e-7 on another (torch's CPU sums follow
+    # the vector width), so the bounds leave room for the machine and still catch the bugs this
+    # guards against (NaN images, energies of 0 reported as converged: errors of order 1).
+    assert scaled.relative_gap == pytest.approx(reference.relative_gap, rel=5e-5)
+    np.testing.assert_allclose(scaled.image / factor, reference.image, rtol=0, atol=1.5e-6)
 
 
 def test_strength_mode_estimates_the_noise_in_any_units(image):
