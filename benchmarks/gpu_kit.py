@@ -136,7 +136,8 @@ def _ordered(methods: Iterable[str]) -> list[str]:
 
 
 def _limit(kind: str, method: str | None) -> int:
-    return LIMITS.get((kind, method), DEFAULT_LIMITS.get(kind, 30))
+    scale = float(os.environ.get("GPU_KIT_LIMIT_SCALE", "1") or 1)
+    return round(scale * LIMITS.get((kind, method), DEFAULT_LIMITS.get(kind, 30)))
 
 
 def _python() -> str:

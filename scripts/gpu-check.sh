@@ -13,6 +13,9 @@
 #     --budget SECONDS    stop starting steps when this much step time is spent (default 570,
 #                         so a full run ends within a 10-minute device window; 0: no budget);
 #                         a step gets at most what is left, the rest are reported "not run"
+#     --bundle            end with REPORT_DIR holding only report.md and gpu-report.tgz (all
+#                         of the above): the device tool brings back at most 8 files
+#     GPU_KIT_LIMIT_SCALE=F   multiplies every step's limit (diagnosis runs; default 1)
 #
 # The steps come from `benchmarks/gpu_kit.py plan`, generated from the registered fused ops:
 # per method (eSRRF, flat-field, phase first, then batch, then TV, then the forced OOM) a twin
@@ -38,6 +41,7 @@ export PYTHONUNBUFFERED=1
 usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
 
 plan_only=0
+bundle="${GPU_KIT_BUNDLE:-0}"
 budget="${GPU_KIT_BUDGET:-570}"
 out_dir=""
 plan_args=()
@@ -56,6 +60,7 @@ while [ $# -gt 0 ]; do
             shift
             ;;
         --budget=*) budget="${1#*=}" ;;
+        --bundle) bundle=1 ;;
         -h | --help) usage; exit 0 ;;
         -*) echo "unknown option $1" >&2; usage >&2; exit 2 ;;
         *) out_dir="$1" ;;
@@ -122,5 +127,14 @@ left=$(awk -F'\t' '$4 ~ /^not-run/ {print $1}' "$out_dir/status.tsv" | paste -sd
 if [ -n "$left" ]; then
     echo "== not run (budget): $left"
     echo "   run them in another window: bash scripts/gpu-check.sh --only $left OTHER_REPORT_DIR"
+fi
+if [ "$bundle" = 1 ]; then
+    # The device tool brings back at most 8 files: everything goes into one archive, with
+    # report.md beside it.
+    archive="$(mktemp -d)/gpu-report.tgz"
+    tar czf "$archive" -C "$out_dir" .
+    find "$out_dir" -mindepth 1 ! -name report.md -delete
+    mv "$archive" "$out_dir/gpu-report.tgz"
+    echo "== bundled: $out_dir/gpu-report.tgz and $out_dir/report.md"
 fi
 exit $failed
