@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import statistics
 import time
-import warnings
 from collections.abc import Callable
 
 import numpy as np
@@ -414,14 +413,9 @@ def _overlap(device: torch.device, stack: np.ndarray, frames: int = 192) -> dict
 
 
 def _count_syncs(run: Callable[[], object]) -> int:
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        torch.cuda.set_sync_debug_mode("warn")
-        try:
-            run()
-        finally:
-            torch.cuda.set_sync_debug_mode(0)
-    return sum("synchroniz" in str(w.message) for w in caught)
+    from napari_gpuscope.compute.devices import count_host_syncs
+
+    return count_host_syncs(run)[1]
 
 
 def _host_syncs(device: torch.device, stack: np.ndarray, frames: int = 192) -> dict:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import statistics
 import time
-import warnings
 from collections import Counter
 from collections.abc import Callable
 
@@ -229,15 +228,9 @@ def _syncs(run: Callable[[], None], device: torch.device) -> int | None:
     (None off CUDA)."""
     if device.type != "cuda":
         return None
-    torch.cuda.synchronize(device)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        torch.cuda.set_sync_debug_mode("warn")
-        try:
-            run()
-        finally:
-            torch.cuda.set_sync_debug_mode(0)
-    return sum("synchroniz" in str(w.message) for w in caught)
+    from napari_gpuscope.compute.devices import count_host_syncs
+
+    return count_host_syncs(run)[1]
 
 
 def _timed_ms(run: Callable[[], None], device: torch.device) -> tuple[float | None, float]:
@@ -474,9 +467,7 @@ def bench(device: torch.device) -> dict:
         measure("fits", lambda: _fits(device, truth.images, truth.flatfield))
     measure(
         "iteration",
-        lambda: [
-            iteration_profile(device, t, dark) for t in (50, 1000) for dark in (False, True)
-        ],
+        lambda: [iteration_profile(device, t, dark) for t in (50, 1000) for dark in (False, True)],
     )
     measure("kernels", lambda: _kernels(device))
     measure("several_problems", lambda: several_problems(device))

@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import statistics
 import time
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -51,16 +50,9 @@ rejected Newton step)."""
 # ------------------------------------------------------------------------------ helpers
 def count_syncs(run: Callable[[], Any], device: torch.device) -> tuple[Any, int]:
     """``run()``'s result and how many synchronising CUDA calls torch warned about."""
-    torch.cuda.synchronize(device)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        torch.cuda.set_sync_debug_mode("warn")
-        try:
-            result = run()
-        finally:
-            torch.cuda.set_sync_debug_mode(0)
-    syncs = sum(1 for w in caught if "synchroniz" in str(w.message).lower())
-    return result, syncs
+    from napari_gpuscope.compute.devices import count_host_syncs
+
+    return count_host_syncs(run)
 
 
 def peak_bytes(run: Callable[[], Any], device: torch.device) -> tuple[Any, int]:

@@ -5,13 +5,13 @@ memory, and a ceiling on host synchronisations per frame."""
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 import pytest
 import torch
 
 from napari_gpuscope.compute import esrrf
+from napari_gpuscope.compute.devices import count_host_syncs
 from napari_gpuscope.compute.esrrf import _kernels as esrrf_kernels
 from napari_gpuscope.compute.esrrf._ops import FrameGeometry
 from napari_gpuscope.compute.esrrf._temporal import TemporalAccumulator
@@ -157,14 +157,7 @@ def test_esrrf_reads_a_cuda_input_after_the_stream_that_writes_it(gpu):
 
 
 def _count_syncs(run) -> int:
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        torch.cuda.set_sync_debug_mode("warn")
-        try:
-            run()
-        finally:
-            torch.cuda.set_sync_debug_mode(0)
-    return sum("synchroniz" in str(w.message) for w in caught)
+    return count_host_syncs(run)[1]
 
 
 def test_esrrf_host_syncs_per_frame_stay_under_the_ceiling(gpu, kit_record):

@@ -88,17 +88,9 @@ def _stack(shape, seed=0, zenith=0.2):
 
 def _syncs(run, device):
     """``run()``'s result and the synchronising CUDA calls torch warned about."""
-    import warnings
+    from napari_gpuscope.compute.devices import count_host_syncs
 
-    torch.cuda.synchronize(device)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        torch.cuda.set_sync_debug_mode("warn")
-        try:
-            result = run()
-        finally:
-            torch.cuda.set_sync_debug_mode(0)
-    return result, sum(1 for w in caught if "synchroniz" in str(w.message).lower())
+    return count_host_syncs(run)
 
 
 @pytest.mark.parametrize(

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 import pytest
 import torch
 
 from napari_gpuscope.compute import tv
+from napari_gpuscope.compute.devices import count_host_syncs
 from napari_gpuscope.compute.jobs import run_job
 from napari_gpuscope.compute.kernels import KILL_SWITCH_ENV
 from napari_gpuscope.compute.tv import _job
@@ -60,16 +60,7 @@ def test_fused_solve_is_deterministic(gpu, images):
 
 
 def _count_syncs(run) -> int:
-    torch.cuda.synchronize()
-    previous = torch.cuda.get_sync_debug_mode()
-    torch.cuda.set_sync_debug_mode("warn")
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            run()
-    finally:
-        torch.cuda.set_sync_debug_mode(previous)
-    return sum("synchroniz" in str(w.message) for w in caught)
+    return count_host_syncs(run)[1]
 
 
 @pytest.mark.parametrize("fused", [True, False], ids=["fused", "twin"])

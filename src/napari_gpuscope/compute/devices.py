@@ -25,7 +25,7 @@ import importlib.util
 import numbers
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -33,6 +33,7 @@ import torch
 __all__ = [
     "GPUInfo",
     "NoGPUError",
+    "count_host_syncs",
     "cupy_available",
     "cupy_status",
     "device_context",
@@ -341,3 +342,37 @@ def device_context(device: str | int | torch.device | None) -> Iterator[torch.de
 
             stack.enter_context(cupy.cuda.Device(index))
         yield dev
+
+
+SYNC_WARNING = "called a synchronizing cuda operation"
+"""What torch's warning says, lower-cased, for each call that makes the host wait for a GPU."""
+
+
+def count_host_syncs(run: Callable[[], object]) -> tuple[object, int]:
+    """``run()``'s result and how many times it made the host wait for a CUDA device.
+
+    Counted with ``torch.cuda.set_sync_debug_mode("warn")``: only torch's per-call warnings
+    count, not the one-off notice that the debug mode is a prototype (the first count in a
+    process used to include it: one phantom sync in the kit's first H100 run). torch sees its
+    own synchronising calls (``.item()``, ``.cpu()``, ``nonzero``, event and stream waits), not
+    CuPy's.
+
+    Examples
+    --------
+    >>> count_host_syncs(lambda: 2 + 2)
+    (4, 0)
+    """
+    import warnings
+
+    if not torch.cuda.is_available():
+        return run(), 0
+    torch.cuda.synchronize()
+    previous = torch.cuda.get_sync_debug_mode()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            result = run()
+        finally:
+            torch.cuda.set_sync_debug_mode(previous)
+    return result, sum(SYNC_WARNING in str(w.message).lower() for w in caught)
