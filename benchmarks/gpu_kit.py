@@ -76,22 +76,25 @@ OP_TEST = "test_registered_op_runs_its_verified_kernel"
 SOURCE_TEST = "test_kernel_source_compiles_for_this_gpu"
 DEFAULT_LIMITS = {
     "twin": 45,
-    "memcheck": 30,
+    "memcheck": 20,
     "racecheck": 25,
     "initcheck": 25,
-    "ncu": 30,
+    "ncu": 25,
     "bench": 45,
 }
+# Seconds measured on an H100 (2026-11-25) in brackets: the limits leave ~1.5x.
 LIMITS = {
-    ("twin", "phase"): 55,  # 2048 x 2048 x 21 cases
-    ("twin", "tv"): 60,  # three files, the 64x1024x1024 case and a child process
-    ("bench", "phase"): 40,
-    ("bench", "tv"): 50,  # cold/warm kernel preparation in two fresh processes
-    ("memcheck", "tv"): 25,
-    ("racecheck", "tv"): 20,
-    ("initcheck", "tv"): 20,
-    ("batch", None): 55,
-    ("oom", None): 25,
+    ("twin", "phase"): 55,  # 2048 x 2048 x 21 cases [41]
+    ("twin", "tv"): 45,  # three files, the 64x1024x1024 case and a child process [25-32]
+    ("racecheck", "esrrf"): 45,  # [36]
+    ("initcheck", "flatfield"): 40,  # [timed out while printing 4000 reports; now zeroed]
+    ("bench", "phase"): 40,  # [22]
+    ("bench", "tv"): 40,  # cold/warm kernel preparation in two fresh processes [32]
+    ("memcheck", "tv"): 20,  # [7]
+    ("racecheck", "tv"): 20,  # [13]
+    ("initcheck", "tv"): 20,  # [10-15]
+    ("batch", None): 75,  # pip install, the GPU test [20], the Dask benchmark [> 18]
+    ("oom", None): 25,  # [7-12]
 }
 MAX_TOTAL_S = 900
 BATCH_ARGS = (
