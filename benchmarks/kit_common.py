@@ -31,9 +31,10 @@ def median_event_ms(run: Callable[[], None], repeats: int = 20, warmup: int = 3)
     return statistics.median(times)
 
 
-def host_us(run: Callable[[], None], calls: int = 2000) -> float:
-    """Host microseconds per call of ``run`` (small launches: the GPU keeps up)."""
-    for _ in range(50):
+def host_us(run: Callable[[], None], calls: int = 2000, warmup: int = 50) -> float:
+    """Host microseconds per call of ``run`` (small launches: the GPU keeps up; otherwise the
+    device lags and is drained at the end)."""
+    for _ in range(warmup):
         run()
     torch.cuda.synchronize()
     start = time.perf_counter()
@@ -42,6 +43,29 @@ def host_us(run: Callable[[], None], calls: int = 2000) -> float:
     elapsed = time.perf_counter() - start
     torch.cuda.synchronize()
     return elapsed / calls * 1e6
+
+
+SLEEP_CYCLES = 100_000_000
+"""GPU cycles (~50 ms) a stream spins before a timed batch, so the host's launches queue up
+behind it and the events time the GPU alone."""
+
+
+def gpu_ms(run: Callable[[], None], calls: int = 20, repeats: int = 3) -> float:
+    """GPU milliseconds per call of ``run``, calls back to back behind a spin of the stream
+    (host overhead hidden): the median over ``repeats`` batches of ``calls``."""
+    run()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(SLEEP_CYCLES)
+        start.record()
+        for _ in range(calls):
+            run()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) / calls)
+    return statistics.median(times)
 
 
 @contextlib.contextmanager

@@ -28,10 +28,10 @@
 from __future__ import annotations
 
 import contextlib
-import statistics
 import time
 from collections.abc import Callable
 
+import kit_common
 import numpy as np
 import torch
 from kit_common import GIB, kill_switch
@@ -41,7 +41,6 @@ MAGNIFICATION = 5
 RADIUS = 1.5
 TARGET_MS_PER_FRAME = 0.3
 STATISTICS = ("AVG", "VAR", "TAC2")
-SLEEP_CYCLES = 100_000_000
 """GPU cycles the stream spins before a timed batch of launches (~50 ms), so that the host has
 queued them all before the first starts: the events then time the GPU alone."""
 BUDGET_S = 36.0
@@ -55,21 +54,8 @@ BUDGET_S = 36.0
 
 
 def gpu_ms(run: Callable[[], None], calls: int = 5, repeats: int = 3) -> float:
-    """GPU milliseconds per call of ``run``, calls back to back behind a spin of the stream:
-    the median over ``repeats`` batches of ``calls``."""
-    run()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(SLEEP_CYCLES)
-        start.record()
-        for _ in range(calls):
-            run()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) / calls)
-    return statistics.median(times)
+    """:func:`kit_common.gpu_ms` with eSRRF's batches of 5 (a call is a whole chunk)."""
+    return kit_common.gpu_ms(run, calls=calls, repeats=repeats)
 
 
 def _frames(device: torch.device, batch: int, size: tuple[int, int], seed: int = 0):

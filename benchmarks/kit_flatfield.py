@@ -17,18 +17,16 @@ assumed 20), plus the per-problem images, baselines and float64 partial sums (a 
 from __future__ import annotations
 
 import contextlib
-import statistics
 import time
 from collections import Counter
 from collections.abc import Callable
 
 import numpy as np
 import torch
-from kit_common import GIB, kill_switch
+from kit_common import GIB, gpu_ms, host_us, kill_switch
 
 TILE = (256, 256)
 WORKING = (128, 128)
-SLEEP_CYCLES = 100_000_000
 """GPU cycles the stream spins before a timed batch of calls (~50 ms), so the host has queued
 them all before the first one starts: the events then time the GPU alone."""
 BUDGET_S = 36.0
@@ -41,36 +39,6 @@ FIT_TARGET_MS = 500.0
 # --------------------------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------------------------
-
-
-def gpu_ms(run: Callable[[], None], calls: int = 20, repeats: int = 3) -> float:
-    """GPU milliseconds per call of ``run``, calls back to back (host overhead hidden behind a
-    spin of the stream): the median over ``repeats`` batches of ``calls``."""
-    run()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(SLEEP_CYCLES)
-        start.record()
-        for _ in range(calls):
-            run()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) / calls)
-    return statistics.median(times)
-
-
-def host_us(run: Callable[[], None], calls: int = 50) -> float:
-    """Host microseconds per call (the device may lag; it is drained at the end)."""
-    run()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(calls):
-        run()
-    elapsed = time.perf_counter() - start
-    torch.cuda.synchronize()
-    return elapsed / calls * 1e6
 
 
 def _problem(device: torch.device, p: int, t: int, shape=WORKING, seed: int = 0) -> dict:
@@ -156,7 +124,7 @@ def _kernels(device: torch.device) -> list[dict]:
                             bound(*args, **kwargs)
 
                         row[f"{path}_ms"] = round(gpu_ms(run), 4)
-                        row[f"{path}_host_us"] = round(host_us(run), 1)
+                        row[f"{path}_host_us"] = round(host_us(run, calls=50, warmup=1), 1)
                 row["kernel_gbps"] = round(model[name] / row["kernel_ms"] / 1e6, 1)
                 row["speedup_vs_twin"] = round(row["twin_ms"] / row["kernel_ms"], 2)
                 rows.append(row)

@@ -13,16 +13,10 @@ import torch
 from napari_gpuscope.compute import phase
 from napari_gpuscope.compute.arrays import InvalidInputError
 from napari_gpuscope.compute.params import ParameterError
+from napari_gpuscope.sample_data.phase import OPTICS
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "phase"
-AIR = {
-    "wavelength": 0.45,
-    "yx_pixel_size": 0.325,
-    "z_pixel_size": 1.0,
-    "na_illumination": 0.4,
-    "na_detection": 0.55,
-    "index_of_refraction": 1.0,
-}
+AIR = OPTICS  # the samples' optics: air, NA 0.4 / 0.55, 0.45 µm light
 WATER = {
     "wavelength": 0.532,
     "yx_pixel_size": 0.1,

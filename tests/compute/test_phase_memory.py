@@ -23,15 +23,9 @@ from napari_gpuscope.compute.kernels import HOST_KERNELS_ENV, host_emulation_ava
 from napari_gpuscope.compute.phase import _ops, _optics
 from napari_gpuscope.compute.phase._reconstruct import Reconstructor
 from napari_gpuscope.compute.tv import _ops as tv_ops
+from napari_gpuscope.sample_data.phase import OPTICS
 
-AIR = {
-    "wavelength": 0.45,
-    "yx_pixel_size": 0.325,
-    "z_pixel_size": 1.0,
-    "na_illumination": 0.4,
-    "na_detection": 0.55,
-    "index_of_refraction": 1.0,
-}
+AIR = OPTICS  # the samples' optics: air, NA 0.4 / 0.55, 0.45 µm light
 FUSED = (_ops.normal_equations_op, _ops.tikhonov_solve_op, tv_ops.fgp_step, tv_ops.fgp_primal)
 
 

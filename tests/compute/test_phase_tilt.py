@@ -11,15 +11,9 @@ from scipy.ndimage import gaussian_filter
 
 from napari_gpuscope.compute import phase
 from napari_gpuscope.compute.jobs import StopToken, run_job
+from napari_gpuscope.sample_data.phase import OPTICS
 
-AIR = {
-    "wavelength": 0.45,
-    "yx_pixel_size": 0.325,
-    "z_pixel_size": 1.0,
-    "na_illumination": 0.4,
-    "na_detection": 0.55,
-    "index_of_refraction": 1.0,
-}
+AIR = OPTICS  # the samples' optics: air, NA 0.4 / 0.55, 0.45 µm light
 N_Z = 11
 
 

@@ -14,15 +14,9 @@ from skimage.restoration import denoise_tv_chambolle
 from napari_gpuscope.compute import phase, tv
 from napari_gpuscope.compute.phase._inverse import NormalEquations
 from napari_gpuscope.compute.phase._reconstruct import TV_RHO, Reconstructor, admm_tv
+from napari_gpuscope.sample_data.phase import OPTICS
 
-AIR = {
-    "wavelength": 0.45,
-    "yx_pixel_size": 0.325,
-    "z_pixel_size": 1.0,
-    "na_illumination": 0.4,
-    "na_detection": 0.55,
-    "index_of_refraction": 1.0,
-}
+AIR = OPTICS  # the samples' optics: air, NA 0.4 / 0.55, 0.45 µm light
 
 
 def _image(shape, seed=0):

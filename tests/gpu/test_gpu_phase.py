@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from napari_gpuscope.compute.phase import _ops as phase_ops
+from napari_gpuscope.sample_data.phase import OPTICS
 
 pytestmark = pytest.mark.gpu
 
@@ -58,14 +59,7 @@ def test_phase_reconstruction_kernels_equal_twins_end_to_end(gpu, monkeypatch):
 # issue 16: shared transfer functions, the transfer-function cache, the memory plan, host
 # synchronisations per solve and per tilt iteration, CPU agreement
 # ------------------------------------------------------------------------------------------
-AIR = {
-    "wavelength": 0.45,
-    "yx_pixel_size": 0.325,
-    "z_pixel_size": 1.0,
-    "na_illumination": 0.4,
-    "na_detection": 0.55,
-    "index_of_refraction": 1.0,
-}
+AIR = OPTICS  # the samples' optics: air, NA 0.4 / 0.55, 0.45 µm light
 SYNC_CEILINGS = {"tikhonov solve": 0, "tv solve": 0, "nadam iteration": 1, "newton iteration": 2}
 """Synchronising CUDA calls allowed (``torch.cuda.set_sync_debug_mode``): the CPU tests count
 0 host round trips per solve and 1 per tilt iteration (2 after a rejected Newton step)."""
