@@ -87,8 +87,10 @@ __all__ = ["MethodDock", "PreviewResult", "plain_error_message"]
 RUN, PREVIEW, WARMUP = "run", "preview", "warmup"
 
 
-def unprepared_kernels(device: str) -> list[str]:
-    """The registered fused ops whose path on ``device`` is not decided yet.
+def unprepared_kernels(device: str, packages: tuple[str, ...] | None = None) -> list[str]:
+    """The registered fused ops (under ``packages``, see
+    :func:`~napari_gpuscope.compute.kernels.ops_under`) whose path on ``device`` is not decided
+    yet.
 
     The kernels module keeps, per op and device, the outcome of its compile and self-test
     (:func:`~napari_gpuscope.compute.kernels.path_report`), so a method imported later, with
@@ -97,7 +99,7 @@ def unprepared_kernels(device: str) -> list[str]:
     from napari_gpuscope.compute import kernels
 
     decided = kernels.path_report(device)
-    return [op.name for op in kernels.registered_ops() if op.name not in decided]
+    return [op.name for op in kernels.ops_under(packages) if op.name not in decided]
 
 
 @dataclass
@@ -573,13 +575,24 @@ class MethodDock(QWidget):
         self._update_buttons()
 
     # ---------------------------------------------------------------- kernel warm-up
+    def kernel_packages(self) -> tuple[str, ...] | None:
+        """Where the kernels this dock's method launches are defined: its compute package and
+        the platform's (a dock warms up only those; kernels another package lends it, e.g.
+        TV's to phase's TV regulariser, compile at their first use). None: every kernel."""
+        job = getattr(self.spec, "job", None)
+        if not isinstance(job, str) or not job.startswith("napari_gpuscope.compute."):
+            return None
+        package = ".".join(job.split(":")[0].split(".")[:3])
+        return (package, "napari_gpuscope.compute.kernels")
+
     def _warm_up(self, device: str | None) -> None:
         """Compile and self-test the kernels not yet prepared on ``device``, as a visible
         step."""
         if device is None:
             return
         self.spec.job_function()  # imports the method, which registers its kernels
-        if not unprepared_kernels(device):
+        packages = self.kernel_packages()
+        if not unprepared_kernels(device, packages):
             return
         job = self._job
         if job is not None and job.kind in (RUN, WARMUP):
@@ -591,7 +604,9 @@ class MethodDock(QWidget):
 
         self._job = _Job(WARMUP, device=device)
         self.runner.start(
-            kernels.warm_up(device), description=f"{self.title}: GPU kernels", tag=WARMUP
+            kernels.warm_up(device, packages),
+            description=f"{self.title}: GPU kernels",
+            tag=WARMUP,
         )
         self._set_status(
             f"Preparing GPU kernels on {device} (once per session, so the first preview is "
