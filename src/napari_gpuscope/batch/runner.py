@@ -40,14 +40,21 @@ class StoreExistsError(RuntimeError):
 
 
 def plan(
-    recipe: Recipe, positions: Sequence[Position], store: BatchStore, *, resume: bool
+    recipe: Recipe,
+    positions: Sequence[Position],
+    store: BatchStore,
+    *,
+    resume: bool,
+    recipe_hash: str | None = None,
 ) -> tuple[list[tuple[Position, str]], list[str], dict[str, str]]:
     """Split the positions into (to compute with their marker keys, skipped, unreadable).
 
     A position is skipped only with ``resume`` and a matching, complete marker; a position
     whose identity cannot be read (a missing file) is reported, not computed.
+    ``recipe_hash`` is ``recipe.hash()`` when the caller has it already.
     """
-    recipe_hash = recipe.hash()
+    if recipe_hash is None:
+        recipe_hash = recipe.hash()
     todo, skipped, unreadable = [], [], {}
     for position in positions:
         try:
@@ -119,6 +126,8 @@ def run_batch(
     far, marked ``interrupted``.
     """
     start = time.perf_counter()
+    # Hashed once here: plan, the run record, the report and every task (TaskSpec) share it.
+    recipe_hash = recipe.hash()
     base = Path(recipe_dir) if recipe_dir is not None else None
     problems = recipe.check_artifacts(base)
     if problems:
@@ -130,10 +139,9 @@ def run_batch(
             f"{store.out} holds an earlier run: pass --resume to compute only what is missing "
             "or --overwrite to start again"
         )
-    recipe_hash = recipe.hash()
     if overwrite and not dry_run:
         store.prepare({}, overwrite=True)
-    todo, skipped, failed = plan(recipe, positions, store, resume=resume)
+    todo, skipped, failed = plan(recipe, positions, store, resume=resume, recipe_hash=recipe_hash)
     report = BatchReport(
         recipe_hash,
         recipe.method,
@@ -149,7 +157,7 @@ def run_batch(
         report.done = [position.name for position, _ in todo]
         report.finish(time.perf_counter() - start, {})
         return report
-    store.prepare(_run_record(recipe, positions, input_name))
+    store.prepare(_run_record(recipe, recipe_hash, positions, input_name))
     for name, reason in failed.items():
         store.mark_failed(name, {"position": name, "status": "failed", "reason": reason})
     spec = TaskSpec(
@@ -248,8 +256,9 @@ def _outcome(future: Any, position: Position) -> dict[str, Any]:
         return {"position": position.name, "status": "failed", "reason": reason}
 
 
-def _run_record(recipe: Recipe, positions: Sequence[Position], input_name: str) -> dict[str, Any]:
-    recipe_hash = recipe.hash()
+def _run_record(
+    recipe: Recipe, recipe_hash: str, positions: Sequence[Position], input_name: str
+) -> dict[str, Any]:
     entries = []
     for position in positions:
         try:

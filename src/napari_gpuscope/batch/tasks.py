@@ -17,6 +17,11 @@ runs once per run as one task (``tiles`` is a sequence of zero-argument readers,
 subsample reads only what it uses; ``artifacts`` maps the recipe's artifact names to their
 files) and its return value is handed to every position's
 ``job(data, params, *, prepared, device, cache_key)``.
+
+What a position needs from the registry and the recipe (the validated recipe, its parameter
+model, its job and hooks) is resolved once per worker process and run
+(:meth:`TaskSpec.resolve`), and the recipe hash is the driver's (:attr:`TaskSpec.recipe_hash`):
+a position looks nothing up and hashes nothing (a test counts both).
 """
 
 from __future__ import annotations
@@ -30,15 +35,25 @@ import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from napari_gpuscope.batch.inputs import Position
 from napari_gpuscope.batch.recipes import Recipe
 from napari_gpuscope.batch.store import BatchStore
 
-__all__ = ["POOL_SLACK", "TaskSpec", "prepare_run", "release_pools", "run_position"]
+if TYPE_CHECKING:
+    from napari_gpuscope.compute.jobs import Job
+    from napari_gpuscope.compute.params import Params
+    from napari_gpuscope.compute.results import MethodResult
 
-_RECIPES: dict[str, Recipe] = {}
+__all__ = [
+    "POOL_SLACK",
+    "ResolvedRecipe",
+    "TaskSpec",
+    "prepare_run",
+    "release_pools",
+    "run_position",
+]
 
 POOL_SLACK = 0.25
 """Fraction of a GPU's memory that the device pools may hold unused between positions."""
@@ -53,6 +68,8 @@ class TaskSpec:
     recipe : dict
         The recipe as plain data (``Recipe.model_dump(mode="json")``).
     recipe_hash : str
+        ``Recipe.hash()`` of ``recipe``, computed once by the driver: workers key their caches
+        and the provenance with it and never hash the recipe again.
     out : str
         The output store.
     device : str
@@ -74,10 +91,89 @@ class TaskSpec:
 
     def load_recipe(self) -> Recipe:
         """The validated recipe, parsed once per worker process."""
-        recipe = _RECIPES.get(self.recipe_hash)
-        if recipe is None:
-            recipe = _RECIPES[self.recipe_hash] = Recipe.from_data(self.recipe)
-        return recipe
+        return self.resolve().recipe
+
+    def resolve(self) -> ResolvedRecipe:
+        """The recipe with its method's pieces, resolved once per worker process and recipe.
+
+        The first task of a run on a worker validates the recipe and looks its method up in
+        the registry; every later task of that run (same :attr:`recipe_hash`) reuses the
+        result.
+
+        Returns
+        -------
+        ResolvedRecipe
+
+        Examples
+        --------
+        >>> from napari_gpuscope.batch.recipes import Recipe
+        >>> recipe = Recipe.from_defaults("tv")
+        >>> task = TaskSpec(recipe.model_dump(mode="json"), recipe.hash(), "out.zarr")
+        >>> task.resolve() is task.resolve()
+        True
+        >>> task.resolve().params.strength == recipe.params["strength"]
+        True
+        """
+        resolved = _RESOLVED.get(self.recipe_hash)
+        if resolved is None:
+            resolved = _RESOLVED[self.recipe_hash] = ResolvedRecipe.resolve(
+                Recipe.from_data(self.recipe), self.recipe_hash
+            )
+        return resolved
+
+
+@dataclass(frozen=True)
+class ResolvedRecipe:
+    """A run's recipe and what its positions need from the registry, looked up once.
+
+    Attributes
+    ----------
+    recipe : Recipe
+        The validated recipe.
+    recipe_hash : str
+        The driver's ``recipe.hash()`` (:attr:`TaskSpec.recipe_hash`); also the ``cache_key``
+        of a two-phase method's ``job`` hook.
+    params : Params
+        The method's parameter model (frozen: shared by every position).
+    job_function : callable
+        ``MethodSpec.job``: ``job_function(data, params=..., device=...)`` makes a position's
+        job unless the hooks make it.
+    hooks : object or None
+        ``MethodSpec.batch`` loaded (two-phase methods' ``prepare`` and ``job``), or None.
+    """
+
+    recipe: Recipe
+    recipe_hash: str
+    params: Params
+    job_function: Callable[..., Job[MethodResult]]
+    hooks: Any = None
+
+    @classmethod
+    def resolve(cls, recipe: Recipe, recipe_hash: str) -> ResolvedRecipe:
+        """Look ``recipe.method`` up in the registry (once) and load its pieces."""
+        from napari_gpuscope.methods import load, method
+
+        spec = method(recipe.method)
+        return cls(
+            recipe=recipe,
+            recipe_hash=recipe_hash,
+            params=spec.params_class().from_dict(recipe.params),
+            job_function=spec.job_function(),
+            hooks=load(spec.batch) if spec.batch else None,
+        )
+
+    def make_job(self, data: Any, device: str, prepared: Any = None) -> Job[MethodResult]:
+        """One position's job: the hooks' ``job`` (given ``prepared``) or the method's."""
+        make = getattr(self.hooks, "job", None)
+        if make is not None:
+            return make(
+                data, self.params, prepared=prepared, device=device, cache_key=self.recipe_hash
+            )
+        return self.job_function(data, params=self.params, device=device)
+
+
+_RESOLVED: dict[str, ResolvedRecipe] = {}
+"""This worker process's resolved recipes, by recipe hash."""
 
 
 def _device(task: TaskSpec) -> str:
@@ -93,18 +189,10 @@ def _device(task: TaskSpec) -> str:
     return str(resolve_device(None if task.device == "cuda" else task.device))
 
 
-def _hooks(method_id: str) -> Any:
-    from napari_gpuscope.methods import load, method
-
-    spec = method(method_id)
-    return load(spec.batch) if spec.batch else None
-
-
 def prepare_run(task: TaskSpec, positions: Sequence[Position]) -> Any:
     """Run a two-phase method's ``prepare`` once (as one task); None for other methods."""
-    recipe = task.load_recipe()
-    hooks = _hooks(recipe.method)
-    prepare: Callable[..., Any] | None = getattr(hooks, "prepare", None)
+    resolved = task.resolve()
+    prepare: Callable[..., Any] | None = getattr(resolved.hooks, "prepare", None)
     if prepare is None:
         return None
     device = _device(task)
@@ -112,21 +200,11 @@ def prepare_run(task: TaskSpec, positions: Sequence[Position]) -> Any:
     try:
         tiles = [position.read for position in positions]
         artifacts = {name: Path(path) for name, path in task.artifacts.items()}
-        prepared = prepare(recipe.params_model(), tiles, device=device, artifacts=artifacts)
+        prepared = prepare(resolved.params, tiles, device=device, artifacts=artifacts)
         failed = False
         return prepared
     finally:
         release_pools(device, failed=failed)
-
-
-def _job(recipe: Recipe, data: Any, params: Any, device: str, prepared: Any) -> Any:
-    from napari_gpuscope.methods import method
-
-    hooks = _hooks(recipe.method)
-    make_job = getattr(hooks, "job", None)
-    if make_job is not None:
-        return make_job(data, params, prepared=prepared, device=device, cache_key=recipe.hash())
-    return method(recipe.method).job_function()(data, params=params, device=device)
 
 
 def run_position(task: TaskSpec, position: Position, key: str, prepared: Any = None) -> dict:
@@ -168,7 +246,7 @@ def run_position(task: TaskSpec, position: Position, key: str, prepared: Any = N
                 "position": position.name,
                 "status": "done",
             }
-        recipe = task.load_recipe()
+        resolved = task.resolve()
         device = _device(task)
         store.discard(position.name)
         stage = "reading"
@@ -178,7 +256,7 @@ def run_position(task: TaskSpec, position: Position, key: str, prepared: Any = N
         read_s = time.perf_counter() - read_start
         stage = "computing"
         compute_start = time.perf_counter()
-        result, record = _compute(recipe, position, data, device, prepared)
+        result, record = _compute(resolved, position, data, device, prepared)
         compute_s = time.perf_counter() - compute_start
         stage = "writing"
         write_start = time.perf_counter()
@@ -232,24 +310,25 @@ def run_position(task: TaskSpec, position: Position, key: str, prepared: Any = N
         release_pools(device, failed=failed)
 
 
-def _compute(recipe: Recipe, position: Position, data: Any, device: str, prepared: Any) -> Any:
+def _compute(
+    resolved: ResolvedRecipe, position: Position, data: Any, device: str, prepared: Any
+) -> tuple[MethodResult, dict[str, Any]]:
     from napari_gpuscope.compute import devices
     from napari_gpuscope.compute.jobs import run_job
     from napari_gpuscope.provenance import build_provenance
 
-    params = recipe.params_model()
     start = time.perf_counter()
-    result = run_job(_job(recipe, data, params, device, prepared))
+    result = run_job(resolved.make_job(data, device, prepared))
     elapsed = time.perf_counter() - start
     record = build_provenance(
-        recipe.method,
-        params.to_dict(),
+        resolved.recipe.method,
+        resolved.params.to_dict(),
         device=devices.device_label(device),
         input_name=position.source,
         elapsed_seconds=elapsed,
         result=result.summary(),
     )
-    record["recipe_hash"] = recipe.hash()
+    record["recipe_hash"] = resolved.recipe_hash
     return result, record
 
 
