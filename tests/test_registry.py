@@ -1,5 +1,5 @@
-"""The method registry is the single list of methods: napari.yaml, the CLI and the demo agree
-with it."""
+"""The method registry is the single list of methods: napari.yaml (generated from it, see
+tests/test_generate.py), napari's menus, the README, the CLI and the demo agree with it."""
 
 from __future__ import annotations
 
@@ -77,9 +77,25 @@ def test_every_dock_is_in_a_layers_menu_napari_offers_to_plugins():
             for menu, items in menus.items()
             if any(item.get("command") == spec.command_id for item in items)
         ]
-        layers_menus = [m for m in placed if m.startswith("napari/layers/")]
-        assert layers_menus, f"{spec.command_id} is in no Layers menu"
-        assert all(is_menu_contributable(m) for m in layers_menus)
+        assert placed == [spec.menu], f"{spec.command_id} is not (only) in {spec.menu}"
+        assert is_menu_contributable(spec.menu)
+
+
+def test_the_menu_model_titles_layers_submenus_as_napari_does():
+    from dataclasses import replace
+
+    from napari._app_model.constants._menus import MenuId, is_menu_contributable
+    from napari._qt._qapp_model.qactions._layers_actions import LAYERS_SUBMENUS
+
+    spec = methods.method("tv")
+    titles = {
+        str(item.submenu): item.title
+        for parent, item in LAYERS_SUBMENUS
+        if parent == MenuId.MENUBAR_LAYERS and is_menu_contributable(str(item.submenu))
+    }
+    assert "napari/layers/filter" in titles
+    for menu, title in titles.items():
+        assert replace(spec, menu=menu).menu_paths[1] == ("Layers", title, spec.menu_title)
 
 
 def _menu_actions(viewer, *path: str):
@@ -99,10 +115,11 @@ def test_layers_filter_entry_opens_the_same_dock_as_the_plugins_menu(make_napari
     if methods.PLUGIN in plugin_items:
         plugin_items = _menu_actions(viewer, "Plugins", methods.PLUGIN)
     for spec in methods.METHODS.values():
-        title = f"{spec.title} ({methods.PLUGIN})"
+        title = spec.menu_title
+        assert spec.menu_paths[0] == ("Plugins", methods.PLUGIN, title)
         assert title in plugin_items
-        filter_items = _menu_actions(viewer, "Layers", "Filter")
-        filter_items[title].trigger()
+        layers_items = _menu_actions(viewer, *spec.menu_paths[1][:-1])
+        layers_items[title].trigger()
         qtbot.waitUntil(lambda title=title: title in viewer.window.dock_widgets)
         dock = viewer.window.dock_widgets[title]
         assert isinstance(dock, spec.dock_class())
@@ -123,9 +140,10 @@ def test_file_menu_entries_carry_the_plugin_name(make_napari_viewer):
 
 
 def test_readme_names_the_menu_entries_napari_builds():
+    # The menu model (MethodSpec.menu_paths) is what the test above clicks through.
     readme = (MANIFEST.parent / "README.md").read_text()
     for spec in methods.METHODS.values():
-        # napari lists several docks of one plugin in a submenu named after the plugin
-        assert f"**Plugins > {methods.PLUGIN} > {spec.title} ({methods.PLUGIN})**" in readme
-        assert f"**Layers > Filter > {spec.title} ({methods.PLUGIN})**" in readme
+        for path in spec.menu_paths:
+            # napari lists several docks of one plugin in a submenu named after the plugin
+            assert f"**{' > '.join(path)}**" in readme
     assert "Plugins > GPU Scope" not in readme

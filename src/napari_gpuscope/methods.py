@@ -1,24 +1,48 @@
 """The method registry: one :class:`MethodSpec` per method, the single list of what exists.
 
-The console command, the headless demo, the manifest tests and (later) the batch runner are
-driven by :data:`METHODS`; ``napari.yaml`` must name the same widgets and samples (a test checks
-it). Entries refer to code by ``"module:attribute"`` names, so importing the registry imports
-neither torch nor Qt.
+Everything that lists methods reads :data:`METHODS` when it runs: the console command, the
+headless demo, recipes and their JSON Schema, batch runs and the docks. What cannot read it at
+run time is generated from it by :mod:`napari_gpuscope.generate`: the per-method entries of
+``napari.yaml`` (commands, widgets, sample data, the dock's Layers menu), the README's tables,
+the user guide's list of methods and ``docs/recipe.schema.json``
+(``python -m napari_gpuscope.generate``; a test fails when they are stale). Entries refer to
+code by ``"module:attribute"`` names, so importing the registry imports neither torch nor Qt.
 
-Adding a method adds one entry here (see ``docs/architecture.md``, "Adding a method").
+Adding a method adds one entry here (see ``docs/architecture.md``, "Adding a method");
+:func:`register` / :func:`registered` add one at run time (tests, scripts).
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["METHODS", "PLUGIN", "MethodSpec", "SampleSpec", "load", "method"]
+__all__ = [
+    "LAYERS_MENU",
+    "METHODS",
+    "PLUGIN",
+    "MethodSpec",
+    "SampleSpec",
+    "load",
+    "method",
+    "register",
+    "registered",
+    "unregister",
+]
 
 PLUGIN = "napari-gpuscope"
 """The distribution (and npe2 plugin) name; command ids start with ``"napari-gpuscope."``."""
+
+LAYERS_MENU = "napari/layers"
+"""napari's Layers menu; a dock is placed in one of its submenus (``MethodSpec.menu``)."""
+
+# A method id becomes part of command ids ("napari-gpuscope.<id>_dock"), file names and
+# provenance: lower-case letters, digits and underscores only.
+_METHOD_ID = re.compile(r"[a-z][a-z0-9_]*")
 
 
 def load(python_name: str) -> Any:
@@ -86,6 +110,23 @@ class MethodSpec:
         position's job (e.g. phase reusing transfer functions cached per worker under
         ``cache_key``, the recipe hash). ``None``: every position runs :attr:`job` with the
         recipe's parameters. See ``docs/batch.md``.
+    menu : str
+        The submenu of napari's Layers menu that also opens the dock (beside Plugins), one that
+        napari opens to plugins: ``"napari/layers/filter"`` (the default), ``".../segment"``...
+    description : str
+        One sentence or two for the README's table of tools: what the method is for.
+    guide : str
+        The method's guide, relative to ``docs/`` (default ``"<id>.md"``).
+    guide_title : str
+        The guide's title in the user guide's list of methods (default: :attr:`title`).
+
+    Examples
+    --------
+    >>> spec = method("tv")
+    >>> spec.command_id, spec.menu, spec.guide
+    ('napari-gpuscope.tv_dock', 'napari/layers/filter', 'tv.md')
+    >>> spec.menu_paths[1]
+    ('Layers', 'Filter', 'TV denoise (napari-gpuscope)')
     """
 
     id: str
@@ -97,11 +138,57 @@ class MethodSpec:
     demo_params: str
     supports_stop: bool = False
     batch: str | None = None
+    menu: str = f"{LAYERS_MENU}/filter"
+    description: str = ""
+    guide: str = ""
+    guide_title: str = ""
+
+    def __post_init__(self) -> None:
+        if not _METHOD_ID.fullmatch(self.id):
+            raise ValueError(
+                f"method id {self.id!r}: use lower-case letters, digits and underscores "
+                "(it becomes part of command ids and file names)"
+            )
+        submenu = self.menu.removeprefix(f"{LAYERS_MENU}/")
+        if submenu == self.menu or not submenu or "/" in submenu:
+            raise ValueError(
+                f"method {self.id!r}: menu {self.menu!r} is not a submenu of napari's Layers "
+                f"menu ({LAYERS_MENU!r}/..., e.g. {LAYERS_MENU}/filter)"
+            )
+        # Defaults that derive from other fields (the dataclass is frozen).
+        if not self.guide:
+            object.__setattr__(self, "guide", f"{self.id}.md")
+        if not self.guide_title:
+            object.__setattr__(self, "guide_title", self.title)
 
     @property
     def command_id(self) -> str:
         """The manifest command id of the dock, e.g. ``"napari-gpuscope.tv_dock"``."""
         return f"{PLUGIN}.{self.id}_dock"
+
+    @property
+    def menu_title(self) -> str:
+        """The dock's entry in napari's menus, e.g. ``"TV denoise (napari-gpuscope)"``.
+
+        napari titles a plugin widget "<display name> (<plugin display name>)" in its menus
+        and names docks opened from them, or by ``add_plugin_dock_widget``, the same way.
+        """
+        return f"{self.title} ({PLUGIN})"
+
+    @property
+    def menu_paths(self) -> tuple[tuple[str, ...], ...]:
+        """Where napari lists the dock, each as the titles from the menu bar down.
+
+        ``("Plugins", PLUGIN, entry)`` (napari groups a plugin's widgets in a submenu when it
+        has several) and the Layers submenu of :attr:`menu`, e.g. ``("Layers", "Filter",
+        entry)``: what the README's menu table shows and the menu tests click.
+        """
+        submenu = self.menu.rsplit("/", 1)[1]
+        # napari's Layers submenus are titled after their id: "layer_type" -> "Layer Type".
+        return (
+            ("Plugins", PLUGIN, self.menu_title),
+            ("Layers", submenu.replace("_", " ").title(), self.menu_title),
+        )
 
     def params_class(self) -> type:
         """The parameter model class (imports the compute layer)."""
@@ -143,6 +230,12 @@ METHODS: dict[str, MethodSpec] = {
             ),
             demo_params="napari_gpuscope.sample_data.tv:demo_params",
             supports_stop=True,
+            description=(
+                "Total-variation denoising of 2D images, z-stacks and time-lapses: converged "
+                "(duality-gap) solver, voxel-size aware, Gaussian or Poisson (camera) noise "
+                "model, live preview."
+            ),
+            guide_title="TV denoising",
         ),
         MethodSpec(
             id="esrrf",
@@ -159,6 +252,12 @@ METHODS: dict[str, MethodSpec] = {
             ),
             demo_params="napari_gpuscope.sample_data.esrrf:demo_params",
             supports_stop=True,
+            description=(
+                "Super-resolution from blinking-fluorophore stacks: NanoPyx-exact (or "
+                "pixel-centred) results, frames streamed with memory independent of their "
+                "number, the image building up live, a radius x sensitivity QnR sweep."
+            ),
+            guide_title="eSRRF super-resolution",
         ),
         MethodSpec(
             id="flatfield",
@@ -181,6 +280,12 @@ METHODS: dict[str, MethodSpec] = {
             demo_params="napari_gpuscope.sample_data.flatfield:demo_params",
             supports_stop=True,
             batch="napari_gpuscope.compute.flatfield:batch_hooks",
+            description=(
+                "Shading (vignetting), darkfield and time-lapse baseline correction of tiles and "
+                "movies: BaSiCPy 2.0's fit without its bugs, converged by default, measured dark "
+                "frame or camera offset, autotune, saved profiles applied to new data."
+            ),
+            guide_title="Flat-field correction (BaSiC)",
         ),
         MethodSpec(
             id="phase",
@@ -203,6 +308,13 @@ METHODS: dict[str, MethodSpec] = {
             demo_params="napari_gpuscope.sample_data.phase:demo_params",
             supports_stop=True,
             batch="napari_gpuscope.compute.phase:batch_hooks",
+            description=(
+                "Quantitative phase (radians) and absorption from a brightfield z-stack "
+                "(waveorder's thin-sample model): closed-form inverse, illumination tilt set by "
+                "hand or estimated globally or per tile (tilt map as vectors, loss plotted "
+                "live), live regularization preview."
+            ),
+            guide_title="Tilt-corrected phase",
         ),
     )
 }
@@ -215,3 +327,89 @@ def method(method_id: str) -> MethodSpec:
         return METHODS[method_id]
     except KeyError:
         raise KeyError(f"unknown method {method_id!r}; known: {sorted(METHODS)}") from None
+
+
+def register(spec: MethodSpec) -> MethodSpec:
+    """Add a method to the registry at run time.
+
+    Everything that reads the registry picks it up from then on: the CLI (``napari-gpuscope
+    recipe``'s method choices, the headless demo), recipes and their JSON Schema, batch runs and
+    :mod:`napari_gpuscope.generate`. napari's own menus come from ``napari.yaml``, which holds
+    the methods registered when it was generated. Tests and scripts use it; the plugin's own
+    methods are the entries of :data:`METHODS`.
+
+    Parameters
+    ----------
+    spec : MethodSpec
+        The method; its id, dock command id and sample keys must be new.
+
+    Returns
+    -------
+    MethodSpec
+        ``spec``, registered.
+
+    Raises
+    ------
+    ValueError
+        The id or a sample key is taken.
+
+    Examples
+    --------
+    >>> spec = MethodSpec(
+    ...     id="demo_copy",
+    ...     title="Copy",
+    ...     params="mypkg.copy:CopyParams",
+    ...     job="mypkg.copy:iter_copy",
+    ...     dock="mypkg.copy_dock:CopyDock",
+    ...     samples=(),
+    ...     demo_params="mypkg.copy:demo_params",
+    ... )
+    >>> register(spec) is METHODS["demo_copy"]
+    True
+    >>> unregister("demo_copy") is spec
+    True
+    """
+    if spec.id in METHODS:
+        raise ValueError(f"method {spec.id!r} is registered already")
+    taken = {sample.key for other in METHODS.values() for sample in other.samples}
+    keys = [sample.key for sample in spec.samples]
+    clashes = sorted({key for key in keys if key in taken or keys.count(key) > 1})
+    if clashes:
+        raise ValueError(f"method {spec.id!r}: sample key(s) {clashes} are taken")
+    METHODS[spec.id] = spec
+    return spec
+
+
+def unregister(method_id: str) -> MethodSpec:
+    """Remove a method :func:`register` added; returns its spec."""
+    spec = method(method_id)
+    del METHODS[method_id]
+    return spec
+
+
+@contextmanager
+def registered(spec: MethodSpec) -> Iterator[MethodSpec]:
+    """Register ``spec`` for the duration of a ``with`` block (tests).
+
+    Examples
+    --------
+    >>> spec = MethodSpec(
+    ...     id="demo_copy",
+    ...     title="Copy",
+    ...     params="mypkg.copy:CopyParams",
+    ...     job="mypkg.copy:iter_copy",
+    ...     dock="mypkg.copy_dock:CopyDock",
+    ...     samples=(),
+    ...     demo_params="mypkg.copy:demo_params",
+    ... )
+    >>> with registered(spec):
+    ...     "demo_copy" in METHODS
+    True
+    >>> "demo_copy" in METHODS
+    False
+    """
+    register(spec)
+    try:
+        yield spec
+    finally:
+        METHODS.pop(spec.id, None)
