@@ -99,3 +99,53 @@ def test_autotune_button_sets_the_smoothness(viewer, dock, qtbot):
     assert chosen is not None and chosen > 0, dock.autotune_status.text()
     assert "autotune chose" in dock.autotune_status.text().lower()
     assert dock.apply_panel.profile is dock.profile
+
+
+def test_apply_options_are_parameters_and_apply_gives_what_batch_gives(
+    viewer, dock, qtbot, tmp_path
+):
+    # The Apply panel shows the apply fields of BasicParams; they are the dock's parameters
+    # (settings, recipes: their fit-form rows are hidden), and a batch job with those
+    # parameters writes exactly the image Apply adds.
+    from napari_gpuscope.batch.recipes import load_recipe
+    from napari_gpuscope.compute.flatfield import APPLY_FIELDS, batch_hooks
+    from napari_gpuscope.compute.jobs import run_job
+
+    truth = shaded_tiles(6, (32, 32), seed=5, dark_offset=100.0)
+    tiles = np.clip(np.round(truth.images), 0, 65535).astype(np.uint16)
+    viewer.add_image(tiles, name="tiles")
+    profile = ShadingProfile.from_arrays(truth.flatfield, camera_offset=250.0)  # some < 0
+    panel = dock.apply_panel
+    panel.set_profile(profile, "given")
+    panel.target.layer = viewer.layers["tiles"]
+    panel.dtype.value = "uint16"
+    panel.clip.value = True
+    assert all(dock.form.widgets[name].native.isHidden() for name in APPLY_FIELDS)
+    params = dock.params()
+    assert (params.output_dtype, params.clip_negative, params.timelapse_baseline) == (
+        "uint16",
+        True,
+        False,
+    )
+    assert panel.apply()
+    qtbot.waitUntil(lambda: not panel.runner.running, timeout=60_000)
+    corrected = viewer.layers["tiles [flat-field corrected]"]
+    batch = run_job(batch_hooks.job(tiles, params, prepared=profile, device="cpu", cache_key=""))
+    assert corrected.data.dtype == np.uint16 and (tiles < 250).any()
+    assert corrected.data.tobytes() == batch.image.tobytes()
+    record = corrected.metadata[PROVENANCE_KEY]
+    assert record["parameters"] == {
+        "timelapse_baseline": False,
+        "clip_negative": True,
+        "output_dtype": "uint16",
+    }
+    assert record["result"]["profile"] == profile.summary()
+
+    # A recipe saved from the dock carries them; reset and load bring them back to the panel.
+    path = dock.recipe_row.save(tmp_path / "flat.yaml")
+    assert load_recipe(path).params["output_dtype"] == "uint16"
+    dock.reset_to_defaults()
+    assert panel.dtype.value == "float32" and not panel.clip.value
+    dock.recipe_row.load(path)
+    assert panel.dtype.value == "uint16" and panel.clip.value
+    assert "Not set" not in dock.status_label.text()

@@ -1,19 +1,19 @@
 """The flat-field dock's "Apply profile" panel: a fitted or loaded profile onto any layer.
 
-The correction runs in its own :class:`~napari_gpuscope.widgets._runner.JobRunner` (a fit and
-an apply never share a worker); when it finishes, the corrected layer is added with its
-provenance and the figure shows the shading left (the mean image's centre lines, before and
-after) and, for time-lapses, each frame's mean before and after (the baseline).
+A view of the apply job (:func:`~napari_gpuscope.compute.flatfield.iter_apply_profile`): its
+options are the apply fields of :class:`~napari_gpuscope.compute.flatfield.BasicParams`
+(controls generated from the model), the job runs in the panel's own
+:class:`~napari_gpuscope.widgets._runner.JobRunner` (a fit and an apply never share a worker),
+and the result's ``layers()`` become the corrected layer, with its provenance. The figure shows
+the shading left (the mean image's centre lines, before and after) and, for time-lapses, each
+frame's mean before and after (the baseline).
 """
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from magicgui.widgets import CheckBox, ComboBox
 from matplotlib.backends.backend_qtagg import FigureCanvasQTAgg
 from matplotlib.figure import Figure
 from qtpy.QtWidgets import (
@@ -28,90 +28,26 @@ from qtpy.QtWidgets import (
 )
 
 from napari_gpuscope.compute.devices import device_label
-from napari_gpuscope.compute.flatfield import ShadingProfile, iter_correct
-from napari_gpuscope.compute.jobs import Job, Progress
-from napari_gpuscope.compute.results import Geometry, image_layer
+from napari_gpuscope.compute.flatfield import (
+    APPLY_FIELDS,
+    BasicParams,
+    CorrectionResult,
+    ShadingProfile,
+    centre_lines,
+    iter_apply_profile,
+)
+from napari_gpuscope.compute.results import Geometry
 from napari_gpuscope.provenance import PROVENANCE_KEY, build_provenance
+from napari_gpuscope.widgets._controls import ParamForm
 from napari_gpuscope.widgets._controls._layer_picker import LayerPicker
 from napari_gpuscope.widgets._dock_parts import plain_error_message
 from napari_gpuscope.widgets._runner import JobRunner
 
 if TYPE_CHECKING:
+    import napari.layers
     import napari.viewer
 
-__all__ = ["ApplyPanel", "CorrectionResult", "ShadingFigure", "correction_job", "shading_stats"]
-
-
-def _centre_lines(mean_image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    normalised = mean_image / mean_image.mean()
-    y, x = normalised.shape
-    band_y, band_x = max(1, y // 20), max(1, x // 20)
-    row = normalised[y // 2 - band_y // 2 : y // 2 + band_y // 2 + 1].mean(axis=0)
-    column = normalised[:, x // 2 - band_x // 2 : x // 2 + band_x // 2 + 1].mean(axis=1)
-    return row, column
-
-
-def shading_stats(stack: Any) -> dict[str, Any]:
-    """Mean image, its centre lines, coefficient of variation and per-frame means of a
-    ``(T, Y, X)`` stack (float64 sums, frame by frame)."""
-    total = np.zeros(stack.shape[-2:], dtype=np.float64)
-    frame_means = np.empty(stack.shape[0], dtype=np.float64)
-    for t in range(stack.shape[0]):
-        frame = np.asarray(stack[t], dtype=np.float64)
-        total += frame
-        frame_means[t] = frame.mean()
-    mean_image = total / stack.shape[0]
-    row, column = _centre_lines(mean_image)
-    cv = float(mean_image.std() / abs(mean_image.mean())) if mean_image.mean() else float("nan")
-    return {"row": row, "column": column, "cv": cv, "frame_means": frame_means}
-
-
-@dataclass(frozen=True)
-class CorrectionResult:
-    """A corrected stack and the before/after numbers the figure shows."""
-
-    corrected: np.ndarray
-    before: dict[str, Any]
-    after: dict[str, Any]
-    timelapse: bool
-
-    def describe(self) -> str:
-        return (
-            f"corrected {self.corrected.shape[0]} images: shading of the mean image (CV) "
-            f"{self.before['cv']:.3f} -> {self.after['cv']:.3f}"
-        )
-
-
-def correction_job(images: Any, profile: ShadingProfile, **options: Any) -> Job[CorrectionResult]:
-    """Correct, then measure the shading before and after (in the worker thread).
-
-    The shading after is measured on ``(image - darkfield) / flatfield`` also in timelapse
-    mode: subtracting each frame's baseline moves the mean image towards 0, which says nothing
-    about flatness. The frame means (the baseline plot) are those of the output.
-    """
-    corrected = yield from iter_correct(images, profile, **options)
-    yield Progress(None, "measuring the shading left")
-    stack = corrected if corrected.ndim == 3 else corrected.reshape(-1, *corrected.shape[-2:])
-    source = images if getattr(images, "ndim", 3) == 3 else np.asarray(images).reshape(stack.shape)
-    dark = np.asarray(profile.darkfield, dtype=np.float64)
-    flat = np.asarray(profile.flatfield, dtype=np.float64)
-    if dark.ndim == 3:  # several problems: the first one's profile shows the idea
-        dark, flat = dark[0], flat[0]
-    before = shading_stats(_Frames(source, dark, None))
-    after = shading_stats(_Frames(source, dark, flat))
-    after["frame_means"] = shading_stats(stack)["frame_means"]
-    return CorrectionResult(corrected, before, after, options.get("timelapse", False))
-
-
-class _Frames:
-    """``(stack - dark) [/ flat]`` frame by frame, in float64."""
-
-    def __init__(self, stack: Any, dark: np.ndarray, flat: np.ndarray | None) -> None:
-        self.stack, self.dark, self.flat, self.shape = stack, dark, flat, stack.shape
-
-    def __getitem__(self, t: int) -> np.ndarray:
-        frame = np.asarray(self.stack[t], dtype=np.float64) - self.dark
-        return frame if self.flat is None else frame / self.flat
+__all__ = ["ApplyPanel", "ShadingFigure"]
 
 
 class ShadingFigure(FigureCanvasQTAgg):
@@ -127,7 +63,7 @@ class ShadingFigure(FigureCanvasQTAgg):
         """The fitted flatfield's centre lines and the fitted baseline."""
         self.figure.clear()
         flat = profile.flatfield if profile.flatfield.ndim == 2 else profile.flatfield[0]
-        row, column = _centre_lines(flat.astype(np.float64))
+        row, column = centre_lines(flat.astype(np.float64))
         left, right = self.figure.subplots(1, 2)
         left.plot(np.linspace(0, 1, row.size), row, label="x centre line")
         left.plot(np.linspace(0, 1, column.size), column, label="y centre line")
@@ -147,21 +83,24 @@ class ShadingFigure(FigureCanvasQTAgg):
     def show_correction(self, result: CorrectionResult) -> None:
         """Residual shading (centre lines of the normalised mean image) and frame means."""
         self.figure.clear()
+        if result.before is None or result.after is None:  # not measured: nothing to show
+            self.draw_idle()
+            return
         left, right = self.figure.subplots(1, 2)
         for stats, label, style in ((result.before, "raw", "--"), (result.after, "corrected", "-")):
             left.plot(
-                np.linspace(0, 1, stats["row"].size),
-                stats["row"],
+                np.linspace(0, 1, stats.row.size),
+                stats.row,
                 style,
-                label=f"{label} (CV {stats['cv']:.3f})",
+                label=f"{label} (CV {stats.cv:.3f})",
             )
         left.axhline(1.0, color="0.6", lw=0.8)
         left.set_title("shading left (mean image)", fontsize=8)
         left.set_xlabel("position (fraction of the image)", fontsize=8)
         left.legend(fontsize=7)
-        right.plot(result.before["frame_means"], "--", label="raw")
-        right.plot(result.after["frame_means"], "-", label="corrected")
-        title = "frame means" + (", baseline removed" if result.timelapse else "")
+        right.plot(result.before.frame_means, "--", label="raw")
+        right.plot(result.after.frame_means, "-", label="corrected")
+        title = "frame means" + (", baseline removed" if result.params.timelapse_baseline else "")
         right.set_title(title, fontsize=8)
         right.set_xlabel("frame", fontsize=8)
         right.legend(fontsize=7)
@@ -171,13 +110,21 @@ class ShadingFigure(FigureCanvasQTAgg):
 
 
 class ApplyPanel(QGroupBox):
-    """Apply the fitted or a loaded :class:`ShadingProfile` to a layer; save and load."""
+    """Apply the fitted or a loaded :class:`ShadingProfile` to a layer; save and load.
+
+    Attributes
+    ----------
+    options : ParamForm
+        The apply fields of :class:`BasicParams` (:data:`~napari_gpuscope.compute.flatfield.
+        APPLY_FIELDS`); ``timelapse``, ``clip`` and ``dtype`` are their controls.
+    """
 
     def __init__(self, viewer: napari.viewer.Viewer, dock: Any) -> None:
         super().__init__("Apply profile")
         self.viewer, self.dock = viewer, dock
         self.profile: ShadingProfile | None = None
         self.profile_source = ""
+        self._job: tuple[napari.layers.Layer, str] | None = None
         self.runner = JobRunner(self)
         self.runner.succeeded.connect(self._on_succeeded)
         self.runner.failed.connect(self._on_failed)
@@ -185,14 +132,11 @@ class ApplyPanel(QGroupBox):
         self.target = LayerPicker(
             viewer, tooltip="Layer to correct (never modified)", follow=dock._follows, parent=self
         )
-        self.timelapse = CheckBox(text="Timelapse: remove each frame's baseline")
-        self.timelapse.tooltip = (
-            "Also fit and subtract each frame's background level (photobleaching, drift), as "
-            "BaSiCPy's is_timelapse transform; the result's background is about 0"
-        )
-        self.clip = CheckBox(text="Clip negative values at 0")
-        self.dtype = ComboBox(choices=["float32", "uint16"], value="float32")
-        self.dtype.tooltip = "uint16 rounds and clips to [0, 65535]"
+        self.options = ParamForm(BasicParams, APPLY_FIELDS)
+        self.options.add_row("Layer", self.target.combo.native, after="")
+        self.timelapse = self.options.widgets["timelapse_baseline"]
+        self.clip = self.options.widgets["clip_negative"]
+        self.dtype = self.options.widgets["output_dtype"]
         self.profile_label = QLabel("No profile yet: fit one above, or load one.")
         self.profile_label.setWordWrap(True)
         self.load_button = QPushButton("Load profile...")
@@ -209,15 +153,12 @@ class ApplyPanel(QGroupBox):
         files.addWidget(self.load_button)
         files.addWidget(self.save_button)
         form.addRow(files)
-        form.addRow("Layer", self.target.combo.native)
-        form.addRow(self.timelapse.native)
-        form.addRow(self.clip.native)
-        form.addRow("Output type", self.dtype.native)
         buttons = QHBoxLayout()
         buttons.addWidget(self.apply_button)
         buttons.addWidget(self.cancel_button)
         layout = QVBoxLayout(self)
         layout.addLayout(form)
+        layout.addWidget(self.options)
         layout.addLayout(buttons)
         layout.addWidget(self.status)
         layout.addWidget(self.figure)
@@ -227,6 +168,11 @@ class ApplyPanel(QGroupBox):
         self.cancel_button.clicked.connect(self.runner.cancel)
         self.target.changed.connect(self._update_buttons)
         self._update_buttons()
+
+    def params(self) -> BasicParams:
+        """The apply options the controls describe (the fit's fields keep their defaults:
+        applying does not read them)."""
+        return BasicParams(**self.options.values())
 
     # ---------------------------------------------------------------- profile
     def set_profile(self, profile: ShadingProfile, source: str) -> None:
@@ -278,51 +224,37 @@ class ApplyPanel(QGroupBox):
         if device is None:
             self.status.setText("No GPU: the correction cannot run.")
             return False
-        options = {
-            "timelapse": self.timelapse.value,
-            "clip": self.clip.value,
-            "dtype": self.dtype.value,
-            "device": device,
-        }
         try:
-            job = correction_job(layer.data, self.profile, **options)
-        except ValueError as exc:
+            job = iter_apply_profile(layer.data, self.profile, self.params(), device=device)
+        except ValueError as exc:  # ParameterError and InvalidInputError included
             self.status.setText(f"Cannot apply: {exc}")
             return False
-        self._job = (layer, options, time.perf_counter())
+        self._job = (layer, device)
         self.runner.start(job, description=f"Flat-field correction: {layer.name}", tag="apply")
         self.status.setText(f"Correcting '{layer.name}' ({device})...")
         self._update_buttons()
         return True
 
     def _on_succeeded(self, result: CorrectionResult, elapsed: float) -> None:
-        layer, options, _ = self._job
+        layer, device = self._job
         record = build_provenance(
             "flatfield",
-            {
-                "profile": self.profile.summary(),
-                **{k: v for k, v in options.items() if k != "device"},
-            },
-            device=device_label(options["device"]),
+            result.options,
+            device=device_label(device),
             input_name=layer.name,
             elapsed_seconds=elapsed,
-            result={
-                "shading_cv_before": result.before["cv"],
-                "shading_cv_after": result.after["cv"],
-            },
+            result=result.summary(),
         )
         metadata = {
             PROVENANCE_KEY: record,
             "intensity_unit": layer.metadata.get("intensity_unit", ""),
         }
-        data, kwargs, _ = image_layer(
-            result.corrected,
-            f"{layer.name} [flat-field corrected]",
-            Geometry.of_layer(layer),
-            metadata=metadata,
-            colormap=getattr(layer.colormap, "name", "gray"),
-        )
-        self.viewer.add_image(data, **kwargs)
+        for data, kwargs, layer_type in result.layers(
+            layer.name, Geometry.of_layer(layer), metadata
+        ):
+            # Shown like its input (the result names no colormap).
+            kwargs.setdefault("colormap", getattr(layer.colormap, "name", "gray"))
+            getattr(self.viewer, f"add_{layer_type}")(data, **kwargs)
         self.figure.show_correction(result)
         self.figure.setVisible(True)
         self.status.setText(f"{result.describe()}. Took {elapsed:.2f} s.")

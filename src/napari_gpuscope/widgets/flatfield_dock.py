@@ -3,9 +3,11 @@
 Fit (the :class:`~napari_gpuscope.widgets.MethodDock` part): the input stack, the darkfield
 source (none, estimated, a constant camera offset, or a dark-frame layer), smoothness automatic
 or manual (Autotune fills it in), sorting and the advanced tolerances; the flatfield streams
-into its layer after every reweighting pass. Apply (:mod:`.flatfield_apply`): the fitted or a
-loaded profile onto any layer, timelapse baseline removal, save/load, and figures of the
-baseline and of the shading left after correction.
+into its layer after every reweighting pass. Apply (:mod:`.flatfield_apply`, a view of the
+apply job): the fitted or a loaded profile onto any layer with the apply fields of the
+parameters (timelapse baseline removal, clipping, output type: shown in the Apply panel, saved
+with the settings and recipes like every parameter), save/load, and figures of the baseline
+and of the shading left after correction.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from magicgui.widgets import ComboBox
 from qtpy.QtWidgets import QLabel, QPushButton
 
-from napari_gpuscope.compute.flatfield import BasicParams, ShadingProfile
+from napari_gpuscope.compute.flatfield import APPLY_FIELDS, BasicParams, ShadingProfile
 from napari_gpuscope.compute.jobs import Job
 from napari_gpuscope.widgets._base import MethodDock
 from napari_gpuscope.widgets._controls import FieldStyle
@@ -66,6 +68,23 @@ class FlatfieldDock(MethodDock):
         self.apply_panel = ApplyPanel(viewer, self)
         layout = self.content.layout()
         layout.insertWidget(layout.count() - 1, self.apply_panel)
+        self._show_apply_fields_in_panel()
+
+    def _show_apply_fields_in_panel(self) -> None:
+        """The apply fields are parameters of the dock (settings, recipes, reset) whose
+        controls sit in the Apply panel: their form rows are hidden and follow the panel's
+        controls, and the other way round (equal values emit nothing, so this ends)."""
+        panel = self.apply_panel.options
+        for name in APPLY_FIELDS:
+            self.form.set_row_visible(name, False)
+            panel.widgets[name].value = self.form.widgets[name].value
+
+        def copy(source: Any, target: Any, name: str) -> None:
+            if name in APPLY_FIELDS:
+                target.widgets[name].value = source.widgets[name].value
+
+        panel.changed.connect(lambda name: copy(panel, self.form, name))
+        self.form.changed.connect(lambda name: copy(self.form, panel, name))
 
     # ---------------------------------------------------------------- controls
     def build_controls(self) -> None:

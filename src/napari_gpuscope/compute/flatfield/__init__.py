@@ -7,7 +7,11 @@ images with the profile: ``(image - darkfield) / flatfield``.
 - :func:`iter_fit_basic` / :func:`fit_basic` -> :class:`ShadingProfile` (flatfield with mean
   1, darkfield, per-image baseline, the parameters and smoothness used, an honest converged
   flag); :class:`BasicParams` holds every parameter;
-- :func:`iter_correct` / :func:`correct`: apply a fitted or loaded profile, streamed in
+- :func:`iter_apply_profile` / :func:`apply_profile` -> :class:`CorrectionResult`: the apply
+  job (the dock's Apply, batch runs): correct with the apply fields of :class:`BasicParams`
+  (``output_dtype``, ``clip_negative``, ``timelapse_baseline``) and measure the shading left
+  (:func:`shading_stats`);
+- :func:`iter_correct` / :func:`correct`: the array-level correction under it, streamed in
   chunks (timelapse: per-frame baseline removal as BaSiCPy's transform);
 - :func:`autotune`: choose the smoothness by BaSiCPy's entropy + Fourier-L0 cost, candidates
   fitted together in one batch;
@@ -17,25 +21,41 @@ images with the profile: ``(image - darkfield) / flatfield``.
 """
 
 from . import _batch as batch_hooks
+from ._apply import (
+    CorrectionResult,
+    ShadingStats,
+    apply_profile,
+    centre_lines,
+    iter_apply_profile,
+    shading_stats,
+)
 from ._autotune import CANDIDATES, AutotuneResult, autotune, iter_autotune
 from ._correct import correct, iter_correct, timelapse_baseline
 from ._fit import OUTPUTS, fit_basic, iter_fit_basic
-from ._params import BasicParams
+from ._params import APPLY_FIELDS, OUTPUT_DTYPES, BasicParams
 from ._profile import DARKFIELD_SOURCES, ShadingProfile
 
 __all__ = [
+    "APPLY_FIELDS",
     "CANDIDATES",
     "DARKFIELD_SOURCES",
     "OUTPUTS",
+    "OUTPUT_DTYPES",
     "AutotuneResult",
     "BasicParams",
+    "CorrectionResult",
     "ShadingProfile",
+    "ShadingStats",
+    "apply_profile",
     "autotune",
     "batch_hooks",
+    "centre_lines",
     "correct",
     "fit_basic",
+    "iter_apply_profile",
     "iter_autotune",
     "iter_correct",
     "iter_fit_basic",
+    "shading_stats",
     "timelapse_baseline",
 ]

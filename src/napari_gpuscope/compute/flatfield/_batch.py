@@ -4,22 +4,22 @@ The batch runner (:mod:`napari_gpuscope.batch`) calls :func:`prepare` once per r
 :func:`job` once per position (``MethodSpec.batch`` names this module). Shading belongs to the
 microscope, not to one tile, so the profile is fitted on the frames of *all* positions together
 (read lazily, a few at a time, through the fit's working-size reader) or taken from a saved
-profile the recipe names as its ``profile`` artifact; each position is then corrected with it,
-which is what the dock's Apply does.
+profile the recipe names as its ``profile`` artifact; each position is then corrected with it by
+the apply job (:func:`~._apply.iter_apply_profile`) with the recipe's apply fields
+(``output_dtype``, ``clip_negative``, ``timelapse_baseline``), which is what the dock's Apply
+does with the same parameters.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..jobs import Job
-from ..results import Geometry, LayerDataTuple, image_layer
-from ._correct import iter_correct
+from ._apply import CorrectionResult, iter_apply_profile
 from ._fit import fit_basic
 from ._params import BasicParams
 from ._profile import ShadingProfile
@@ -30,45 +30,8 @@ PROFILE_ARTIFACT = "profile"
 """Recipe artifact name of a saved profile (``ShadingProfile.save``) that replaces the fit."""
 
 
-@dataclass(frozen=True)
-class CorrectedPosition:
-    """One position corrected with the run's profile (result protocol).
-
-    Attributes
-    ----------
-    image : numpy.ndarray
-        float32, the position's shape: ``(image - darkfield) / flatfield``.
-    profile : ShadingProfile
-        The profile used (fitted on every position of the run, or loaded).
-    stopped_early : bool
-        Always False: a correction is not stopped and kept.
-    """
-
-    image: np.ndarray
-    profile: ShadingProfile
-    stopped_early: bool = False
-
-    def summary(self) -> dict[str, Any]:
-        """JSON-able facts for provenance: the profile's, plus the corrected range."""
-        return {
-            "profile": self.profile.summary(),
-            "corrected_range": [float(np.nanmin(self.image)), float(np.nanmax(self.image))],
-        }
-
-    def describe(self) -> str:
-        """One line in plain words."""
-        return f"flat-field corrected with a profile ({self.profile.describe()})"
-
-    def layers(
-        self,
-        name: str = "image",
-        geometry: Geometry | None = None,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> list[LayerDataTuple]:
-        """The corrected image as one layer, in the input's geometry."""
-        return [
-            image_layer(self.image, f"{name} [flat-field corrected]", geometry, metadata=metadata)
-        ]
+CorrectedPosition = CorrectionResult
+"""The result of one position (the name it had before the apply job existed)."""
 
 
 def _lazy_frames(tiles: Sequence[Callable[[], Any]]) -> Any:
@@ -132,8 +95,21 @@ def job(
     prepared: ShadingProfile,
     device: str,
     cache_key: str,
-) -> Job[CorrectedPosition]:
-    """Correct one position with the run's profile (``cache_key`` is not needed here)."""
-    del params, cache_key  # the profile carries the parameters it was fitted with
-    corrected = yield from iter_correct(data, prepared, device=device)
-    return CorrectedPosition(np.asarray(corrected), prepared)
+) -> Job[CorrectionResult]:
+    """Correct one position with the run's profile and the recipe's apply fields, as the
+    dock's Apply does (the shading is not measured: a batch run writes the image only;
+    ``cache_key`` is not needed here).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from napari_gpuscope.compute.jobs import run_job
+    >>> profile = ShadingProfile.from_arrays(np.ones((4, 4)), camera_offset=100)
+    >>> tile = np.full((4, 4), 90, np.uint16)
+    >>> params = BasicParams(output_dtype="same", clip_negative=True)
+    >>> result = run_job(job(tile, params, prepared=profile, device="cpu", cache_key=""))
+    >>> result.image.dtype, int(result.image.max())
+    (dtype('uint16'), 0)
+    """
+    del cache_key
+    return iter_apply_profile(data, prepared, params, measure_shading=False, device=device)

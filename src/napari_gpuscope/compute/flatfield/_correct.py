@@ -13,12 +13,12 @@ from ..jobs import Job, Progress, blocking, scaled
 from ..memory import plan_chunk, run_in_chunks
 from ._alm import MAX_MU_COEF, MU_COEF, RHO, spectral_norm
 from ._fit import working_stack
+from ._params import OUTPUT_DTYPES
 from ._profile import ShadingProfile
 from ._stack import StackLayout, check_images, read_block, resize_frames, working_shape
 
-__all__ = ["correct", "iter_correct", "timelapse_baseline"]
+__all__ = ["correct", "integer_bounds", "iter_correct", "output_type", "timelapse_baseline"]
 
-OUTPUT_DTYPES = ("float32", "uint16")
 BASELINE_PASSES = 5
 BASELINE_TOL = 1e-4
 
@@ -123,8 +123,10 @@ def iter_correct(
         Also remove each frame's baseline (BaSiCPy's ``is_timelapse`` transform).
     clip : bool
         Clip negative values at 0.
-    dtype : {"float32", "uint16"}
-        Output type; uint16 rounds and clips to [0, 65535].
+    dtype : {"float32", "uint16", "same"}
+        Output type: float32; uint16 rounds (half to even) and saturates at [0, 65535];
+        "same" is the input's type (:func:`output_type`: an integer type rounds and saturates
+        at its range, a float type is converted from float32).
     out : array-like, optional
         Where to write (e.g. a ``numpy.memmap`` or zarr array larger than RAM); default a new
         NumPy array.
@@ -151,8 +153,6 @@ def iter_correct(
     >>> np.allclose(correct(images, profile, device="cpu"), 6)
     True
     """
-    if dtype not in OUTPUT_DTYPES:
-        raise ValueError(f"dtype must be one of {OUTPUT_DTYPES}, got {dtype!r}")
     if chunk_frames is not None and chunk_frames < 1:
         raise ValueError(f"chunk_frames must be >= 1, got {chunk_frames}")
     single = getattr(images, "ndim", 0) == 2
@@ -167,7 +167,13 @@ def iter_correct(
             check_images(images, None)  # raises the dtype error
     else:
         layout = check_images(images, batch_axis)
-    target_dtype = np.float32 if dtype == "float32" else np.uint16
+    frame = tuple(np.shape(profile.flatfield)[-2:])
+    if frame != layout.frame_shape:  # said now, not when the job first runs
+        raise InvalidInputError(
+            f"the profile is {frame} but the images are {layout.frame_shape}: apply a profile "
+            "fitted on images of the same size"
+        )
+    target_dtype = output_type(dtype, images.dtype)
     if out is None:
         out = np.empty(layout.shape, dtype=target_dtype)
     elif tuple(out.shape) != layout.shape:
@@ -175,6 +181,61 @@ def iter_correct(
     return _run(
         images, profile, layout, timelapse, clip, target_dtype, out, chunk_frames, device, single
     )
+
+
+def output_type(dtype: str, input_dtype: Any) -> np.dtype:
+    """The NumPy type of a corrected image: ``dtype`` (one of ``OUTPUT_DTYPES``), with
+    ``"same"`` resolved to the input's type (NumPy's or torch's ``input_dtype``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> output_type("same", np.dtype("uint8")), output_type("uint16", np.float64)
+    (dtype('uint8'), dtype('uint16'))
+    """
+    if dtype not in OUTPUT_DTYPES:
+        raise ValueError(f"dtype must be one of {OUTPUT_DTYPES}, got {dtype!r}")
+    if dtype != "same":
+        return np.dtype(dtype)
+    try:
+        same = np.dtype(str(input_dtype).replace("torch.", ""))
+    except TypeError:
+        raise InvalidInputError(
+            f"output type 'same': the input's type {input_dtype} has no NumPy equivalent; "
+            "choose float32 or uint16"
+        ) from None
+    if same.kind not in "uif":
+        raise InvalidInputError(f"output type 'same': cannot write a {same} image")
+    return same
+
+
+def integer_bounds(dtype: Any) -> tuple[float, float] | None:
+    """Saturation bounds of an integer output type as float32 values (None for a float type).
+
+    The upper bound is the largest float32 not above the type's maximum: a float32 rounded to an
+    integer and clamped to it converts exactly (``float32(2**32 - 1)`` would be ``2**32``, which
+    a uint32 cannot hold).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> integer_bounds(np.uint16), integer_bounds(np.int8), integer_bounds(np.float32)
+    ((0.0, 65535.0), (-128.0, 127.0), None)
+    >>> integer_bounds(np.uint32)[1]
+    4294967040.0
+    """
+    dtype = np.dtype(dtype)
+    if dtype.kind not in "ui":
+        return None
+    info = np.iinfo(dtype)
+
+    def inside(limit: int, toward: float) -> float:
+        value = np.float32(limit)
+        if not info.min <= int(value) <= info.max:  # rounded out of the range: one step back
+            value = np.nextafter(value, np.float32(toward))
+        return float(value)
+
+    return inside(info.min, np.inf), inside(info.max, -np.inf)
 
 
 def _run(
@@ -199,16 +260,17 @@ def _run(
                 layout.n_frames, 3 * 4 * y * x, dev, what="flat-field correction"
             )
         per_frame = 3 * 4 * y * x  # the frame block, its float32 result and a temporary
+        bounds = integer_bounds(target_dtype)
 
         def process(p: int, start: int, stop: int) -> Job[None]:
             block = read_block(images, layout, p, start, stop, dev)
             block = (block - dark[p]) / flat[p]
             if baseline is not None:
                 block = block - baseline[p, start:stop, None, None]
-            if clip or target_dtype == np.uint16:
+            if clip:
                 block = block.clamp_min(0)
-            if target_dtype == np.uint16:
-                block = block.round().clamp_max(65535)
+            if bounds is not None:  # exact integers inside the type's range: a defined cast
+                block = block.clamp_min(bounds[0]).round().clamp_max(bounds[1])
             _store(out, layout, p, start, stop, block, staged=_stages(dev))
             yield Progress(None, f"corrected frames {start}-{stop - 1}")
 

@@ -7,7 +7,13 @@ from typing import ClassVar
 
 from ..params import Params, param
 
-__all__ = ["DEFAULTS_NOTE", "BasicParams"]
+__all__ = ["APPLY_FIELDS", "DEFAULTS_NOTE", "OUTPUT_DTYPES", "BasicParams"]
+
+OUTPUT_DTYPES = ("float32", "uint16", "same")
+"""Types of a corrected image (``BasicParams.output_dtype``)."""
+
+APPLY_FIELDS = ("timelapse_baseline", "clip_negative", "output_dtype")
+"""The fields that only applying a profile reads (the fit ignores them)."""
 
 DEFAULTS_NOTE = (
     "Defaults measured (docs/flatfield.md): at optimization_tol 1e-4, up to 25 reweighting "
@@ -29,6 +35,11 @@ class BasicParams(Params):
     a constant ``camera_offset``, or given as a measured dark frame (the ``dark_frame``
     argument of :func:`fit_basic`); it is zero otherwise.
 
+    The last three fields (:data:`APPLY_FIELDS`) say how a profile is applied
+    (:func:`iter_apply_profile`, the dock's Apply, a batch run's correction); the fit ignores
+    them. Their defaults are a float32 image ``(image - darkfield) / flatfield``, negative values
+    kept, no baseline removed. Settings and recipes saved without them load with these defaults.
+
     Examples
     --------
     >>> p = BasicParams(get_darkfield=True)
@@ -38,6 +49,12 @@ class BasicParams(Params):
     Traceback (most recent call last):
     ...
     napari_gpuscope.compute.params.ParameterError: BasicParams.working_size must be an ...
+    >>> BasicParams.from_dict({"get_darkfield": True}).output_dtype  # saved before the field
+    'float32'
+    >>> BasicParams(output_dtype="int8")
+    Traceback (most recent call last):
+    ...
+    napari_gpuscope.compute.params.ParameterError: BasicParams.output_dtype must be one of ...
     """
 
     method_id: ClassVar[str] = "flatfield"
@@ -145,6 +162,31 @@ class BasicParams(Params):
         maximum=10.0,
         advanced=True,
         help="Reweighting: weight = 1 / (|relative residual| + epsilon)",
+    )
+    # -- applying a profile (the fit ignores these) ----------------------------------------
+    timelapse_baseline: bool = param(
+        False,
+        label="Timelapse: remove frame baselines",
+        help=(
+            "Apply: also fit and subtract each frame's background level (photobleaching, "
+            "drift), as BaSiCPy's is_timelapse transform; the result's background is about 0. "
+            "Needs a stack of frames"
+        ),
+    )
+    clip_negative: bool = param(
+        False,
+        label="Clip negative values at 0",
+        help="Apply: set negative corrected values (background below the darkfield) to 0",
+    )
+    output_dtype: str = param(
+        "float32",
+        label="Output type",
+        choices={"float32": "float32", "uint16": "uint16", "same": "same as input"},
+        help=(
+            "Apply: type of the corrected image. float32 keeps every value; uint16 rounds "
+            "(half to even) and saturates at 0 and 65535; 'same' gives the input's type (an "
+            "integer type rounded and saturated at its range, a float type converted)"
+        ),
     )
 
     def validate(self) -> None:
