@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 
+from napari_gpuscope.compute.preview import PlaneView
 from napari_gpuscope.compute.tv import TVParams
 from napari_gpuscope.widgets._controls import (
     FieldStyle,
@@ -17,7 +18,6 @@ from napari_gpuscope.widgets._controls import (
     SpacingRow,
     is_log_metric,
 )
-from napari_gpuscope.widgets._preview import PlaneView
 from napari_gpuscope.widgets._settings import DockSettings
 
 

@@ -25,7 +25,7 @@ what the defaults do not cover:
 ``make_job(layer, params, device)``
     The full run (default: the registry's job function on ``layer.data``).
 ``make_preview_job(layer, params, device, view)``
-    A quick job on the displayed plane (:class:`~napari_gpuscope.widgets._preview.PlaneView`)
+    A quick job on the displayed plane (:class:`~napari_gpuscope.compute.preview.PlaneView`)
     returning a :class:`PreviewResult`; without it, the dock offers no live preview.
 ``on_input_changed(layer)``, ``on_result(result, preview=, layer=)``, ``metric_targets(params)``
     Optional reactions and the dashed target lines of the metrics plot.
@@ -60,6 +60,7 @@ from qtpy.QtWidgets import QFrame, QScrollArea, QVBoxLayout, QWidget
 from napari_gpuscope.compute.devices import device_label, no_gpu_message
 from napari_gpuscope.compute.jobs import Job, Progress
 from napari_gpuscope.compute.params import Params
+from napari_gpuscope.compute.preview import PlaneView, PreviewResult
 from napari_gpuscope.compute.results import Geometry
 from napari_gpuscope.methods import MethodSpec, method
 from napari_gpuscope.provenance import PROVENANCE_KEY, build_provenance, provenance_of
@@ -74,7 +75,6 @@ from napari_gpuscope.widgets._dock_parts import (
 from napari_gpuscope.widgets._events import Connections
 from napari_gpuscope.widgets._layers import check_image_layer
 from napari_gpuscope.widgets._outputs import OutputLayers, relink_display
-from napari_gpuscope.widgets._preview import PlaneView, PreviewResult
 from napari_gpuscope.widgets._runner import JobRunner
 from napari_gpuscope.widgets._settings import DockSettings
 

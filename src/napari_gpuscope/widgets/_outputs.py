@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from napari_gpuscope.compute.jobs import Output
+from napari_gpuscope.compute.preview import PlaneView
 from napari_gpuscope.compute.results import Geometry, LayerDataTuple, image_layer
-from napari_gpuscope.widgets._preview import PlaneView
 
 if TYPE_CHECKING:
     import napari.layers

@@ -8,7 +8,8 @@ Run / Stop & keep / Cancel, streaming, results, provenance, settings, export -- 
 - the geometry of its layers: the super-resolved image has the input's scale / M, translated so
   that pixel centres stay aligned with the input's (while it streams, in the preview and as the
   result), shown with its own colormap and contrast (its values are not in the input's units);
-- a live preview of the visible region from a few frames (:mod:`.esrrf_preview`);
+- a live preview of the visible region from a few frames
+  (:mod:`napari_gpuscope.compute.esrrf._preview`);
 - the parameter sweep panel (:mod:`.esrrf_sweep`).
 
 A full run streams the reconstruction of the current time point as frames go through, and adds
@@ -24,13 +25,20 @@ from magicgui.widgets import Label
 from qtpy.QtCore import QTimer
 from qtpy.QtWidgets import QSizePolicy
 
-from napari_gpuscope.compute.esrrf import OUTPUT, EsrrfParams, output_geometry, time_points
+from napari_gpuscope.compute.esrrf import (
+    OUTPUT,
+    EsrrfParams,
+    PreviewRegion,
+    output_geometry,
+    preview_job,
+    time_points,
+    visible_region,
+)
 from napari_gpuscope.compute.jobs import Job
+from napari_gpuscope.compute.preview import PlaneView, PreviewResult
 from napari_gpuscope.compute.results import Geometry
 from napari_gpuscope.widgets._base import MethodDock
 from napari_gpuscope.widgets._controls import FieldStyle
-from napari_gpuscope.widgets._preview import PlaneView, PreviewResult
-from napari_gpuscope.widgets.esrrf_preview import PreviewRegion, preview_job, visible_region
 
 if TYPE_CHECKING:
     import napari.layers

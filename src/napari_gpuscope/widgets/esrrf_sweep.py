@@ -27,10 +27,10 @@ from qtpy.QtWidgets import (
 )
 from superqt import QCollapsible
 
+from napari_gpuscope.compute.esrrf import visible_region
 from napari_gpuscope.compute.jobs import Progress
 from napari_gpuscope.widgets._dock_parts import plain_error_message
 from napari_gpuscope.widgets._runner import JobRunner
-from napari_gpuscope.widgets.esrrf_preview import visible_region
 
 if TYPE_CHECKING:
     from napari_gpuscope.widgets.esrrf_dock import EsrrfDock

@@ -3,11 +3,11 @@
 The optics rows are prefilled from the input layer (pixel size and z step from its scale; the
 wavelength and apertures from a sample's metadata when it has them). The regularization has a
 logarithmic slider beside its box; with live preview on, moving it re-solves the whole field at
-once (the normal equations are kept on the GPU, :mod:`.phase_preview`). The tilt is none, set by
-hand, or estimated for the whole field or per tile of a grid: during a run the loss is plotted
-live and the tilt map grows as a Vectors layer (arrows from the tile centres, length
-proportional to the zenith, pointing along the azimuth). Results: phase (radians) and
-absorption layers with provenance, and the tilt vectors.
+once (the normal equations are kept on the GPU, :mod:`napari_gpuscope.compute.phase._preview`).
+The tilt is none, set by hand, or estimated for the whole field or per tile of a grid: during a
+run the loss is plotted live and the tilt map grows as a Vectors layer (arrows from the tile
+centres, length proportional to the zenith, pointing along the azimuth). Results: phase
+(radians) and absorption layers with provenance, and the tilt vectors.
 """
 
 from __future__ import annotations
@@ -22,10 +22,17 @@ from qtpy.QtCore import Qt
 from qtpy.QtWidgets import QSizePolicy, QSlider
 
 from napari_gpuscope.compute.jobs import Job
-from napari_gpuscope.compute.phase import OUTPUTS, OpticsCache, PhaseParams, PhaseWarning, TiltMap
+from napari_gpuscope.compute.phase import (
+    OUTPUTS,
+    OpticsCache,
+    PhaseParams,
+    PhaseSolvers,
+    PhaseWarning,
+    TiltMap,
+    preview_job,
+)
+from napari_gpuscope.compute.preview import PlaneView, PreviewResult
 from napari_gpuscope.widgets._base import MethodDock
-from napari_gpuscope.widgets._preview import PlaneView, PreviewResult
-from napari_gpuscope.widgets.phase_preview import PhaseSolvers, preview_job
 
 if TYPE_CHECKING:
     import napari.layers

@@ -9,9 +9,9 @@ Everything else -- the parameter rows, Run / Stop & keep / Cancel, streaming, re
 -- comes from :class:`~napari_gpuscope.widgets.MethodDock` and the params model
 :class:`~napari_gpuscope.compute.tv.TVParams`.
 
-Live preview (:mod:`.tv_preview`) solves the displayed plane, smoothing like a run. The noise
-level and weight shown under the strength are those of the latest preview or run: nothing is
-estimated on the GUI thread.
+Live preview (:mod:`napari_gpuscope.compute.tv._preview`) solves the displayed plane, smoothing
+like a run. The noise level and weight shown under the strength are those of the latest preview
+or run: nothing is estimated on the GUI thread.
 """
 
 from __future__ import annotations
@@ -22,11 +22,10 @@ from magicgui.widgets import Label
 from qtpy.QtWidgets import QSizePolicy, QWidget
 
 from napari_gpuscope.compute.jobs import Job
-from napari_gpuscope.compute.tv import OUTPUT, TVParams
+from napari_gpuscope.compute.preview import DataIdentity, PlaneView
+from napari_gpuscope.compute.tv import OUTPUT, TVParams, TVPreview, WholeImageWeights, preview_job
 from napari_gpuscope.widgets._base import MethodDock
 from napari_gpuscope.widgets._controls import CameraRows, FieldStyle, SpacingRow
-from napari_gpuscope.widgets._preview import DataIdentity, PlaneView
-from napari_gpuscope.widgets.tv_preview import TVPreview, WholeImageWeights, preview_job
 
 if TYPE_CHECKING:
     import napari.layers

@@ -20,12 +20,14 @@ Modules: :mod:`._params` (parameters), :mod:`._input` (checks, time points), :mo
 :mod:`._sweep` (the sweep job), :mod:`._kernels` +
 ``esrrf.cu`` (fused kernels), :mod:`._pipeline` (one frame chunk), :mod:`._temporal` (online
 statistics, macro-pixel correction), :mod:`._reader` (prefetching reads), :mod:`._job` (the job
-and its result).
+and its result), :mod:`._preview` (the dock's live preview of the visible region:
+:func:`preview_job`, :func:`visible_region`).
 """
 
 from ._input import time_points
 from ._job import OUTPUT, EsrrfResult, esrrf, iter_esrrf, output_geometry
 from ._params import GEOMETRIES, TEMPORAL_MODES, EsrrfParams
+from ._preview import PreviewRegion, preview_job, visible_region
 from ._qnr import (
     FRC_THRESHOLD,
     ErrorMap,
@@ -46,6 +48,7 @@ __all__ = [
     "ErrorMap",
     "EsrrfParams",
     "EsrrfResult",
+    "PreviewRegion",
     "SweepResult",
     "error_map",
     "esrrf",
@@ -55,7 +58,9 @@ __all__ = [
     "iter_parameter_sweep",
     "output_geometry",
     "parameter_sweep",
+    "preview_job",
     "qnr_scores",
     "resolution_scaled_pearson",
     "time_points",
+    "visible_region",
 ]

@@ -10,7 +10,9 @@ focus offset) is estimated per tile by batched NAdam or damped Newton on the mid
 loss (:mod:`._tilt`, :mod:`._estimate`) and reconstructions with a tilt map blend overlapping
 tiles smoothly (:mod:`._tiles`, :mod:`._reconstruct`). A TV-regularised phase (ADMM whose
 z-step is the TV method's proximal step, :func:`~napari_gpuscope.compute.tv.prox`, all on the
-device) is an option. :mod:`._memory` counts the device memory a reconstruction needs.
+device) is an option. :mod:`._memory` counts the device memory a reconstruction needs;
+:mod:`._preview` is the dock's live preview (:func:`preview_job`, re-solving with the
+:class:`PhaseSolvers`' kept solver).
 """
 
 from . import _batch as batch_hooks
@@ -28,6 +30,7 @@ from ._job import (
 )
 from ._optics import OpticsCache, OpticsKey, transfer_functions, z_positions
 from ._params import PhaseParams, PhaseWarning
+from ._preview import PhaseSolvers, preview_job
 from ._simulate import simulate_stack
 from ._solver import PhaseSolver
 from ._tiles import TileGrid, TiltMap, blend_weights, canonical_tilt, radial_zenith_init
@@ -40,6 +43,7 @@ __all__ = [
     "PhaseParams",
     "PhaseResult",
     "PhaseSolver",
+    "PhaseSolvers",
     "PhaseWarning",
     "TileGrid",
     "TiltMap",
@@ -53,6 +57,7 @@ __all__ = [
     "iter_estimate_tilt",
     "iter_reconstruct",
     "normalize_stack",
+    "preview_job",
     "radial_zenith_init",
     "reconstruct",
     "simulate_stack",

@@ -22,13 +22,15 @@ Modules: :mod:`._params` (the parameter model), :mod:`._weight` (input checks an
 :mod:`._scale` (intensity scaling and what float32 cannot hold), :mod:`._split` and
 :mod:`._certificate` (split volumes and their duality gap), :mod:`._halo` (the public halo),
 :mod:`._fgp` and :mod:`._chambolle` (solvers; :mod:`._numpy_sum` reproduces NumPy's float32 sums
-for scikit-image parity), :mod:`._ops` (operators and fused kernels).
+for scikit-image parity), :mod:`._ops` (operators and fused kernels), :mod:`._preview` (the
+dock's live preview of the displayed plane: :func:`preview_job`, :class:`WholeImageWeights`).
 """
 
 from ..geometry import spacing_from_scale
 from ._halo import HALO_PLANES, MAX_HALO_STRENGTH, halo
 from ._job import OUTPUT, TVResult, denoise, iter_denoise
 from ._params import METHODS, NOISE_MODELS, TVParams
+from ._preview import TVPreview, WholeImageWeights, preview_job
 from ._prox import prox as prox  # tensor-in, tensor-out step for solvers (phase ADMM)
 from ._weight import ResolvedWeight, resolve_weight
 
@@ -40,10 +42,13 @@ __all__ = [
     "OUTPUT",
     "ResolvedWeight",
     "TVParams",
+    "TVPreview",
     "TVResult",
+    "WholeImageWeights",
     "denoise",
     "halo",
     "iter_denoise",
+    "preview_job",
     "resolve_weight",
     "spacing_from_scale",
 ]

@@ -1,4 +1,4 @@
-"""The phase dock's live preview: the whole-field phase, re-solved as the regularization moves.
+"""Phase's live preview: the whole-field phase, re-solved as the regularization moves.
 
 Building the normal equations (transfer functions, FFTs of the stack) is the expensive part; a
 new regularization is then one elementwise pass (:class:`~napari_gpuscope.compute.phase.
@@ -12,9 +12,12 @@ import threading
 import weakref
 from typing import Any
 
-from napari_gpuscope.compute.jobs import Job, Progress
-from napari_gpuscope.compute.phase import PhaseParams, PhaseResult, PhaseSolver, TiltMap
-from napari_gpuscope.widgets._preview import PlaneView, PreviewResult
+from ..jobs import Job, Progress
+from ..preview import PlaneView, PreviewResult
+from ._job import PhaseResult
+from ._params import PhaseParams
+from ._solver import PhaseSolver
+from ._tiles import TiltMap
 
 __all__ = ["PhaseSolvers", "preview_job"]
 

@@ -1,4 +1,4 @@
-"""The TV dock's live preview: a quick solve of the displayed plane that smooths like a run.
+"""TV's live preview: a quick solve of the displayed plane that smooths like a run.
 
 For a volume it solves a thin slab around the displayed plane *in 3D* and shows the slab's centre
 plane, because 2D TV on the plane alone would not match the 3D result of a full run. The weight
@@ -16,9 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from napari_gpuscope.compute.jobs import Job, Output, Progress, mapped
-from napari_gpuscope.compute.tv import OUTPUT, TVParams
-from napari_gpuscope.widgets._preview import DataIdentity, PlaneView, PreviewResult
+from ..jobs import Job, Output, Progress, mapped
+from ..preview import DataIdentity, PlaneView, PreviewResult
+from ._job import OUTPUT
+from ._params import TVParams
 
 __all__ = [
     "PREVIEW_HALF_SLAB",
@@ -49,7 +50,7 @@ class WholeImageWeights:
     Only preview jobs (worker threads) use it; the lock keeps it consistent should two ever
     overlap. The key is the array itself, held weakly (a deleted layer's volume must not stay
     in memory for this) and checked against a sample of its values (an array edited in place
-    is estimated again: :class:`~napari_gpuscope.widgets._preview.DataIdentity`), and the
+    is estimated again: :class:`~napari_gpuscope.compute.preview.DataIdentity`), and the
     parameters that decide the estimate. The strength is not one
     of them: it scales the weight (``TVParams``: weight = strength x noise sigma, or strength
     in Poisson mode), so moving the strength slider estimates nothing again.
@@ -83,7 +84,7 @@ class WholeImageWeights:
 
     def resolve(self, data: Any, params: TVParams) -> Any:
         """The weight, noise level and camera model a run on ``data`` would use."""
-        from napari_gpuscope.compute import tv
+        from .. import tv  # looked up on the package, where a test may replace it
 
         key = self._key(params)
         with self._lock:
@@ -115,7 +116,7 @@ def preview_job(
 ) -> Job[TVPreview]:
     """A small-budget TV solve of a slab around the displayed plane, smoothing like a run: the
     weight (or camera model) of the whole image comes from ``weights``, in the worker thread."""
-    from napari_gpuscope.compute import tv
+    from .. import tv  # looked up on the package, where a test may replace it
 
     # Everything below runs in the worker thread (the first line on the first resume).
     message = _estimate_message(params)

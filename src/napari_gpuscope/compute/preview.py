@@ -4,6 +4,10 @@ A preview solves the displayed plane (for methods that couple neighbouring plane
 around it) and shows the result as a layer with the input's dimensionality, one plane thick on
 every axis that is not displayed, placed at the current position. So a z-x view previews a z-x
 plane, and a preview never shows up on a plane it was not computed for.
+
+Plain array code (the previews of :mod:`.tv`, :mod:`.esrrf` and :mod:`.phase` use it, the
+docks call them): :meth:`PlaneView.of` reads a viewer's and a layer's attributes and imports
+no napari, so it is described by the small protocols below.
 """
 
 from __future__ import annotations
@@ -12,15 +16,46 @@ import hashlib
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
-if TYPE_CHECKING:
-    import napari.layers
-    import napari.viewer
-
 __all__ = ["DataIdentity", "PlaneView", "PreviewResult", "Slab"]
+
+
+class _Dims(Protocol):
+    """What :meth:`PlaneView.of` reads of ``viewer.dims`` (napari's ``Dims``)."""
+
+    @property
+    def ndim(self) -> int: ...
+
+    @property
+    def displayed(self) -> Sequence[int]: ...
+
+    @property
+    def point(self) -> Sequence[float]: ...
+
+
+class _Viewer(Protocol):
+    """What :meth:`PlaneView.of` reads of a viewer (napari's ``Viewer``)."""
+
+    @property
+    def dims(self) -> _Dims: ...
+
+
+class _Layer(Protocol):
+    """What a :class:`PlaneView` reads of a layer (napari's ``Layer``)."""
+
+    @property
+    def data(self) -> Any: ...
+
+    @property
+    def scale(self) -> Sequence[float]: ...
+
+    @property
+    def translate(self) -> Sequence[float]: ...
+
+    def world_to_data(self, position: Any) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -71,7 +106,7 @@ centre=(slice(None, None, None), 1, slice(None, None, None)), spacing=(0.5, 1.0,
     index: tuple[int, ...]
 
     @classmethod
-    def of(cls, viewer: napari.viewer.Viewer, layer: napari.layers.Layer) -> PlaneView:
+    def of(cls, viewer: _Viewer, layer: _Layer) -> PlaneView:
         """The plane of ``layer`` that ``viewer`` shows now (the last two displayed axes in a
         3D view)."""
         shape = tuple(int(n) for n in np.shape(layer.data))
@@ -121,7 +156,7 @@ centre=(slice(None, None, None), 1, slice(None, None, None)), spacing=(0.5, 1.0,
         """The plane with a length-1 axis for every hidden axis (the layer's dimensionality)."""
         return np.expand_dims(np.asarray(plane), self.hidden_axes)
 
-    def translate(self, layer: Any) -> tuple[float, ...]:
+    def translate(self, layer: _Layer) -> tuple[float, ...]:
         """Layer translate that puts an embedded plane at the current position."""
         translate = [float(t) for t in layer.translate]
         for axis in self.hidden_axes:

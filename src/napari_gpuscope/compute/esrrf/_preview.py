@@ -1,4 +1,4 @@
-"""The eSRRF dock's live preview: the visible region, from a few frames around the shown one.
+"""eSRRF's live preview: the visible region, from a few frames around the shown one.
 
 eSRRF needs many frames, but how radius and sensitivity shape the image shows after a few
 dozen. A preview reconstructs at most :data:`PREVIEW_FRAMES` frames starting at the displayed
@@ -14,9 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from napari_gpuscope.compute.esrrf import OUTPUT, EsrrfParams, iter_esrrf
-from napari_gpuscope.compute.jobs import Job, Progress, mapped
-from napari_gpuscope.widgets._preview import PlaneView, PreviewResult
+from ..jobs import Job, Progress, mapped
+from ..preview import PlaneView, PreviewResult
+from ._job import OUTPUT, iter_esrrf
+from ._params import EsrrfParams
 
 __all__ = ["PREVIEW_FRAMES", "PREVIEW_MAX_SIDE", "PreviewRegion", "preview_job", "visible_region"]
 
