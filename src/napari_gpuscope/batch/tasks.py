@@ -154,10 +154,11 @@ class ResolvedRecipe:
         from napari_gpuscope.methods import load, method
 
         spec = method(recipe.method)
+        params_class: type[Params] = spec.params_class()
         return cls(
             recipe=recipe,
             recipe_hash=recipe_hash,
-            params=spec.params_class().from_dict(recipe.params),
+            params=params_class.from_dict(recipe.params),
             job_function=spec.job_function(),
             hooks=load(spec.batch) if spec.batch else None,
         )
