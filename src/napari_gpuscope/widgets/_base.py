@@ -52,7 +52,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from qtpy.QtCore import QEvent, QSize, Qt, QTimer
 from qtpy.QtWidgets import QFrame, QScrollArea, QVBoxLayout, QWidget
@@ -82,6 +82,8 @@ if TYPE_CHECKING:
     import napari.layers
     import napari.viewer
 
+    from napari_gpuscope.compute.results import MethodResult
+
 __all__ = ["MethodDock", "PreviewResult", "plain_error_message"]
 
 RUN, PREVIEW, WARMUP = "run", "preview", "warmup"
@@ -107,7 +109,7 @@ class _Job:
     """What the dock remembers about the running job."""
 
     kind: str
-    layer: Any = None
+    layer: napari.layers.Image | None = None  # None only for a warm-up
     params: Any = None
     device: str = ""
     outputs: OutputLayers | None = None
@@ -161,10 +163,12 @@ class MethodDock(QWidget):
         self._job: _Job | None = None
         self._queued: str | None = None
         self._last_preview_error: str | None = None
-        self._preview_layers: dict[str, Any] = {}
-        self.last_results: list[Any] = []
+        self._preview_layers: dict[str, napari.layers.Layer] = {}
+        self.last_results: list[napari.layers.Layer] = []
         # every layer this dock made -> its input layer (weakly: the user may delete either)
-        self._owned: weakref.WeakKeyDictionary[Any, weakref.ref[Any]] = weakref.WeakKeyDictionary()
+        self._owned: weakref.WeakKeyDictionary[
+            napari.layers.Layer, weakref.ref[napari.layers.Layer]
+        ] = weakref.WeakKeyDictionary()
         self._links = Connections()
         self._preview_timer = self._timer(self.preview_debounce_ms, self._start_preview)
         self._saving = False  # settings are written once loaded, not while resetting
@@ -256,26 +260,33 @@ class MethodDock(QWidget):
         """The parameters the controls describe (raises ParameterError for invalid ones)."""
         return self.params_class(**self.form.values())
 
-    def validate_input(self, layer: Any, *, check_values: bool = True) -> None:
+    def validate_input(
+        self, layer: napari.layers.Layer | None, *, check_values: bool = True
+    ) -> None:
         """Raise ValueError naming the layer and what is valid (default: an image layer)."""
         low, high = self.input_dims
         check_image_layer(layer, min_ndim=low, max_ndim=high, check_values=check_values)
 
-    def make_job(self, layer: Any, params: Params, device: str) -> Job[Any]:
+    def make_job(
+        self, layer: napari.layers.Image, params: Params, device: str
+    ) -> Job[MethodResult]:
         """The full run (default: the registry's job function on the layer's data)."""
         return self.spec.job_function()(layer.data, params=params, device=device)
 
     def make_preview_job(
-        self, layer: Any, params: Params, device: str, view: PlaneView
+        self, layer: napari.layers.Image, params: Params, device: str, view: PlaneView
     ) -> Job[PreviewResult]:
         """A quick job on the displayed plane; not overriding it means no live preview."""
         raise NotImplementedError
 
-    def on_input_changed(self, layer: Any) -> None:
+    def on_input_changed(self, layer: napari.layers.Image | None) -> None:
         """React to a new input layer (default: nothing)."""
 
-    def on_result(self, result: Any, *, preview: bool, layer: Any) -> None:
-        """React to a finished job's result on input ``layer`` (default: nothing)."""
+    def on_result(
+        self, result: MethodResult | PreviewResult, *, preview: bool, layer: napari.layers.Image
+    ) -> None:
+        """React to a finished job's result on input ``layer`` (default: nothing); a preview's
+        result is its :class:`PreviewResult`."""
 
     def metric_targets(self, params: Params) -> dict[str, float]:
         """Values the plotted metrics aim for (dashed lines), e.g. a tolerance."""
@@ -300,12 +311,12 @@ class MethodDock(QWidget):
         return self.device_row.device
 
     @property
-    def input_layer(self) -> Any:
+    def input_layer(self) -> napari.layers.Image | None:
         """The selected input layer (None when there is none)."""
         return self.input.layer
 
     @property
-    def last_result_layer(self) -> Any:
+    def last_result_layer(self) -> napari.layers.Layer | None:
         """The main layer of the latest full run that is still in the viewer."""
         alive = [layer for layer in self.last_results if layer in self.viewer.layers]
         return alive[0] if alive else None
@@ -509,12 +520,14 @@ class MethodDock(QWidget):
                 )
                 return
 
-    def _on_succeeded(self, result: Any, elapsed: float) -> None:
+    def _on_succeeded(self, result: object, elapsed: float) -> None:
         job, self._job = self._job, None
         if job is None or job.kind == WARMUP:
             self.panel.stop_clock()  # a preparation step: no time or full bar to report
             self._warmed_up(job, result)
             return
+        # A run returns make_job's result, a preview a PreviewResult (typing only: unchecked).
+        result = cast("MethodResult | PreviewResult", result)
         self.panel.stop_clock(elapsed)
         preview = job.kind == PREVIEW
         try:
@@ -529,13 +542,16 @@ class MethodDock(QWidget):
             )
             return
         if preview:
-            self._preview_layers = dict(zip(list(result.planes), layers, strict=False))
+            planes = cast(PreviewResult, result).planes
+            self._preview_layers = dict(zip(list(planes), layers, strict=False))
         else:
             self.last_results = layers
         self.panel.show_done()
         self._set_status(f"{sentence(result.describe())} Took {elapsed:.2f} s.")
 
-    def _show_result(self, job: _Job, result: Any, elapsed: float) -> list[Any]:
+    def _show_result(
+        self, job: _Job, result: MethodResult | PreviewResult, elapsed: float
+    ) -> list[napari.layers.Layer]:
         record = build_provenance(
             self.method_id,
             job.params.to_dict(),
@@ -547,8 +563,10 @@ class MethodDock(QWidget):
         metadata = {PROVENANCE_KEY: record}
         outputs = job.outputs
         if job.kind == PREVIEW:
-            return outputs.finish_planes(result.planes, metadata)
-        tuples = result.layers(job.layer.name, Geometry.of_layer(job.layer), metadata)
+            return outputs.finish_planes(cast(PreviewResult, result).planes, metadata)
+        tuples = cast("MethodResult", result).layers(
+            job.layer.name, Geometry.of_layer(job.layer), metadata
+        )
         return outputs.finish(tuples, list(self.streamed_outputs or outputs.order))
 
     def _on_failed(self, exc: BaseException) -> None:
@@ -627,7 +645,7 @@ class MethodDock(QWidget):
             self._show_idle_status(f"GPU kernels ready on {device}." if device else "")
 
     # ---------------------------------------------------------------- reactions
-    def _follows(self, layer: Any) -> bool:
+    def _follows(self, layer: napari.layers.Layer) -> bool:
         """Whether selecting ``layer`` makes it the input: not our own results or preview."""
         if layer in self._owned:
             return False

@@ -29,6 +29,8 @@ from napari_gpuscope.widgets._controls import MetricsPlot
 from napari_gpuscope.widgets._recipes import RecipeRow
 
 if TYPE_CHECKING:
+    import napari.viewer
+
     from napari_gpuscope.widgets._base import MethodDock
     from napari_gpuscope.widgets._runner import JobRunner
 
@@ -310,7 +312,7 @@ def focus_chain(layout: QLayout | None) -> list[QWidget]:
     return chain
 
 
-def _theme_colors(viewer: Any) -> dict[str, str]:
+def _theme_colors(viewer: napari.viewer.Viewer) -> dict[str, str]:
     try:
         from napari.utils.theme import get_theme
 

@@ -80,7 +80,11 @@ def spacing_from_layer(layer: napari.layers.Layer) -> tuple[float, ...]:
 
 
 def check_image_layer(
-    layer: Any, *, min_ndim: int = 2, max_ndim: int = 4, check_values: bool = True
+    layer: napari.layers.Layer | None,
+    *,
+    min_ndim: int = 2,
+    max_ndim: int = 4,
+    check_values: bool = True,
 ) -> Any:
     """Validate a method's input layer and return its data (never a copy).
 
@@ -89,7 +93,7 @@ def check_image_layer(
 
     Parameters
     ----------
-    layer : object
+    layer : napari.layers.Layer or None
         The candidate input layer.
     min_ndim, max_ndim : int
         Accepted dimensionality.

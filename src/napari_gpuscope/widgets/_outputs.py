@@ -45,7 +45,7 @@ DISPLAY_ATTRIBUTES = ("colormap", "contrast_limits", "gamma")
 _GEOMETRY = ("scale", "translate", "units", "axis_labels")
 
 
-def _is_image(layer: Any) -> bool:
+def _is_image(layer: napari.layers.Layer) -> bool:
     return layer.__class__.__name__ == "Image"
 
 
@@ -69,7 +69,10 @@ def unlink_display(source: napari.layers.Layer, result: napari.layers.Layer) -> 
 
 
 def relink_display(
-    viewer: napari.viewer.Viewer, sources: Mapping[Any, weakref.ref[Any]], *, link: bool
+    viewer: napari.viewer.Viewer,
+    sources: Mapping[napari.layers.Layer, weakref.ref[napari.layers.Layer]],
+    *,
+    link: bool,
 ) -> None:
     """Link or unlink each result still in the viewer with the layer it was made from.
 
@@ -90,7 +93,7 @@ def relink_display(
 class _Target:
     """The layer of one streamed output."""
 
-    layer: Any
+    layer: napari.layers.Layer
     created: bool
     name: str
     previous: tuple[Any, dict[str, Any], tuple[float, ...]] | None = None
@@ -134,10 +137,10 @@ class OutputLayers:
         source: napari.layers.Layer,
         name_of: Callable[[str], str],
         *,
-        reuse: dict[str, Any] | None = None,
+        reuse: dict[str, napari.layers.Layer] | None = None,
         view: PlaneView | None = None,
         link: bool = True,
-        owned: MutableMapping[Any, weakref.ref[Any]] | None = None,
+        owned: MutableMapping[napari.layers.Layer, weakref.ref[napari.layers.Layer]] | None = None,
         geometry: Callable[[dict[str, Any], int], dict[str, Any]] | None = None,
         display: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
@@ -209,7 +212,9 @@ class OutputLayers:
         self.targets[name] = target
         return target
 
-    def _add(self, data: Any, kwargs: dict[str, Any], kind: str, *, inherit: bool) -> Any:
+    def _add(
+        self, data: Any, kwargs: dict[str, Any], kind: str, *, inherit: bool
+    ) -> napari.layers.Layer:
         from napari.layers import Layer
 
         layer = Layer.create(data, kwargs, kind)
@@ -231,7 +236,7 @@ class OutputLayers:
     # -- the end ------------------------------------------------------------------------------
     def finish_planes(
         self, planes: Mapping[str, np.ndarray], metadata: Mapping[str, Any]
-    ) -> list[Any]:
+    ) -> list[napari.layers.Layer]:
         """Show a live preview's planes (over the view's two displayed axes) in place.
 
         Returns the preview layers, in the order of ``planes``.
@@ -245,7 +250,9 @@ class OutputLayers:
             tuples.append((data, {**kwargs, **self._geometry(data.ndim)}, kind))
         return self.finish(tuples, list(planes))
 
-    def finish(self, tuples: Sequence[LayerDataTuple], order: Sequence[str]) -> list[Any]:
+    def finish(
+        self, tuples: Sequence[LayerDataTuple], order: Sequence[str]
+    ) -> list[napari.layers.Layer]:
         """Show the result's layer tuples; tuple ``k`` takes over the layer of ``order[k]``.
 
         Returns the result layers, in the order of ``tuples``.
@@ -294,7 +301,7 @@ class OutputLayers:
             elif target.previous is not None:
                 layer.data, layer.metadata, layer.translate = target.previous
 
-    def layers(self) -> dict[str, Any]:
+    def layers(self) -> dict[str, napari.layers.Layer]:
         """The streamed layers by output name (for reuse by the next job)."""
         return {name: target.layer for name, target in self.targets.items()}
 

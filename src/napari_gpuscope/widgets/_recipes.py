@@ -10,13 +10,15 @@ not show are named in the status line when the recipe's value differs.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from qtpy.QtWidgets import QFileDialog, QHBoxLayout, QPushButton, QWidget
 
 from napari_gpuscope.batch.recipes import InputFacts, Recipe, load_recipe
 
 if TYPE_CHECKING:
+    import napari.layers
+
     from napari_gpuscope.widgets._base import MethodDock
 
 __all__ = ["RecipeRow", "apply_recipe", "recipe_from_dock"]
@@ -24,7 +26,7 @@ __all__ = ["RecipeRow", "apply_recipe", "recipe_from_dock"]
 FILE_FILTER = "Recipe (*.yaml *.yml)"
 
 
-def input_facts(layer: Any) -> InputFacts:
+def input_facts(layer: napari.layers.Image | None) -> InputFacts:
     """The facts of an image layer that a batch run checks its inputs against."""
     if layer is None:
         return InputFacts()

@@ -43,6 +43,9 @@ from napari_gpuscope.widgets._controls import FieldStyle
 if TYPE_CHECKING:
     import napari.layers
 
+    from napari_gpuscope.compute.esrrf import EsrrfResult
+    from napari_gpuscope.compute.results import MethodResult
+
 __all__ = ["EsrrfDock"]
 
 SR_COLORMAP = "magma"
@@ -100,7 +103,7 @@ class EsrrfDock(MethodDock):
 
         self.sweep = SweepPanel(self)  # placed under the run controls once the layout exists
 
-    def on_input_changed(self, layer: Any) -> None:
+    def on_input_changed(self, layer: napari.layers.Image | None) -> None:
         """Show the radius in the new layer's units."""
         self._update_radius_label()
 
@@ -130,7 +133,9 @@ class EsrrfDock(MethodDock):
             self.sweep.release()
         super().release()
 
-    def make_job(self, layer: Any, params: EsrrfParams, device: str) -> Job[Any]:
+    def make_job(
+        self, layer: napari.layers.Image, params: EsrrfParams, device: str
+    ) -> Job[EsrrfResult]:
         """The full run, in chunks small enough that the image visibly builds up (about 50
         updates; fewer frames per chunk when device memory is short)."""
         from napari_gpuscope.compute.esrrf import iter_esrrf
@@ -168,7 +173,9 @@ class EsrrfDock(MethodDock):
         sr = output_geometry(Geometry(scale=tuple(scale), translate=tuple(translate)), m, placed)
         return {**geometry, **sr.as_kwargs(), "colormap": SR_COLORMAP}
 
-    def on_result(self, result: Any, *, preview: bool, layer: Any) -> None:
+    def on_result(
+        self, result: MethodResult | PreviewResult, *, preview: bool, layer: napari.layers.Image
+    ) -> None:
         """Put the super-resolved image on top (the widefield mean, added after it, would hide
         it) and select it."""
         if not preview:  # once the base has recorded the result's layers
@@ -183,7 +190,7 @@ class EsrrfDock(MethodDock):
 
     # ---------------------------------------------------------------- preview
     def make_preview_job(
-        self, layer: Any, params: EsrrfParams, device: str, view: PlaneView
+        self, layer: napari.layers.Image, params: EsrrfParams, device: str, view: PlaneView
     ) -> Job[PreviewResult]:
         """A reconstruction of the visible region from the frames at the displayed one."""
         corners = np.asarray(getattr(layer, "corner_pixels", np.zeros((2, 3))))
@@ -193,7 +200,7 @@ class EsrrfDock(MethodDock):
         return preview_job(layer.data, params, device, view, region)
 
 
-def _unit_of(layer: Any) -> str:
+def _unit_of(layer: napari.layers.Layer) -> str:
     units = getattr(layer, "units", None)
     if units is None or not len(units):
         return "px"

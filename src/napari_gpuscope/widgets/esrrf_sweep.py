@@ -33,6 +33,7 @@ from napari_gpuscope.widgets._dock_parts import plain_error_message
 from napari_gpuscope.widgets._runner import JobRunner
 
 if TYPE_CHECKING:
+    from napari_gpuscope.compute.esrrf import SweepResult
     from napari_gpuscope.widgets.esrrf_dock import EsrrfDock
 
 __all__ = ["SweepPanel", "parse_values"]
@@ -73,7 +74,7 @@ class SweepPanel(QCollapsible):
         self.runner.succeeded.connect(self._on_done)
         self.runner.failed.connect(self._on_failed)
         self.runner.stopped.connect(self._update_buttons)
-        self.result: Any = None
+        self.result: SweepResult | None = None
         self.radii: tuple[float, ...] = ()
         self.sensitivities: tuple[float, ...] = ()
         self.grids: dict[str, np.ndarray] = {}
@@ -184,7 +185,7 @@ class SweepPanel(QCollapsible):
         if changed:
             self._draw()
 
-    def _on_done(self, result: Any, elapsed: float) -> None:
+    def _on_done(self, result: SweepResult, elapsed: float) -> None:
         self.result = result
         self.grids = {"frc_resolution": result.frc_resolution, "rsp": result.rsp, "qnr": result.qnr}
         self._draw()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import warnings
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from magicgui.widgets import Label
 from qtpy.QtCore import Qt
@@ -37,6 +37,9 @@ from napari_gpuscope.widgets._base import MethodDock
 if TYPE_CHECKING:
     import napari.layers
     import napari.viewer
+
+    from napari_gpuscope.compute.phase import PhaseResult
+    from napari_gpuscope.compute.results import MethodResult
 
 __all__ = ["REGULARIZATION_DECADES", "PhaseDock"]
 
@@ -139,7 +142,7 @@ class PhaseDock(MethodDock):
         for name in _TILES:
             self.form.set_row_visible(name, mode == "tiles")
 
-    def on_input_changed(self, layer: Any) -> None:
+    def on_input_changed(self, layer: napari.layers.Image | None) -> None:
         """Pixel size and z step from the layer's scale; optics from a sample's metadata."""
         if layer is None or getattr(layer, "ndim", 0) != 3:
             self.scale_label.value = ""
@@ -177,25 +180,29 @@ class PhaseDock(MethodDock):
     def _optics_cache(self, device: str) -> OpticsCache:
         return self._optics.setdefault(device, OpticsCache())
 
-    def make_job(self, layer: Any, params: PhaseParams, device: str) -> Job[Any]:
+    def make_job(
+        self, layer: napari.layers.Image, params: PhaseParams, device: str
+    ) -> Job[PhaseResult]:
         """The full run (tilt estimate when asked, then the reconstruction)."""
         return self.spec.job_function()(
             layer.data, params=params, optics_cache=self._optics_cache(device), device=device
         )
 
-    def _known_tilt(self, layer: Any) -> TiltMap | None:
+    def _known_tilt(self, layer: napari.layers.Image | None) -> TiltMap | None:
         if self._tilt is None or layer is None:
             return None
         data_ref, tilt = self._tilt
         return tilt if data_ref() is layer.data else None
 
     def make_preview_job(
-        self, layer: Any, params: PhaseParams, device: str, view: PlaneView
+        self, layer: napari.layers.Image, params: PhaseParams, device: str, view: PlaneView
     ) -> Job[PreviewResult]:
         """The whole field at the current regularization (normal equations kept)."""
         return preview_job(self._solvers, layer.data, params, device, view, self._known_tilt(layer))
 
-    def on_result(self, result: Any, *, preview: bool, layer: Any) -> None:
+    def on_result(
+        self, result: MethodResult | PreviewResult, *, preview: bool, layer: napari.layers.Image
+    ) -> None:
         """Style the tilt arrows; remember the estimated tilt map, so the preview uses it."""
         if preview:
             return
@@ -203,11 +210,11 @@ class PhaseDock(MethodDock):
         if getattr(result, "estimate", None) is None:
             return
         try:
-            self._tilt = (weakref.ref(layer.data), result.tilt_map)
+            self._tilt = (weakref.ref(layer.data), cast("PhaseResult", result).tilt_map)
         except TypeError:
             self._tilt = None
 
-    def _style_tilt_vectors(self, layer: Any) -> None:
+    def _style_tilt_vectors(self, layer: napari.layers.Image) -> None:
         """The streamed tilt layer took napari's default look; give it the result's."""
         from napari.layers import Vectors
 

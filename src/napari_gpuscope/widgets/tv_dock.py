@@ -16,7 +16,7 @@ or run: nothing is estimated on the GUI thread.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from magicgui.widgets import Label
 from qtpy.QtWidgets import QSizePolicy, QWidget
@@ -29,6 +29,10 @@ from napari_gpuscope.widgets._controls import CameraRows, FieldStyle, SpacingRow
 
 if TYPE_CHECKING:
     import napari.layers
+
+    from napari_gpuscope.compute.preview import PreviewResult
+    from napari_gpuscope.compute.results import MethodResult
+    from napari_gpuscope.compute.tv import TVResult
 
 __all__ = ["TVDenoiseDock"]
 
@@ -91,7 +95,7 @@ class TVDenoiseDock(MethodDock):
         self.form.widgets["nonnegative"].value = poisson  # photon counts cannot be negative
         self._update_weight_label()
 
-    def on_input_changed(self, layer: Any) -> None:
+    def on_input_changed(self, layer: napari.layers.Image | None) -> None:
         """Spacing from the new layer's scale; no stale camera estimate."""
         self.spacing_row.set_layer(layer)
         self.camera.show_estimate(None)
@@ -125,12 +129,18 @@ class TVDenoiseDock(MethodDock):
         """FGP's tolerance on the relative duality gap (Chambolle's eps is not a gap)."""
         return {"relative_gap": params.tolerance} if params.method == "fgp" else {}
 
-    def on_result(self, result: Any, *, preview: bool, layer: Any) -> None:
+    def on_result(
+        self, result: MethodResult | PreviewResult, *, preview: bool, layer: napari.layers.Image
+    ) -> None:
         """Remember the noise level the job found; show the camera model it estimated."""
+        # TVResult from a run, TVPreview from a preview (typing only: unchecked).
+        solved: TVResult
         if preview:
-            solved, estimated = result.result, result.estimated_camera
+            shown = cast(TVPreview, result)
+            solved, estimated = shown.result, shown.estimated_camera
         else:
-            solved, estimated = result, result.params.gain is None
+            solved = cast("TVResult", result)
+            estimated = solved.params.gain is None
         if solved.noise_sigma is not None:
             self._sigma = (DataIdentity(layer.data), float(solved.noise_sigma))
         if layer == self.input_layer:
@@ -143,7 +153,7 @@ class TVDenoiseDock(MethodDock):
 
     # ---------------------------------------------------------------- preview
     def make_preview_job(
-        self, layer: Any, params: TVParams, device: str, view: PlaneView
+        self, layer: napari.layers.Image, params: TVParams, device: str, view: PlaneView
     ) -> Job[TVPreview]:
         """A small-budget solve of a slab around the displayed plane."""
         return preview_job(self._whole_image, layer.data, params, device, view)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from magicgui.widgets import ComboBox
 from qtpy.QtCore import QObject, Signal
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 __all__ = ["LayerPicker"]
 
 
-def _is_image(layer: Any) -> bool:
+def _is_image(layer: napari.layers.Layer | None) -> TypeGuard[napari.layers.Image]:
     from napari.layers import Image
 
     return isinstance(layer, Image)
@@ -54,7 +54,7 @@ class LayerPicker(QObject):
         self,
         viewer: napari.viewer.Viewer,
         tooltip: str = "",
-        follow: Callable[[Any], bool] | None = None,
+        follow: Callable[[napari.layers.Layer], bool] | None = None,
         parent: QObject | None = None,
     ) -> None:
         super().__init__(parent)
@@ -74,16 +74,16 @@ class LayerPicker(QObject):
         self._links.connect(layers.selection.events.active, self._on_active)
         self._take(layers.selection.active)
 
-    def _choices(self, *_: Any) -> list[tuple[str, Any]]:
+    def _choices(self, *_: Any) -> list[tuple[str, napari.layers.Image]]:
         return [(layer.name, layer) for layer in self.viewer.layers if _is_image(layer)]
 
     @property
-    def layer(self) -> napari.layers.Layer | None:
-        """The selected input layer."""
+    def layer(self) -> napari.layers.Image | None:
+        """The selected input layer (the combo lists only image layers)."""
         return self.combo.value
 
     @layer.setter
-    def layer(self, layer: napari.layers.Layer | None) -> None:
+    def layer(self, layer: napari.layers.Image | None) -> None:
         self.reset_choices()
         if layer is not None:
             self.combo.value = layer
@@ -99,7 +99,7 @@ class LayerPicker(QObject):
         if self.combo.value is not current:
             self.changed.emit(self.combo.value)
 
-    def _take(self, layer: Any) -> None:
+    def _take(self, layer: napari.layers.Layer | None) -> None:
         if layer is not None and _is_image(layer) and self.follow(layer):
             self.layer = layer
 

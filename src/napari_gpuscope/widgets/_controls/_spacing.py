@@ -87,7 +87,7 @@ class SpacingRow(QWidget):
         outer.addLayout(self._row, stretch=1)
         self.boxes: list[FloatSpinBox] = []
         self.names: list[str] = []
-        self._layer: Any = None
+        self._layer: napari.layers.Layer | None = None
         self._links = Connections()
 
     def set_layer(self, layer: napari.layers.Layer | None) -> None:
