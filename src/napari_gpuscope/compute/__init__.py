@@ -1,12 +1,40 @@
 """Pure array code for napari-gpuscope: torch, CuPy and NumPy only.
 
-Nothing here imports Qt, napari or magicgui (a test checks this in a fresh interpreter), so every
-method can run from scripts, notebooks and batch jobs. Modules:
+Nothing here imports Qt, napari or magicgui, nor the method registry (import-linter contracts
+in ``pyproject.toml``; a test also checks it in a fresh interpreter), so every method can run
+from scripts, notebooks and batch jobs. Importing this package imports none of its modules:
+each is imported when used. Modules:
 
 - :mod:`.devices` -- GPU discovery and device resolution (no silent CPU fallback).
 - :mod:`.jobs` -- the progress protocol: generators of :class:`~.jobs.Progress` updates.
+- :mod:`.params` -- the parameter models (validated, self-describing, JSON/YAML).
+- :mod:`.results` -- the result protocol (:class:`~.results.MethodResult`) and layer tuples.
+- :mod:`.preview` -- the plane a live preview computes (:class:`~.preview.PlaneView`) and
+  :class:`~.preview.PreviewResult`; each method's preview job lives in its package.
 - :mod:`.memory` -- chunk planning from free device memory and out-of-memory retries.
+- :mod:`.chunking` -- axis layouts and device-sized chunks with halos.
 - :mod:`.arrays` -- input validation and host/device transfer, chunk by chunk.
+- :mod:`.geometry` -- difference weights from physical pixel sizes.
+- :mod:`.camera`, :mod:`.noise` -- the camera model, noise levels and the GAT.
 - :mod:`.kernels` -- fused CUDA kernels (CuPy ``RawModule``) with torch twins.
-- one module per method, e.g. :mod:`.tv`.
+- one package per method: :mod:`.tv`, :mod:`.esrrf`, :mod:`.flatfield`, :mod:`.phase`.
 """
+
+__all__ = [
+    "arrays",
+    "camera",
+    "chunking",
+    "devices",
+    "esrrf",
+    "flatfield",
+    "geometry",
+    "jobs",
+    "kernels",
+    "memory",
+    "noise",
+    "params",
+    "phase",
+    "preview",
+    "results",
+    "tv",
+]

@@ -1,11 +1,23 @@
-"""Dock widgets of napari-gpuscope, all built on :class:`MethodDock`.
+"""Dock widgets of napari-gpuscope, one per method, all built on :class:`MethodDock`.
 
 - :class:`MethodDock` -- the shared base (device row with kernel warm-up, input picker, generated
   parameter rows, Run / Stop & keep / Cancel, progress, metrics plot, streaming, live preview,
-  results linked to their input, saved settings, export buttons); see
+  results linked to their input, saved settings, recipes, export buttons); see
   :mod:`napari_gpuscope.widgets._base` for what a method dock adds;
+- :class:`JobRunner` -- runs jobs on napari's thread worker, at most one at a time (a newer
+  job supersedes an older one);
+- :class:`DeviceRow` -- the device choice (:func:`available_devices`);
 - :mod:`napari_gpuscope.widgets._controls` -- the reusable controls;
-- :class:`~napari_gpuscope.widgets.tv_dock.TVDenoiseDock` -- the "TV denoise" dock.
+- the method docks, opened from napari's menus (the registry,
+  :data:`napari_gpuscope.methods.METHODS`, names them):
+  :class:`~napari_gpuscope.widgets.tv_dock.TVDenoiseDock` ("TV denoise"),
+  :class:`~napari_gpuscope.widgets.esrrf_dock.EsrrfDock` ("eSRRF", with its parameter sweep
+  panel, :class:`~napari_gpuscope.widgets.esrrf_sweep.SweepPanel`),
+  :class:`~napari_gpuscope.widgets.flatfield_dock.FlatfieldDock` ("Flat-field (BaSiC)", with
+  its Apply panel, :class:`~napari_gpuscope.widgets.flatfield_apply.ApplyPanel`) and
+  :class:`~napari_gpuscope.widgets.phase_dock.PhaseDock` ("Phase (tilt-corrected)").
+
+Importing this package imports Qt but none of the method docks.
 """
 
 from napari_gpuscope.widgets._base import MethodDock, PreviewResult
