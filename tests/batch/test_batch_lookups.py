@@ -41,23 +41,6 @@ def counts(monkeypatch):
     return seen
 
 
-@pytest.fixture
-def flat_method(monkeypatch):
-    spec = methods.MethodSpec(
-        id="flat",
-        title="Toy flat-field",
-        params="batch_helpers:FlatParams",
-        job="batch_helpers:iter_flat",
-        dock="batch_helpers:NoDock",
-        samples=(),
-        demo_params="batch_helpers:FlatParams",
-        batch="batch_helpers:FlatHooks",
-    )
-    monkeypatch.setitem(methods.METHODS, "flat", spec)
-    FlatHooks.reads, FlatHooks.built = 0, {}
-    return spec
-
-
 def _validation_lookups(counts: Counter[str], data: dict) -> int:
     """Lookups that validating the recipe itself makes (the recipe model's business)."""
     before = counts["lookups"]

@@ -11,28 +11,10 @@ import pytest
 import tifffile
 from batch_helpers import FlatHooks, FlatParams, write_positions
 
-from napari_gpuscope import methods
 from napari_gpuscope.batch.inputs import discover
 from napari_gpuscope.batch.recipes import Recipe
 from napari_gpuscope.batch.runner import run_batch
 from napari_gpuscope.batch.store import BatchStore
-
-
-@pytest.fixture
-def flat_method(monkeypatch):
-    spec = methods.MethodSpec(
-        id="flat",
-        title="Toy flat-field",
-        params="batch_helpers:FlatParams",
-        job="batch_helpers:iter_flat",
-        dock="batch_helpers:NoDock",
-        samples=(),
-        demo_params="batch_helpers:FlatParams",
-        batch="batch_helpers:FlatHooks",
-    )
-    monkeypatch.setitem(methods.METHODS, "flat", spec)
-    FlatHooks.reads, FlatHooks.built = 0, {}
-    return spec
 
 
 def test_prepare_runs_once_on_the_subsample_and_every_position_uses_it(tmp_path, flat_method):

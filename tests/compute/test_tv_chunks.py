@@ -45,6 +45,15 @@ def run(image, weight=0.08, **kwargs):
     return run_job(tv.iter_denoise(image, weight, device="cpu", **kwargs))
 
 
+def run_in_four_chunks(volume, on_progress, **kwargs):
+    """The chunked tests' job: the 40 x 40-plane volume under a budget of 20 planes (4 chunks),
+    every update passed to ``on_progress`` while the job is paused."""
+    job = tv.iter_denoise(
+        volume, 0.08, device="cpu", memory_budget=plane_bytes((40, 40)) * 20, **kwargs
+    )
+    return run_job(job, on_progress=on_progress)
+
+
 def run_until(image, weight, stop_at, **kwargs):
     """Run a job and send STOP with the reply to its ``stop_at``-th update."""
     job = tv.iter_denoise(image, weight, device="cpu", **kwargs)
@@ -313,17 +322,7 @@ def test_budget_below_one_plane_raises_device_memory_error(volume):
 
 def test_chunked_previews_name_their_region(volume):
     updates = []
-    run_job(
-        tv.iter_denoise(
-            volume,
-            0.08,
-            device="cpu",
-            tolerance=0,
-            max_iterations=10,
-            memory_budget=plane_bytes((40, 40)) * 20,
-        ),
-        on_progress=updates.append,
-    )
+    run_in_four_chunks(volume, updates.append, tolerance=0, max_iterations=10)
     with_output = [u for u in updates if tv.OUTPUT in u.outputs]
     assert with_output
     first = with_output[0].outputs[tv.OUTPUT]
@@ -340,17 +339,7 @@ def test_chunked_previews_name_their_region(volume):
 
 def test_chunked_progress_follows_convergence_not_only_the_iteration_budget(volume):
     updates = []
-    result = run_job(
-        tv.iter_denoise(
-            volume,
-            0.08,
-            device="cpu",
-            tolerance=1e-3,
-            max_iterations=10_000,
-            memory_budget=plane_bytes((40, 40)) * 20,
-        ),
-        on_progress=updates.append,
-    )
+    result = run_in_four_chunks(volume, updates.append, tolerance=1e-3, max_iterations=10_000)
     assert result.chunks == 4 and result.converged and result.iterations < 500
     fractions = [u.fraction for u in updates]
     assert fractions == sorted(fractions) and fractions[-1] == pytest.approx(1.0)
@@ -369,17 +358,7 @@ def test_lazy_chunk_preview_is_the_current_core_estimate(volume):
             output = update.outputs[tv.OUTPUT]
             previews.append((output.region, output.array()))
 
-    result = run_job(
-        tv.iter_denoise(
-            volume,
-            0.08,
-            device="cpu",
-            tolerance=0,
-            max_iterations=10,
-            memory_budget=plane_bytes((40, 40)) * 20,
-        ),
-        on_progress=consume,
-    )
+    result = run_in_four_chunks(volume, consume, tolerance=0, max_iterations=10)
     region, last = previews[-1]  # the last chunk of the last round: the final estimate
     np.testing.assert_allclose(last, result.image[region], rtol=0, atol=1e-6)
 
@@ -402,17 +381,7 @@ def test_a_held_chunk_preview_releases_its_tensors_when_the_job_moves_on(volume)
         if tv.OUTPUT in update.outputs:
             kept.append(update)
 
-    run_job(
-        tv.iter_denoise(
-            volume,
-            0.08,
-            device="cpu",
-            tolerance=0,
-            max_iterations=10,
-            memory_budget=plane_bytes((40, 40)) * 20,
-        ),
-        on_progress=consume,
-    )
+    run_in_four_chunks(volume, consume, tolerance=0, max_iterations=10)
     assert len(kept) >= 4 and before_next and all(before_next)
 
 
