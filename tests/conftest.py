@@ -25,3 +25,27 @@ def cpu_device():
         yield "cpu"
     finally:
         _devices._TEST_ONLY_DEVICES.remove(entry)
+
+
+@pytest.fixture
+def flat_method(monkeypatch):
+    """The toy two-phase method of ``tests/batch/batch_helpers.py`` (a flat-field stand-in),
+    registered for one test, its hook counters reset (here, not in a tests/batch conftest: the
+    test folders are not packages, so a second ``conftest`` module would clash with this one)."""
+    from batch_helpers import FlatHooks
+
+    from napari_gpuscope import methods
+
+    spec = methods.MethodSpec(
+        id="flat",
+        title="Toy flat-field",
+        params="batch_helpers:FlatParams",
+        job="batch_helpers:iter_flat",
+        dock="batch_helpers:NoDock",
+        samples=(),
+        demo_params="batch_helpers:FlatParams",
+        batch="batch_helpers:FlatHooks",
+    )
+    monkeypatch.setitem(methods.METHODS, "flat", spec)
+    FlatHooks.reads, FlatHooks.built = 0, {}
+    return spec
