@@ -25,6 +25,7 @@ __all__ = [
     "LAYERS_MENU",
     "METHODS",
     "PLUGIN",
+    "JobSpec",
     "MethodSpec",
     "SampleSpec",
     "load",
@@ -80,6 +81,67 @@ class SampleSpec:
 
 
 @dataclass(frozen=True)
+class JobSpec:
+    """One job of a method: its parameter model, its generator and how batch runs it.
+
+    Every job runs the same way from the dock, the console command and batch:
+    ``function(data, params=..., device=...)`` returns a job generator (yields
+    :class:`~napari_gpuscope.compute.jobs.Progress`, returns a result with ``summary()``,
+    ``describe()`` and ``layers()``), unless :attr:`needs` names more inputs; then a dock passes
+    them and batch takes them from the :attr:`batch` hooks.
+
+    Attributes
+    ----------
+    id : str
+        The job's id within its method, e.g. ``"fit"``; recipes name it (``job: apply``).
+    title : str
+        What the dock's button and the CLI call it, e.g. ``"Apply profile"``.
+    params : str
+        ``"module:Class"`` of the job's parameter model.
+    function : str
+        ``"module:function"`` of the job generator.
+    batch : str or None
+        ``"module:attribute"`` of the job's batch hooks: an object whose optional
+        ``prepare(params, tiles, *, device, artifacts)`` runs once per batch run (e.g. BaSiC's
+        fit on all tiles, or a saved profile loaded from the recipe's artifacts) and whose
+        optional ``job(data, params, *, prepared, device, cache_key)`` makes each position's job
+        (e.g. phase reusing transfer functions cached per worker under ``cache_key``, the
+        recipe hash). ``None``: every position runs :attr:`function` with the recipe's
+        parameters. See ``docs/batch.md``.
+    needs : tuple of str
+        Inputs beyond the data, by their recipe artifact names (e.g. ``("profile",)``).
+    description : str
+        One sentence: what the job does (CLI help, docs).
+
+    Examples
+    --------
+    >>> apply = method("flatfield").job_spec("apply")
+    >>> apply.title, apply.needs
+    ('Apply profile', ('profile',))
+    """
+
+    id: str
+    title: str
+    params: str
+    function: str
+    batch: str | None = None
+    needs: tuple[str, ...] = ()
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not _METHOD_ID.fullmatch(self.id):
+            raise ValueError(f"job id {self.id!r}: use lower-case letters, digits and underscores")
+
+    def params_class(self) -> type:
+        """The job's parameter model class (imports the compute layer)."""
+        return load(self.params)
+
+    def job_function(self) -> Callable[..., Any]:
+        """The job generator function (imports the compute layer)."""
+        return load(self.function)
+
+
+@dataclass(frozen=True)
 class MethodSpec:
     """Everything the plugin needs to know about one method.
 
@@ -89,10 +151,6 @@ class MethodSpec:
         Short id used in provenance and file names, e.g. ``"tv"``.
     title : str
         Human-readable name: the dock's title and the widget's display name.
-    params : str
-        ``"module:Class"`` of the method's :class:`~napari_gpuscope.compute.params.Params`.
-    job : str
-        ``"module:function"`` of the job generator ``iter_<method>(data, params=..., device=...)``.
     dock : str
         ``"module:Class"`` of the dock widget.
     samples : tuple of SampleSpec
@@ -102,14 +160,12 @@ class MethodSpec:
     supports_stop : bool
         Whether the job returns its best result so far on ``STOP`` (the dock then offers
         "Stop & keep" beside Cancel).
-    batch : str or None
-        Only for two-phase methods: ``"module:attribute"`` of an object whose optional
-        ``prepare(params, tiles, *, device, artifacts)`` runs once per batch run (e.g. BaSiC's
-        fit on all tiles or a subsample, or a profile loaded from the recipe's artifacts) and
-        whose optional ``job(data, params, *, prepared, device, cache_key)`` makes each
-        position's job (e.g. phase reusing transfer functions cached per worker under
-        ``cache_key``, the recipe hash). ``None``: every position runs :attr:`job` with the
-        recipe's parameters. See ``docs/batch.md``.
+    jobs : tuple of JobSpec
+        The method's jobs, its main job first (the dock's Run, a recipe without ``job``).
+    params, job, batch : str
+        Shorthand for a method of one job: its :attr:`JobSpec.params`,
+        :attr:`JobSpec.function` and :attr:`JobSpec.batch` (the job is then called ``"run"``).
+        With :attr:`jobs` given they are filled from its first job.
     menu : str
         The submenu of napari's Layers menu that also opens the dock (beside Plugins), one that
         napari opens to plugins: ``"napari/layers/filter"`` (the default), ``".../segment"``...
@@ -131,13 +187,14 @@ class MethodSpec:
 
     id: str
     title: str
-    params: str
-    job: str
     dock: str
     samples: tuple[SampleSpec, ...]
     demo_params: str
-    supports_stop: bool = False
+    jobs: tuple[JobSpec, ...] = ()
+    params: str = ""
+    job: str = ""
     batch: str | None = None
+    supports_stop: bool = False
     menu: str = f"{LAYERS_MENU}/filter"
     description: str = ""
     guide: str = ""
@@ -155,11 +212,53 @@ class MethodSpec:
                 f"method {self.id!r}: menu {self.menu!r} is not a submenu of napari's Layers "
                 f"menu ({LAYERS_MENU!r}/..., e.g. {LAYERS_MENU}/filter)"
             )
+        self._fill_jobs()
         # Defaults that derive from other fields (the dataclass is frozen).
         if not self.guide:
             object.__setattr__(self, "guide", f"{self.id}.md")
         if not self.guide_title:
             object.__setattr__(self, "guide_title", self.title)
+
+    def _fill_jobs(self) -> None:
+        """``jobs`` from the one-job shorthand, or the shorthand from ``jobs[0]``."""
+        if not self.jobs:
+            if not (self.params and self.job):
+                raise ValueError(f"method {self.id!r}: give its jobs (or params= and job=)")
+            main = JobSpec("run", self.title, self.params, self.job, batch=self.batch)
+            object.__setattr__(self, "jobs", (main,))
+            return
+        main = self.jobs[0]
+        given = {"params": main.params, "job": main.function, "batch": main.batch}
+        for name, value in given.items():
+            if getattr(self, name) and getattr(self, name) != value:
+                raise ValueError(
+                    f"method {self.id!r}: {name}={getattr(self, name)!r} differs from its first "
+                    f"job's ({value!r}); give one or the other"
+                )
+            object.__setattr__(self, name, value)
+        ids = [job.id for job in self.jobs]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"method {self.id!r}: job ids {ids} repeat")
+
+    @property
+    def job_ids(self) -> tuple[str, ...]:
+        """The jobs' ids, main job first."""
+        return tuple(job.id for job in self.jobs)
+
+    def job_spec(self, job_id: str | None = None) -> JobSpec:
+        """The job ``job_id`` (``None``: the main job); a clear error lists the method's jobs.
+
+        Examples
+        --------
+        >>> method("esrrf").job_spec().id, method("esrrf").job_ids
+        ('run', ('run', 'sweep'))
+        """
+        if job_id is None:
+            return self.jobs[0]
+        for job in self.jobs:
+            if job.id == job_id:
+                return job
+        raise KeyError(f"method {self.id!r} has no job {job_id!r}; its jobs: {list(self.job_ids)}")
 
     @property
     def command_id(self) -> str:
@@ -213,8 +312,15 @@ METHODS: dict[str, MethodSpec] = {
         MethodSpec(
             id="tv",
             title="TV denoise",
-            params="napari_gpuscope.compute.tv:TVParams",
-            job="napari_gpuscope.compute.tv:iter_denoise",
+            jobs=(
+                JobSpec(
+                    "denoise",
+                    "Denoise",
+                    "napari_gpuscope.compute.tv:TVParams",
+                    "napari_gpuscope.compute.tv:iter_denoise",
+                    description="Denoise an image, z-stack or time-lapse.",
+                ),
+            ),
             dock="napari_gpuscope.widgets.tv_dock:TVDenoiseDock",
             samples=(
                 SampleSpec(
@@ -240,8 +346,22 @@ METHODS: dict[str, MethodSpec] = {
         MethodSpec(
             id="esrrf",
             title="eSRRF",
-            params="napari_gpuscope.compute.esrrf:EsrrfParams",
-            job="napari_gpuscope.compute.esrrf:iter_esrrf",
+            jobs=(
+                JobSpec(
+                    "run",
+                    "Run",
+                    "napari_gpuscope.compute.esrrf:EsrrfParams",
+                    "napari_gpuscope.compute.esrrf:iter_esrrf",
+                    description="Reconstruct a super-resolved image per time point.",
+                ),
+                JobSpec(
+                    "sweep",
+                    "Parameter sweep",
+                    "napari_gpuscope.compute.esrrf:SweepParams",
+                    "napari_gpuscope.compute.esrrf:iter_sweep",
+                    description="FRC resolution, RSP and QnR of every radius x sensitivity.",
+                ),
+            ),
             dock="napari_gpuscope.widgets.esrrf_dock:EsrrfDock",
             samples=(
                 SampleSpec(
@@ -262,8 +382,28 @@ METHODS: dict[str, MethodSpec] = {
         MethodSpec(
             id="flatfield",
             title="Flat-field (BaSiC)",
-            params="napari_gpuscope.compute.flatfield:BasicParams",
-            job="napari_gpuscope.compute.flatfield:iter_fit_basic",
+            jobs=(
+                JobSpec(
+                    "fit",
+                    "Fit profile",
+                    "napari_gpuscope.compute.flatfield:BasicParams",
+                    "napari_gpuscope.compute.flatfield:iter_fit_basic",
+                    batch="napari_gpuscope.compute.flatfield:batch_hooks",
+                    description=(
+                        "Fit a shading profile (batch: on all positions together, or take the "
+                        "recipe's profile) and correct every position with it."
+                    ),
+                ),
+                JobSpec(
+                    "apply",
+                    "Apply profile",
+                    "napari_gpuscope.compute.flatfield:BasicParams",
+                    "napari_gpuscope.compute.flatfield:iter_apply_profile",
+                    batch="napari_gpuscope.compute.flatfield:apply_hooks",
+                    needs=("profile",),
+                    description="Correct images with a saved profile.",
+                ),
+            ),
             dock="napari_gpuscope.widgets.flatfield_dock:FlatfieldDock",
             samples=(
                 SampleSpec(
@@ -279,7 +419,6 @@ METHODS: dict[str, MethodSpec] = {
             ),
             demo_params="napari_gpuscope.sample_data.flatfield:demo_params",
             supports_stop=True,
-            batch="napari_gpuscope.compute.flatfield:batch_hooks",
             description=(
                 "Shading (vignetting), darkfield and time-lapse baseline correction of tiles and "
                 "movies: BaSiCPy 2.0's fit without its bugs, converged by default, measured dark "
@@ -290,8 +429,23 @@ METHODS: dict[str, MethodSpec] = {
         MethodSpec(
             id="phase",
             title="Phase (tilt-corrected)",
-            params="napari_gpuscope.compute.phase:PhaseParams",
-            job="napari_gpuscope.compute.phase:iter_reconstruct",
+            jobs=(
+                JobSpec(
+                    "reconstruct",
+                    "Reconstruct",
+                    "napari_gpuscope.compute.phase:PhaseParams",
+                    "napari_gpuscope.compute.phase:iter_reconstruct",
+                    batch="napari_gpuscope.compute.phase:batch_hooks",
+                    description="Phase and absorption from a brightfield z-stack.",
+                ),
+                JobSpec(
+                    "estimate_tilt",
+                    "Estimate tilt",
+                    "napari_gpuscope.compute.phase:PhaseParams",
+                    "napari_gpuscope.compute.phase:iter_estimate_tilt",
+                    description="The illumination tilt, global or per tile, as maps and vectors.",
+                ),
+            ),
             dock="napari_gpuscope.widgets.phase_dock:PhaseDock",
             samples=(
                 SampleSpec(
@@ -307,7 +461,6 @@ METHODS: dict[str, MethodSpec] = {
             ),
             demo_params="napari_gpuscope.sample_data.phase:demo_params",
             supports_stop=True,
-            batch="napari_gpuscope.compute.phase:batch_hooks",
             description=(
                 "Quantitative phase (radians) and absorption from a brightfield z-stack "
                 "(waveorder's thin-sample model): closed-form inverse, illumination tilt set by "

@@ -248,8 +248,12 @@ def _write_image(group: Any, layer: tuple[Any, dict[str, Any], str], attrs: dict
 
     data, kwargs, _ = layer
     array = np.asarray(data)
-    if not np.isfinite(array).all() and np.issubdtype(array.dtype, np.floating):
-        raise ValueError("the result holds non-finite values (NaN or infinity); not written")
+    if np.issubdtype(array.dtype, np.floating) and not np.isfinite(array).all():
+        # NaN is written only where the layer says what it means (e.g. a sweep's "not
+        # measured"); an unexplained NaN or any infinity is a failed computation.
+        explained = bool(kwargs.get("metadata", {}).get("nan")) and not np.isinf(array).any()
+        if not explained:
+            raise ValueError("the result holds non-finite values (NaN or infinity); not written")
     # One chunk per plane keeps reads of a plane cheap; a task owns all of its chunks.
     chunks = (1,) * max(array.ndim - 2, 0) + array.shape[-2:]
     group.create_array("0", data=array, chunks=chunks)

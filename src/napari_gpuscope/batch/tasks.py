@@ -1,18 +1,19 @@
 """What a worker does for one position (and, for two-phase methods, once per run).
 
-A task reads its position, runs the method's job from the registry with the recipe's
-parameters on the worker's device, writes the result's layers (``result.layers()``, the same
-mapping the docks use) into its own OME-Zarr group, then its completion marker, and returns a
-small summary (never an array) with the seconds it spent reading, computing and writing.
-Whatever fails is recorded with its reason and returned as a failed summary; only the death of
-the worker process itself is left to the driver. Device memory pools (torch's and CuPy's) are
-kept from one position to the next, so that positions of one shape reuse their blocks instead of
-paying cudaMalloc and cudaFree (and the synchronisation they imply) every time; they are emptied
-only after a failed position or when the memory they hold unused exceeds ``POOL_SLACK`` of the
-device (:func:`release_pools`).
+A task reads its position, runs the recipe's job from the registry (``job`` in the recipe: any
+job of the method, e.g. flat-field's ``apply`` or eSRRF's ``sweep``; the method's main job when
+the recipe names none) with the recipe's parameters on the worker's device, writes the result's
+layers (``result.layers()``, the same mapping the docks use) into its own OME-Zarr group, then
+its completion marker, and returns a small summary (never an array) with the seconds it spent
+reading, computing and writing. Whatever fails is recorded with its reason and returned as a
+failed summary; only the death of the worker process itself is left to the driver. Device memory
+pools (torch's and CuPy's) are kept from one position to the next, so that positions of one
+shape reuse their blocks instead of paying cudaMalloc and cudaFree (and the synchronisation they
+imply) every time; they are emptied only after a failed position or when the memory they hold
+unused exceeds ``POOL_SLACK`` of the device (:func:`release_pools`).
 
-Two-phase methods name a hook object in ``MethodSpec.batch`` (see
-:class:`~napari_gpuscope.methods.MethodSpec`): ``prepare(params, tiles, *, device, artifacts)``
+Two-phase jobs name a hook object in ``JobSpec.batch`` (see
+:class:`~napari_gpuscope.methods.JobSpec`): ``prepare(params, tiles, *, device, artifacts)``
 runs once per run as one task (``tiles`` is a sequence of zero-argument readers, so a fit on a
 subsample reads only what it uses; ``artifacts`` maps the recipe's artifact names to their
 files) and its return value is handed to every position's
@@ -134,12 +135,14 @@ class ResolvedRecipe:
         The driver's ``recipe.hash()`` (:attr:`TaskSpec.recipe_hash`); also the ``cache_key``
         of a two-phase method's ``job`` hook.
     params : Params
-        The method's parameter model (frozen: shared by every position).
+        The job's parameter model (frozen: shared by every position).
     job_function : callable
-        ``MethodSpec.job``: ``job_function(data, params=..., device=...)`` makes a position's
-        job unless the hooks make it.
+        ``JobSpec.function``: ``job_function(data, params=..., device=...)`` makes a
+        position's job unless the hooks make it.
     hooks : object or None
-        ``MethodSpec.batch`` loaded (two-phase methods' ``prepare`` and ``job``), or None.
+        ``JobSpec.batch`` loaded (two-phase jobs' ``prepare`` and ``job``), or None.
+    job_id : str
+        The recipe's job (``recipe.job``, or the method's main job).
     """
 
     recipe: Recipe
@@ -147,20 +150,22 @@ class ResolvedRecipe:
     params: Params
     job_function: Callable[..., Job[MethodResult]]
     hooks: Any = None
+    job_id: str = ""
 
     @classmethod
     def resolve(cls, recipe: Recipe, recipe_hash: str) -> ResolvedRecipe:
-        """Look ``recipe.method`` up in the registry (once) and load its pieces."""
+        """Look the recipe's method and job up in the registry (once) and load their pieces."""
         from napari_gpuscope.methods import load, method
 
-        spec = method(recipe.method)
-        params_class: type[Params] = spec.params_class()
+        job = method(recipe.method).job_spec(getattr(recipe, "job", None))
+        params_class: type[Params] = job.params_class()
         return cls(
             recipe=recipe,
             recipe_hash=recipe_hash,
             params=params_class.from_dict(recipe.params),
-            job_function=spec.job_function(),
-            hooks=load(spec.batch) if spec.batch else None,
+            job_function=job.job_function(),
+            hooks=load(job.batch) if job.batch else None,
+            job_id=job.id,
         )
 
     def make_job(self, data: Any, device: str, prepared: Any = None) -> Job[MethodResult]:
@@ -330,6 +335,7 @@ def _compute(
         result=result.summary(),
     )
     record["recipe_hash"] = resolved.recipe_hash
+    record["job"] = resolved.job_id
     return result, record
 
 

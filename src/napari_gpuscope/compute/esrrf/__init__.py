@@ -17,7 +17,7 @@ lag-1 autocovariance) and corrected for the sub-pixel grid pattern.
 
 Modules: :mod:`._params` (parameters), :mod:`._input` (checks, time points), :mod:`._lattice`
 (sampling geometry, per-phase tap table), :mod:`._ops` (torch twins), :mod:`._qnr` (metrics),
-:mod:`._sweep` (the sweep job), :mod:`._kernels` +
+:mod:`._sweep` (the sweep job) and :mod:`._sweep_params` (its parameters), :mod:`._kernels` +
 ``esrrf.cu`` (fused kernels), :mod:`._pipeline` (one frame chunk), :mod:`._temporal` (online
 statistics, macro-pixel correction), :mod:`._reader` (prefetching reads), :mod:`._job` (the job
 and its result), :mod:`._preview` (the dock's live preview of the visible region:
@@ -37,7 +37,8 @@ from ._qnr import (
     qnr_scores,
     resolution_scaled_pearson,
 )
-from ._sweep import SWEEP_OUTPUTS, SweepResult, iter_parameter_sweep, parameter_sweep
+from ._sweep import SWEEP_OUTPUTS, SweepResult, iter_parameter_sweep, iter_sweep, parameter_sweep
+from ._sweep_params import SweepParams
 
 __all__ = [
     "FRC_THRESHOLD",
@@ -49,6 +50,7 @@ __all__ = [
     "EsrrfParams",
     "EsrrfResult",
     "PreviewRegion",
+    "SweepParams",
     "SweepResult",
     "error_map",
     "esrrf",
@@ -56,6 +58,7 @@ __all__ = [
     "frc_resolution",
     "iter_esrrf",
     "iter_parameter_sweep",
+    "iter_sweep",
     "output_geometry",
     "parameter_sweep",
     "preview_job",

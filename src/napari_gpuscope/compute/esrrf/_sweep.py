@@ -21,13 +21,15 @@ import torch
 from ..arrays import InvalidInputError
 from ..jobs import STOP, Job, Output, Progress, blocking, is_stop
 from ..params import ParameterError
+from ..results import Geometry, LayerDataTuple, image_layer
 from ._input import check_stack
 from ._job import iter_esrrf
 from ._params import EsrrfParams
 from ._qnr import error_map, frc_resolution, qnr_scores
+from ._sweep_params import SweepParams
 from ._temporal import macro_pixel_correct
 
-__all__ = ["SWEEP_OUTPUTS", "SweepResult", "iter_parameter_sweep", "parameter_sweep"]
+__all__ = ["SWEEP_OUTPUTS", "SweepResult", "iter_parameter_sweep", "iter_sweep", "parameter_sweep"]
 
 SWEEP_OUTPUTS = ("frc_resolution", "rsp", "qnr")
 """Keyed outputs of the sweep job: one ``(n_sensitivities, n_radii)`` grid each (NaN where not
@@ -104,6 +106,41 @@ class SweepResult:
             "pixel_size": float(self.pixel_size),
             "stopped_early": bool(self.stopped_early),
         }
+
+    def layers(
+        self,
+        name: str = "image",
+        geometry: Geometry | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> list[LayerDataTuple]:
+        """The FRC resolution, RSP and QnR grids as images (rows: sensitivities, columns:
+        radii; NaN where a setting has no value). ``geometry`` is not used: the grid is not in
+        the input's world coordinates."""
+        del geometry
+        meta = {
+            **(metadata or {}),
+            "radii": list(self.radii),
+            "sensitivities": list(self.sensitivities),
+            "nan": "not measured (stopped early, or no FRC crossing at 1/7)",
+        }
+        grid = Geometry(axis_labels=("sensitivity", "radius"))
+        unit = f"input pixels x {self.pixel_size:g}" if self.pixel_size != 1 else "input pixels"
+        grids = (
+            ("QnR", self.qnr, "higher is better", "viridis"),
+            ("RSP", self.rsp, "higher is better", "viridis"),
+            ("FRC resolution", self.frc_resolution, f"{unit}, lower is better", "magma_r"),
+        )
+        return [
+            image_layer(
+                values.astype(np.float32),
+                f"{label} sweep: {name}",
+                grid,
+                metadata={**meta, "intensity_unit": meaning},
+                colormap=colormap,
+                visible=index == 0,
+            )
+            for index, (label, values, meaning, colormap) in enumerate(grids)
+        ]
 
     def describe(self) -> str:
         """One line in plain words."""
@@ -199,6 +236,55 @@ def iter_parameter_sweep(
     if not pixel_size > 0:
         raise ParameterError(f"pixel_size must be positive, got {pixel_size!r}")
     return _sweep(stack, radii, sensitivities, base, frames, float(pixel_size), device)
+
+
+def iter_sweep(
+    stack: Any,
+    params: SweepParams | None = None,
+    *,
+    pixel_size: float = 1.0,
+    device: str | torch.device | None = None,
+) -> Job[SweepResult]:
+    """The sweep as a job of the registry: its grid and fixed parameters in one model.
+
+    Parameters
+    ----------
+    stack : array-like
+        ``(T, Y, X)`` frames.
+    params : SweepParams, optional
+        The grid (``radii``, ``sensitivities``), ``sweep_frames`` and the eSRRF parameters
+        held fixed; default :class:`SweepParams` defaults.
+    pixel_size : float
+        Input pixel size; FRC resolutions are given in its units.
+    device : str or torch.device, optional
+        As :func:`iter_esrrf`.
+
+    Returns
+    -------
+    generator
+        As :func:`iter_parameter_sweep`.
+
+    Examples
+    --------
+    >>> from napari_gpuscope.compute.jobs import run_job
+    >>> from napari_gpuscope.sample_data.esrrf import blinking_filaments_stack
+    >>> stack, _ = blinking_filaments_stack(12, (32, 32))
+    >>> p = SweepParams(radii=(1.0, 2.0), sensitivities=(1.0,), magnification=2)
+    >>> run_job(iter_sweep(stack, p, device="cpu")).qnr.shape
+    (1, 2)
+    """
+    params = params if params is not None else SweepParams()
+    if not isinstance(params, SweepParams):
+        raise ParameterError(f"params must be a SweepParams, got {type(params).__name__}")
+    return iter_parameter_sweep(
+        stack,
+        params.radii,
+        params.sensitivities,
+        params=params.base(),
+        frames=params.sweep_frames,
+        pixel_size=pixel_size,
+        device=device,
+    )
 
 
 parameter_sweep = blocking(iter_parameter_sweep)

@@ -16,8 +16,9 @@ images with the profile: ``(image - darkfield) / flatfield``.
 - :func:`autotune`: choose the smoothness by BaSiCPy's entropy + Fourier-L0 cost, candidates
   fitted together in one batch;
 - :meth:`ShadingProfile.save` / :meth:`ShadingProfile.load`: TIFF + JSON;
-- :data:`batch_hooks` (:mod:`._batch`): batch runs fit one profile on every position (or load
-  the recipe's saved profile) and correct each position with it.
+- :data:`batch_hooks` (:mod:`._batch`): batch runs of the fit job fit one profile on every
+  position (or load the recipe's saved profile) and correct each position with it;
+  :data:`apply_hooks`: the apply job's, which only load the saved profile.
 """
 
 from . import _batch as batch_hooks
@@ -30,6 +31,7 @@ from ._apply import (
     shading_stats,
 )
 from ._autotune import CANDIDATES, AutotuneResult, autotune, iter_autotune
+from ._batch import apply_hooks
 from ._correct import correct, iter_correct, timelapse_baseline
 from ._fit import OUTPUTS, fit_basic, iter_fit_basic
 from ._params import APPLY_FIELDS, OUTPUT_DTYPES, BasicParams
@@ -46,6 +48,7 @@ __all__ = [
     "CorrectionResult",
     "ShadingProfile",
     "ShadingStats",
+    "apply_hooks",
     "apply_profile",
     "autotune",
     "batch_hooks",

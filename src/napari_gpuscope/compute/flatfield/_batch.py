@@ -24,7 +24,7 @@ from ._fit import fit_basic
 from ._params import BasicParams
 from ._profile import ShadingProfile
 
-__all__ = ["PROFILE_ARTIFACT", "CorrectedPosition", "job", "prepare"]
+__all__ = ["PROFILE_ARTIFACT", "ApplyHooks", "CorrectedPosition", "apply_hooks", "job", "prepare"]
 
 PROFILE_ARTIFACT = "profile"
 """Recipe artifact name of a saved profile (``ShadingProfile.save``) that replaces the fit."""
@@ -113,3 +113,42 @@ def job(
     """
     del cache_key
     return iter_apply_profile(data, prepared, params, measure_shading=False, device=device)
+
+
+class ApplyHooks:
+    """The apply job's batch hooks: every position corrected with the recipe's saved profile.
+
+    Unlike the fit job, nothing is fitted: a recipe of ``job: apply`` without a ``profile``
+    artifact fails before any position is read.
+
+    Examples
+    --------
+    >>> apply_hooks.prepare(BasicParams(), [], device="cpu", artifacts={})
+    Traceback (most recent call last):
+    ...
+    ValueError: flat-field apply: the recipe names no 'profile' artifact ...
+    """
+
+    @staticmethod
+    def prepare(
+        params: BasicParams,
+        tiles: Sequence[Callable[[], Any]],
+        *,
+        device: str,
+        artifacts: Mapping[str, Path],
+    ) -> ShadingProfile:
+        """The recipe's saved profile (``--artifact profile=PATH``)."""
+        del params, tiles, device
+        if PROFILE_ARTIFACT not in artifacts:
+            raise ValueError(
+                f"flat-field apply: the recipe names no {PROFILE_ARTIFACT!r} artifact (a profile "
+                f"saved from the dock or by ShadingProfile.save); add one with --artifact "
+                f"{PROFILE_ARTIFACT}=PATH, or use the fit job"
+            )
+        return ShadingProfile.load(artifacts[PROFILE_ARTIFACT])
+
+    job = staticmethod(job)
+
+
+apply_hooks = ApplyHooks()
+"""The apply job's hooks (``JobSpec.batch`` of flat-field's ``apply``)."""

@@ -10,6 +10,7 @@ import torch
 
 from ..jobs import Job, Output, Progress, is_stop
 from ..memory import MemoryRetry, plan_chunk
+from ..results import Geometry, LayerDataTuple, image_layer, vectors_layer
 from ._params import PhaseParams
 from ._tiles import TileGrid, TiltMap, canonical_tilt
 from ._tilt import TiltStep, bytes_per_tile, optimise_tilt
@@ -73,6 +74,68 @@ class TiltResult:
             "stopped_early": bool(self.stopped_early),
             "non_finite": bool(self.non_finite),
         }
+
+    def layers(
+        self,
+        name: str = "image",
+        geometry: Geometry | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> list[LayerDataTuple]:
+        """The tilt map: zenith and azimuth (radians) as images of one pixel per tile, placed
+        on the tile centres of the input, and the tilt vectors.
+
+        Examples
+        --------
+        >>> grid = TileGrid.covering((64, 96), (2, 3))
+        >>> tilt = TiltMap.uniform(grid, 0.2, 1.0)
+        >>> layers = TiltResult(tilt, PhaseParams()).layers("cells")
+        >>> [kwargs["name"] for _, kwargs, _ in layers]
+        ['cells [tilt zenith]', 'cells [tilt azimuth]', 'cells [tilt]']
+        >>> grid.starts_y, grid.starts_x  # one map pixel per tile: its step is the tiles' step
+        ((0, 26), (0, 28, 56))
+        >>> layers[0][0].shape, layers[0][1]["scale"]
+        ((2, 3), (26.0, 28.0))
+        """
+        meta = {**(metadata or {}), "tilt_map": self.tilt_map.summary()}
+        planes = geometry.trailing(2) if geometry is not None else Geometry()
+        step = [float(s) for s in planes.scale] if planes.scale else [1.0, 1.0]
+        origin = [float(t) for t in planes.translate] if planes.translate else [0.0, 0.0]
+        grid = self.tilt_map.grid
+        first = grid.centers()[0]
+        spacing = [
+            (starts[-1] - starts[0]) / (len(starts) - 1) if len(starts) > 1 else size
+            for starts, size in ((grid.starts_y, grid.size[0]), (grid.starts_x, grid.size[1]))
+        ]
+        tiles = Geometry(
+            scale=tuple(s * d for s, d in zip(step, spacing, strict=True)),
+            translate=tuple(o + s * c for o, s, c in zip(origin, step, first, strict=True)),
+            units=planes.units,
+            axis_labels=planes.axis_labels,
+        )
+        maps = [
+            image_layer(
+                np.asarray(values, np.float32).reshape(grid.tiles),
+                f"{name} [tilt {what}]",
+                tiles,
+                metadata={**meta, "intensity_unit": "rad"},
+                colormap="magma" if what == "zenith" else "twilight",
+                visible=what == "zenith",
+            )
+            for what, values in (
+                ("zenith", self.tilt_map.zenith),
+                ("azimuth", self.tilt_map.azimuth),
+            )
+        ]
+        arrows = vectors_layer(
+            self.tilt_map.vectors(),
+            f"{name} [tilt]",
+            planes,
+            metadata=meta,
+            edge_color="yellow",
+            edge_width=2.0,
+            vector_style="arrow",
+        )
+        return [*maps, arrows]
 
     def describe(self) -> str:
         """One line, e.g. ``"global tilt zenith 0.201 rad, azimuth 1.00 rad (converged in 12

@@ -1,0 +1,64 @@
+"""Parameters of the sweep job: the grid to sweep and the eSRRF parameters it holds fixed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..params import param
+from ._params import EsrrfParams
+
+__all__ = ["SweepParams"]
+
+
+@dataclass(frozen=True)
+class SweepParams(EsrrfParams):
+    """eSRRF's parameters plus the radius x sensitivity grid of a QnR sweep.
+
+    ``radius`` and ``sensitivity`` are not used (the grid replaces them); time points are not
+    used either (the sweep's frames form one reconstruction).
+
+    Examples
+    --------
+    >>> p = SweepParams(radii=(1.0, 2.0), sensitivities=(1.0,), magnification=2)
+    >>> p.radii, p.base().magnification
+    ((1.0, 2.0), 2)
+    >>> SweepParams(radii=(0.1,))
+    Traceback (most recent call last):
+    ...
+    napari_gpuscope.compute.params.ParameterError: SweepParams.radii[0] must be ...
+    """
+
+    radii: tuple[float, ...] = param(
+        (1.0, 1.5, 2.0),
+        unit="px",
+        minimum=0.5,
+        maximum=5.0,
+        help="Radii to try (columns of the grid), in input pixels",
+    )
+    sensitivities: tuple[float, ...] = param(
+        (1.0, 2.0),
+        minimum=0.0,
+        maximum=10.0,
+        help="Sensitivities to try (rows of the grid)",
+    )
+    sweep_frames: int | None = param(
+        None,
+        minimum=4,
+        maximum=10_000_000,
+        help="Use the first this many frames (at least 4); None = all frames",
+        advanced=True,
+    )
+
+    def validate(self) -> None:
+        super().validate()
+        for name in ("radii", "sensitivities"):
+            values = getattr(self, name)
+            if not values:
+                self.fail(name, "must hold at least one value")
+            if len(set(values)) != len(values):
+                self.fail(name, f"holds duplicates: {list(values)}")
+
+    def base(self) -> EsrrfParams:
+        """The eSRRF parameters the sweep holds fixed."""
+        fields = self.to_dict()
+        return EsrrfParams.from_dict({name: fields[name] for name in EsrrfParams.names()})
