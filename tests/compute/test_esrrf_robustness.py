@@ -11,7 +11,9 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from napari_gpuscope.compute.esrrf import _kernels
+from napari_gpuscope.compute import esrrf
+from napari_gpuscope.compute.arrays import InvalidInputError
+from napari_gpuscope.compute.esrrf import EsrrfParams, _kernels
 from napari_gpuscope.compute.esrrf._ops import FrameGeometry, normalise
 from napari_gpuscope.compute.esrrf._temporal import TemporalAccumulator, macro_pixel_correct
 from napari_gpuscope.compute.kernels import (
@@ -151,13 +153,13 @@ def streams(monkeypatch):
         log.append(("read", current[0].name))
         return torch.zeros(tuple(data.shape), dtype=torch.float32)
 
-    real_isfinite = torch.isfinite
+    real_aminmax = torch.aminmax
 
-    def isfinite(tensor):
+    def aminmax(tensor):  # the range and finite check of float frames
         log.append(("check", current[0].name))
-        return real_isfinite(tensor)
+        return real_aminmax(tensor)
 
-    monkeypatch.setattr(torch, "isfinite", isfinite)
+    monkeypatch.setattr(torch, "aminmax", aminmax)
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: current[0])
     monkeypatch.setattr(torch.cuda, "stream", _Use)
     monkeypatch.setattr(_pipeline, "to_device", read)
@@ -186,7 +188,7 @@ def test_host_input_is_uploaded_on_the_side_stream_and_awaited(streams):
     """Host frames keep the overlap: copied on the upload stream, which compute then waits for,
     and their memory is not reused before compute is done with it. Float frames are checked
     for NaN there too, so the host's read of the answer waits for the upload only, not for the
-    previous chunk's kernels on the compute stream."""
+    previous chunk's kernels on the compute stream (the check also bounds their range)."""
     pipeline, log = streams
     pipeline.upload(np.zeros((3, 16, 16), np.uint16), 0)
     assert log == [("read", "side"), ("wait", "compute", "side"), ("record", "compute")]
@@ -238,9 +240,7 @@ class _Injector(TorchDispatchMode):
         out = func(*args, **kwargs)
         if self.active:
             blocks = [
-                a
-                for a in args
-                if isinstance(a, torch.Tensor) and a.dim() == 3 and a.shape[0] >= 2
+                a for a in args if isinstance(a, torch.Tensor) and a.dim() == 3 and a.shape[0] >= 2
             ]
             widened = kwargs.get("dtype") == torch.float64 or (
                 isinstance(out, torch.Tensor) and out.dtype == torch.float64
@@ -359,3 +359,49 @@ def test_out_of_memory_anywhere_in_a_chunk_gives_the_same_result(
         assert result.frames_analysed == 7 and result.time_points == reference.time_points
         np.testing.assert_array_equal(result.image, reference.image, err_msg=f"at {k}")
         np.testing.assert_array_equal(result.widefield, reference.widefield, err_msg=f"at {k}")
+
+
+# -- issue 17, item 9: huge finite intensities never turn into silent NaN ---------------------
+@pytest.mark.parametrize(
+    ("scale", "temporal", "dtype"),
+    [(1e20, "VAR", np.float32), (1e20, "TAC2", np.float32), (3e38, "AVG", np.float32)],
+)
+def test_intensities_beyond_the_float32_safe_range_are_refused_with_the_range(
+    scale, temporal, dtype
+):
+    from napari_gpuscope.compute.esrrf._pipeline import MAX_INTENSITY
+    from napari_gpuscope.sample_data.esrrf import blinking_filaments_stack
+
+    stack, _ = blinking_filaments_stack(12, (32, 32))
+    huge = (stack / stack.max()).astype(dtype) * dtype(scale)
+    assert np.isfinite(huge).all() and np.abs(huge).max() > MAX_INTENSITY
+    with pytest.raises(InvalidInputError, match=r"accepts intensities up to 1e\+18"):
+        esrrf.esrrf(huge, params=EsrrfParams(magnification=2, temporal=temporal), device="cpu")
+
+
+def test_float64_beyond_float32_is_named_as_such_not_as_nan():
+    from napari_gpuscope.sample_data.esrrf import blinking_filaments_stack
+
+    stack, _ = blinking_filaments_stack(12, (32, 32))
+    huge = stack.astype(np.float64) / stack.max() * 1e300
+    assert np.isfinite(huge).all()
+    with pytest.raises(InvalidInputError, match="beyond float32's range"):
+        esrrf.esrrf(huge, params=EsrrfParams(magnification=2), device="cpu")
+
+
+@pytest.mark.parametrize("temporal", ["AVG", "VAR", "TAC2"])
+def test_the_largest_accepted_intensities_give_the_result_of_unit_scale(temporal):
+    """The result does not depend on the intensity scale (RGC is normalised and the output is
+    scaled by the widefield), so the stack scaled to the accepted maximum must equal the
+    stack at unit scale to float32 rounding: finite, and no precision lost."""
+    from napari_gpuscope.compute.esrrf._pipeline import MAX_INTENSITY
+    from napari_gpuscope.sample_data.esrrf import blinking_filaments_stack
+
+    stack, _ = blinking_filaments_stack(12, (32, 32))
+    unit = (stack / stack.max()).astype(np.float32)
+    params = EsrrfParams(magnification=2, temporal=temporal)
+    reference = esrrf.esrrf(unit, params=params, device="cpu")
+    top = esrrf.esrrf(unit * np.float32(MAX_INTENSITY), params=params, device="cpu")
+    assert np.isfinite(top).all()
+    scale = np.abs(reference).max()
+    np.testing.assert_allclose(top, reference, atol=1e-5 * scale, rtol=1e-4)

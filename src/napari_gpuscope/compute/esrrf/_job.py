@@ -399,6 +399,12 @@ def _run(
             if stopped:
                 break
         count = len(computed)
+        if not np.isfinite(out[:count]).all():
+            # The input range check keeps this from happening; never hand on a NaN silently.
+            raise ArithmeticError(
+                f"eSRRF ({params.temporal}) produced NaN or infinite values from finite input; "
+                "please report it with the input's value range and dtype"
+            )
         return EsrrfResult(
             image=out[:count],
             widefield=widefield[:count],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -13,7 +14,12 @@ from ._ops import FrameGeometry, half_gradients_twin, magnify_twin, rgc_twin, tw
 from ._params import EsrrfParams
 from ._temporal import TemporalAccumulator
 
-__all__ = ["FramePipeline"]
+__all__ = ["MAX_INTENSITY", "FramePipeline"]
+
+MAX_INTENSITY = 1e18
+"""Largest intensity magnitude eSRRF accepts. The per-frame maps and their squares (VAR, TAC2)
+are float32: at 1e20 a variance overflows to infinity and the result turns NaN (measured on the
+filament sample); camera data stay below 1e7, so a stack beyond this was scaled by mistake."""
 
 
 class FramePipeline:
@@ -92,16 +98,32 @@ class FramePipeline:
         stream is done with it. Frames already on a device are converted on the compute
         stream (torch's current one).
         """
+        # Floats, and 64-bit integers (beyond MAX_INTENSITY), are checked; smaller integers
+        # cannot be out of range, and checking them would cost a wait on every chunk.
         check = (
-            host.dtype.is_floating_point
+            host.dtype.is_floating_point or host.dtype.itemsize == 8
             if isinstance(host, torch.Tensor)
-            else not np.issubdtype(host.dtype, np.integer)
+            else not np.issubdtype(host.dtype, np.integer) or host.dtype.itemsize == 8
         )
-        frames, finite = self._to_device(host, check)
-        if not finite:
+        frames, peak = self._to_device(host, check)
+        if peak > MAX_INTENSITY and math.isfinite(peak):
+            raise InvalidInputError(
+                f"{self.name} frames {first_frame}-{first_frame + len(frames) - 1} hold values "
+                f"up to {peak:.3g}; eSRRF computes in float32 and accepts intensities up to "
+                f"{MAX_INTENSITY:.0e} in magnitude. Divide the stack by a constant (e.g. "
+                f"{10 ** math.ceil(math.log10(peak / 1e6)):.0e}) first."
+            )
+        if not math.isfinite(peak):
             bad = ~torch.isfinite(frames)
             per_frame = bad.flatten(1).sum(1)
             k = int(torch.nonzero(per_frame)[0, 0])
+            if _finite_on_host(host):
+                raise InvalidInputError(
+                    f"{self.name} frame {first_frame + k} holds values beyond float32's range "
+                    f"(|value| > 3.4e38, e.g. float64 1e300); eSRRF computes in float32 and "
+                    f"accepts intensities up to {MAX_INTENSITY:.0e} in magnitude. Divide the "
+                    "stack by a constant first."
+                )
             raise InvalidInputError(
                 f"{self.name} frame {first_frame + k} contains {int(per_frame[k])} NaN or "
                 f"infinite value(s) ({int(bad.sum())} in frames {first_frame}-"
@@ -110,8 +132,9 @@ class FramePipeline:
             )
         return frames
 
-    def _to_device(self, host: Any, check: bool) -> tuple[torch.Tensor, bool]:
-        """The frames on the device, and whether they are all finite (True unless ``check``)."""
+    def _to_device(self, host: Any, check: bool) -> tuple[torch.Tensor, float]:
+        """The frames on the device, and their largest magnitude (0 unless ``check``; NaN or
+        infinity when a value is not finite)."""
         if self._copy_stream is None or (
             isinstance(host, torch.Tensor) and host.device.type != "cpu"
         ):
@@ -120,17 +143,17 @@ class FramePipeline:
             # could see the tensor before it is written (issue 16). Nothing crosses the bus, so
             # there is no copy to overlap either.
             frames = to_device(host, self.device)
-            return frames, not check or bool(torch.isfinite(frames).all())
+            return frames, _peak(frames) if check else 0.0
         compute = torch.cuda.current_stream(self.device)
         with torch.cuda.stream(self._copy_stream):
             frames = to_device(host, self.device)
             # Read on the upload stream: the host then waits for this upload only, not for the
             # previous chunk's kernels queued on the compute stream, and can queue this chunk's
             # kernels behind them at once.
-            finite = not check or bool(torch.isfinite(frames).all())
+            peak = _peak(frames) if check else 0.0
         compute.wait_stream(self._copy_stream)
         frames.record_stream(compute)
-        return frames, finite
+        return frames, peak
 
     def stage(self, frames: torch.Tensor, accumulator: TemporalAccumulator) -> None:
         """Stage a chunk of float32 frames in ``accumulator`` (committed sums unchanged; the
@@ -159,3 +182,18 @@ class FramePipeline:
         if self.fused is not None:
             return self.fused.paths()
         return {"esrrf": "torch twins (" + _kernels.why_twins(self.device) + ")"}
+
+
+def _peak(frames: torch.Tensor) -> float:
+    """Largest magnitude of ``frames`` (NaN when one is NaN, infinity when one is infinite): one
+    read of the device, as the finite check it replaces, and no temporary of the chunk's size."""
+    low, high = torch.aminmax(frames)
+    return float(torch.maximum(-low, high))  # maximum propagates NaN
+
+
+def _finite_on_host(host: Any) -> bool:
+    """Whether the input chunk itself is finite (then the float32 conversion overflowed)."""
+    if isinstance(host, torch.Tensor):
+        return bool(torch.isfinite(host).all())
+    array = np.asarray(host)
+    return bool(np.issubdtype(array.dtype, np.integer) or np.isfinite(array).all())
