@@ -60,6 +60,23 @@ def test_results_are_scale_equivariant_at_any_magnitude(image, method, factor, d
     np.testing.assert_allclose(scaled.image / factor, reference.image, rtol=0, atol=1.5e-6)
 
 
+@pytest.mark.parametrize("method", ["fgp", "chambolle"])
+def test_float32_data_at_the_top_of_its_range_is_the_unit_result_times_a_power_of_two(
+    image, method
+):
+    """Data whose maximum lies in [2**127, 2**128) (up to 3.4e38) is solved at 2**-128 scale;
+    unscaling by 2**128 at once (itself beyond float32) gave infinity everywhere, reported as
+    converged (issue 17, item 10). Powers of two are exact: the bits equal the unit result's
+    times 2**127 (the data's own power-of-two multiple)."""
+    unit = image / np.abs(image).max() * np.float32(1.99)  # max |f| in [1, 2)
+    big = unit * np.float32(2.0**127)
+    assert np.isfinite(big).all() and np.abs(big).max() > 2.0**127
+    reference = result_of(unit, 0.05, method=method)
+    top = result_of(big, 0.05 * 2.0**127, method=method)
+    assert np.isfinite(top.image).all() and top.converged == reference.converged
+    np.testing.assert_array_equal(top.image, reference.image * np.float32(2.0**127))
+
+
 def test_strength_mode_estimates_the_noise_in_any_units(image):
     reference = result_of(image, None)
     scaled = result_of(image.astype(np.float64) * 1e30, None)

@@ -17,7 +17,7 @@ from ..jobs import Job, Output, Progress, mapped
 from ..noise import anscombe_forward, anscombe_inverse
 from . import _solvers as solvers
 from ._params import TVParams
-from ._scale import DataScale, ScaledView
+from ._scale import DataScale, ScaledView, unscale
 
 __all__ = ["OUTPUT", "NumericalError", "SolveContext", "StopAll", "Totals", "fraction_done"]
 
@@ -132,7 +132,7 @@ class SolveContext:
         units (unscaled, back from the Anscombe domain, clipped in non-negative mode)."""
         u = self.layout.from_problem(u, region.read_shape)[region.keep]
         if self.scale.factor != 1.0:
-            u = u * (1.0 / self.scale.factor)
+            u = unscale(u, self.scale.factor)
         if self.camera is not None:
             u = anscombe_inverse(u, self.camera, exact=True)
         if self.params.nonnegative and self.lo < 0:  # not enforced by the solver: clip

@@ -32,6 +32,7 @@ __all__ = [
     "WEIGHT_CAP",
     "DataScale",
     "ScaledView",
+    "unscale",
 ]
 
 FLOAT32_TINY = float(np.finfo(np.float32).tiny)
@@ -145,3 +146,25 @@ class ScaledView:
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         array = self[...]
         return array if dtype is None else array.astype(dtype)
+
+
+def unscale(u: torch.Tensor, factor: float) -> torch.Tensor:
+    """``u / factor`` for a power-of-two ``factor``, exact, in ``u``'s dtype.
+
+    Data near float32's maximum is scaled by ``2**-128``, whose inverse ``2**128`` is itself
+    beyond float32: multiplying by it at once gave infinity everywhere (issue 17). Two powers
+    of two whose product is the inverse are each representable, and a multiplication by a power
+    of two is exact, so the result is the same bits wherever the one-step product was finite.
+
+    Examples
+    --------
+    >>> u = torch.tensor([0.75, -0.5], dtype=torch.float32)
+    >>> unscale(u, 2.0**-128).tolist() == [0.75 * 2.0**128, -0.5 * 2.0**128]
+    True
+    >>> bool(torch.isinf(u * (1 / 2.0**-128)).all())  # the one-step product
+    True
+    """
+    inverse = 1.0 / factor
+    if inverse < 2.0**100:
+        return u * inverse
+    return u * (inverse / 2.0**64) * 2.0**64
