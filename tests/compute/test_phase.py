@@ -208,6 +208,46 @@ def test_bad_stacks_are_refused():
         phase.reconstruct(good - 1, **AIR, device="cpu")
 
 
+# -- issue 17, item 11 -------------------------------------------------------------------------
+@pytest.mark.parametrize("reg", [0.0, -1.0, math.nan, math.inf])
+def test_the_solvers_regularization_is_validated_like_the_params(recon_ref, reg):
+    """0 and -1 gave finite-looking phase, NaN and infinity an all-NaN phase."""
+    params = phase.PhaseParams(**AIR)
+    solver = phase.PhaseSolver(recon_ref["stack_tilt"], params, device="cpu")
+    with pytest.raises(ParameterError, match=r"PhaseParams\.regularization"):
+        solver.solve(reg)
+    with pytest.raises(ParameterError, match=r"PhaseParams\.regularization"):
+        params.replace(regularization=reg)  # the same rule
+
+
+def test_a_focus_offset_beyond_the_stack_is_refused_naming_the_valid_range():
+    stack = np.ones((5, 16, 16), np.float32)
+    for run in (phase.reconstruct, phase.estimate_tilt):
+        with pytest.raises(ParameterError, match=r"z_focus_offset=1000.*\[-4, 4\]"):
+            run(stack, **AIR, z_focus_offset=1000, device="cpu")
+    with pytest.raises(ParameterError, match=r"\[-4, 4\]"):
+        phase.PhaseSolver(stack, phase.PhaseParams(**AIR, z_focus_offset=-4.5), device="cpu")
+    # One-sided series stay possible: the focus at the first slice's side, 4 slices away.
+    assert np.isfinite(phase.reconstruct(stack, **AIR, z_focus_offset=4, device="cpu").phase).all()
+
+
+def test_a_stack_near_float32s_maximum_gives_the_unit_stacks_phase(recon_ref):
+    """Its slice sums overflowed float32, the contrast collapsed to 0: phase 0 and absorption
+    -0.5 without error. The contrast I / mean(I) does not depend on the scale, and power-of-two
+    scaling is exact, so the result must equal the unit stack's bit for bit."""
+    stack = recon_ref["stack_tilt"].astype(np.float32)
+    unit = stack / stack.max()
+    big = unit * np.float32(2.0**126)  # up to 8.5e37; a slice's sum is ~1e42
+    with np.errstate(over="ignore"):
+        assert np.isfinite(big).all() and not np.isfinite(big[0].sum(dtype=np.float32))
+    params = phase.PhaseParams(**AIR, tilt_zenith=0.2, tilt_azimuth=1.0)
+    reference = phase.reconstruct(unit, params=params, device="cpu")
+    result = phase.reconstruct(big, params=params, device="cpu")
+    assert np.abs(reference.phase).max() > 0.1
+    np.testing.assert_array_equal(result.phase, reference.phase)
+    np.testing.assert_array_equal(result.absorption, reference.absorption)
+
+
 def test_solver_resolves_like_a_full_reconstruction(recon_ref):
     stack = recon_ref["stack_tilt"]
     params = phase.PhaseParams(**AIR, tilt_zenith=0.2, tilt_azimuth=1.0)

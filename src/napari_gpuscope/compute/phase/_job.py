@@ -12,7 +12,7 @@ import torch
 from ..arrays import InvalidInputError, download_into, to_device, validate_image
 from ..devices import device_context
 from ..jobs import Job, Output, Progress, blocking, mapped
-from ..params import takes_params
+from ..params import ParameterError, takes_params
 from ..results import Geometry, LayerDataTuple, image_layer, vectors_layer
 from . import _ops
 from ._estimate import TiltResult, estimate_on_device, tilt_grid
@@ -182,7 +182,7 @@ def _robust_limits(image: np.ndarray) -> tuple[float, float]:
     return (low, high) if high > low else (low, low + 1.0)
 
 
-def _check_stack(zyx: Any) -> None:
+def _check_stack(zyx: Any, params: PhaseParams) -> None:
     validate_image(zyx, name="z-stack", min_ndim=3, max_ndim=3, check_values=False)
     if zyx.shape[0] < MIN_SLICES:
         raise InvalidInputError(
@@ -193,16 +193,38 @@ def _check_stack(zyx: Any) -> None:
         raise InvalidInputError(
             f"z-stack slices are {zyx.shape[1]} x {zyx.shape[2]} pixels; at least 8 x 8 needed"
         )
+    slices = int(zyx.shape[0])
+    # The focal plane may lie outside the stack (a one-sided defocus series still carries
+    # phase), but not further from the middle slice than the stack is long: a focus 1000 slices
+    # away on a 5-slice stack is a typo, whose result looked valid.
+    if abs(params.z_focus_offset) > slices - 1:
+        raise ParameterError(
+            f"PhaseParams.z_focus_offset={params.z_focus_offset:g} slices puts the focal plane "
+            f"{abs(params.z_focus_offset):g} slices from the middle of a {slices}-slice stack; "
+            f"use a value in [-{slices - 1}, {slices - 1}] (0 = the middle slice is in focus)"
+        )
+
+
+_RESCALE_ABOVE = 2.0**100
+"""Stacks brighter than this are multiplied by ``2**-100`` on loading: a slice's float32 sum
+overflows from ~2e34 per pixel (a 128 x 128 slice), and the contrast ``I / mean(I)`` then
+collapsed to 0 (phase 0, absorption -0.5, no error). The contrast does not depend on the scale,
+and a power of two changes no bit of it."""
 
 
 def _load(zyx: Any, device: torch.device) -> torch.Tensor:
     data = to_device(zyx, device)
-    # Both checks come back in one small copy: each read of a device value waits for the device.
-    non_finite, dark = torch.stack(
-        (~torch.isfinite(data).all(), (data.mean(dim=(-2, -1)) <= 0).any())
+    # The checks come back in one small copy: each read of a device value waits for the device.
+    _, peak = torch.aminmax(data)
+    non_finite, dark, bright = torch.stack(
+        (~torch.isfinite(data).all(), (data.mean(dim=(-2, -1)) <= 0).any(), peak > _RESCALE_ABOVE)
     ).tolist()
     if non_finite:
         raise InvalidInputError("z-stack contains NaN or infinite values")
+    if bright:
+        # In place on our own copy; a new tensor when the input itself is on the device.
+        data = data * (1.0 / _RESCALE_ABOVE) if data is zyx else data.mul_(1.0 / _RESCALE_ABOVE)
+        dark = bool((data.mean(dim=(-2, -1)) <= 0).any())
     if dark:
         raise InvalidInputError(
             "z-stack has a slice with a non-positive mean: expected brightfield intensities "
@@ -269,7 +291,7 @@ def iter_reconstruct(
     >>> bool(np.corrcoef(result.phase.ravel(), truth.ravel())[0, 1] > 0.9)
     True
     """
-    _check_stack(zyx)
+    _check_stack(zyx, params)
     return _run(zyx, params, tilt_map, optics_cache, memory_budget, device)
 
 
@@ -381,7 +403,7 @@ def iter_estimate_tilt(
     >>> phase.estimate_tilt(stack, params=p, device="cpu").iterations
     3
     """
-    _check_stack(zyx)
+    _check_stack(zyx, params)
     return _estimate(zyx, params, tiles, init, memory_budget, device)
 
 

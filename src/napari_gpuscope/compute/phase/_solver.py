@@ -65,7 +65,7 @@ class PhaseSolver:
         device: Any = None,
         optics_cache: OpticsCache | None = None,
     ) -> None:
-        _check_stack(zyx)
+        _check_stack(zyx, params)
         dev = resolve_device(device)
         with torch.no_grad():
             data = _load(zyx, dev)
@@ -98,6 +98,10 @@ class PhaseSolver:
         """
         if params is not None:
             self._recon.params = params
+        if regularization is not None:
+            # Through the parameter model: 0, -1, NaN or infinity are refused with its message
+            # (they gave finite-looking or all-NaN phase).
+            self._recon.params.replace(regularization=regularization)
         with torch.no_grad():
             absorption, phase = solve_all(self._recon, self.tilt_map, self._systems, regularization)
         return download(absorption), download(phase)
