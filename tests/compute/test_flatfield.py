@@ -290,10 +290,9 @@ def test_bad_parameters_are_explained():
 
 def test_nothing_non_finite_is_converged():
     images = np.zeros((10, 16, 16), dtype=np.float32)  # no signal: 0/0 in the baseline
-    profile = fit_basic(images, working_size=16, device="cpu")
-    assert not all(np.isfinite(profile.flatfield).ravel()) or profile.flatfield.std() < 1e-3
-    if not np.isfinite(profile.flatfield).all():
-        assert not profile.all_converged
+    # Refused before the fit (issue 17): it used to return a NaN profile.
+    with pytest.raises(InvalidInputError, match="no signal"):
+        fit_basic(images, working_size=16, device="cpu")
 
 
 def test_autotune_lowers_the_error_where_automatic_smoothness_is_too_rough():
@@ -374,3 +373,58 @@ def test_fitting_weight_mask(flat_only):
     assert rel_rmse(masked.flatfield, truth) < rel_rmse(unmasked.flatfield, truth)
     with pytest.raises(InvalidInputError, match="fitting_weight"):
         fit_basic(images, fitting_weight=np.ones((3, 8, 8)), device="cpu")
+
+
+# -- issue 17, item 12: nonsense is refused, never reported as converged ------------------------
+@pytest.fixture(scope="module")
+def vignetted():
+    return shaded_tiles(24, (96, 96), seed=3).images
+
+
+@pytest.mark.parametrize("offset", [1e4, 1e9])
+def test_images_below_the_camera_offset_are_refused(vignetted, offset):
+    assert vignetted.max() < offset
+    with pytest.raises(InvalidInputError, match="above the dark level of camera_offset"):
+        fit_basic(vignetted, camera_offset=offset, device="cpu")
+
+
+def test_a_negative_offset_and_a_dark_frame_above_the_images_are_refused(vignetted):
+    with pytest.raises(ParameterError, match=r"camera_offset=-1e\+09 is negative"):
+        fit_basic(vignetted, camera_offset=-1e9, device="cpu")
+    dark = np.full(vignetted.shape[1:], 1e5)
+    with pytest.raises(InvalidInputError, match="dark level of the dark_frame"):
+        fit_basic(vignetted, dark_frame=dark, device="cpu")
+
+
+def test_sparse_signal_with_half_its_pixels_at_the_offset_is_still_fitted(vignetted):
+    """Background at the camera offset puts about half the pixels at or below it: legitimate."""
+    offset = float(np.percentile(vignetted, 45))
+    profile = fit_basic(vignetted, camera_offset=offset, device="cpu")
+    assert np.isfinite(profile.flatfield).all()
+
+
+def test_an_all_zero_stack_and_an_empty_fitting_weight_are_refused(vignetted):
+    with pytest.raises(InvalidInputError, match="no signal to fit"):
+        fit_basic(np.zeros_like(vignetted), device="cpu")
+    for weight in (np.zeros(vignetted.shape), -np.ones(vignetted.shape)):
+        with pytest.raises(InvalidInputError, match="fitting_weight has no pixel > 0"):
+            fit_basic(vignetted, fitting_weight=weight, device="cpu")
+
+
+def test_a_nan_profile_is_neither_saved_nor_loaded(tmp_path):
+    import dataclasses
+
+    import tifffile
+
+    good = ShadingProfile.from_arrays(np.ones((8, 8)), camera_offset=10)
+    nan = dataclasses.replace(good, flatfield=np.full((8, 8), np.nan, np.float32))
+    with pytest.raises(ValueError, match="64 non-finite flatfield values"):
+        nan.save(tmp_path / "nan")
+    assert not (tmp_path / "nan.tif").exists()
+    # A file made some other way (or damaged) is refused on loading.
+    path = good.save(tmp_path / "scope")
+    stack = tifffile.imread(path)
+    stack[0, 2, 2] = np.nan
+    tifffile.imwrite(path, stack, imagej=True, metadata={"axes": "CYX"})
+    with pytest.raises(ValueError, match=r"scope\.tif: 1 non-finite flatfield"):
+        ShadingProfile.load(path)

@@ -12,7 +12,7 @@ from ..arrays import InvalidInputError, to_device, to_host
 from ..devices import device_context, resolve_device
 from ..jobs import Job, Output, Progress, blocking, is_stop
 from ..memory import MemoryRetry
-from ..params import takes_params
+from ..params import ParameterError, takes_params
 from ._alm import auto_smoothness, reweighting_passes
 from ._params import BasicParams
 from ._profile import ShadingProfile
@@ -73,6 +73,57 @@ def _dark_frame(dark_frame: Any, layout: StackLayout, device: torch.device) -> t
         if dark.ndim == 3
         else dark[None].expand(layout.problems, *frame)
     )
+
+
+MIN_SIGNAL_FRACTION = 0.05
+"""A fit needs a positive mean and at least this fraction of its (dark-subtracted) pixels above
+0: data below the dark level, or all zero, has no shading to fit, and the ALM still
+"converged" on it to a flatfield of ~1 or NaN. Sparse fluorescence whose background sits at the
+camera offset has about half its pixels at or below it, so the rule only catches images (nearly)
+entirely below the dark level."""
+
+
+def _check_signal(stack: torch.Tensor, source: str, params: BasicParams) -> None:
+    """Refuse problems whose images are (nearly) all at or below the dark level (or zero)."""
+    flat = stack.flatten(1)
+    positive = (flat > 0).float().mean(dim=1)
+    # One read of the device for both criteria: the worst problem's fraction, or -1 when a
+    # problem's mean is not positive.
+    worst = torch.where(flat.mean(dim=1) > 0, positive, torch.full_like(positive, -1.0))
+    fraction = float(worst.min())
+    if fraction >= MIN_SIGNAL_FRACTION:
+        return
+    problem = int(worst.argmin())
+    where = f" (problem {problem})" if stack.shape[0] > 1 else ""
+    percent = f"{100 * float(positive[problem]):.0f} %"
+    if source == "none":
+        raise InvalidInputError(
+            f"images{where}: {percent} of the pixels are above 0 and their mean is not "
+            "positive (all zero, or negative); there is no signal to fit a shading profile to"
+            if fraction < 0
+            else f"images{where}: only {percent} of the pixels are above 0 (all zero, or "
+            "negative); there is no signal to fit a shading profile to"
+        )
+    dark = "the dark_frame" if source == "frame" else f"camera_offset={params.camera_offset:g}"
+    raise InvalidInputError(
+        f"images{where}: {percent} of the pixels are above the dark level of {dark}"
+        f"{', and their mean is below it' if fraction < 0 else ''}; the images must be "
+        "brighter than the dark level. Check the offset (it is in the images' units, e.g. ADU) "
+        "or the dark frame"
+    )
+
+
+def _check_weight(mask: torch.Tensor) -> None:
+    """Refuse a fitting weight that marks no background pixel in some problem."""
+    empty = ~mask.flatten(1).any(dim=1)
+    if bool(empty.any()):
+        problem = int(torch.nonzero(empty)[0, 0])
+        where = f" for problem {problem}" if mask.shape[0] > 1 else ""
+        raise InvalidInputError(
+            f"fitting_weight has no pixel > 0{where}: pixels > 0 mark the background the fit "
+            "uses, so an all-zero or negative weight would fit nothing (omit it to use every "
+            "pixel)"
+        )
 
 
 def _upsample(small: torch.Tensor, frame: tuple[int, int]) -> torch.Tensor:
@@ -143,6 +194,13 @@ def iter_fit_basic(
     (True, 1.0)
     """
     layout = check_images(images, batch_axis)
+    if params.camera_offset is not None and params.camera_offset < 0:
+        # The fit cannot tell: -1e9 lifts the images so far that float32 loses the shading,
+        # and the "converged" flatfield was ~1.
+        raise ParameterError(
+            f"BasicParams.camera_offset={params.camera_offset:g} is negative; a camera offset is "
+            "the level a dark image reads (>= 0, in the images' units), or None"
+        )
     if dark_frame is not None and (params.get_darkfield or params.camera_offset is not None):
         raise InvalidInputError(
             "dark_frame cannot be combined with get_darkfield=True or camera_offset: pick one "
@@ -229,6 +287,7 @@ def _run(
                         fitting_weight, layout, p, start, stop, dev, "fitting_weight"
                     )
                     mask[p, start:stop] = resize_frames(block, shape, "nearest") > 0
+            _check_weight(mask)
         source = "none"
         dark_full: torch.Tensor | None = None
         if dark_frame is not None:
@@ -241,6 +300,7 @@ def _run(
             source = "estimated"
         if dark_full is not None:
             stack -= resize_frames(dark_full.contiguous(), shape)[:, None]
+        _check_signal(stack, source, params)
         # Automatic smoothness from the unsorted stack (as BaSiCPy).
         if params.smoothness_flatfield is None:
             lam_flat = auto_smoothness(stack)

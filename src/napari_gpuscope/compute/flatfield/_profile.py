@@ -222,6 +222,7 @@ class ShadingProfile:
         """
         import tifffile
 
+        _check_usable(self.flatfield, self.darkfield, "this profile (not saved)")
         base = Path(path)
         if base.suffix.lower() in (".tif", ".tiff", ".json"):
             base = base.with_suffix("")
@@ -260,6 +261,9 @@ class ShadingProfile:
         stack = np.asarray(tifffile.imread(base.parent / facts["tiff"]), dtype=np.float32)
         expected = tuple(facts["shape"])
         stack = stack.reshape((*expected[:-2], 2, *expected[-2:]))
+        _check_usable(
+            stack[..., 0, :, :], stack[..., 1, :, :], f"profile {base.parent / facts['tiff']}"
+        )
         return cls(
             flatfield=np.ascontiguousarray(stack[..., 0, :, :]),
             darkfield=np.ascontiguousarray(stack[..., 1, :, :]),
@@ -277,4 +281,21 @@ class ShadingProfile:
             working_shape=tuple(facts["working_shape"]),
             stopped_early=facts["stopped_early"],
             batch_axis=facts["batch_axis"],
+        )
+
+
+def _check_usable(flatfield: np.ndarray, darkfield: np.ndarray, what: str) -> None:
+    """Refuse a profile that would corrupt every image it corrects: a non-finite or non-positive
+    flatfield (e.g. the NaN profile of an all-zero stack) or a non-finite darkfield."""
+    problems = []
+    if not np.isfinite(flatfield).all():
+        problems.append(f"{int((~np.isfinite(flatfield)).sum())} non-finite flatfield values")
+    elif (flatfield <= 0).any():
+        problems.append(f"{int((flatfield <= 0).sum())} flatfield values <= 0")
+    if not np.isfinite(darkfield).all():
+        problems.append(f"{int((~np.isfinite(darkfield)).sum())} non-finite darkfield values")
+    if problems:
+        raise ValueError(
+            f"{what}: {' and '.join(problems)}; a profile must have a finite, positive "
+            "flatfield and a finite darkfield (fit it again on images with signal)"
         )
