@@ -164,3 +164,83 @@ def test_tv_denoises_a_torch_tensor_and_records_the_kernel_paths():
     paths = result.summary()["kernel_paths"]
     assert paths["fgp_step"] == "torch twin (CPU reference path)"
     assert set(paths) == {"fgp_step", "fgp_primal", "tv_gap_partials"}
+
+
+# -- issue 17, item 13: messages that name the problem ----------------------------------------
+def _stack():
+    from napari_gpuscope.sample_data.esrrf import blinking_filaments_stack
+
+    return blinking_filaments_stack(12, (32, 32))[0]
+
+
+def _phase_optics():
+    return {
+        "wavelength": 0.45,
+        "yx_pixel_size": 0.325,
+        "z_pixel_size": 1.0,
+        "na_illumination": 0.4,
+        "na_detection": 0.55,
+        "index_of_refraction": 1.0,
+    }
+
+
+def test_masked_arrays_are_refused_by_every_method_unless_nothing_is_masked():
+    from napari_gpuscope.compute import esrrf, flatfield, phase, tv
+
+    stack = _stack().astype(np.float32)
+    masked = np.ma.masked_greater(stack, np.percentile(stack, 99))
+    z_stack = np.ma.masked_less(np.ones((5, 16, 16)) + np.eye(16), 1.5)
+    calls = {
+        "image": lambda: tv.denoise(masked[0], 0.1, device="cpu"),
+        "stack": lambda: esrrf.esrrf(masked, device="cpu"),
+        "images": lambda: flatfield.fit_basic(masked, device="cpu"),
+        "z-stack": lambda: phase.reconstruct(z_stack, **_phase_optics(), device="cpu"),
+    }
+    for name, call in calls.items():
+        with pytest.raises(InvalidInputError, match=rf"^{name} is a masked array \(\d+ masked"):
+            call()
+    nothing = np.ma.masked_array(stack[0], mask=False)
+    np.testing.assert_array_equal(
+        tv.denoise(nothing, 0.1, device="cpu"), tv.denoise(stack[0], 0.1, device="cpu")
+    )
+
+
+@pytest.mark.parametrize("budget", [float("nan"), 0, -5, 1.5, True, "1GB"])
+def test_a_bad_memory_budget_is_named_by_every_method(budget):
+    from napari_gpuscope.compute import esrrf, phase, tv
+    from napari_gpuscope.compute.params import ParameterError
+
+    stack = _stack()
+    calls = (
+        lambda: tv.denoise(stack[0], 0.1, device="cpu", memory_budget=budget),
+        lambda: esrrf.esrrf(stack, device="cpu", memory_budget=budget),
+        lambda: phase.reconstruct(
+            np.ones((5, 16, 16)), **_phase_optics(), device="cpu", memory_budget=budget
+        ),
+    )
+    for call in calls:
+        with pytest.raises(ParameterError, match="memory_budget must be a positive whole number"):
+            call()
+
+
+def test_esrrf_reads_a_nested_list_as_numpy_does():
+    from napari_gpuscope.compute import esrrf
+
+    stack = _stack()
+    np.testing.assert_array_equal(
+        esrrf.esrrf(stack.tolist(), magnification=2, device="cpu"),
+        esrrf.esrrf(stack, magnification=2, device="cpu"),
+    )
+
+
+def test_the_sweep_names_too_few_frames_and_a_featureless_stack_has_no_resolution():
+    from napari_gpuscope.compute import esrrf
+
+    with pytest.raises(InvalidInputError, match="has 3 frames; the sweep needs at least 4"):
+        esrrf.parameter_sweep(_stack()[:3], device="cpu")
+    assert np.isnan(esrrf.frc_resolution(np.ones((64, 64)), np.ones((64, 64))))
+    flat = np.full((12, 32, 32), 500, np.float32)
+    result = esrrf.parameter_sweep(
+        flat, (1.0,), (1.0,), params=esrrf.EsrrfParams(magnification=2), device="cpu"
+    )
+    assert np.isnan(result.frc_resolution).all() and np.isnan(result.qnr).all()

@@ -24,6 +24,7 @@ __all__ = [
     "InvalidInputError",
     "check_finite",
     "download_into",
+    "refuse_masked",
     "to_device",
     "to_host",
     "validate_image",
@@ -208,6 +209,26 @@ def value_range(data: Any, *, name: str = "image") -> tuple[float, float]:
     return low, high
 
 
+def refuse_masked(data: Any, name: str = "image") -> None:
+    """Refuse a NumPy masked array with masked values: the methods read the values under the
+    mask, so the mask would be silently ignored (nothing masked: nothing to ignore).
+
+    Examples
+    --------
+    >>> refuse_masked(np.ma.masked_less(np.arange(4.0), 1), "stack")
+    Traceback (most recent call last):
+    ...
+    napari_gpuscope.compute.arrays.InvalidInputError: stack is a masked array (1 masked ...
+    """
+    masked = int(np.ma.count_masked(data)) if isinstance(data, np.ma.MaskedArray) else 0
+    if masked:
+        raise InvalidInputError(
+            f"{name} is a masked array ({masked} masked values); the methods would read the "
+            "values under the mask. Fill them first (e.g. data.filled(background)), or pass "
+            "data.data to use them as they are"
+        )
+
+
 def validate_image(
     data: Any,
     *,
@@ -235,6 +256,7 @@ def validate_image(
         For complex, boolean, non-numeric or empty input, a wrong number of dimensions, or
         non-finite values.
     """
+    refuse_masked(data, name)
     dtype = _dtype_of(data)
     if dtype == np.bool_:
         raise InvalidInputError(

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import gc
 import math
+import numbers
 import os
 import traceback
 from collections.abc import Callable
@@ -27,12 +28,14 @@ from dataclasses import dataclass
 import torch
 
 from .jobs import Job, Progress, scaled
+from .params import ParameterError
 
 __all__ = [
     "BUDGET_ENV",
     "DeviceMemoryError",
     "MemoryRetry",
     "available_bytes",
+    "check_budget",
     "format_bytes",
     "free_cached",
     "is_out_of_memory",
@@ -394,3 +397,26 @@ def run_in_chunks(
         chunks += 1
         start = stop
     return chunks
+
+
+def check_budget(memory_budget: object) -> int | None:
+    """A job's ``memory_budget`` argument as bytes, or a :class:`ParameterError` naming it.
+
+    Examples
+    --------
+    >>> check_budget(2**30), check_budget(None)
+    (1073741824, None)
+    >>> check_budget(float("nan"))
+    Traceback (most recent call last):
+    ...
+    napari_gpuscope.compute.params.ParameterError: memory_budget must be a positive whole ...
+    """
+    if memory_budget is None:
+        return None
+    integral = isinstance(memory_budget, numbers.Integral) and not isinstance(memory_budget, bool)
+    if not integral or memory_budget <= 0:  # type: ignore[operator]
+        raise ParameterError(
+            "memory_budget must be a positive whole number of bytes (or None: the free device "
+            f"memory), got {memory_budget!r}"
+        )
+    return int(memory_budget)  # type: ignore[call-overload]

@@ -11,7 +11,7 @@ import torch
 from ..arrays import download_into
 from ..devices import device_context
 from ..jobs import Job, Output, Progress, blocking, is_stop, scaled
-from ..memory import plan_chunk, run_in_chunks
+from ..memory import check_budget, plan_chunk, run_in_chunks
 from ..params import ParameterError, takes_params
 from ..results import Geometry, LayerDataTuple, image_layer
 from ._input import check_stack, time_points
@@ -269,7 +269,10 @@ def iter_esrrf(
         raise ParameterError(
             f"frames_per_chunk must be a positive integer, got {frames_per_chunk!r}"
         )
+    if not (hasattr(stack, "shape") and hasattr(stack, "dtype")):
+        stack = np.asarray(stack)  # a nested list: as NumPy reads it
     check_stack(stack, params, name=name)
+    memory_budget = check_budget(memory_budget)
     if device is None and isinstance(stack, torch.Tensor) and stack.is_cuda:
         device = stack.device
     return _run(stack, params, frames_per_chunk, memory_budget, name, device)

@@ -111,7 +111,8 @@ def frc_resolution(
     float
         ``pixel_size / f`` where ``f`` (cycles per pixel) is the first frequency at which the
         FRC falls below 1/7 (linearly interpolated between rings); NaN when it does not below
-        ``max_frequency`` (the images agree up to there, or are too small to tell).
+        ``max_frequency`` (the images agree up to there, or are too small to tell), and when
+        either image is constant (nothing to correlate).
 
     Examples
     --------
@@ -122,6 +123,10 @@ def frc_resolution(
     >>> 4 < frc_resolution(a, b) < 8
     True
     """
+    if np.ptp(np.asarray(image_a)) == 0 or np.ptp(np.asarray(image_b)) == 0:
+        # A featureless image correlates with nothing: its FRC is 0 at every ring, which read
+        # as a crossing at the first ring (a "resolution" of 32 px for two constant images).
+        return float("nan")
     frequencies, frc = frc_curve(image_a, image_b)
     below = np.flatnonzero((frc[1:] < FRC_THRESHOLD) & (frequencies[1:] <= max_frequency)) + 1
     if below.size == 0:

@@ -228,6 +228,11 @@ def iter_parameter_sweep(
     base = base.replace(frames_per_timepoint=0, frame_gap=0)
     n_frames, _, _ = check_stack(stack, base)
     frames = n_frames if frames is None else int(frames)
+    if n_frames < 4:
+        raise InvalidInputError(
+            f"the stack has {n_frames} frames; the sweep needs at least 4 (its even and odd "
+            "frames are reconstructed separately, at least 2 each)"
+        )
     if not 4 <= frames <= n_frames:
         raise InvalidInputError(
             f"the sweep needs 4 to {n_frames} frames (even and odd halves of at least 2), got "

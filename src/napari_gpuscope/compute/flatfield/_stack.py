@@ -13,7 +13,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..arrays import InvalidInputError, to_device
+from ..arrays import InvalidInputError, refuse_masked, to_device
 
 __all__ = ["StackLayout", "check_images", "frames", "resize_frames", "working_shape"]
 
@@ -45,6 +45,7 @@ class StackLayout:
 
 def check_images(images: Any, batch_axis: int | None, name: str = "images") -> StackLayout:
     """Check shape and dtype (values are checked while reading). Raise a clear error."""
+    refuse_masked(images, name)
     shape = getattr(images, "shape", None)
     dtype = getattr(images, "dtype", None)
     if shape is None or dtype is None:

@@ -12,6 +12,7 @@ import torch
 from ..arrays import InvalidInputError, download_into, to_device, validate_image
 from ..devices import device_context
 from ..jobs import Job, Output, Progress, blocking, mapped
+from ..memory import check_budget
 from ..params import ParameterError, takes_params
 from ..results import Geometry, LayerDataTuple, image_layer, vectors_layer
 from . import _ops
@@ -292,6 +293,7 @@ def iter_reconstruct(
     True
     """
     _check_stack(zyx, params)
+    memory_budget = check_budget(memory_budget)
     return _run(zyx, params, tilt_map, optics_cache, memory_budget, device)
 
 
@@ -404,6 +406,7 @@ def iter_estimate_tilt(
     3
     """
     _check_stack(zyx, params)
+    memory_budget = check_budget(memory_budget)
     return _estimate(zyx, params, tiles, init, memory_budget, device)
 
 

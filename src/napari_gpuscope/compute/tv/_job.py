@@ -15,7 +15,8 @@ from ..camera import CameraModel
 from ..chunking import AxisLayout, HaloChunker, Region
 from ..devices import device_context
 from ..jobs import Job, Progress, blocking
-from ..params import ParameterError, takes_params
+from ..memory import check_budget
+from ..params import takes_params
 from ..results import Geometry, LayerDataTuple, image_layer
 from . import _fgp
 from ._chambolle import solve_chambolle
@@ -265,25 +266,11 @@ def iter_denoise(
     >>> result.converged, bool(result.image.std() < noisy.std())
     (True, True)
     """
-    memory_budget = _check_budget(memory_budget)
+    memory_budget = check_budget(memory_budget)
     channel, spacing = check_input(image, params)
     if device is None and isinstance(image, torch.Tensor) and image.is_cuda:
         device = image.device  # a CUDA tensor is denoised where it lives
     return _run(image, params, channel, spacing, memory_budget, device)
-
-
-def _check_budget(memory_budget: Any) -> int | None:
-    if memory_budget is None:
-        return None
-    if isinstance(memory_budget, bool) or not isinstance(memory_budget, int | np.integer):
-        raise ParameterError(
-            f"memory_budget must be a positive number of bytes, got {memory_budget!r}"
-        )
-    if memory_budget <= 0:
-        raise ParameterError(
-            f"memory_budget must be a positive number of bytes, got {memory_budget!r}"
-        )
-    return int(memory_budget)
 
 
 denoise = blocking(iter_denoise, unwrap=lambda result: result.image)
