@@ -20,7 +20,6 @@ from napari_gpuscope.compute.results import image_layer
 from napari_gpuscope.methods import MethodSpec, SampleSpec
 
 
-@dataclass(frozen=True)
 class TinyParams(Params):
     """Scale an image by a factor."""
 

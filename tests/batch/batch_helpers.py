@@ -45,7 +45,6 @@ def direct(path: Path, params) -> np.ndarray:
 
 
 # -- a two-phase method for the MethodSpec.batch hook (registered by the tests that use it) ----
-@dataclass(frozen=True)
 class FlatParams(Params):
     """Divide each tile by the mean of the tiles (a toy BaSiC)."""
 

@@ -7,7 +7,7 @@ import importlib.util
 import inspect
 import json
 import math
-from dataclasses import FrozenInstanceError, dataclass
+from dataclasses import FrozenInstanceError
 
 import numpy as np
 import pytest
@@ -16,7 +16,6 @@ from napari_gpuscope.compute import tv
 from napari_gpuscope.compute.params import ParameterError, Params, param, takes_params
 
 
-@dataclass(frozen=True)
 class Demo(Params):
     sigma: float = param(
         1.0, minimum=0.0, exclusive_minimum=True, maximum=10.0, unit="px", help="Width"
@@ -151,3 +150,67 @@ def test_tv_accepts_a_params_object_or_keywords_alike():
     by_keywords = tv.denoise(image, 0.1, max_iterations=30, tolerance=0, device="cpu")
     np.testing.assert_array_equal(by_object, by_keyword)
     np.testing.assert_array_equal(by_object, by_keywords)
+
+
+# --- the pydantic model ----------------------------------------------------------------------
+
+
+def test_the_metadata_is_in_the_pydantic_fields_and_the_json_schema():
+    schema = Demo.model_json_schema()
+    assert schema["additionalProperties"] is False
+    sigma = schema["properties"]["sigma"]
+    assert (sigma["exclusiveMinimum"], sigma["maximum"], sigma["unit"]) == (0.0, 10.0, "px")
+    assert (sigma["title"], sigma["description"], sigma["advanced"]) == ("Sigma", "Width", False)
+    assert schema["properties"]["mode"]["enum"] == ["a", "b"]
+    assert schema["properties"]["mode"]["choice_labels"] == {"a": "Mode A", "b": "Mode B"}
+    weights = schema["properties"]["weights"]["anyOf"][0]
+    assert weights["type"] == "array" and weights["items"]["minimum"] == 0.0
+    assert Demo.model_config["strict"] and Demo.model_config["frozen"]
+
+
+def test_pydantic_entry_points_give_parameter_errors_and_the_same_values():
+    assert Demo.model_validate({"count": np.int64(2)}) == Demo(count=2)
+    assert Demo.model_validate_json('{"weights": [1, 2]}').weights == (1.0, 2.0)
+    with pytest.raises(ValueError, match=r"Demo.sigma must be a finite number > 0"):
+        Demo.model_validate({"sigma": 0})
+    with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):
+        Demo(colour="red")
+    with pytest.raises(ParameterError, match=r"Demo.count must be an integer >= 1, got -1"):
+        Demo().info("count").check(-1, "Demo")
+    assert Demo.info("weights").check(np.array([1, 2]), "Demo") == (1.0, 2.0)
+
+
+def test_rules_between_fields_raise_the_parameter_error_itself():
+    with pytest.raises(ParameterError) as error:
+        tv.TVParams(offset=100.0)
+    assert type(error.value) is ParameterError
+    assert str(error.value).startswith("TVParams.gain is None")
+
+
+def test_old_dataclass_idioms_still_work():
+    """Transitional: models were frozen dataclasses; code written for that keeps working."""
+    import dataclasses
+
+    assert tv.TVParams.strength == 1.0  # the class attribute is the default
+    p = dataclasses.replace(tv.TVParams(), strength=np.float32(2))
+    assert p == tv.TVParams(strength=2.0) and type(p.strength) is float
+    with pytest.raises(ParameterError):
+        dataclasses.replace(p, tolerance=-1)
+
+    @dataclasses.dataclass(frozen=True)
+    class Legacy(Params):
+        factor: float = param(2.0, minimum=0.0, help="Multiply by this")
+
+    assert Legacy(factor=3).factor == 3.0 and Legacy() == Legacy(factor=2)
+    assert Legacy.from_dict({"factor": 1}).to_dict() == {"factor": 1.0}
+    with pytest.raises(ParameterError, match=r"Legacy\.factor"):
+        Legacy(factor=-1)
+    with pytest.raises(FrozenInstanceError):
+        Legacy().factor = 1.0  # type: ignore[misc]
+
+
+def test_a_field_without_param_is_refused():
+    with pytest.raises(TypeError, match=r"Bad.x must be declared with param\(\)"):
+
+        class Bad(Params):
+            x: float = 1.0

@@ -1,20 +1,24 @@
-"""One parameter model per method: frozen, validated, self-describing, JSON/YAML round trip.
+"""One parameter model per method: frozen, strict pydantic models that describe themselves.
 
-A method's parameters are a frozen dataclass deriving from :class:`Params`, each field declared
-with :func:`param` (default, bounds, unit, one-line help, choices). The model is the single
-source of truth: the compute function validates through it, the dock builds and labels its
-controls from :meth:`Params.param_info`, provenance records :meth:`Params.to_dict`, saved
-settings and recipes are :meth:`Params.to_json` / :meth:`Params.to_yaml`.
+A method's parameters are a class deriving from :class:`Params` (a pydantic ``BaseModel``:
+frozen, strict, unknown keys forbidden), each field declared with :func:`param` (default,
+bounds, unit, label, one-line help, choices, "advanced"). That metadata lives in the pydantic
+field (bounds as ``ge``/``gt``/``le``, choices as a ``Literal``, the rest in ``title``,
+``description`` and ``json_schema_extra``), so the model is the single source of truth: the
+compute function validates through it, the dock builds and labels its controls from
+:meth:`Params.param_info`, provenance records :meth:`Params.to_dict`, saved settings and
+recipes hold that dict, and the recipe's JSON Schema is pydantic's schema of the model.
 
 Supported field types: ``float``, ``int``, ``bool``, ``str`` (with ``choices``),
 ``tuple[float, ...]``, each optionally ``| None``. Values are checked strictly: a string is never
-a number, ``"no"`` is not a boolean, a dict is not a sequence.
+a number, ``"no"`` is not a boolean, a boolean is not a number, NaN and infinities are refused.
+NumPy scalars and arrays are read as the Python values they hold. Invalid values raise
+:class:`ParameterError` (a ``ValueError``) naming ``Class.field``, the value and what is valid;
+pydantic's ``ValidationError`` never leaves this module's constructors.
 
 Examples
 --------
->>> from dataclasses import dataclass
->>> @dataclass(frozen=True)
-... class BlurParams(Params):
+>>> class BlurParams(Params):
 ...     sigma: float = param(1.0, minimum=0.0, unit="px", help="Gaussian sigma")
 ...     mode: str = param("reflect", choices={"reflect": "Reflect", "wrap": "Wrap"},
 ...                       help="Boundary handling")
@@ -25,6 +29,8 @@ Examples
 Traceback (most recent call last):
 ...
 napari_gpuscope.compute.params.ParameterError: BlurParams.sigma must be a finite number >= 0, got -1
+>>> BlurParams.model_json_schema()["properties"]["sigma"]["minimum"]
+0.0
 """
 
 from __future__ import annotations
@@ -33,16 +39,17 @@ import dataclasses
 import functools
 import inspect
 import json
-import math
 import numbers
+import sys
 import textwrap
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Self
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 import numpy as np
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 __all__ = [
     "ParamInfo",
@@ -54,12 +61,14 @@ __all__ = [
     "takes_params",
 ]
 
-_META_KEY = "napari_gpuscope.param"
-
 
 class ParameterError(ValueError):
     """A parameter value is invalid; the message names the parameter, the value and what is
     valid."""
+
+
+class _UnknownKeyword(ParameterError, TypeError):
+    """``Params(colour=...)``: a TypeError as for any function, and a ParameterError."""
 
 
 @dataclass(frozen=True)
@@ -128,66 +137,54 @@ class ParamInfo:
 
     def check(self, value: Any, owner: str) -> Any:
         """Validate and normalise ``value``; raise :class:`ParameterError` naming ``owner.name``."""
+        try:
+            return _adapter(self.field_type())(value)
+        except ValidationError as exc:
+            raise self.error(value, exc.errors()[0]["loc"], owner) from None
+
+    def field_type(self) -> Any:
+        """The pydantic type of the field: bounds, strictness and choices included."""
+        number = {
+            "float": Annotated[float, Field(strict=True, allow_inf_nan=False, **self._bounds())],
+            "int": Annotated[int, Field(strict=True, **self._bounds())],
+        }
+        if self.kind == "floats":
+            item = Annotated[number["float"], BeforeValidator(_plain)]
+            base: Any = Annotated[tuple[item, ...], BeforeValidator(_as_tuple)]
+        elif self.kind == "str":
+            choices = tuple(self.choices or ())
+            base = Literal[choices] if choices else Annotated[str, Field(strict=True)]
+        elif self.kind == "bool":
+            base = Annotated[bool, Field(strict=True), BeforeValidator(_plain)]
+        else:
+            base = Annotated[number[self.kind], BeforeValidator(_plain)]
+        return base | None if self.optional else base
+
+    def error(self, value: Any, loc: tuple[Any, ...], owner: str) -> ParameterError:
+        """The :class:`ParameterError` for an invalid ``value`` (``loc``: where in it)."""
         where = f"{owner}.{self.name}"
         if value is None:
-            if self.optional:
-                return None
-            raise ParameterError(f"{where} is required ({self._expected()}), got None")
+            return ParameterError(f"{where} is required ({self._expected()}), got None")
         if self.kind == "bool":
-            if isinstance(value, bool | np.bool_):
-                return bool(value)
-            raise ParameterError(f"{where} must be True or False, got {value!r}")
-        if self.kind == "str":
-            if isinstance(value, str) and (self.choices is None or value in self.choices):
-                return value
-            raise ParameterError(f"{where} must be {self._expected()}, got {value!r}")
+            return ParameterError(f"{where} must be True or False, got {value!r}")
         if self.kind == "floats":
-            if isinstance(value, str | bytes | Mapping | set | frozenset) or not isinstance(
-                value, Sequence | np.ndarray
-            ):
-                raise ParameterError(
-                    f"{where} must be a sequence of numbers{self._item_range()}, got {value!r}"
-                )
-            items = list(np.asarray(value).tolist()) if isinstance(value, np.ndarray) else value
-            checked = []
-            for index, item in enumerate(items):
-                if not self._is_number(item, integral=False):
-                    raise ParameterError(
-                        f"{where}[{index}] must be a number{self._item_range()}, got {item!r} "
-                        f"(in {value!r})"
-                    )
-                number = float(item)
-                if not self._in_range(number):
-                    raise ParameterError(
-                        f"{where}[{index}] must be a finite number{self._item_range()}, got "
-                        f"{item!r} (in {value!r})"
-                    )
-                checked.append(number)
-            return tuple(checked)
-        integral = self.kind == "int"
-        if not self._is_number(value, integral=integral):
-            raise ParameterError(f"{where} must be {self._expected()}, got {value!r}")
-        number = int(value) if integral else float(value)
-        if not self._in_range(number):
-            raise ParameterError(f"{where} must be {self._expected()}, got {value!r}")
-        return number
+            rng = f" {self.range_text()}" if self.range_text() else ""
+            if not loc or not isinstance(loc[0], int):
+                return ParameterError(f"{where} must be a sequence of numbers{rng}, got {value!r}")
+            item = _as_tuple(value)[loc[0]]
+            noun = "a finite number" if _is_number(item) else "a number"
+            return ParameterError(
+                f"{where}[{loc[0]}] must be {noun}{rng}, got {item!r} (in {value!r})"
+            )
+        return ParameterError(f"{where} must be {self._expected()}, got {value!r}")
 
-    # -- helpers ------------------------------------------------------------------------------
-    @staticmethod
-    def _is_number(value: Any, *, integral: bool) -> bool:
-        if isinstance(value, bool | np.bool_):
-            return False
-        return isinstance(value, numbers.Integral if integral else numbers.Real)
-
-    def _in_range(self, number: float) -> bool:
-        if not math.isfinite(number):
-            return False
-        below = self.minimum is not None and (
-            number < self.minimum or (self.exclusive_minimum and number == self.minimum)
-        )
-        if below:
-            return False
-        return self.maximum is None or number <= self.maximum
+    def _bounds(self) -> dict[str, float]:
+        bounds = {}
+        if self.minimum is not None:
+            bounds["gt" if self.exclusive_minimum else "ge"] = self.minimum
+        if self.maximum is not None:
+            bounds["le"] = self.maximum
+        return bounds
 
     def _expected(self) -> str:
         if self.kind == "bool":
@@ -195,13 +192,45 @@ class ParamInfo:
         if self.kind == "str":
             return self.range_text() or "a string"
         noun = {"int": "an integer", "float": "a finite number", "floats": "a sequence of numbers"}
-        text = noun[self.kind]
         rng = self.range_text()
-        return f"{text} {rng}" if rng else text
+        return f"{noun[self.kind]} {rng}" if rng else noun[self.kind]
 
-    def _item_range(self) -> str:
-        rng = self.range_text()
-        return f" {rng}" if rng else ""
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_)
+
+
+def _plain(value: Any) -> Any:
+    """A NumPy scalar (or another registered number type) as the Python value it holds."""
+    if isinstance(value, np.number | np.bool_):
+        return value.item()
+    if _is_number(value) and not isinstance(value, int | float):
+        return int(value) if isinstance(value, numbers.Integral) else float(value)
+    return value
+
+
+def _as_tuple(value: Any) -> Any:
+    """A list, array or other sequence of numbers as a tuple (a string or mapping stays)."""
+    if isinstance(value, np.ndarray):
+        return tuple(value.tolist())
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes | tuple):
+        return tuple(value)
+    return value
+
+
+@functools.cache
+def _adapter(field_type: Any) -> Callable[[Any], Any]:
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(field_type).validate_python
+
+
+@dataclass(frozen=True)
+class _Declared:
+    """What :func:`param` returns; :class:`Params` turns it into a pydantic field."""
+
+    default: Any
+    meta: dict[str, Any]
 
 
 def param(
@@ -217,22 +246,22 @@ def param(
     advanced: bool = False,
     step: float | None = None,
 ) -> Any:
-    """Declare a parameter field of a :class:`Params` dataclass.
+    """Declare a parameter field of a :class:`Params` model.
 
     Parameters
     ----------
     default : object
         Default value (immutable: tuples, not lists).
     help : str
-        One-line help text.
+        One-line help text (the field's ``description``).
     label : str, optional
-        Short form label (default: the field name in words).
+        Short form label (the field's ``title``; default: the field name in words).
     unit : str
         Unit of the value.
     minimum, maximum : float, optional
-        Inclusive bounds (for tuples: of every item).
+        Inclusive bounds (for tuples: of every item); pydantic's ``ge``/``gt`` and ``le``.
     exclusive_minimum : bool
-        Make ``minimum`` itself invalid.
+        Make ``minimum`` itself invalid (``gt`` instead of ``ge``).
     choices : mapping or sequence of str, optional
         Valid values of a string parameter (a mapping gives their display labels).
     advanced : bool
@@ -242,7 +271,8 @@ def param(
 
     Returns
     -------
-    dataclasses.Field
+    object
+        A declaration that :class:`Params` turns into a pydantic field of the annotated type.
     """
     if choices is not None and not isinstance(choices, Mapping):
         choices = {value: value for value in choices}
@@ -257,7 +287,7 @@ def param(
         "advanced": advanced,
         "step": step,
     }
-    return dataclasses.field(default=default, metadata={_META_KEY: meta})
+    return _Declared(default, meta)
 
 
 _KINDS: dict[Any, str] = {float: "float", int: "int", bool: "bool", str: "str"}
@@ -279,24 +309,88 @@ def _kind_of(annotation: Any) -> tuple[str, bool]:
     raise TypeError(f"unsupported parameter type {annotation!r}")
 
 
-class Params:
-    """Base class of the per-method parameter models (frozen dataclasses).
+def _pydantic_field(info: ParamInfo) -> Any:
+    """The pydantic field of a parameter: default, label, help and the rest of its metadata."""
+    extra: dict[str, Any] = {"advanced": info.advanced}
+    if info.unit:
+        extra["unit"] = info.unit
+    if info.step is not None:
+        extra["step"] = info.step
+    if info.choices is not None:
+        extra["choice_labels"] = dict(info.choices)
+    return Field(info.default, title=info.label, description=info.help, json_schema_extra=extra)
 
-    Subclasses are declared ``@dataclass(frozen=True)`` with :func:`param` fields and may
-    override :meth:`validate` for rules between fields. Instances are validated on creation, so
-    an instance is always valid.
+
+class Params(BaseModel):
+    """Base class of the per-method parameter models (frozen, strict pydantic models).
+
+    Subclasses declare :func:`param` fields and may override :meth:`validate` for rules between
+    fields. Instances are validated on creation, so an instance is always valid.
     """
 
+    model_config = ConfigDict(frozen=True, strict=True, extra="forbid", validate_default=True)
+
     method_id: ClassVar[str] = ""
-    """Id of the method these parameters belong to (e.g. ``"tv"``), written into JSON/YAML."""
+    """Id of the method these parameters belong to (e.g. ``"tv"``)."""
 
-    def __post_init__(self) -> None:
-        owner = type(self).__name__
-        for info in self.param_info():
-            object.__setattr__(self, info.name, info.check(getattr(self, info.name), owner))
+    __param_infos__: ClassVar[dict[str, ParamInfo]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Turn the :func:`param` declarations into typed pydantic fields (before pydantic
+        collects the fields)."""
+        super().__init_subclass__(**kwargs)
+        infos = dict(cls.__param_infos__)
+        annotations = cls.__dict__.get("__annotations__", {})  # noqa: RUF063 (edited in place)
+        module = vars(sys.modules[cls.__module__]) if cls.__module__ in sys.modules else {}
+        for name, annotation in list(annotations.items()):
+            if isinstance(annotation, str):
+                annotation = eval(annotation, {**vars(typing), **module})
+            if typing.get_origin(annotation) is ClassVar or annotation is ClassVar:
+                continue
+            declared = cls.__dict__.get(name)
+            if not isinstance(declared, _Declared):
+                raise TypeError(f"{cls.__name__}.{name} must be declared with param()")
+            kind, optional = _kind_of(annotation)
+            meta = declared.meta
+            label = meta["label"] or name.replace("_", " ").capitalize()
+            info = ParamInfo(name, kind, optional, declared.default, **{**meta, "label": label})
+            infos[name] = info
+            annotations[name] = info.field_type()
+            setattr(cls, name, _pydantic_field(info))
+        cls.__param_infos__ = infos
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        _dataclass_bridge(cls)
+
+    def __init__(self, /, **values: Any) -> None:
+        unknown = [name for name in values if name not in type(self).__param_infos__]
+        if unknown:
+            raise _UnknownKeyword(
+                f"{type(self).__name__}.__init__() got an unexpected keyword argument "
+                f"{unknown[0]!r}"
+            )
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise _parameter_error(type(self), values, exc) from None
+
+    @model_validator(mode="after")
+    def _rules_between_fields(self) -> Self:
         self.validate()
+        return self
 
-    def validate(self) -> None:
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __str__(self) -> str:
+        return repr(self)  # "TVParams(weight=None, ...)", not pydantic's bare "weight=None ..."
+
+    def validate(self) -> None:  # type: ignore[override]
         """Check rules that involve several fields (override; raise :class:`ParameterError`)."""
 
     def fail(self, name: str, message: str) -> typing.NoReturn:
@@ -304,49 +398,27 @@ class Params:
         raise ParameterError(f"{type(self).__name__}.{name} {message}")
 
     @classmethod
-    @functools.cache
     def param_info(cls) -> tuple[ParamInfo, ...]:
         """One :class:`ParamInfo` per field, in declaration order."""
-        hints = typing.get_type_hints(cls)
-        infos = []
-        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-            meta = f.metadata.get(_META_KEY)
-            if meta is None:
-                raise TypeError(f"{cls.__name__}.{f.name} must be declared with param()")
-            kind, optional = _kind_of(hints[f.name])
-            label = meta["label"] or f.name.replace("_", " ").capitalize()
-            infos.append(
-                ParamInfo(
-                    name=f.name,
-                    kind=kind,
-                    optional=optional,
-                    default=f.default,
-                    **{**meta, "label": label},
-                )
-            )
-        return tuple(infos)
+        return tuple(cls.__param_infos__.values())
 
     @classmethod
     def info(cls, name: str) -> ParamInfo:
         """The :class:`ParamInfo` of field ``name``."""
-        for item in cls.param_info():
-            if item.name == name:
-                return item
-        raise KeyError(f"{cls.__name__} has no parameter {name!r}")
+        try:
+            return cls.__param_infos__[name]
+        except KeyError:
+            raise KeyError(f"{cls.__name__} has no parameter {name!r}") from None
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
         """Field names in declaration order."""
-        return tuple(item.name for item in cls.param_info())
+        return tuple(cls.__param_infos__)
 
     # -- (de)serialisation ---------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able values (tuples become lists)."""
-        out: dict[str, Any] = {}
-        for name in self.names():
-            value = getattr(self, name)
-            out[name] = list(value) if isinstance(value, tuple) else value
-        return out
+        return self.model_dump(mode="json")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Self:
@@ -356,17 +428,12 @@ class Params:
                 f"{cls.__name__} expects a mapping of parameter names to values, got "
                 f"{type(data).__name__}"
             )
-        known = set(cls.names())
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ParameterError(
-                f"{cls.__name__} has no parameter(s) {unknown}; valid names: {sorted(known)}"
-            )
+        cls._check_names(data)
         return cls(**dict(data))
 
     def to_json(self, *, indent: int | None = 2) -> str:
         """JSON text (floats are written exactly, so the round trip is lossless)."""
-        return json.dumps(self.to_dict(), indent=indent)
+        return self.model_dump_json(indent=indent)
 
     @classmethod
     def from_json(cls, text: str) -> Self:
@@ -381,20 +448,57 @@ class Params:
 
     @classmethod
     def from_yaml(cls, text: str) -> Self:
-        """Inverse of :meth:`to_yaml`."""
+        """Inverse of :meth:`to_yaml` (PyYAML's safe loader)."""
         import yaml
 
         return cls.from_dict(yaml.safe_load(text) or {})
 
     def replace(self, **changes: Any) -> Self:
         """A validated copy with some fields changed."""
-        unknown = sorted(set(changes) - set(self.names()))
+        self._check_names(changes)
+        return type(self)(**{**{name: getattr(self, name) for name in self.names()}, **changes})
+
+    @classmethod
+    def _check_names(cls, data: Mapping[str, Any]) -> None:
+        unknown = sorted(set(data) - set(cls.names()))
         if unknown:
             raise ParameterError(
-                f"{type(self).__name__} has no parameter(s) {unknown}; valid names: "
-                f"{sorted(self.names())}"
+                f"{cls.__name__} has no parameter(s) {unknown}; valid names: {sorted(cls.names())}"
             )
-        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+
+
+def _parameter_error(
+    cls: type[Params], values: Mapping[str, Any], exc: ValidationError
+) -> ParameterError:
+    """pydantic's first error as the :class:`ParameterError` the field (or rule) gives."""
+    error = exc.errors()[0]
+    raised = error.get("ctx", {}).get("error")
+    if isinstance(raised, ParameterError):  # from validate()
+        return raised
+    name, *loc = error["loc"]
+    info = cls.info(str(name))
+    return info.error(values.get(info.name, info.default), tuple(loc), cls.__name__)
+
+
+def _dataclass_bridge(cls: type[Params]) -> None:
+    """Let ``dataclasses.replace(params, ...)``, ``Class.field`` (its default) and a leftover
+    ``@dataclass(frozen=True)`` on a subclass keep working (the models were frozen dataclasses).
+
+    Transitional: prefer :meth:`Params.replace`, and declare subclasses without the decorator.
+    The decorator keeps this class's ``__init__`` (it never replaces one the class defines) and
+    adds a frozen ``__setattr__``, ``__eq__`` and ``__hash__`` over the same fields.
+    """
+    cls.__init__ = Params.__init__  # type: ignore[method-assign]
+    for info in cls.param_info():  # a dataclass's class attribute holds the field's default
+        type.__setattr__(cls, info.name, info.default)
+    mirror = dataclasses.make_dataclass(
+        cls.__name__, [(name, Any, dataclasses.field()) for name in cls.names()], frozen=True
+    )
+    cls.__dataclass_fields__ = mirror.__dataclass_fields__  # type: ignore[attr-defined]
+    cls.__dataclass_params__ = mirror.__dataclass_params__  # type: ignore[attr-defined]
+
+
+_dataclass_bridge(Params)
 
 
 def merge_call(

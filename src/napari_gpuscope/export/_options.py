@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from napari_gpuscope.compute.params import Params, param
 
 __all__ = ["DEFAULT_DPI", "DPI_RANGE", "MAX_PIXELS", "MAX_ZOOM", "MM_PER_INCH", "FigureOptions"]
@@ -15,7 +13,6 @@ DPI_RANGE = (10.0, 10_000.0)
 MM_PER_INCH = 25.4
 
 
-@dataclass(frozen=True)
 class FigureOptions(Params):
     """How to draw the figure; checked on creation (:class:`~napari_gpuscope.compute.params.
     ParameterError`, a ``ValueError``, names the bad option and its valid range).

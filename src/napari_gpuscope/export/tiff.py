@@ -58,7 +58,6 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
 class TiffOptions(Params):
     """Sample type and uint16 scaling of a TIFF file (see the module docstring).
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from ..params import Params, param
@@ -13,7 +12,6 @@ TEMPORAL_MODES = ("AVG", "VAR", "TAC2")
 GEOMETRIES = ("nanopyx", "centred")
 
 
-@dataclass(frozen=True)
 class EsrrfParams(Params):
     """Parameters of enhanced super-resolution radial fluctuations (eSRRF).
 

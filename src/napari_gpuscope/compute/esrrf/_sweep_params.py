@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..params import param
 from ._params import EsrrfParams
 
 __all__ = ["SweepParams"]
 
 
-@dataclass(frozen=True)
 class SweepParams(EsrrfParams):
     """eSRRF's parameters plus the radius x sensitivity grid of a QnR sweep.
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from ..params import Params, param
@@ -23,7 +22,6 @@ DEFAULTS_NOTE = (
 )
 
 
-@dataclass(frozen=True)
 class BasicParams(Params):
     """Parameters of a BaSiC shading fit (Peng et al. 2017, BaSiCPy 2.0 approximate mode).
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
 from typing import ClassVar
 
 from ..params import Params, param
@@ -31,7 +30,6 @@ class PhaseWarning(UserWarning):
     """Parameters that are valid but probably not what the user meant."""
 
 
-@dataclass(frozen=True)
 class PhaseParams(Params):
     """Parameters of tilt-corrected 2D quantitative phase from a brightfield z-stack.
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from ..geometry import MAX_SPACING, MIN_SPACING
@@ -17,7 +16,6 @@ reach it) and the largest magnitude an input may hold."""
 NOISE_MODELS = ("gaussian", "poisson")
 
 
-@dataclass(frozen=True)
 class TVParams(Params):
     """Parameters of total-variation (ROF) denoising.
 
