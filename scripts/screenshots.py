@@ -66,15 +66,15 @@ def main() -> None:
     shot("3-loaded")
     if not dock.run():
         shot("4-refused")
-        print(f"screenshots: the run was refused: {dock.status_label.text()!r}")
+        print(f"screenshots: the run was refused: {dock.panel.status.text()!r}")
         return
     _pump(app, args.running_after)
     shot("4-running")
     end = time.monotonic() + args.timeout
-    while dock._job is not None and time.monotonic() < end:
+    while dock.is_running() and time.monotonic() < end:
         _pump(app, 0.2)
     shot("5-result")
-    print(f"screenshots: status {dock.status_label.text()!r}")
+    print(f"screenshots: status {dock.panel.status.text()!r}")
     viewer.close()
 
 

@@ -190,7 +190,7 @@ def fake_dock(viewer, qtbot):
         dock = cls(viewer)
         qtbot.addWidget(dock)
         if wait:
-            qtbot.waitUntil(lambda: not dock.runner.running, timeout=10_000)
+            qtbot.waitUntil(lambda: not dock.is_running(), timeout=10_000)
         return dock
 
     return make

@@ -35,7 +35,7 @@ def image(viewer):
 
 
 def _finish(dock, qtbot, timeout=10_000):
-    qtbot.waitUntil(lambda: not dock.runner.running, timeout=timeout)
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=timeout)
 
 
 def test_full_run_streams_then_stores_provenance(viewer, qtbot, image, fake_dock, cpu_device):
@@ -72,8 +72,8 @@ def test_full_run_streams_then_stores_provenance(viewer, qtbot, image, fake_dock
     assert record["device"].startswith("cpu")
     assert set(record["software"]) >= {"napari-gpuscope", "torch", "cupy", "numpy"}
     assert record["elapsed_seconds"] >= 0
-    assert "Fake done in 4 steps." in dock.status_label.text()
-    assert dock.progress_bar.value() == 1000
+    assert "Fake done in 4 steps." in dock.panel.status.text()
+    assert dock.panel.progress_bar.value() == 1000
     assert dock.last_result_layer.name == result.name
 
     # geometry is inherited
@@ -115,8 +115,8 @@ def test_cancel_mid_run_removes_the_layer_it_created(viewer, qtbot, image, fake_
     assert changes == []
     assert [ly.name for ly in viewer.layers] == ["cells"]
     np.testing.assert_array_equal(image.data, original)
-    assert "Cancelled" in dock.status_label.text()
-    assert not dock.cancel_button.isEnabled() and dock.run_button.isEnabled()
+    assert "Cancelled" in dock.panel.status.text()
+    assert not dock.panel.cancel_button.isEnabled() and dock.panel.run_button.isEnabled()
     assert len(dock.starts) == 1
 
 
@@ -141,7 +141,7 @@ def test_cancel_keeps_the_previous_result(viewer, qtbot, image, fake_dock, cpu_d
     assert result.data is previous_data
 
     # "replace last result": the run streams into the previous layer; cancel restores it
-    dock.replace_last.setChecked(True)
+    dock.panel.replace_last.setChecked(True)
     dock.gate = threading.Event()
     dock.run()
     qtbot.waitUntil(lambda: result.data is not previous_data)  # streaming replaced the data
@@ -156,20 +156,20 @@ def test_cancel_keeps_the_previous_result(viewer, qtbot, image, fake_dock, cpu_d
 
 def test_live_preview_runs_once_for_a_burst(viewer, qtbot, image, fake_dock, cpu_device):
     dock = fake_dock()
-    dock.live_preview.setChecked(True)
+    dock.panel.live_preview.setChecked(True)
     qtbot.waitUntil(lambda: "cells [Fake preview]" in viewer.layers)
     dock.starts.clear()
     for value in (3.0, 3.5, 4.0, 4.5, 5.0):
         dock.factor.value = value
         qtbot.wait(20)  # well inside the debounce interval
-    qtbot.waitUntil(lambda: bool(dock.starts) and not dock.runner.running, timeout=5000)
+    qtbot.waitUntil(lambda: bool(dock.starts) and not dock.is_running(), timeout=5000)
     qtbot.wait(400)  # no further (late) start
     assert [s["factor"] for s in dock.starts] == [5.0]
     assert all(s["preview"] for s in dock.starts)
     preview = viewer.layers["cells [Fake preview]"]
     np.testing.assert_allclose(preview.data, image.data * 5.0)
     # switching live preview off removes the preview layer
-    dock.live_preview.setChecked(False)
+    dock.panel.live_preview.setChecked(False)
     assert "cells [Fake preview]" not in viewer.layers
 
 
@@ -178,7 +178,7 @@ def test_new_preview_supersedes_a_running_one(viewer, qtbot, image, fake_dock, c
     # one starts planning; it stops at its next yield.
     dock = fake_dock()
     dock.gate = threading.Event()
-    dock.live_preview.setChecked(True)
+    dock.panel.live_preview.setChecked(True)
     qtbot.waitUntil(lambda: "cells [Fake preview]" in viewer.layers)
     first_closed = dock.closed
     dock.closed = threading.Event()
@@ -195,7 +195,7 @@ def test_new_preview_supersedes_a_running_one(viewer, qtbot, image, fake_dock, c
     dock.gate.set()  # the old job reaches its next yield, stops and closes
     qtbot.waitUntil(lambda: len(dock.starts) == 2, timeout=5000)
     order.append("second started")
-    qtbot.waitUntil(lambda: not dock.runner.running, timeout=5000)
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=5000)
     assert order == ["first closed", "second started"]
     qtbot.wait(100)
     np.testing.assert_allclose(viewer.layers["cells [Fake preview]"].data, image.data * 7.0)
@@ -209,7 +209,7 @@ def test_errors_become_notifications(viewer, qtbot, image, fake_dock, cpu_device
     _finish(dock, qtbot)
     assert len(errors) == 1
     assert "Fake failed on 'cells'" in errors[0] and "diverged" in errors[0]
-    assert "diverged" in dock.status_label.text()
+    assert "diverged" in dock.panel.status.text()
     assert "cells [Fake x2]" not in viewer.layers  # the partial result was rolled back
 
     errors.clear()
@@ -227,12 +227,12 @@ def test_errors_become_notifications(viewer, qtbot, image, fake_dock, cpu_device
 def test_preview_errors_are_not_repeated(viewer, qtbot, image, fake_dock, cpu_device, errors):
     dock = fake_dock()
     dock.factor.value = 0.0
-    dock.live_preview.setChecked(True)
-    qtbot.waitUntil(lambda: "FakeParams.factor" in dock.status_label.text(), timeout=5000)
+    dock.panel.live_preview.setChecked(True)
+    qtbot.waitUntil(lambda: "FakeParams.factor" in dock.panel.status.text(), timeout=5000)
     assert len(errors) == 1
-    dock.status_label.setText("")
+    dock.panel.status.setText("")
     dock.request_preview()  # the same problem again
-    qtbot.waitUntil(lambda: "FakeParams.factor" in dock.status_label.text(), timeout=5000)
+    qtbot.waitUntil(lambda: "FakeParams.factor" in dock.panel.status.text(), timeout=5000)
     assert len(errors) == 1 and "FakeParams.factor" in errors[0]  # said, but notified once
 
 
@@ -264,13 +264,13 @@ def test_changing_the_plane_re_runs_the_preview(viewer, qtbot, fake_dock, cpu_de
     volume = np.arange(5 * 6 * 8, dtype=np.float32).reshape(5, 6, 8)  # every plane differs
     viewer.add_image(volume, name="vol", scale=(2.0, 1.0, 0.5), translate=(-1.0, 0.0, 3.0))
     dock = fake_dock()
-    dock.live_preview.setChecked(True)
-    qtbot.waitUntil(lambda: len(dock.starts) == 1 and not dock.runner.running, timeout=5000)
+    dock.panel.live_preview.setChecked(True)
+    qtbot.waitUntil(lambda: len(dock.starts) == 1 and not dock.is_running(), timeout=5000)
     preview = viewer.layers["vol [Fake preview]"]
     np.testing.assert_allclose(preview.data, volume[2:3] * 2.0)  # napari starts mid-stack
     assert tuple(preview.translate) == (-1.0 + 2 * 2.0, 0.0, 3.0)
     viewer.dims.set_current_step(0, 3)
-    qtbot.waitUntil(lambda: len(dock.starts) == 2 and not dock.runner.running, timeout=5000)
+    qtbot.waitUntil(lambda: len(dock.starts) == 2 and not dock.is_running(), timeout=5000)
     assert all(s["preview"] for s in dock.starts)
     assert viewer.layers["vol [Fake preview]"] == preview  # the same layer, moved
     np.testing.assert_allclose(preview.data, volume[3:4] * 2.0)
@@ -291,8 +291,8 @@ def test_export_buttons_call_the_export_commands(
     dock = fake_dock()
     dock.run()
     _finish(dock, qtbot)
-    dock.export_figure_button.click()
-    dock.save_tiff_button.click()
+    dock.panel.figure_button.click()
+    dock.panel.save_tiff_button.click()
     assert calls == ["figure", ("tiff", "cells [Fake x2]")]  # the latest result
 
 
@@ -313,7 +313,7 @@ def test_removing_the_dock_from_napari_releases_it(
     viewer.add_image(np.arange(5 * 6 * 8, dtype=np.float32).reshape(5, 6, 8), name="vol")
     dock = fake_dock_class(viewer)
     viewer.window.add_dock_widget(dock, name="Fake")
-    qtbot.waitUntil(lambda: not dock.runner.running, timeout=10_000)
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=10_000)
     assert _connected(viewer.dims.events.current_step, dock)
     dock.factor.value = 3.0
     dock.gate = threading.Event()
@@ -321,14 +321,14 @@ def test_removing_the_dock_from_napari_releases_it(
     qtbot.waitUntil(lambda: len(viewer.layers) == 2)  # the run streams into a new layer
 
     viewer.window.remove_dock_widget(dock)
-    assert not dock.runner.running  # cancelled...
+    assert not dock.is_running()  # cancelled...
     assert [layer.name for layer in viewer.layers] == ["vol"]  # ...and rolled back
     dock.gate.set()
     qtbot.waitUntil(dock.closed.is_set)  # the job itself was closed
     assert not _connected(viewer.dims.events.current_step, dock)
     viewer.add_image(np.ones((6, 8), np.float32), name="later")
-    assert dock.input.layer.name == "vol"  # no longer follows the layer list
-    saved, _ = dock.settings.load(dock.params_class)
+    assert dock.input_layer.name == "vol"  # no longer follows the layer list
+    saved, _ = dock.jobs.settings.load(dock.params_class)
     assert saved.factor == 3.0  # saved when it changed; nothing was pending
 
 
@@ -339,9 +339,9 @@ def test_hiding_the_dock_pauses_its_live_preview(
     viewer.add_image(np.arange(5 * 6 * 8, dtype=np.float32).reshape(5, 6, 8), name="vol")
     dock = fake_dock_class(viewer)
     panel = viewer.window.add_dock_widget(dock, name="Fake")
-    qtbot.waitUntil(lambda: not dock.runner.running, timeout=10_000)
-    dock.live_preview.setChecked(True)
-    qtbot.waitUntil(lambda: len(dock.starts) == 1 and not dock.runner.running, timeout=5000)
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=10_000)
+    dock.panel.live_preview.setChecked(True)
+    qtbot.waitUntil(lambda: len(dock.starts) == 1 and not dock.is_running(), timeout=5000)
     assert [layer.name for layer in viewer.layers] == ["vol", "vol [Fake preview]"]
     dock.gate = threading.Event()
     dock.run()
@@ -352,7 +352,7 @@ def test_hiding_the_dock_pauses_its_live_preview(
     qtbot.wait(400)  # past the preview's quiet time
     assert [s["preview"] for s in dock.starts] == [True, False]  # no preview while hidden
     dock.gate.set()  # the full run goes on and delivers its result
-    qtbot.waitUntil(lambda: not dock.runner.running, timeout=5000)
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=5000)
     assert "vol [Fake x2]" in viewer.layers
 
     panel.show()  # shown again: the preview catches up with the displayed plane
@@ -370,7 +370,7 @@ def test_enter_during_a_run_does_not_restart_it(viewer, qtbot, image, fake_dock,
     streamed = viewer.layers[-1]
     qtbot.keyClick(dock.factor.native, Qt.Key.Key_Return)  # impatient
     assert dock.run() is False
-    assert "already running on 'cells'" in dock.status_label.text()
+    assert "already running on 'cells'" in dock.panel.status.text()
     assert dock.runner.tag == "run" and len(dock.starts) == 1
     dock.gate.set()
     _finish(dock, qtbot)
@@ -404,9 +404,9 @@ def test_an_output_that_cannot_be_shown_cancels_the_job_once(
     assert dock.run()
     qtbot.waitUntil(closed.is_set)
     qtbot.wait(100)
-    assert not dock.runner.running
+    assert not dock.is_running()
     assert len(errors) == 1 and "could not be shown" in errors[0] and "'result'" in errors[0]
-    assert "could not be shown" in dock.status_label.text()
+    assert "could not be shown" in dock.panel.status.text()
     assert [layer.name for layer in viewer.layers] == ["cells"]
 
 
@@ -415,10 +415,10 @@ def test_a_new_input_cancels_the_preview_of_the_old_one(
 ):
     dock = fake_dock()
     dock.gate = threading.Event()
-    dock.live_preview.setChecked(True)
+    dock.panel.live_preview.setChecked(True)
     qtbot.waitUntil(lambda: "cells [Fake preview]" in viewer.layers)  # streaming, held
     viewer.add_image(np.full((6, 8), 10.0, np.float32), name="other")  # the new input
-    assert dock.input.layer.name == "other"
+    assert dock.input_layer.name == "other"
     assert "cells [Fake preview]" not in viewer.layers  # rolled back at once
     dock.gate.set()
     qtbot.waitUntil(lambda: "other [Fake preview]" in viewer.layers, timeout=5000)

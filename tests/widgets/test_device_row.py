@@ -78,13 +78,13 @@ def test_cpu_entry_is_gone_after_the_fixture(qtbot, no_gpus):
 def test_tv_dock_without_gpu_disables_run_and_preview(viewer, qtbot, no_gpus, errors):
     dock = TVDenoiseDock(viewer)
     qtbot.addWidget(dock)
-    assert not dock.run_button.isEnabled()
-    assert not dock.live_preview.isEnabled()
+    assert not dock.panel.run_button.isEnabled()
+    assert not dock.panel.live_preview.isEnabled()
     assert _shown_text(dock.device_row.message) == _words(no_gpu_message())
     # the status line says why Run is disabled (not "Ready."), even with a valid input
     viewer.add_image(np.arange(16.0).reshape(4, 4), name="valid")
-    assert not dock.run_button.isEnabled()
-    assert dock.status_label.text().startswith("Run is disabled: no usable CUDA GPU")
+    assert not dock.panel.run_button.isEnabled()
+    assert dock.panel.status.text().startswith("Run is disabled: no usable CUDA GPU")
     # even if triggered programmatically, nothing runs and the user is told why
     assert dock.run() is False
     assert errors == [no_gpu_message()]
@@ -93,10 +93,10 @@ def test_tv_dock_without_gpu_disables_run_and_preview(viewer, qtbot, no_gpus, er
 def test_tv_dock_with_cpu_fixture_enables_run(viewer, qtbot, no_gpus, cpu_device):
     dock = TVDenoiseDock(viewer)
     qtbot.addWidget(dock)
-    assert not dock.run_button.isEnabled()  # no input yet
+    assert not dock.panel.run_button.isEnabled()  # no input yet
     viewer.add_image(np.arange(64.0).reshape(8, 8), name="img")
-    assert dock.run_button.isEnabled()
-    assert dock.live_preview.isEnabled()
+    assert dock.panel.run_button.isEnabled()
+    assert dock.panel.live_preview.isEnabled()
     assert dock.device == "cpu"
 
 

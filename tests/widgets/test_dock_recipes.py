@@ -39,7 +39,7 @@ def test_recipe_round_trip_dock_yaml_model_dock(viewer, qtbot, cpu_device, tmp_p
     viewer.add_image(data, **{k: v for k, v in kwargs.items() if k != "metadata"})
     dock = spec.dock_class()(viewer)
     qtbot.addWidget(dock)
-    qtbot.waitUntil(lambda: not dock.runner.running, timeout=10_000)
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=10_000)
     changes = _changed_fields(dock)
     assert changes, "no field could be changed"
     tuned = dock.params()
@@ -58,7 +58,7 @@ def test_recipe_round_trip_dock_yaml_model_dock(viewer, qtbot, cpu_device, tmp_p
     assert dock.params() != tuned
     assert dock.recipe_row.load(path) == recipe
     assert dock.params() == tuned
-    assert "loaded" in dock.status_label.text()
+    assert "loaded" in dock.panel.status.text()
 
 
 def test_dialogs_and_refusals(viewer, qtbot, cpu_device, tmp_path, monkeypatch):
@@ -79,5 +79,5 @@ def test_dialogs_and_refusals(viewer, qtbot, cpu_device, tmp_path, monkeypatch):
     bad.write_text(yaml.safe_dump({**other, "params": {"strength": "lots"}}))
     before = dock.params()
     assert dock.recipe_row.load(bad) is None
-    assert "params.strength" in dock.status_label.text()
+    assert "params.strength" in dock.panel.status.text()
     assert dock.params() == before

@@ -21,13 +21,13 @@ FIXTURES = np.load(Path(__file__).parents[1] / "fixtures" / "esrrf" / "nanopyx_e
 def dock(viewer, qtbot, cpu_device):
     widget = EsrrfDock(viewer)
     qtbot.addWidget(widget)
-    qtbot.waitUntil(lambda: not widget.runner.running, timeout=10_000)  # kernel warm-up
+    qtbot.waitUntil(lambda: not widget.is_running(), timeout=10_000)  # kernel warm-up
     return widget
 
 
 def _select(dock, layer_name):
     dock.reset_choices()
-    dock.input.layer = next(c for c in dock.input.combo.choices if c.name == layer_name)
+    dock.input_layer = next(c for c in dock.input.combo.choices if c.name == layer_name)
 
 
 @pytest.fixture
@@ -57,13 +57,13 @@ def test_run_streams_and_matches_nanopyx_with_aligned_geometry(viewer, qtbot, do
     _select(dock, "blink")
     settings = {"magnification": 2, "radius": 1.0, "sensitivity": 2.0, "temporal": "VAR"}
     for name, value in {**settings, "intensity_weighting": False}.items():
-        dock.form.widgets[name].value = value
+        dock.set_param(name, value)
     assert dock.radius_label.value.startswith("= 0.1 ")
     assert dock.pixel_label.value == "→ 48×48, 0.05 µm pixels"
     updates = []
     dock.runner.progressed.connect(lambda update: updates.append(update.message))
     assert dock.run()
-    qtbot.waitUntil(lambda: not dock.runner.running, timeout=60_000)
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=60_000)
 
     # one update per frame here (10 frames: chunks of 1); the image is copied to the screen at
     # most a few times a second, so a quick run shows fewer of them
@@ -86,7 +86,7 @@ def test_run_streams_and_matches_nanopyx_with_aligned_geometry(viewer, qtbot, do
     assert record["method"] == "esrrf" and record["input"] == "blink"
     assert record["parameters"]["magnification"] == 2
     np.testing.assert_array_equal(layer.data, stack)
-    assert "super-resolved" in dock.status_label.text()
+    assert "super-resolved" in dock.panel.status.text()
 
 
 def test_cancel_removes_the_streaming_layer(viewer, qtbot, dock, shown):
@@ -96,7 +96,7 @@ def test_cancel_removes_the_streaming_layer(viewer, qtbot, dock, shown):
     assert dock.run()
     qtbot.waitUntil(lambda: len(shown) >= 2, timeout=60_000)
     dock.cancel()
-    qtbot.waitUntil(lambda: not dock.runner.running, timeout=30_000)
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=30_000)
     qtbot.wait(200)
     assert [ly.name for ly in viewer.layers] == ["long"]
 
@@ -107,22 +107,22 @@ def test_stop_and_keep_returns_the_frames_so_far(viewer, qtbot, dock, shown):
     _select(dock, "long")
     assert dock.run()
     qtbot.waitUntil(lambda: len(shown) >= 2, timeout=60_000)
-    dock.stop_and_keep()
-    qtbot.waitUntil(lambda: not dock.runner.running, timeout=30_000)
+    dock.stop()
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=30_000)
     (result,) = [ly for ly in viewer.layers if "[eSRRF" in ly.name]
     summary = result.metadata[PROVENANCE_KEY]["result"]
     assert summary["stopped_early"] and summary["frames_analysed"] < 200
-    assert "stopped early" in dock.status_label.text().lower()
+    assert "stopped early" in dock.panel.status.text().lower()
 
 
 def test_live_preview_shows_the_visible_region_at_its_place(viewer, qtbot, dock):
     stack = FIXTURES["default/input"]
     viewer.add_image(stack.copy(), name="blink", scale=(1.0, 0.1, 0.1))
     _select(dock, "blink")
-    dock.form.widgets["magnification"].value = 2
-    dock.live_preview.setChecked(True)
+    dock.set_param("magnification", 2)
+    dock.panel.live_preview.setChecked(True)
     qtbot.waitUntil(lambda: "blink [eSRRF preview]" in viewer.layers, timeout=30_000)
-    qtbot.waitUntil(lambda: not dock.runner.running, timeout=30_000)
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=30_000)
     preview = viewer.layers["blink [eSRRF preview]"]
     assert preview.data.shape[0] == 1 and preview.data.shape[1:] == (48, 48)  # whole 24 x 24
     assert tuple(preview.scale) == pytest.approx((1.0, 0.05, 0.05))
@@ -156,19 +156,48 @@ def test_sweep_panel_streams_cells_and_a_click_applies_the_setting(viewer, qtbot
     stack, _ = blinking_filaments_stack(16, (32, 32), density=1.0, photons=60.0, background=60.0)
     viewer.add_image(stack, name="blink", scale=(1.0, 0.1, 0.1))
     _select(dock, "blink")
-    dock.form.widgets["magnification"].value = 2
+    dock.set_param("magnification", 2)
     panel = dock.sweep
     panel.radii_edit.setText("1, 2")
     panel.sensitivities_edit.setText("1, 3")
     cells = []
-    panel.runner.progressed.connect(lambda u: cells.append(np.isfinite(panel.grids["rsp"]).sum()))
+    dock.runner.progressed.connect(lambda u: cells.append(np.isfinite(panel.grids["rsp"]).sum()))
     assert panel.run()
     qtbot.waitUntil(lambda: panel.result is not None, timeout=60_000)
     assert 1 in cells and 4 in cells  # the cells streamed in one by one
     assert np.isfinite(panel.grids["rsp"]).all() and panel.result.best is not None
     panel.apply_cell(1, 0)  # what a click on (radius 1, sensitivity 3) does
-    assert dock.form.widgets["radius"].value == 1.0
-    assert dock.form.widgets["sensitivity"].value == 3.0
+    assert (dock.params().radius, dock.params().sensitivity) == (1.0, 3.0)
     assert "Using radius 1, sensitivity 3" in panel.status.text()
     panel.radii_edit.setText("one")
     assert panel.run() is False and "not a list of numbers" in panel.status.text()
+
+
+def test_the_sweep_runs_on_the_dock_runner_one_job_at_a_time(viewer, qtbot, dock):
+    from napari_gpuscope.sample_data.esrrf import blinking_filaments_stack
+
+    stack, _ = blinking_filaments_stack(16, (32, 32), density=1.0, photons=60.0, background=60.0)
+    viewer.add_image(stack, name="blink", scale=(1.0, 0.1, 0.1))
+    _select(dock, "blink")
+    panel = dock.sweep
+    panel.radii_edit.setText("1, 2")
+    panel.sensitivities_edit.setText("1, 3")
+    assert panel.run()
+    assert dock.runner.tag == "sweep" and dock.is_running()
+    assert not panel.run_button.isEnabled() and panel.stop_button.isEnabled()
+    # no run beside the sweep (nothing is processed until the event loop runs: no race)
+    assert dock.run() is False
+    assert dock.panel.status.text() == (
+        "The eSRRF sweep is running on 'blink'; start it when it has finished (Escape cancels it)."
+    )
+    assert panel.run() is False and "already running" in panel.status.text()
+    dock.cancel()  # the dock's Cancel (Escape) ends the sweep too
+    assert not dock.is_running() and panel.run_button.isEnabled()
+
+    assert dock.run()
+    assert panel.run() is False
+    assert "eSRRF is running on 'blink'; start the sweep when it has finished" in (
+        panel.status.text()
+    )
+    dock.cancel()
+    assert not dock.is_running()

@@ -15,13 +15,13 @@ from napari_gpuscope.widgets.flatfield_dock import FlatfieldDock
 def dock(viewer, qtbot, cpu_device):
     widget = FlatfieldDock(viewer)
     qtbot.addWidget(widget)
-    qtbot.waitUntil(lambda: not widget.runner.running, timeout=10_000)
+    qtbot.waitUntil(lambda: not widget.is_running(), timeout=10_000)
     return widget
 
 
 def _select(dock, name):
     dock.reset_choices()
-    dock.input.layer = next(c for c in dock.input.combo.choices if c.name == name)
+    dock.input_layer = next(c for c in dock.input.combo.choices if c.name == name)
 
 
 def test_fit_streams_flatfield_and_apply_corrects(viewer, dock, qtbot, tmp_path):
@@ -29,7 +29,7 @@ def test_fit_streams_flatfield_and_apply_corrects(viewer, dock, qtbot, tmp_path)
     viewer.add_image(truth.images, name="tiles")
     viewer.add_image(truth.darkfield, name="dark")
     _select(dock, "tiles")
-    dock.form.widgets["working_size"].value = 64
+    dock.set_param("working_size", 64)
     dock.reset_choices()
     dock.dark_frame.value = viewer.layers["dark"]
     seen = []
@@ -37,20 +37,20 @@ def test_fit_streams_flatfield_and_apply_corrects(viewer, dock, qtbot, tmp_path)
         lambda update: seen.append(update.step) if "flatfield" in update.outputs else None
     )
     assert dock.run()
-    qtbot.waitUntil(lambda: not dock.runner.running, timeout=60_000)
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=60_000)
     assert len(seen) >= 2  # the flatfield arrived after every reweighting pass
     flat_layer = next(layer for layer in viewer.layers if "[flatfield" in layer.name)
     expected = fit_basic(truth.images, dark_frame=truth.darkfield, working_size=64, device="cpu")
     np.testing.assert_allclose(flat_layer.data, expected.flatfield, atol=1e-5)
     record = flat_layer.metadata[PROVENANCE_KEY]
     assert record["method"] == "flatfield" and record["result"]["darkfield_source"] == "frame"
-    assert "Converged" in dock.status_label.text()
+    assert "Converged" in dock.panel.status.text()
     assert dock.profile is not None and dock.apply_panel.apply_button.isEnabled()
 
     panel = dock.apply_panel
     panel.target.layer = viewer.layers["tiles"]
     assert panel.apply()
-    qtbot.waitUntil(lambda: not panel.runner.running, timeout=60_000)
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=60_000)
     corrected = viewer.layers["tiles [flat-field corrected]"]
     np.testing.assert_allclose(
         corrected.data, correct(truth.images, expected, device="cpu"), rtol=1e-5, atol=1e-3
@@ -72,7 +72,7 @@ def test_timelapse_apply_and_bad_input(viewer, dock, qtbot):
     viewer.add_image(np.ones((1, 32, 32), np.float32), name="one")
     _select(dock, "one")
     assert not dock.run()
-    assert "at least 2" in dock.status_label.text() or "2" in dock.status_label.text()
+    assert "at least 2" in dock.panel.status.text() or "2" in dock.panel.status.text()
     truth = shaded_tiles(12, (32, 32), seed=2)
     movie = truth.images * np.linspace(1.0, 0.5, 12)[:, None, None]
     viewer.add_image(movie.astype(np.float32), name="movie")
@@ -80,7 +80,7 @@ def test_timelapse_apply_and_bad_input(viewer, dock, qtbot):
     dock.apply_panel.target.layer = viewer.layers["movie"]
     dock.apply_panel.timelapse.value = True
     assert dock.apply_panel.apply()
-    qtbot.waitUntil(lambda: not dock.apply_panel.runner.running, timeout=60_000)
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=60_000)
     out = viewer.layers["movie [flat-field corrected]"].data
     np.testing.assert_array_equal(viewer.layers["movie"].data, movie.astype(np.float32))
     profile = dock.apply_panel.profile
@@ -94,7 +94,7 @@ def test_autotune_button_sets_the_smoothness(viewer, dock, qtbot):
     viewer.add_image(truth.images, name="tiles")
     _select(dock, "tiles")
     assert dock.autotune()
-    qtbot.waitUntil(lambda: not dock.tune_runner.running, timeout=120_000)
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=120_000)
     chosen = dock.form.value("smoothness_flatfield")
     assert chosen is not None and chosen > 0, dock.autotune_status.text()
     assert "autotune chose" in dock.autotune_status.text().lower()
@@ -128,7 +128,7 @@ def test_apply_options_are_parameters_and_apply_gives_what_batch_gives(
         False,
     )
     assert panel.apply()
-    qtbot.waitUntil(lambda: not panel.runner.running, timeout=60_000)
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=60_000)
     corrected = viewer.layers["tiles [flat-field corrected]"]
     batch = run_job(batch_hooks.job(tiles, params, prepared=profile, device="cpu", cache_key=""))
     assert corrected.data.dtype == np.uint16 and (tiles < 250).any()
@@ -148,4 +148,28 @@ def test_apply_options_are_parameters_and_apply_gives_what_batch_gives(
     assert panel.dtype.value == "float32" and not panel.clip.value
     dock.recipe_row.load(path)
     assert panel.dtype.value == "uint16" and panel.clip.value
-    assert "Not set" not in dock.status_label.text()
+    assert "Not set" not in dock.panel.status.text()
+
+
+def test_fit_apply_and_autotune_share_the_dock_runner(viewer, dock, qtbot):
+    truth = shaded_tiles(24, (64, 64), seed=0)
+    viewer.add_image(truth.images, name="tiles")
+    _select(dock, "tiles")
+    dock.set_param("working_size", 64)
+    panel = dock.apply_panel
+    panel.set_profile(ShadingProfile.from_arrays(truth.flatfield), "given")
+    panel.target.layer = viewer.layers["tiles"]
+
+    assert dock.run()  # the fit holds the device: nothing starts beside it
+    assert panel.apply() is False
+    assert "Flat-field (BaSiC) is running on 'tiles'; start the apply" in panel.status.text()
+    assert dock.autotune() is False and "start the autotune" in dock.autotune_status.text()
+    dock.cancel()
+
+    assert panel.apply()  # and the other way round
+    assert not panel.apply_button.isEnabled() and panel.cancel_button.isEnabled()
+    assert dock.run() is False
+    assert dock.panel.status.text().startswith("The flat-field correction is running on 'tiles'")
+    assert dock.autotune() is False
+    panel.cancel_button.click()
+    assert not dock.is_running() and panel.apply_button.isEnabled()

@@ -30,7 +30,7 @@ def reference():
 def dock(viewer, qtbot, cpu_device):
     widget = PhaseDock(viewer)
     qtbot.addWidget(widget)
-    qtbot.waitUntil(lambda: not widget.runner.running, timeout=10_000)
+    qtbot.waitUntil(lambda: not widget.is_running(), timeout=10_000)
     return widget
 
 
@@ -45,7 +45,7 @@ def _add_stack(viewer, reference, key="stack_flat", name="bf"):
 
 def _select(dock, name):
     dock.reset_choices()
-    dock.input.layer = next(c for c in dock.input.combo.choices if c.name == name)
+    dock.input_layer = next(c for c in dock.input.combo.choices if c.name == name)
 
 
 def test_optics_from_the_layer_and_tilt_rows(viewer, dock, reference):
@@ -78,16 +78,16 @@ def test_optics_from_the_layer_and_tilt_rows(viewer, dock, reference):
 def test_run_without_tilt_equals_waveorder(viewer, qtbot, dock, reference):
     _add_stack(viewer, reference)
     _select(dock, "bf")
-    dock.form.widgets["tilt_mode"].value = "none"
+    dock.set_param("tilt_mode", "none")
     assert dock.run()
-    qtbot.waitUntil(lambda: not dock.runner.running, timeout=30_000)
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=30_000)
     phase_layer = viewer.layers["bf [phase reg=0.001]"]
     np.testing.assert_allclose(phase_layer.data, reference["flat_zero_tilt_phase"], atol=1e-5)
     assert phase_layer.scale == pytest.approx((0.325, 0.325))
     record = phase_layer.metadata[PROVENANCE_KEY]
     assert record["method"] == "phase"
     assert "bf [absorption reg=0.001]" in viewer.layers
-    assert "no tilt" in dock.status_label.text()
+    assert "no tilt" in dock.panel.status.text()
 
 
 def test_global_estimate_streams_loss_and_vectors(viewer, qtbot, dock, reference):
@@ -98,12 +98,12 @@ def test_global_estimate_streams_loss_and_vectors(viewer, qtbot, dock, reference
     widgets["optimizer"].value = "newton"
     widgets["iterations"].value = 8
     assert dock.run()
-    qtbot.waitUntil(lambda: not dock.runner.running, timeout=60_000)
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=60_000)
     vectors = viewer.layers["bf [tilt]"]
     assert vectors.data.shape == (1, 2, 2)
     zenith = np.hypot(*vectors.data[0, 1]) / (0.5 * 64 / 0.25)
     assert abs(zenith - 0.2) < 0.035  # the fixture's true tilt (noise biases it to 0.18)
-    assert len(dock.plot.values("tilt objective")) == 8  # the live loss plot
+    assert len(dock.panel.plot.values("tilt objective")) == 8  # the live loss plot
     result = dock.last_results[0].metadata[PROVENANCE_KEY]["result"]
     assert len(result["estimate"]["loss_history"]) == 8
     assert dock._known_tilt(dock.input_layer) is not None  # the preview uses it
@@ -112,15 +112,15 @@ def test_global_estimate_streams_loss_and_vectors(viewer, qtbot, dock, reference
 def test_live_regularization_reuses_the_normal_equations(viewer, qtbot, dock, reference):
     _add_stack(viewer, reference)
     _select(dock, "bf")
-    dock.form.widgets["tilt_mode"].value = "none"
-    dock.live_preview.setChecked(True)
+    dock.set_param("tilt_mode", "none")
+    dock.panel.live_preview.setChecked(True)
     qtbot.waitUntil(lambda: "bf [phase preview]" in viewer.layers, timeout=20_000)
-    qtbot.waitUntil(lambda: not dock.runner.running, timeout=20_000)
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=20_000)
     solver = dock._solvers._solver
-    dock.form.widgets["regularization"].value = 0.05
-    qtbot.waitUntil(lambda: not dock.runner.running, timeout=20_000)
+    dock.set_param("regularization", 0.05)
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=20_000)
     qtbot.wait(400)  # debounce, then the preview
-    qtbot.waitUntil(lambda: not dock.runner.running, timeout=20_000)
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=20_000)
     assert dock._solvers._solver is solver
     preview = viewer.layers["bf [phase preview]"].data[0]
     expected = phase.reconstruct(

@@ -16,7 +16,7 @@ from napari_gpuscope.widgets._runner import JobRunner
 
 
 def _finish(dock, qtbot, timeout=20_000):
-    qtbot.waitUntil(lambda: not dock.runner.running, timeout=timeout)
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=timeout)
 
 
 @pytest.fixture
@@ -107,27 +107,27 @@ def test_metrics_are_plotted_live_for_runs_not_previews(
     viewer, qtbot, image, fake_dock, cpu_device
 ):
     dock = fake_dock()
-    assert dock.plot.isHidden()  # nothing to show before a job reports metrics
+    assert dock.panel.plot.isHidden()  # nothing to show before a job reports metrics
     dock.run()
     _finish(dock, qtbot)
-    assert not dock.plot.isHidden()
-    assert dock.plot.values("loss") == pytest.approx([1, 1 / 2, 1 / 3, 1 / 4])
-    assert dock.plot.log_scale  # a loss spans decades
-    dock.live_preview.setChecked(True)
+    assert not dock.panel.plot.isHidden()
+    assert dock.panel.plot.values("loss") == pytest.approx([1, 1 / 2, 1 / 3, 1 / 4])
+    assert dock.panel.plot.log_scale  # a loss spans decades
+    dock.panel.live_preview.setChecked(True)
     qtbot.waitUntil(lambda: "cells [Fake preview]" in viewer.layers)
     _finish(dock, qtbot)
-    assert dock.plot.values("loss") == pytest.approx([1, 1 / 2, 1 / 3, 1 / 4])  # kept
+    assert dock.panel.plot.values("loss") == pytest.approx([1, 1 / 2, 1 / 3, 1 / 4])  # kept
 
 
 def test_stop_and_keep_returns_the_result_so_far(viewer, qtbot, image, fake_dock, cpu_device):
     dock = fake_dock()
-    assert dock.stop_button.isVisibleTo(dock) and not dock.stop_button.isEnabled()
+    assert dock.panel.stop_button.isVisibleTo(dock) and not dock.panel.stop_button.isEnabled()
     dock.gate = threading.Event()
     dock.run()
     qtbot.waitUntil(lambda: "cells [Fake, running]" in viewer.layers)
-    assert dock.stop_button.isEnabled()
-    dock.stop_button.click()
-    assert "result so far will be kept" in dock.status_label.text()
+    assert dock.panel.stop_button.isEnabled()
+    dock.panel.stop_button.click()
+    assert "result so far will be kept" in dock.panel.status.text()
     dock.gate.set()
     _finish(dock, qtbot)
     result = viewer.layers["cells [Fake x2]"]  # kept, not rolled back
@@ -135,13 +135,13 @@ def test_stop_and_keep_returns_the_result_so_far(viewer, qtbot, image, fake_dock
     assert result.metadata["napari_gpuscope"]["result"]["stopped_early"] is True
     assert steps < 4
     np.testing.assert_allclose(result.data, image.data * 2.0 * steps / 4)
-    assert "stopped early by request" in dock.status_label.text()
+    assert "stopped early by request" in dock.panel.status.text()
 
 
 def test_no_stop_button_for_methods_that_cannot_stop(viewer, qtbot, image, fake_dock, cpu_device):
     dock = fake_dock(supports_stop=False)
-    assert not dock.stop_button.isVisibleTo(dock)
-    assert dock.cancel_button.isVisibleTo(dock)
+    assert not dock.panel.stop_button.isVisibleTo(dock)
+    assert dock.panel.cancel_button.isVisibleTo(dock)
 
 
 def _fused_op(name):
@@ -173,10 +173,10 @@ def test_kernels_are_prepared_first_and_a_run_waits_for_them(
     dock = fake_dock(wait=False)
     qtbot.waitUntil(lambda: prepared == ["cpu"])
     assert dock.runner.tag == "warmup"
-    assert "Preparing GPU kernels on cpu" in dock.status_label.text()
-    qtbot.waitUntil(lambda: "preparing GPU kernel" in dock.progress_label.text())
+    assert "Preparing GPU kernels on cpu" in dock.panel.status.text()
+    qtbot.waitUntil(lambda: "preparing GPU kernel" in dock.panel.progress.text())
     assert dock.run() is True  # queued behind the warm-up
-    assert "Preparing GPU kernels first" in dock.status_label.text()
+    assert "Preparing GPU kernels first" in dock.panel.status.text()
     assert dock.starts == []
     gate.set()
     qtbot.waitUntil(lambda: "cells [Fake x2]" in viewer.layers)
@@ -235,7 +235,7 @@ def test_a_method_without_preview_shows_no_preview_toggle(
     dock = type("NoPreviewDock", (fake_dock_class,), hooks)(viewer)
     qtbot.addWidget(dock)
     assert not dock.supports_preview
-    assert not dock.live_preview.isVisibleTo(dock)
+    assert not dock.panel.live_preview.isVisibleTo(dock)
     assert dock.preview_now() is False
 
 

@@ -22,7 +22,7 @@ def test_the_registered_method_runs_from_its_dock(viewer, qtbot, cpu_device, tin
     layer = viewer.add_image(data, **kwargs)
     dock = tiny.dock_class()(viewer)
     qtbot.addWidget(dock)
-    qtbot.waitUntil(lambda: not dock.runner.running, timeout=10_000)
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=10_000)
     assert dock.title == SPEC.title
     assert dock.input_layer.name == layer.name == "ramp"
     assert dock.params() == TinyParams()  # the form comes from the params model

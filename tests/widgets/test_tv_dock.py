@@ -25,13 +25,13 @@ def _noisy(shape, sigma=0.1, seed=0):
 def dock(viewer, qtbot, cpu_device):
     widget = TVDenoiseDock(viewer)
     qtbot.addWidget(widget)
-    qtbot.waitUntil(lambda: not widget.runner.running, timeout=10_000)  # kernel warm-up
+    qtbot.waitUntil(lambda: not widget.is_running(), timeout=10_000)  # kernel warm-up
     return widget
 
 
 def _select(dock, layer_name):
     dock.reset_choices()
-    dock.input.layer = next(c for c in dock.input.combo.choices if c.name == layer_name)
+    dock.input_layer = next(c for c in dock.input.combo.choices if c.name == layer_name)
 
 
 def _field(dock, name):
@@ -105,9 +105,9 @@ def test_noise_level_comes_from_the_preview_job_never_the_gui(viewer, qtbot, doc
     _select(dock, "img")
     assert resolutions == []  # input and strength changes estimate nothing (preview is off)
 
-    dock.live_preview.setChecked(True)
+    dock.panel.live_preview.setChecked(True)
     qtbot.waitUntil(lambda: "img [TV preview]" in viewer.layers, timeout=10_000)
-    qtbot.waitUntil(lambda: not dock.runner.running, timeout=10_000)
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=10_000)
     assert resolutions and all(t != threading.get_ident() for t, _ in resolutions)
     record = viewer.layers["img [TV preview]"].metadata[PROVENANCE_KEY]["result"]
     sigma = record["noise_sigma"]  # of the whole image, as a run would use it
@@ -139,9 +139,9 @@ def test_an_array_edited_in_place_is_estimated_again(viewer, qtbot, dock, resolu
     data = _noisy((128, 128), sigma=0.05)
     layer = viewer.add_image(data, name="img")
     _select(dock, "img")
-    dock.live_preview.setChecked(True)
+    dock.panel.live_preview.setChecked(True)
     qtbot.waitUntil(lambda: "img [TV preview]" in viewer.layers, timeout=10_000)
-    qtbot.waitUntil(lambda: not dock.runner.running, timeout=10_000)
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=10_000)
     first = viewer.layers["img [TV preview]"].metadata[PROVENANCE_KEY]["result"]["noise_sigma"]
     assert first == pytest.approx(_true_sigma(data), rel=0.05)
 
@@ -172,9 +172,9 @@ def test_a_typed_gain_previews_without_estimating(viewer, qtbot, dock, resolutio
     _field(dock, "offset").value = 100.0
     messages = []
     dock.runner.progressed.connect(lambda update: messages.append(update.message))
-    dock.live_preview.setChecked(True)
+    dock.panel.live_preview.setChecked(True)
     qtbot.waitUntil(lambda: "img [TV preview]" in viewer.layers, timeout=10_000)
-    qtbot.waitUntil(lambda: not dock.runner.running, timeout=10_000)
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=10_000)
     assert not any("estimat" in message for message in messages)
     assert [kind for _, kind in resolutions] == ["poisson"]  # checked, nothing estimated
     camera = viewer.layers["img [TV preview]"].metadata[PROVENANCE_KEY]["result"]["camera"]
@@ -191,14 +191,14 @@ def test_preview_matches_the_run_within_its_tolerance(viewer, qtbot, dock):
     viewer.add_image(data, name="img")
     _select(dock, "img")
     _field(dock, "tolerance").value = 1e-4
-    dock.live_preview.setChecked(True)
+    dock.panel.live_preview.setChecked(True)
     qtbot.waitUntil(lambda: "img [TV preview]" in viewer.layers, timeout=10_000)
-    qtbot.waitUntil(lambda: not dock.runner.running, timeout=10_000)
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=10_000)
     preview = viewer.layers["img [TV preview]"]
     preview_record = preview.metadata[PROVENANCE_KEY]["result"]
     assert preview_record["converged"] and preview_record["iterations"] <= 50
     assert dock.run()
-    qtbot.waitUntil(lambda: not dock.runner.running, timeout=30_000)
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=30_000)
     run = viewer.layers["img [TV s=1]"]
     run_record = run.metadata[PROVENANCE_KEY]["result"]
     assert run_record["converged"]
@@ -225,7 +225,7 @@ def test_full_run_matches_scikit_image_and_has_provenance(viewer, qtbot, dock):
     _field(dock, "tolerance").value = 2e-4
     _field(dock, "max_iterations").value = 200  # scikit-image's default
     assert dock.run()
-    qtbot.waitUntil(lambda: not dock.runner.running, timeout=30_000)
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=30_000)
 
     result = viewer.layers["img [TV s=1]"]
     weight = result.metadata[PROVENANCE_KEY]["result"]["weight"]
@@ -237,7 +237,7 @@ def test_full_run_matches_scikit_image_and_has_provenance(viewer, qtbot, dock):
     assert record["method"] == "tv" and record["input"] == "img"
     assert record["result"]["iterations"] >= 1
     assert tuple(result.scale) == pytest.approx((0.2, 0.2))
-    status = dock.status_label.text()
+    status = dock.panel.status.text()
     assert "iterations" in status and "relative gap" in status
 
 
@@ -245,9 +245,9 @@ def test_live_preview_of_a_volume_shows_the_current_plane(viewer, qtbot, dock):
     viewer.add_image(_noisy((12, 32, 32)), name="vol")
     _select(dock, "vol")
     viewer.dims.set_current_step(0, 5)
-    dock.live_preview.setChecked(True)
+    dock.panel.live_preview.setChecked(True)
     qtbot.waitUntil(lambda: "vol [TV preview]" in viewer.layers, timeout=10_000)
-    qtbot.waitUntil(lambda: not dock.runner.running, timeout=10_000)
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=10_000)
     preview = viewer.layers["vol [TV preview]"]
     assert preview.data.shape == (1, 32, 32)  # one plane, placed at z = 5
     assert tuple(preview.translate) == (5.0, 0.0, 0.0)
@@ -302,9 +302,9 @@ def test_preview_of_a_time_lapse_volume_solves_one_frame(viewer, qtbot, dock, mo
         return real(image, *args, params=params, **kwargs)
 
     monkeypatch.setattr(tv, "iter_denoise", spy)
-    dock.live_preview.setChecked(True)
+    dock.panel.live_preview.setChecked(True)
     qtbot.waitUntil(lambda: "movie [TV preview]" in viewer.layers, timeout=10_000)
-    qtbot.waitUntil(lambda: not dock.runner.running, timeout=10_000)
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=10_000)
     # frame t=2 only (time is uncoupled), z slab clipped at the last plane: z 6..9
     assert solved == [((4, 16, 16), (1.0, 1.0, 1.0), 50)]
     preview = viewer.layers["movie [TV preview]"]
@@ -317,19 +317,19 @@ def test_cancelling_a_real_tv_run_keeps_the_previous_result(viewer, qtbot, dock)
     layer = viewer.add_image(data.copy(), name="img")
     _select(dock, "img")
     assert dock.run()
-    qtbot.waitUntil(lambda: not dock.runner.running, timeout=30_000)
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=30_000)
     result = viewer.layers["img [TV s=1]"]
     previous_data, previous_record = result.data, result.metadata[PROVENANCE_KEY]
 
     # A run that cannot converge on its own (tolerance ~0, huge budget) must be stopped by Cancel.
-    dock.replace_last.setChecked(True)  # it streams into the previous result
+    dock.panel.replace_last.setChecked(True)  # it streams into the previous result
     _field(dock, "tolerance").value = 1e-6
     _field(dock, "max_iterations").value = 100_000
     _field(dock, "strength").value = 3.0
     assert dock.run()
     qtbot.waitUntil(lambda: result.data is not previous_data, timeout=30_000)  # it streams
     dock.cancel()
-    qtbot.waitUntil(lambda: not dock.runner.running, timeout=30_000)
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=30_000)
     qtbot.wait(200)  # late updates of the cancelled job, if any, must be dropped
     assert result.data is previous_data
     assert result.metadata[PROVENANCE_KEY] == previous_record
@@ -390,17 +390,17 @@ def test_status_line_says_whether_the_run_converged(viewer, qtbot, dock):
     _select(dock, "img")
     _field(dock, "max_iterations").value = 3  # far too few for 1e-3 on any solver
     assert dock.run()
-    qtbot.waitUntil(lambda: not dock.runner.running, timeout=30_000)
-    status = dock.status_label.text()
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=30_000)
+    status = dock.panel.status.text()
     assert "Stopped at the iteration limit (3)" in status and "tolerance 1e-03" in status
     assert "Took" in status and status.rstrip().endswith("s.")
 
     _field(dock, "max_iterations").value = 5000
     _field(dock, "tolerance").value = 1e-2
     assert dock.run()
-    qtbot.waitUntil(lambda: not dock.runner.running, timeout=30_000)
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=30_000)
     record = dock.last_result_layer.metadata[PROVENANCE_KEY]["result"]
-    status = dock.status_label.text()
+    status = dock.panel.status.text()
     assert record["converged"] is True
     assert f"Converged in {record['iterations']} iterations" in status
 
@@ -425,9 +425,9 @@ def test_live_preview_follows_the_displayed_axes(viewer, qtbot, dock, monkeypatc
     monkeypatch.setattr(tv, "iter_denoise", spy)
     viewer.dims.order = (1, 0, 2)  # show z-x planes
     viewer.dims.set_current_step(1, 15)
-    dock.live_preview.setChecked(True)
+    dock.panel.live_preview.setChecked(True)
     qtbot.waitUntil(lambda: "vol [TV preview]" in viewer.layers, timeout=10_000)
-    qtbot.waitUntil(lambda: not dock.runner.running, timeout=10_000)
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=10_000)
     assert solved[-1] == ((10, 7, 16), (0.2, 1.0, 1.0))  # y 12..18 around y = 15
     preview = viewer.layers["vol [TV preview]"]
     assert preview.data.shape == (10, 1, 16)  # the z-x plane at y = 15
@@ -448,7 +448,7 @@ def test_estimated_camera_is_shown_and_can_be_kept(viewer, qtbot, dock):
     _field(dock, "noise_model").value = "poisson"
     assert dock.camera.row.isHidden()  # nothing estimated yet
     assert dock.run()
-    qtbot.waitUntil(lambda: not dock.runner.running, timeout=60_000)
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=60_000)
     camera = dock.last_result_layer.metadata[PROVENANCE_KEY]["result"]["camera"]
     shown = dock.camera.estimate.text()
     assert not dock.camera.row.isHidden()
@@ -471,9 +471,9 @@ def test_settings_persist_between_sessions_and_reset(viewer, qtbot, cpu_device):
     for name, value in changes.items():
         _field(first, name).value = value
     first.spacing_row.boxes[0].value = 0.9  # saved with the parameters, but it follows the layer
-    first.replace_last.setChecked(True)
+    first.panel.replace_last.setChecked(True)
     # written at once (nothing waits for a timer that a closing napari would never fire)
-    record = json.loads(first.settings.path.read_text())
+    record = json.loads(first.jobs.settings.path.read_text())
     assert TVParams.from_dict(record["params"]) == first.params()  # a TVParams recipe
     assert first.params().spacing == pytest.approx((0.9, 1.0, 1.0))
     assert record["options"]["replace_last"] is True
@@ -488,17 +488,17 @@ def test_settings_persist_between_sessions_and_reset(viewer, qtbot, cpu_device):
         1e-4,
     )
     assert params.spacing == pytest.approx((0.2, 1.0, 1.0))  # from the layer again
-    assert second.replace_last.isChecked()
+    assert second.panel.replace_last.isChecked()
     second.form.advanced.expand(animate=False)  # "Reset to defaults" is in Advanced
-    second.reset_button.click()
+    second.panel.reset_button.click()
     defaults = TVParams(spacing=params.spacing)
     assert second.params() == defaults
     qtbot.wait(600)  # longer than any quiet time a save could wait for
-    assert not second.settings.path.exists()
+    assert not second.jobs.settings.path.exists()
 
     record["params"]["tolerance"] = -1.0  # written by another version: not valid parameters
     record["options"]["replace_last"] = "yes"
-    second.settings.path.write_text(json.dumps(record))
+    second.jobs.settings.path.write_text(json.dumps(record))
     third = TVDenoiseDock(viewer)  # invalid saved values: defaults, no error
     qtbot.addWidget(third)
-    assert third.params() == defaults and not third.replace_last.isChecked()
+    assert third.params() == defaults and not third.panel.replace_last.isChecked()

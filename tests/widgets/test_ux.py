@@ -11,12 +11,13 @@ from qtpy.QtWidgets import QApplication
 
 from napari_gpuscope.methods import METHODS
 from napari_gpuscope.provenance import PROVENANCE_KEY
-from napari_gpuscope.widgets._dock_parts import focus_chain, progress_text
+from napari_gpuscope.widgets._dock_parts import focus_chain
+from napari_gpuscope.widgets._messages import progress_text
 from napari_gpuscope.widgets.tv_dock import TVDenoiseDock
 
 
 def _finish(dock, qtbot, timeout=20_000):
-    qtbot.waitUntil(lambda: not dock.runner.running, timeout=timeout)
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=timeout)
 
 
 @pytest.fixture
@@ -49,21 +50,21 @@ def test_dock_keeps_a_sensible_width_on_an_empty_viewer(make_napari_viewer, qtbo
     viewer.window._qt_window.resize(1200, 800)
     dock = TVDenoiseDock(viewer)
     viewer.window.add_dock_widget(dock, name="TV denoise")
-    qtbot.waitUntil(lambda: not dock.runner.running, timeout=10_000)
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=10_000)
     QApplication.processEvents()
     canvas = viewer.window._qt_viewer.canvas.native
-    problem = dock.status_label.text()
+    problem = dock.panel.status.text()
     assert problem.startswith("Run is disabled: no input image")
-    assert dock.status_label.wordWrap()
+    assert dock.panel.status.wordWrap()
     assert dock.width() <= 400 and canvas.width() >= 500
     # an input whose problem is long to explain, with a long name, must not widen the dock
     viewer.add_image(np.zeros((8, 8, 3), np.uint8), rgb=True, name="a" * 120)
     QApplication.processEvents()
-    assert "RGB" in dock.status_label.text()
+    assert "RGB" in dock.panel.status.text()
     assert dock.width() <= 400 and canvas.width() >= 500
     viewer.add_image(np.random.default_rng(0).random((64, 64)), name="cells")
     QApplication.processEvents()
-    assert dock.status_label.text().startswith("Ready")
+    assert dock.panel.status.text().startswith("Ready")
     assert dock.width() <= 400 and canvas.width() >= 500
 
 
@@ -78,17 +79,17 @@ def test_results_share_the_input_display_linked(viewer, qtbot, image, fake_dock,
     assert tuple(result.contrast_limits) == (10, 60)  # linked both ways
     result.colormap = "viridis"
     assert image.colormap.name == "viridis"
-    dock.link_display.setChecked(False)  # the way to unlink
+    dock.panel.link_display.setChecked(False)  # the way to unlink
     image.contrast_limits = (0, 100)
     assert tuple(result.contrast_limits) == (10, 60)
-    dock.link_display.setChecked(True)
+    dock.panel.link_display.setChecked(True)
     image.contrast_limits = (1, 2)
     assert tuple(result.contrast_limits) == (1, 2)
     # relinking finds the input itself, not a layer that now has its old name
     image.name = "cells (renamed)"
     viewer.add_image(np.zeros((6, 8), np.float32), name="cells", contrast_limits=(0, 1))
-    dock.link_display.setChecked(False)
-    dock.link_display.setChecked(True)
+    dock.panel.link_display.setChecked(False)
+    dock.panel.link_display.setChecked(True)
     image.contrast_limits = (3, 4)
     assert tuple(result.contrast_limits) == (3, 4)
     assert tuple(viewer.layers["cells"].contrast_limits) == (0, 1)
@@ -106,7 +107,7 @@ def test_each_run_makes_a_new_layer_unless_replace_is_ticked(
     assert [ly.name for ly in viewer.layers] == ["cells", "cells [Fake x2]", "cells [Fake x3]"]
     np.testing.assert_allclose(viewer.layers["cells [Fake x2]"].data, image.data * 2)
     np.testing.assert_allclose(viewer.layers["cells [Fake x3]"].data, image.data * 3)
-    dock.replace_last.setChecked(True)
+    dock.panel.replace_last.setChecked(True)
     dock.factor.value = 4.0
     dock.run()
     _finish(dock, qtbot)
@@ -121,7 +122,7 @@ def test_tv_result_layers_are_named_with_the_strength(viewer, qtbot, cpu_device)
     dock = TVDenoiseDock(viewer)
     qtbot.addWidget(dock)
     for strength in (1.0, 2.0):
-        dock.form.widgets["strength"].value = strength
+        dock.set_param("strength", strength)
         assert dock.run()
         _finish(dock, qtbot)
     assert [ly.name for ly in viewer.layers] == ["cells", "cells [TV s=1]", "cells [TV s=2]"]
@@ -131,7 +132,7 @@ def test_one_preview_layer_reused_and_removed(viewer, qtbot, image, fake_dock, c
     dock = fake_dock()
     added = []
     viewer.layers.events.inserted.connect(lambda e: added.append(e.value.name))
-    dock.live_preview.setChecked(True)
+    dock.panel.live_preview.setChecked(True)
     qtbot.waitUntil(lambda: "cells [Fake preview]" in viewer.layers)
     _finish(dock, qtbot)
     preview = viewer.layers["cells [Fake preview]"]
@@ -143,8 +144,8 @@ def test_one_preview_layer_reused_and_removed(viewer, qtbot, image, fake_dock, c
     assert viewer.layers["cells [Fake preview]"] == preview
     np.testing.assert_allclose(preview.data, image.data * 4.0)
     assert preview.colormap.name == "magma"  # shown like its input
-    assert dock.input.layer == image  # the new preview layer did not become the input
-    dock.live_preview.setChecked(False)
+    assert dock.input_layer == image  # the new preview layer did not become the input
+    dock.panel.live_preview.setChecked(False)
     assert "cells [Fake preview]" not in viewer.layers
 
 
@@ -153,7 +154,7 @@ def test_preview_layer_name_is_not_truncated(make_napari_viewer, qtbot, cpu_devi
     viewer.add_image(np.random.default_rng(0).random((32, 32)), name="nucleus 1 t0")
     dock = TVDenoiseDock(viewer)
     viewer.window.add_dock_widget(dock)
-    dock.live_preview.setChecked(True)
+    dock.panel.live_preview.setChecked(True)
     qtbot.waitUntil(lambda: "nucleus 1 t0 [TV preview]" in viewer.layers, timeout=20_000)
     _finish(dock, qtbot)
     layer_list = viewer.window._qt_viewer.layers
@@ -167,29 +168,29 @@ def test_input_follows_new_and_selected_layers_not_results(
     viewer, qtbot, image, fake_dock, cpu_device
 ):
     dock = fake_dock()
-    assert dock.input.layer == image
+    assert dock.input_layer == image
     other = viewer.add_image(np.ones((6, 8), np.float32), name="other")
-    assert dock.input.layer == other  # newly added
+    assert dock.input_layer == other  # newly added
     viewer.layers.selection.active = image
-    assert dock.input.layer == image  # selected
+    assert dock.input_layer == image  # selected
     dock.run()
     _finish(dock, qtbot)
     result = viewer.layers["cells [Fake x2]"]
     viewer.layers.selection.active = result  # looking at a result...
-    assert dock.input.layer == image  # ...does not make it the input
+    assert dock.input_layer == image  # ...does not make it the input
 
 
 def test_run_is_disabled_with_the_reason(viewer, qtbot, fake_dock, cpu_device, errors):
     dock = fake_dock()
-    assert not dock.run_button.isEnabled()
-    assert dock.status_label.text().startswith("Run is disabled: no input image")
-    assert "no input image" in dock.run_button.toolTip()
+    assert not dock.panel.run_button.isEnabled()
+    assert dock.panel.status.text().startswith("Run is disabled: no input image")
+    assert "no input image" in dock.panel.run_button.toolTip()
     viewer.add_image(np.zeros((8, 8, 3), np.uint8), rgb=True, name="photo")
-    assert not dock.run_button.isEnabled()
-    assert "RGB" in dock.status_label.text()
+    assert not dock.panel.run_button.isEnabled()
+    assert "RGB" in dock.panel.status.text()
     viewer.add_image(np.zeros((8, 8), np.float32), name="cells")
-    assert dock.run_button.isEnabled()
-    assert dock.status_label.text() == "Ready: Run processes 'cells'."
+    assert dock.panel.run_button.isEnabled()
+    assert dock.panel.status.text() == "Ready: Run processes 'cells'."
     assert errors == []
 
 
@@ -203,12 +204,12 @@ def test_enter_runs_escape_cancels_and_tab_reads_top_to_bottom(
     qtbot.waitUntil(lambda: "cells [Fake, running]" in viewer.layers)  # Enter ran it
     assert dock.runner.tag == "run"
     qtbot.keyClick(field, Qt.Key.Key_Escape)
-    assert not dock.runner.running and "Cancelled" in dock.status_label.text()
+    assert not dock.is_running() and "Cancelled" in dock.panel.status.text()
     dock.gate.set()
     qtbot.waitUntil(dock.closed.is_set)
     # with live preview on, Enter refreshes the preview instead of running
     dock.gate = None
-    dock.live_preview.setChecked(True)
+    dock.panel.live_preview.setChecked(True)
     qtbot.waitUntil(lambda: "cells [Fake preview]" in viewer.layers)
     _finish(dock, qtbot)
     dock.starts.clear()
@@ -216,10 +217,11 @@ def test_enter_runs_escape_cancels_and_tab_reads_top_to_bottom(
     qtbot.waitUntil(lambda: bool(dock.starts))
     assert [s["preview"] for s in dock.starts] == [True]
     chain = focus_chain(dock.content.layout())
-    order = [dock.input.combo.native, dock.live_preview, dock.run_button, dock.cancel_button]
+    panel = dock.panel
+    order = [dock.input.combo.native, panel.live_preview, panel.run_button, panel.cancel_button]
     positions = [next(i for i, w in enumerate(chain) if w is widget) for widget in order]
     assert positions == sorted(positions)
-    assert chain.index(dock.export_figure_button) == len(chain) - 2
+    assert chain.index(dock.panel.figure_button) == len(chain) - 2
 
 
 def test_progress_in_words_and_the_activity_title(viewer, qtbot, image, fake_dock, cpu_device):
@@ -230,13 +232,13 @@ def test_progress_in_words_and_the_activity_title(viewer, qtbot, image, fake_doc
     dock = fake_dock()
     dock.gate = threading.Event()
     dock.run()
-    qtbot.waitUntil(lambda: dock.progress_label.text().startswith("25 %"))
-    assert dock.progress_bar.maximum() > 0 and dock.progress_bar.value() == 250
+    qtbot.waitUntil(lambda: dock.panel.progress.text().startswith("25 %"))
+    assert dock.panel.progress_bar.maximum() > 0 and dock.panel.progress_bar.value() == 250
     qtbot.waitUntil(lambda: dock.runner._pbar is not None and "step 1" in dock.runner._pbar.desc)
     assert dock.runner._pbar.desc.startswith("Fake: cells")  # napari's entry keeps the title
     dock.gate.set()
     _finish(dock, qtbot)
-    assert dock.progress_label.isHidden()
+    assert dock.panel.progress.isHidden()
 
 
 def test_indeterminate_progress_is_shown_as_such(
@@ -258,9 +260,10 @@ def test_indeterminate_progress_is_shown_as_such(
 
     dock.make_job = unknown_length
     dock.run()
-    qtbot.waitUntil(lambda: "estimating the camera" in dock.progress_label.text())
-    assert "no estimate" in dock.progress_label.text()
-    assert (dock.progress_bar.minimum(), dock.progress_bar.maximum()) == (0, 0)  # busy bar
+    qtbot.waitUntil(lambda: "estimating the camera" in dock.panel.progress.text())
+    assert "no estimate" in dock.panel.progress.text()
+    bar = dock.panel.progress_bar
+    assert (bar.minimum(), bar.maximum()) == (0, 0)  # busy bar
     qtbot.waitUntil(lambda: dock.runner._pbar is not None and dock.runner._pbar.total == 0)
     gate.set()
     _finish(dock, qtbot)

@@ -1,5 +1,9 @@
 """The lower part of every dock: buttons, options, progress in words, status line, metrics
-plot and export buttons, plus the plain-words helpers the dock's messages use."""
+plot and export buttons.
+
+:class:`DockPanel` is a view: it knows nothing of the dock. The dock connects to its buttons'
+and boxes' Qt signals (``run_button.clicked``, ``live_preview.toggled``...) and tells it what to
+show (:meth:`DockPanel.update_buttons`, :meth:`DockPanel.show_progress`...)."""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ import itertools
 import time
 from typing import TYPE_CHECKING, Any
 
-from qtpy.QtCore import Qt, QTimer
+from qtpy.QtCore import QObject, Qt, QTimer
 from qtpy.QtWidgets import (
     QAbstractButton,
     QCheckBox,
@@ -22,56 +26,18 @@ from qtpy.QtWidgets import (
     QWidget,
 )
 
-from napari_gpuscope.compute.devices import NoGPUError
-from napari_gpuscope.compute.jobs import Progress
-from napari_gpuscope.compute.memory import DeviceMemoryError, is_out_of_memory
 from napari_gpuscope.widgets._controls import MetricsPlot
-from napari_gpuscope.widgets._recipes import RecipeRow
+from napari_gpuscope.widgets._messages import progress_text
 
 if TYPE_CHECKING:
     import napari.viewer
 
-    from napari_gpuscope.widgets._base import MethodDock
+    from napari_gpuscope.compute.jobs import Progress
     from napari_gpuscope.widgets._runner import JobRunner
 
-__all__ = ["DockPanel", "plain_error_message", "progress_text", "sentence"]
+__all__ = ["DockPanel", "focus_chain"]
 
 _STEPS = 1000
-
-
-def plain_error_message(exc: BaseException) -> str:
-    """Turn an exception from a job into a sentence a microscopist can act on."""
-    text = str(exc).strip() or type(exc).__name__
-    name = type(exc).__name__
-    if isinstance(exc, DeviceMemoryError | NoGPUError | ValueError):
-        return text  # these messages are written for users already
-    if is_out_of_memory(exc):
-        return (
-            "The GPU ran out of memory. Close other GPU programs, pick another GPU, "
-            f"or process a smaller region. (Details: {text})"
-        )
-    if isinstance(exc, MemoryError):
-        return "The computer ran out of memory (RAM). Process a smaller region."
-    return f"{text} ({name})"
-
-
-def progress_text(update: Progress) -> str:
-    """Progress in plain words: ``"42 % - iteration 420/1000, gap 3.1e-03"`` or
-    ``"working, no estimate of the time left - estimating the noise level"``."""
-    if update.fraction is None:
-        head = "working, no estimate of the time left"
-    else:
-        head = f"{update.fraction:.0%}".replace("%", " %")
-    return f"{head} - {update.message}" if update.message else head
-
-
-def sentence(text: str) -> str:
-    """``text`` with a capital first letter and a final full stop."""
-    text = text.strip()
-    if not text:
-        return text
-    text = text[0].upper() + text[1:]
-    return text if text.endswith((".", "!", "?")) else text + "."
 
 
 def _wrapping_label(text: str = "") -> QLabel:
@@ -85,35 +51,44 @@ def _wrapping_label(text: str = "") -> QLabel:
     return label
 
 
-def _button(text: str, tooltip: str, slot: Any) -> QPushButton:
+def _button(text: str, tooltip: str) -> QPushButton:
     button = QPushButton(text)
     button.setToolTip(tooltip)
-    button.clicked.connect(slot)
     return button
 
 
 class DockPanel:
-    """The widgets below a dock's parameters, wired to the dock's actions."""
+    """The widgets below a dock's parameters (and its "Reset to defaults" button).
 
-    def __init__(self, dock: MethodDock, *, supports_stop: bool) -> None:
-        title = dock.title
+    Parameters
+    ----------
+    title : str
+        The method's title (tooltips).
+    viewer : napari.viewer.Viewer
+        For the plot's theme colours.
+    supports_stop : bool
+        Whether the method's run can stop early and keep its result (shows Stop & keep).
+    parent : QObject
+        Owner of the elapsed-time clock.
+    """
+
+    def __init__(
+        self, title: str, viewer: napari.viewer.Viewer, *, supports_stop: bool, parent: QObject
+    ) -> None:
         self.live_preview = QCheckBox("Live preview")
         self.live_preview.setToolTip(
             "Re-run a quick preview of the displayed plane whenever a parameter or the plane "
             "changes (Enter refreshes it)"
         )
-        self.live_preview.toggled.connect(dock._on_live_preview_toggled)
-        self.run_button = _button("Run", f"Run {title} on the whole input layer (Enter)", dock.run)
+        self.run_button = _button("Run", f"Run {title} on the whole input layer (Enter)")
         self.stop_button = _button(
             "Stop && keep",
             "Finish the running job now and keep its result so far (marked as stopped early)",
-            dock.stop_and_keep,
         )
         self.stop_button.setVisible(supports_stop)
         self.cancel_button = _button(
             "Cancel",
             "Stop the running job and discard its partial result; earlier results are kept (Esc)",
-            dock.cancel,
         )
         self.replace_last = QCheckBox("Replace last result")
         self.replace_last.setToolTip(
@@ -126,7 +101,6 @@ class DockPanel:
             "Results and preview use the input's colormap and contrast limits, linked: changing "
             "one changes all, so comparisons are honest. Untick to adjust them separately."
         )
-        self.link_display.toggled.connect(dock._on_link_toggled)
         self.progress_bar = QProgressBar()
         self.progress_bar.setRange(0, _STEPS)
         self.progress_bar.setTextVisible(False)
@@ -138,34 +112,25 @@ class DockPanel:
         self.progress.setToolTip("How far the running job is, in words")
         self.progress.setVisible(False)
         self.status = _wrapping_label("Ready.")
-        self.plot = MetricsPlot(_theme_colors(dock.viewer))
+        self.plot = MetricsPlot(_theme_colors(viewer))
         self.plot.setToolTip("Convergence of the running (or last) job")
         self.plot.setVisible(False)
         self.figure_button = _button(
             "Export figure...",
             "Save the visible panels as a PNG figure at a whole zoom (chosen DPI or print width), "
             "with scale bar, colorbar and the processing parameters (provenance) alongside",
-            dock._export_figure,
         )
         self.save_tiff_button = _button(
             "Save TIFF...",
             "Save the latest result layer as a TIFF file (float32 or uint16), with its pixel "
             "size and processing parameters",
-            dock._save_tiff,
         )
-        dock.reset_button = _button(
+        self.reset_button = _button(
             "Reset to defaults",
             "Set every parameter to its default (the spacing comes from the layer again) and "
             "forget the saved settings",
-            dock.reset_to_defaults,
         )
-        dock.form.add_row("", dock.reset_button, after="advanced")
-        # Batch recipes: the parameters tuned here, applied to a whole experiment.
-        dock.recipe_row = RecipeRow(dock)
-        dock.form.add_row(
-            "Recipe", dock.recipe_row, "Parameters for 'napari-gpuscope run'", after=None
-        )
-        self._clock = QTimer(dock)
+        self._clock = QTimer(parent)
         self._clock.setInterval(200)
         self._clock.timeout.connect(self._tick)
         self._runner: JobRunner | None = None

@@ -19,7 +19,7 @@ from napari_gpuscope.batch.recipes import InputFacts, Recipe, load_recipe
 if TYPE_CHECKING:
     import napari.layers
 
-    from napari_gpuscope.widgets._base import MethodDock
+    from napari_gpuscope.widgets._context import DockContext
 
 __all__ = ["RecipeRow", "apply_recipe", "recipe_from_dock"]
 
@@ -40,7 +40,7 @@ def input_facts(layer: napari.layers.Image | None) -> InputFacts:
     )
 
 
-def recipe_from_dock(dock: MethodDock) -> Recipe:
+def recipe_from_dock(dock: DockContext) -> Recipe:
     """The recipe for the dock's current parameters and input layer (raises ValueError for
     invalid parameters)."""
     layer = dock.input_layer
@@ -51,7 +51,7 @@ def recipe_from_dock(dock: MethodDock) -> Recipe:
     return Recipe.from_params(dock.params(), input=input_facts(layer), source=source)
 
 
-def apply_recipe(dock: MethodDock, recipe: Recipe) -> list[str]:
+def apply_recipe(dock: DockContext, recipe: Recipe) -> list[str]:
     """Set the dock's controls from a recipe; returns the parameters it could not set.
 
     Raises
@@ -64,20 +64,19 @@ def apply_recipe(dock: MethodDock, recipe: Recipe) -> list[str]:
             f"this recipe is for {recipe.method!r}, not {dock.method_id!r}: load it in the "
             f"{recipe.method} dock"
         )
-    params = recipe.params_model()
-    dock.form.set_values({name: getattr(params, name) for name in dock.form.widgets})
-    for name, control in dock.form.custom.items():
-        set_value = getattr(control, "set_value", None)
-        if set_value is not None:
-            set_value(getattr(params, name))
+    dock.set_params(recipe.params_model())
     shown = dock.params().to_dict()
     return [name for name, value in recipe.params.items() if shown.get(name) != value]
 
 
 class RecipeRow(QWidget):
-    """The dock's "Recipe" row: "Save..." and "Load..." buttons (short: the dock stays narrow)."""
+    """The dock's "Recipe" row: "Save..." and "Load..." buttons (short: the dock stays narrow).
 
-    def __init__(self, dock: MethodDock) -> None:
+    It talks to its dock through :class:`~napari_gpuscope.widgets._context.DockContext` (the
+    parameters, the input layer, the status line).
+    """
+
+    def __init__(self, dock: DockContext) -> None:
         super().__init__()
         self.dock = dock
         self.save_button = QPushButton("Save...")
@@ -100,7 +99,7 @@ class RecipeRow(QWidget):
         try:
             recipe = recipe_from_dock(self.dock)
         except ValueError as exc:
-            self.dock._set_status(f"Recipe not saved: {exc}")
+            self.dock.set_status(f"Recipe not saved: {exc}")
             return None
         if path is None:
             layer = self.dock.input_layer
@@ -110,7 +109,7 @@ class RecipeRow(QWidget):
                 return None
             path = Path(name) if Path(name).suffix else Path(name).with_suffix(".yaml")
         written = recipe.save(path)
-        self.dock._set_status(f"Recipe saved to {written.name} (recipe {recipe.hash()[:12]}).")
+        self.dock.set_status(f"Recipe saved to {written.name} (recipe {recipe.hash()[:12]}).")
         return written
 
     def load(self, path: str | Path | None = None) -> Recipe | None:
@@ -125,7 +124,7 @@ class RecipeRow(QWidget):
             recipe = load_recipe(path)
             unset = apply_recipe(self.dock, recipe)
         except ValueError as exc:
-            self.dock._set_status(f"Recipe not loaded: {exc}")
+            self.dock.set_status(f"Recipe not loaded: {exc}")
             return None
         text = f"Recipe {Path(path).name} loaded."
         if unset:
@@ -133,5 +132,5 @@ class RecipeRow(QWidget):
                 f" Not set from it (this dock takes them from the layer or does not show "
                 f"them): {', '.join(unset)}."
             )
-        self.dock._set_status(text)
+        self.dock.set_status(text)
         return recipe

@@ -39,6 +39,7 @@ from napari_gpuscope.compute.preview import PlaneView, PreviewResult
 from napari_gpuscope.compute.results import Geometry
 from napari_gpuscope.widgets._base import MethodDock
 from napari_gpuscope.widgets._controls import FieldStyle
+from napari_gpuscope.widgets.esrrf_sweep import SweepPanel
 
 if TYPE_CHECKING:
     import napari.layers
@@ -77,11 +78,9 @@ class EsrrfDock(MethodDock):
     }
 
     def __init__(self, viewer: napari.viewer.Viewer) -> None:
+        # The region of the latest preview made, where its plane is placed (the dock's one
+        # runner runs one preview at a time; GUI thread only).
         self._preview_region: PreviewRegion | None = None
-        # The parameters of the latest job made: its layers' geometry (the base asks while the
-        # job streams and when it finishes, on the GUI thread).
-        self._layer_params: EsrrfParams | None = None
-        self._layer_frames = 0
         super().__init__(viewer)
         layout = self.content.layout()
         layout.insertWidget(layout.count() - 1, self.sweep)  # before the closing stretch
@@ -99,8 +98,6 @@ class EsrrfDock(MethodDock):
         self.form.add_row("", self.pixel_label.native, after="magnification")
         self.form.widgets["radius"].changed.connect(self._update_radius_label)
         self.form.widgets["magnification"].changed.connect(self._update_radius_label)
-        from napari_gpuscope.widgets.esrrf_sweep import SweepPanel
-
         self.sweep = SweepPanel(self)  # placed under the run controls once the layout exists
 
     def on_input_changed(self, layer: napari.layers.Image | None) -> None:
@@ -127,12 +124,6 @@ class EsrrfDock(MethodDock):
         """The parameters the controls describe."""
         return EsrrfParams(**self.form.values())
 
-    def release(self) -> None:
-        """Also cancel a running sweep."""
-        if hasattr(self, "sweep"):
-            self.sweep.release()
-        super().release()
-
     def make_job(
         self, layer: napari.layers.Image, params: EsrrfParams, device: str
     ) -> Job[EsrrfResult]:
@@ -140,8 +131,7 @@ class EsrrfDock(MethodDock):
         updates; fewer frames per chunk when device memory is short)."""
         from napari_gpuscope.compute.esrrf import iter_esrrf
 
-        self._layer_params = params
-        frames = self._layer_frames = int(np.shape(layer.data)[0])
+        frames = int(np.shape(layer.data)[0])
         per_chunk = int(np.clip(np.ceil(frames / STREAM_UPDATES), 1, MAX_STREAM_CHUNK))
         return iter_esrrf(
             layer.data,
@@ -153,13 +143,18 @@ class EsrrfDock(MethodDock):
 
     # ---------------------------------------------------------------- layers
     def output_geometry(
-        self, geometry: dict[str, Any], ndim: int, *, preview: bool
+        self,
+        geometry: dict[str, Any],
+        ndim: int,
+        *,
+        preview: bool,
+        params: EsrrfParams,
+        layer: napari.layers.Image,
     ) -> dict[str, Any]:
         """Scale / M on the last two axes with pixel centres aligned, a run's time points over
         their frames, a preview at its region's place; the super-resolution colormap (its
         values are not in the input's units)."""
-        params = self._layer_params
-        if params is None or "scale" not in geometry or ndim != 3:
+        if "scale" not in geometry or ndim != 3:
             return {**geometry, "colormap": SR_COLORMAP}
         m = params.magnification
         scale = [float(s) for s in geometry["scale"]]
@@ -169,7 +164,7 @@ class EsrrfDock(MethodDock):
                 translate[axis] += scale[axis] * offset
             placed = None  # the preview plane stays on the displayed frame
         else:
-            placed = time_points(self._layer_frames, params)
+            placed = time_points(int(np.shape(layer.data)[0]), params)
         sr = output_geometry(Geometry(scale=tuple(scale), translate=tuple(translate)), m, placed)
         return {**geometry, **sr.as_kwargs(), "colormap": SR_COLORMAP}
 
@@ -196,7 +191,6 @@ class EsrrfDock(MethodDock):
         corners = np.asarray(getattr(layer, "corner_pixels", np.zeros((2, 3))))
         region = visible_region(tuple(np.shape(layer.data)), corners, view.index[0])
         self._preview_region = region
-        self._layer_params = params
         return preview_job(layer.data, params, device, view, region)
 
 

@@ -1,9 +1,11 @@
 """The eSRRF dock's "Parameter sweep" panel: radius x sensitivity heatmaps of FRC, RSP, QnR.
 
-The sweep (:func:`~napari_gpuscope.compute.esrrf.iter_parameter_sweep`) runs as one job on the
-visible region of the input (at most 128 input pixels per side, as the live preview) and the
-first N frames; each heatmap cell appears as soon as it is computed, Stop & keep ends it keeping
-the cells done, and clicking a cell puts its radius and sensitivity into the dock.
+The sweep (:func:`~napari_gpuscope.compute.esrrf.iter_parameter_sweep`) runs as one job of the
+dock, on the dock's one runner (``start_job`` of
+:class:`~napari_gpuscope.widgets._context.DockContext`: refused while a run holds the device),
+on the visible region of the input (at most 128 input pixels per side, as the live preview)
+and the first N frames; each heatmap cell appears as soon as it is computed, Stop & keep ends
+it keeping the cells done, and clicking a cell puts its radius and sensitivity into the dock.
 """
 
 from __future__ import annotations
@@ -29,12 +31,12 @@ from superqt import QCollapsible
 
 from napari_gpuscope.compute.esrrf import visible_region
 from napari_gpuscope.compute.jobs import Progress
-from napari_gpuscope.widgets._dock_parts import plain_error_message
-from napari_gpuscope.widgets._runner import JobRunner
+from napari_gpuscope.widgets._controller import JobHandlers
+from napari_gpuscope.widgets._messages import plain_error_message
 
 if TYPE_CHECKING:
     from napari_gpuscope.compute.esrrf import SweepResult
-    from napari_gpuscope.widgets.esrrf_dock import EsrrfDock
+    from napari_gpuscope.widgets._context import DockContext
 
 __all__ = ["SweepPanel", "parse_values"]
 
@@ -64,16 +66,18 @@ def parse_values(text: str, name: str) -> tuple[float, ...]:
 
 
 class SweepPanel(QCollapsible):
-    """The collapsible sweep section of the eSRRF dock."""
+    """The collapsible sweep section of the eSRRF dock.
 
-    def __init__(self, dock: EsrrfDock) -> None:
+    Parameters
+    ----------
+    dock : DockContext
+        The dock as its parts see it: input, device, parameters and its one runner.
+    """
+
+    def __init__(self, dock: DockContext) -> None:
         super().__init__("Parameter sweep", expandedIcon="▾", collapsedIcon="▸")
         self.dock = dock
-        self.runner = JobRunner(self)
-        self.runner.progressed.connect(self._on_progress)
-        self.runner.succeeded.connect(self._on_done)
-        self.runner.failed.connect(self._on_failed)
-        self.runner.stopped.connect(self._update_buttons)
+        self.running = False
         self.result: SweepResult | None = None
         self.radii: tuple[float, ...] = ()
         self.sensitivities: tuple[float, ...] = ()
@@ -104,7 +108,7 @@ class SweepPanel(QCollapsible):
         self.run_button.clicked.connect(self.run)
         self.stop_button = QPushButton("Stop && keep")
         self.stop_button.setToolTip("Stop after the current setting, keeping the cells done")
-        self.stop_button.clicked.connect(self.runner.request_stop)
+        self.stop_button.clicked.connect(self.stop)
         buttons.addWidget(self.run_button)
         buttons.addWidget(self.stop_button)
         layout.addLayout(buttons)
@@ -125,7 +129,8 @@ class SweepPanel(QCollapsible):
 
     # ---------------------------------------------------------------- running
     def run(self) -> bool:
-        """Start the sweep on the dock's input (visible region, first N frames)."""
+        """Start the sweep on the dock's input (visible region, first N frames); return whether
+        it started (False: the status says why, e.g. a run holds the device)."""
         dock = self.dock
         layer = dock.input_layer
         try:
@@ -153,15 +158,29 @@ class SweepPanel(QCollapsible):
                 pixel_size=float(layer.scale[-1]),
                 device=dock.device,
             )
-        except ValueError as exc:
+            handlers = JobHandlers(
+                succeeded=self._on_done,
+                failed=self._on_failed,
+                progressed=self._on_progress,
+                ended=self._on_ended,
+            )
+            dock.start_job(
+                "sweep",
+                job,
+                title="The eSRRF sweep",
+                description=f"eSRRF sweep: {layer.name}",
+                handlers=handlers,
+                layer=layer,
+                params=params,
+                wanted=lambda _: True,
+            )
+        except ValueError as exc:  # JobRefused included
             self.status.setText(f"The sweep cannot start: {exc}")
             return False
+        self.running = True
         self.radii, self.sensitivities, self.result = radii, sensitivities, None
         self.grids = {name: np.full((len(sensitivities), len(radii)), np.nan) for name, *_ in _MAPS}
         self._draw()
-        self.runner.start(
-            job, description=f"eSRRF sweep: {layer.name}", tag="sweep", wanted=lambda _: True
-        )
         self.status.setText(
             f"Sweeping {len(radii) * len(sensitivities)} settings on {frames} frames of "
             f"{r1 - r0} x {c1 - c0} pixels..."
@@ -197,9 +216,18 @@ class SweepPanel(QCollapsible):
     def _on_failed(self, exc: BaseException) -> None:
         self.status.setText(f"The sweep failed: {plain_error_message(exc)}")
 
+    def _on_ended(self) -> None:
+        self.running = False
+        self._update_buttons()
+
+    def stop(self) -> None:
+        """Stop & keep: end the running sweep after the current setting, keeping its cells."""
+        if self.running:
+            self.dock.stop()
+
     def _update_buttons(self, *_: Any) -> None:
-        self.run_button.setEnabled(not self.runner.running)
-        self.stop_button.setEnabled(self.runner.running)
+        self.run_button.setEnabled(not self.running)
+        self.stop_button.setEnabled(self.running)
 
     # ---------------------------------------------------------------- heatmaps
     def _draw(self) -> None:
@@ -237,9 +265,8 @@ class SweepPanel(QCollapsible):
         """Put the radius and sensitivity of heatmap cell ``(row, column)`` into the dock."""
         if not (0 <= row < len(self.sensitivities) and 0 <= column < len(self.radii)):
             return
-        widgets = self.dock.form.widgets
-        widgets["radius"].value = self.radii[column]
-        widgets["sensitivity"].value = self.sensitivities[row]
+        self.dock.set_param("radius", self.radii[column])
+        self.dock.set_param("sensitivity", self.sensitivities[row])
         facts = ", ".join(
             f"{title} {self.grids[name][row, column]:.3g}"
             for name, title, _ in _MAPS
@@ -249,7 +276,3 @@ class SweepPanel(QCollapsible):
             f"Using radius {self.radii[column]:g}, sensitivity {self.sensitivities[row]:g}"
             + (f" ({facts})." if facts else ".")
         )
-
-    def release(self) -> None:
-        """Cancel a running sweep (the dock is going away)."""
-        self.runner.cancel()

@@ -2,11 +2,11 @@
 
 A view of the apply job (:func:`~napari_gpuscope.compute.flatfield.iter_apply_profile`): its
 options are the apply fields of :class:`~napari_gpuscope.compute.flatfield.BasicParams`
-(controls generated from the model), the job runs in the panel's own
-:class:`~napari_gpuscope.widgets._runner.JobRunner` (a fit and an apply never share a worker),
-and the result's ``layers()`` become the corrected layer, with its provenance. The figure shows
-the shading left (the mean image's centre lines, before and after) and, for time-lapses, each
-frame's mean before and after (the baseline).
+(controls generated from the model), the job runs on the dock's one runner (``start_job`` of
+:class:`~napari_gpuscope.widgets._context.DockContext`: an apply is refused while a fit holds
+the device, and the other way round), and the result's ``layers()`` become the corrected
+layer, with its provenance. The figure shows the shading left (the mean image's centre lines,
+before and after) and, for time-lapses, each frame's mean before and after (the baseline).
 """
 
 from __future__ import annotations
@@ -38,14 +38,16 @@ from napari_gpuscope.compute.flatfield import (
 )
 from napari_gpuscope.compute.results import Geometry
 from napari_gpuscope.provenance import PROVENANCE_KEY, build_provenance
+from napari_gpuscope.widgets._controller import JobHandlers
 from napari_gpuscope.widgets._controls import ParamForm
 from napari_gpuscope.widgets._controls._layer_picker import LayerPicker
-from napari_gpuscope.widgets._dock_parts import plain_error_message
-from napari_gpuscope.widgets._runner import JobRunner
+from napari_gpuscope.widgets._messages import plain_error_message
 
 if TYPE_CHECKING:
     import napari.layers
     import napari.viewer
+
+    from napari_gpuscope.widgets._context import DockContext
 
 __all__ = ["ApplyPanel", "ShadingFigure"]
 
@@ -119,18 +121,14 @@ class ApplyPanel(QGroupBox):
         APPLY_FIELDS`); ``timelapse``, ``clip`` and ``dtype`` are their controls.
     """
 
-    def __init__(self, viewer: napari.viewer.Viewer, dock: Any) -> None:
+    def __init__(self, viewer: napari.viewer.Viewer, dock: DockContext) -> None:
         super().__init__("Apply profile")
         self.viewer, self.dock = viewer, dock
         self.profile: ShadingProfile | None = None
         self.profile_source = ""
-        self._job: tuple[napari.layers.Layer, str] | None = None
-        self.runner = JobRunner(self)
-        self.runner.succeeded.connect(self._on_succeeded)
-        self.runner.failed.connect(self._on_failed)
-        self.runner.stopped.connect(self._update_buttons)
+        self.running = False
         self.target = LayerPicker(
-            viewer, tooltip="Layer to correct (never modified)", follow=dock._follows, parent=self
+            viewer, tooltip="Layer to correct (never modified)", follow=dock.follows, parent=self
         )
         self.options = ParamForm(BasicParams, APPLY_FIELDS)
         self.options.add_row("Layer", self.target.combo.native, after="")
@@ -165,7 +163,7 @@ class ApplyPanel(QGroupBox):
         self.load_button.clicked.connect(self._ask_load)
         self.save_button.clicked.connect(self._ask_save)
         self.apply_button.clicked.connect(self.apply)
-        self.cancel_button.clicked.connect(self.runner.cancel)
+        self.cancel_button.clicked.connect(self.cancel)
         self.target.changed.connect(self._update_buttons)
         self._update_buttons()
 
@@ -216,7 +214,8 @@ class ApplyPanel(QGroupBox):
 
     # ---------------------------------------------------------------- apply
     def apply(self) -> bool:
-        """Correct the chosen layer with the profile in a worker; return whether it started."""
+        """Correct the chosen layer with the profile on the dock's runner; return whether it
+        started (False: the status says why, e.g. a fit holds the device)."""
         layer, device = self.target.layer, self.dock.device
         if self.profile is None or layer is None:
             self.status.setText("Choose a layer and fit or load a profile first.")
@@ -225,18 +224,43 @@ class ApplyPanel(QGroupBox):
             self.status.setText("No GPU: the correction cannot run.")
             return False
         try:
-            job = iter_apply_profile(layer.data, self.profile, self.params(), device=device)
-        except ValueError as exc:  # ParameterError and InvalidInputError included
+            params = self.params()
+            job = iter_apply_profile(layer.data, self.profile, params, device=device)
+            self.dock.start_job(
+                "apply",
+                job,
+                title="The flat-field correction",
+                description=f"Flat-field correction: {layer.name}",
+                handlers=JobHandlers(
+                    succeeded=lambda result, elapsed: self._on_succeeded(
+                        result, elapsed, layer, device
+                    ),
+                    failed=self._on_failed,
+                    ended=self._on_ended,
+                ),
+                layer=layer,
+                params=params,
+            )
+        except ValueError as exc:  # ParameterError, InvalidInputError and JobRefused included
             self.status.setText(f"Cannot apply: {exc}")
             return False
-        self._job = (layer, device)
-        self.runner.start(job, description=f"Flat-field correction: {layer.name}", tag="apply")
+        self.running = True
         self.status.setText(f"Correcting '{layer.name}' ({device})...")
         self._update_buttons()
         return True
 
-    def _on_succeeded(self, result: CorrectionResult, elapsed: float) -> None:
-        layer, device = self._job
+    def cancel(self) -> None:
+        """Cancel a running correction."""
+        if self.running:
+            self.dock.cancel()
+
+    def _on_ended(self) -> None:
+        self.running = False
+        self._update_buttons()
+
+    def _on_succeeded(
+        self, result: CorrectionResult, elapsed: float, layer: napari.layers.Image, device: str
+    ) -> None:
         record = build_provenance(
             "flatfield",
             result.options,
@@ -263,12 +287,11 @@ class ApplyPanel(QGroupBox):
         self.status.setText(f"The correction failed: {plain_error_message(exc)}")
 
     def _update_buttons(self, *_: Any) -> None:
-        running = self.runner.running
+        running = self.running
         self.apply_button.setEnabled(not running and self.profile is not None)
         self.cancel_button.setEnabled(running)
         self.save_button.setEnabled(self.profile is not None)
 
     def release(self) -> None:
-        """Cancel a running correction and stop following layers (the dock is closing)."""
-        self.runner.cancel()
+        """Stop following layers (the dock is closing; it cancels its running job itself)."""
         self.target.stop_following()

@@ -20,12 +20,13 @@ from qtpy.QtWidgets import QLabel, QPushButton
 from napari_gpuscope.compute.flatfield import APPLY_FIELDS, BasicParams, ShadingProfile
 from napari_gpuscope.compute.jobs import Job
 from napari_gpuscope.widgets._base import MethodDock
+from napari_gpuscope.widgets._controller import JobHandlers
 from napari_gpuscope.widgets._controls import FieldStyle
-from napari_gpuscope.widgets._dock_parts import plain_error_message
-from napari_gpuscope.widgets._runner import JobRunner
+from napari_gpuscope.widgets._messages import plain_error_message
 from napari_gpuscope.widgets.flatfield_apply import ApplyPanel
 
 if TYPE_CHECKING:
+    import napari.layers
     import napari.viewer
 
 __all__ = ["FlatfieldDock"]
@@ -64,6 +65,7 @@ class FlatfieldDock(MethodDock):
 
     def __init__(self, viewer: napari.viewer.Viewer) -> None:
         self.profile: ShadingProfile | None = None
+        self.tuning = False  # the autotune job is running (on the dock's one runner)
         super().__init__(viewer)
         self.apply_panel = ApplyPanel(viewer, self)
         layout = self.content.layout()
@@ -111,24 +113,19 @@ class FlatfieldDock(MethodDock):
         self.autotune_status.setWordWrap(True)
         self.form.add_row("", self.autotune_button, after="smoothness_darkfield")
         self.form.add_row("", self.autotune_status, after="smoothness_darkfield")
-        self.tune_runner = JobRunner(self)
-        self.tune_runner.succeeded.connect(self._on_tuned)
-        self.tune_runner.failed.connect(
-            lambda exc: self.autotune_status.setText(f"Autotune failed: {plain_error_message(exc)}")
-        )
-        self.tune_runner.stopped.connect(self._update_tune_button)
         self.autotune_button.clicked.connect(self.autotune)
         self.dark_frame.changed.connect(self._on_params_changed)
         self.form.widgets["get_darkfield"].changed.connect(self._update_darkfield_rows)
         self._update_darkfield_rows()
 
     def autotune(self) -> bool:
-        """Run the autotune on the input layer in a worker; return whether it started."""
+        """Run the autotune on the input layer (on the dock's one runner); return whether it
+        started (a second call while it runs cancels it)."""
         from napari_gpuscope.compute.flatfield import iter_autotune
 
         layer, device = self.input_layer, self.device
-        if self.tune_runner.running:  # a second click cancels
-            self.tune_runner.cancel()
+        if self.tuning:  # a second click cancels
+            self.cancel()
             self.autotune_status.setText("Autotune cancelled.")
             return False
         if layer is None or device is None:
@@ -143,25 +140,43 @@ class FlatfieldDock(MethodDock):
                 device=device,
                 dark_frame=None if dark is None else dark.data,
             )
-        except ValueError as exc:
+            self.start_job(
+                "autotune",
+                job,
+                title="The autotune",
+                description=f"BaSiC autotune: {layer.name}",
+                handlers=JobHandlers(
+                    succeeded=lambda result, elapsed: self._on_tuned(result, elapsed, layer),
+                    failed=lambda exc: self.autotune_status.setText(
+                        f"Autotune failed: {plain_error_message(exc)}"
+                    ),
+                    ended=self._on_tune_ended,
+                ),
+                layer=layer,
+                params=params,
+            )
+        except ValueError as exc:  # JobRefused included
             self.autotune_status.setText(f"Cannot autotune: {exc}")
             return False
-        self._tuned_layer = layer
-        self.tune_runner.start(job, description=f"BaSiC autotune: {layer.name}", tag="autotune")
+        self.tuning = True
         self.autotune_status.setText(f"Autotuning on '{layer.name}' ({device})... click to cancel")
         self._update_tune_button()
         return True
 
-    def _on_tuned(self, result: Any, elapsed: float) -> None:
+    def _on_tuned(self, result: Any, elapsed: float, layer: napari.layers.Image) -> None:
         self.form.widgets["smoothness_flatfield"].value = result.smoothness_flatfield
         self.autotune_status.setText(
             f"{result.describe()[0].upper()}{result.describe()[1:]}. Took {elapsed:.1f} s."
         )
         self.profile = result.profile
-        self.apply_panel.set_profile(result.profile, f"autotuned on '{self._tuned_layer.name}'")
+        self.apply_panel.set_profile(result.profile, f"autotuned on '{layer.name}'")
+
+    def _on_tune_ended(self) -> None:
+        self.tuning = False
+        self._update_tune_button()
 
     def _update_tune_button(self, *_: Any) -> None:
-        self.autotune_button.setText("Cancel autotune" if self.tune_runner.running else "Autotune")
+        self.autotune_button.setText("Cancel autotune" if self.tuning else "Autotune")
 
     def _dark_choices(self, *_: Any) -> list[Any]:
         layers = [
@@ -213,8 +228,7 @@ class FlatfieldDock(MethodDock):
         self.apply_panel.target.layer = layer
 
     def release(self) -> None:
+        """Also stop the Apply panel following layers."""
         if hasattr(self, "apply_panel"):
             self.apply_panel.release()
-        if hasattr(self, "tune_runner"):
-            self.tune_runner.cancel()
         super().release()

@@ -74,9 +74,10 @@ class PhaseDock(MethodDock):
         self._tilt: tuple[weakref.ref[Any], TiltMap] | None = None
         super().__init__(viewer)
         # Phase is in radians, the input in photons: one display range cannot serve both.
-        self.link_display.setChecked(False)
-        self.link_display.setEnabled(False)
-        self.link_display.setToolTip(
+        link = self.panel.link_display
+        link.setChecked(False)
+        link.setEnabled(False)
+        link.setToolTip(
             "Phase (radians) and absorption are not in the input's intensity units, so their "
             "display is not linked to the input."
         )

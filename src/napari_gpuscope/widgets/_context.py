@@ -1,0 +1,95 @@
+"""What a dock's parts (recipe row, eSRRF sweep panel, flat-field apply panel) may ask of their
+dock: the small context they are given instead of the dock itself (as napari's layer controls
+get their layer, not the layer list).
+
+:class:`~napari_gpuscope.widgets.MethodDock` implements it with public methods; a part imports
+this module, never the dock's, so the parts and the docks form no import circle. Qt-free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    import napari.layers
+    import napari.viewer
+
+    from napari_gpuscope.compute.jobs import Job
+    from napari_gpuscope.compute.params import Params
+    from napari_gpuscope.widgets._controller import JobHandlers
+
+__all__ = ["DockContext"]
+
+
+class DockContext(Protocol):
+    """The dock as its parts see it."""
+
+    method_id: str
+    title: str
+    viewer: napari.viewer.Viewer
+
+    @property
+    def device(self) -> str | None:
+        """The selected device (None: no usable one)."""
+        ...
+
+    @property
+    def input_layer(self) -> napari.layers.Image | None:
+        """The dock's input layer."""
+        ...
+
+    def params(self) -> Params:
+        """The parameters the dock's controls describe (raises ValueError when invalid)."""
+        ...
+
+    def set_param(self, name: str, value: Any) -> None:
+        """Show ``value`` in the control of parameter ``name``."""
+        ...
+
+    def set_params(self, params: Params) -> None:
+        """Show every parameter the dock has a control for from ``params``."""
+        ...
+
+    def set_status(self, text: str) -> None:
+        """Write the dock's status line."""
+        ...
+
+    def follows(self, layer: napari.layers.Layer) -> bool:
+        """Whether selecting ``layer`` should make it an input (not a result of this dock)."""
+        ...
+
+    def validate_input(
+        self, layer: napari.layers.Layer | None, *, check_values: bool = True
+    ) -> None:
+        """Raise ValueError when ``layer`` is no valid input for the method."""
+        ...
+
+    def start_job(
+        self,
+        kind: str,
+        job: Job[Any],
+        *,
+        title: str,
+        description: str,
+        handlers: JobHandlers,
+        layer: napari.layers.Layer | None = None,
+        params: Params | None = None,
+        wanted: Callable[[str], bool] | None = None,
+    ) -> None:
+        """Run one of the method's other jobs on the dock's one runner (raises
+        :class:`~napari_gpuscope.widgets._controller.JobRefused` when another job holds the
+        device; the dock's status says so too)."""
+        ...
+
+    def is_running(self) -> bool:
+        """Whether the dock runs a job (of any kind)."""
+        ...
+
+    def stop(self) -> bool:
+        """Ask the running job to finish now, keeping its result so far."""
+        ...
+
+    def cancel(self) -> None:
+        """Cancel the running job."""
+        ...

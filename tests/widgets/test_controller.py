@@ -1,0 +1,163 @@
+"""The Qt-free dock controller: one runner, one job on the device at a time, refusals in words.
+
+No QApplication: the runner is a stand-in with the few members the controller uses.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import napari_gpuscope.widgets as widgets_package
+from napari_gpuscope.compute.params import Params
+from napari_gpuscope.widgets._controller import (
+    PREVIEW,
+    RUN,
+    WARMUP,
+    DockController,
+    DockJob,
+)
+
+WIDGETS = Path(widgets_package.__file__).parent
+QT = ("qtpy", "PyQt5", "PyQt6", "PySide2", "PySide6", "magicgui", "superqt", "napari.qt")
+
+
+class FakeRunner:
+    """A runner that records what it was asked (``running`` until cancelled or finished)."""
+
+    def __init__(self) -> None:
+        self.running, self.tag, self.started, self.stops = False, None, [], 0
+
+    def start(self, job, *, description, tag=None, wanted=None):
+        self.running, self.tag = True, tag
+        self.started.append((tag, description))
+
+    def cancel(self):
+        was, self.running, self.tag = self.running, False, None
+        return was
+
+    def request_stop(self):
+        self.stops += 1
+        return self.running
+
+    def finish(self):
+        self.running, self.tag = False, None
+
+
+@pytest.fixture
+def jobs():
+    return DockController(FakeRunner(), title="Fake", method_id="fake")
+
+
+def _module_level_imports(path: Path) -> set[str]:
+    """Modules imported at module level, TYPE_CHECKING blocks excepted (never run)."""
+    names: set[str] = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Import):
+                names |= {alias.name for alias in inner.names}
+            elif isinstance(inner, ast.ImportFrom) and inner.module:
+                names.add(inner.module)
+    return names
+
+
+@pytest.mark.parametrize("module", ["_controller", "_context", "_messages", "_settings"])
+def test_the_controller_and_context_import_no_qt(module):
+    imported = _module_level_imports(WIDGETS / f"{module}.py")
+    assert not {name for name in imported if name.split(".")[0] in QT or name.startswith(QT)}
+
+
+@pytest.mark.parametrize(
+    "module", ["_dock_parts", "_recipes", "esrrf_sweep", "flatfield_apply", "esrrf_dock"]
+)
+def test_parts_use_no_private_member_of_their_dock(module):
+    """The parts talk to the dock through its context (public names), never its internals."""
+    tree = ast.parse((WIDGETS / f"{module}.py").read_text(encoding="utf-8"))
+    private = [
+        ast.unparse(node)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr.startswith("_")
+        and not node.attr.startswith("__")
+        and "dock" in ast.unparse(node.value)
+    ]
+    assert private == []
+
+
+def test_a_run_is_never_disturbed_and_says_why(jobs):
+    jobs.launch(DockJob(RUN, name="cells"), iter(()), description="Fake: cells")
+    assert jobs.holds_device() and jobs.is_running()
+    assert jobs.refusal(RUN) == (
+        "Fake is already running on 'cells'; it was not started again (Escape cancels it)."
+    )
+    assert "start the sweep when it has finished" in jobs.refusal("sweep")
+    assert jobs.refusal(PREVIEW) is not None
+
+
+def test_a_side_job_blocks_the_run_and_other_side_jobs(jobs):
+    jobs.launch(DockJob("sweep", name="blink", title="The sweep"), iter(()), description="s")
+    assert jobs.refusal(RUN) == (
+        "The sweep is running on 'blink'; start it when it has finished (Escape cancels it)."
+    )
+    assert "already running" in jobs.refusal("sweep")
+    assert "start the apply" in jobs.refusal("apply")
+    assert jobs.request_stop() and jobs.runner.stops == 1
+
+
+def test_a_preview_gives_way(jobs):
+    jobs.launch(DockJob(PREVIEW, name="cells"), iter(()), description="p")
+    assert not jobs.holds_device()
+    assert jobs.refusal(RUN) is None and jobs.refusal("sweep") is None
+    assert not jobs.request_stop()  # nothing to keep: a preview is cancelled, not stopped
+    cancelled = jobs.cancel_preview()
+    assert cancelled.kind == PREVIEW and jobs.job is None and not jobs.is_running()
+
+
+def test_the_warm_up_queues_runs_and_previews_and_refuses_side_jobs(jobs):
+    jobs.launch(DockJob(WARMUP, device="cuda:0"), iter(()), description="kernels")
+    assert jobs.warming_up
+    assert jobs.refusal(RUN) is None  # the dock queues it
+    assert "being prepared" in jobs.refusal("apply")
+    jobs.queue(PREVIEW)
+    jobs.queue(RUN)
+    jobs.queue(PREVIEW)
+    assert jobs.queued == RUN  # a run wins over a preview
+    assert jobs.next_queued() is None  # still busy: dropped, as the dock always did
+    jobs.queue(PREVIEW)
+    jobs.take()
+    jobs.runner.finish()
+    assert jobs.next_queued() == PREVIEW and jobs.queued is None
+
+
+def test_cancel_forgets_the_job_and_the_queue(jobs):
+    assert jobs.cancel() is None  # nothing ran
+    jobs.launch(DockJob(RUN, name="cells"), iter(()), description="r")
+    jobs.queued = PREVIEW
+    job = jobs.cancel()
+    assert job.kind == RUN and jobs.job is None and jobs.queued is None
+
+
+def test_settings_are_saved_only_while_saving_and_only_valid(jobs, tmp_path, monkeypatch):
+    from napari_gpuscope.widgets._settings import CONFIG_DIR_ENV
+
+    monkeypatch.setenv(CONFIG_DIR_ENV, str(tmp_path))
+    from napari_gpuscope.compute.tv import TVParams
+
+    jobs.save_settings(lambda: TVParams(strength=2.0), {})
+    assert not jobs.settings.path.exists()  # not loaded yet
+    jobs.saving = True
+
+    def invalid() -> Params:
+        raise ValueError("strength must be positive")
+
+    jobs.save_settings(invalid, {})
+    assert not jobs.settings.path.exists()
+    jobs.save_settings(lambda: TVParams(strength=2.0), {"replace_last": True})
+    params, options = jobs.load_settings(TVParams)
+    assert params.strength == 2.0 and options == {"replace_last": True}
+    jobs.forget_settings()
+    assert not jobs.settings.path.exists()
