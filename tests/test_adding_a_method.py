@@ -173,4 +173,4 @@ def test_the_docks_menu_model_and_the_docs_list_it(tiny):
     guide = files[generate.ROOT / "docs" / "user-guide.md"]
     assert "- [Tiny scale: x|y](tiny.md)\n" in guide
     schema = files[generate.ROOT / "docs" / "recipe.schema.json"]
-    assert '"params_tiny"' in schema
+    assert '"TinyParams"' in schema and '"TinyRunRecipe"' in schema

@@ -93,8 +93,7 @@ def test_published_schema_is_current_and_validates_recipes():
     current = recipe_json_schema()
     published = json.loads(DOCS_SCHEMA.read_text())
     assert published == current, (
-        "docs/recipe.schema.json is stale: python -m napari_gpuscope.batch.schema "
-        "> docs/recipe.schema.json"
+        "docs/recipe.schema.json is stale: python -m napari_gpuscope.generate"
     )
     jsonschema.Draft202012Validator.check_schema(published)
     for method_id in METHODS:
@@ -143,3 +142,97 @@ def test_recipes_saved_by_earlier_versions_load_with_the_same_hash(name):
     assert recipe.hash() == expected
     changes = {k: v for k, v in recipe.params.items() if k in recipe.params_model().names()}
     assert Recipe.from_defaults(recipe.method, **changes).hash() == expected
+
+
+def test_a_recipe_names_its_job_and_is_validated_by_that_jobs_model(tmp_path):
+    sweep = Recipe.from_defaults("esrrf", job="sweep", radii=(1.0, 2.0))
+    assert (type(sweep).__name__, sweep.job, sweep.params["radii"]) == (
+        "EsrrfSweepRecipe",
+        "sweep",
+        [1.0, 2.0],
+    )
+    loaded = load_recipe(sweep.save(tmp_path / "sweep.yaml"))
+    assert loaded == sweep and loaded.hash() == sweep.hash()
+    assert yaml.safe_load((tmp_path / "sweep.yaml").read_text())["job"] == "sweep"
+    assert loaded.params_model().radii == (1.0, 2.0)
+    assert sweep.hash() != Recipe.from_defaults("esrrf").hash()
+    # The main job, absent or named, is the recipe of old: same YAML, same hash.
+    run = Recipe.from_defaults("esrrf")
+    assert run.job is None and "job" not in yaml.safe_load(run.to_yaml())
+    named = Recipe.from_data({**run.model_dump(mode="json"), "job": "run"})
+    assert named.hash() == run.hash() and named.job_spec().id == "run"
+    # Flat-field's two jobs share a model; the job is what differs.
+    apply = Recipe.from_defaults("flatfield", job="apply", output_dtype="uint16")
+    assert (
+        apply.job_spec().id == "apply"
+        and apply.hash() != Recipe.from_defaults("flatfield", output_dtype="uint16").hash()
+    )
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"job": "nope"}, "job: method 'esrrf' has no job 'nope'; its jobs: ['run', 'sweep']"),
+        ({"job": 3}, "job: Input should be a valid string"),
+        ({"params": {"radii": [1.0]}}, "params.radii: EsrrfParams has no parameter(s)"),
+        ({"job": "sweep", "params": {"radii": []}}, "params.radii: SweepParams.radii must hold"),
+    ],
+)
+def test_a_wrong_job_or_a_field_of_another_job_is_an_error(data, message):
+    with pytest.raises(RecipeError) as error:
+        Recipe.from_data({"schema_version": 1, "method": "esrrf", **data}, origin="r.yaml")
+    assert str(error.value).startswith(f"r.yaml: {message}")
+
+
+def test_the_schema_has_a_branch_per_job_and_recipes_pickle():
+    import pickle
+
+    schema = json.loads(DOCS_SCHEMA.read_text())
+    branches = {ref["$ref"].rsplit("/", 1)[1] for ref in schema["oneOf"]}
+    assert {"EsrrfRunRecipe", "EsrrfSweepRecipe", "FlatfieldApplyRecipe"} <= branches
+    gain = schema["$defs"]["TVParams"]["properties"]["gain"]
+    assert (gain["unit"], gain["title"], gain["anyOf"][0]["exclusiveMinimum"]) == (
+        "ADU/photon",
+        "Camera gain",
+        0.0,
+    )
+    assert schema["$defs"]["TVParams"]["properties"]["method"]["advanced"] is True
+    for method_id in METHODS:
+        for job in METHODS[method_id].job_ids:
+            recipe = Recipe.from_defaults(method_id, job=job)
+            jsonschema.validate(yaml.safe_load(recipe.to_yaml()), schema)
+            assert pickle.loads(pickle.dumps(recipe)) == recipe
+    sweep_params = Recipe.from_defaults("esrrf", job="sweep").model_dump(mode="json")["params"]
+    run = yaml.safe_load(Recipe.from_defaults("esrrf").to_yaml())
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**run, "params": sweep_params}, schema)
+
+
+def test_recipe_command_reads_set_values_as_the_fields_types(tmp_path, capsys):
+    out = tmp_path / "tv.yaml"
+    changes = ["tolerance=1e-5", "gain=none", "nonnegative=true", "spacing=[1e-1, 1]"]
+    assert main(["recipe", "tv", *(f"--set={c}" for c in changes), "-o", str(out)]) == 0
+    params = load_recipe(out).params_model()
+    assert (params.tolerance, params.gain, params.nonnegative, params.spacing) == (
+        1e-5,
+        None,
+        True,
+        (0.1, 1.0),
+    )
+    # A choice is text, never YAML's boolean "no"; the error says what is valid.
+    assert main(["recipe", "tv", "--set", "noise_model=no", "-o", str(out)]) == 2
+    assert "TVParams.noise_model must be one of 'gaussian', 'poisson', got 'no'" in (
+        capsys.readouterr().err
+    )
+    assert main(["recipe", "tv", "--set", "strenght=1", "-o", str(out)]) == 2
+    assert "valid names: ['channel_axis'" in capsys.readouterr().err
+
+
+def test_recipe_command_writes_a_jobs_recipe(tmp_path, capsys):
+    out = tmp_path / "sweep.yaml"
+    assert main(["recipe", "esrrf", "--job", "sweep", "--set", "radii=[1, 2]", "-o", str(out)]) == 0
+    assert "(esrrf sweep, recipe" in capsys.readouterr().out
+    recipe = load_recipe(out)
+    assert recipe.job == "sweep" and recipe.params_model().radii == (1.0, 2.0)
+    assert main(["recipe", "esrrf", "--job", "nope", "-o", str(out)]) == 2
+    assert "has no job 'nope'; its jobs: ['run', 'sweep']" in capsys.readouterr().err

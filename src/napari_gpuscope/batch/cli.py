@@ -27,12 +27,18 @@ def add_parsers(sub: Any) -> None:
     )
     recipe.add_argument("method", choices=list(METHODS), help="method id")
     recipe.add_argument(
+        "--job",
+        default=None,
+        help="the method's job, e.g. esrrf: sweep, flatfield: apply (default: its main job)",
+    )
+    recipe.add_argument(
         "--set",
         dest="changes",
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="change a parameter (VALUE is YAML: 1.5, null, poisson, [0.5, 0.1, 0.1])",
+        help="change a parameter, read as the field's type: a number (1.5, 1e-4), true/false, "
+        "a choice (poisson), a list ([0.5, 0.1, 0.1]) or null where the field allows None",
     )
     recipe.add_argument(
         "--artifact",
@@ -108,20 +114,23 @@ def dispatch(args: argparse.Namespace) -> int:
 
 
 def _recipe(args: argparse.Namespace) -> int:
-    import yaml
-
     from napari_gpuscope.batch.recipes import Artifact, Recipe, RecipeError, file_sha256
+    from napari_gpuscope.methods import method
 
+    try:
+        params_class = method(args.method).job_spec(args.job).params_class()
+    except KeyError as exc:
+        return _fail(f"--job: {exc.args[0]}")
     changes: dict[str, Any] = {}
     for item in args.changes:
         name, sep, value = item.partition("=")
-        if not sep or not name:
+        if not sep or not name.strip():
             return _fail(f"--set {item!r}: expected NAME=VALUE")
-        changes[name.strip()] = _value(yaml.safe_load(value))
-    base = Recipe.from_defaults(args.method).params
+        changes[name.strip()] = _field_value(params_class, name.strip(), value)
+    base = Recipe.from_defaults(args.method, job=args.job)
     try:
         recipe = Recipe.from_data(
-            {"schema_version": 1, "method": args.method, "params": {**base, **changes}},
+            {**base.model_dump(mode="json"), "params": {**base.params, **changes}},
             origin="--set",
         )
     except RecipeError as exc:
@@ -135,18 +144,46 @@ def _recipe(args: argparse.Namespace) -> int:
         where = os.path.relpath(Path(path).resolve(), args.output.resolve().parent)
         artifacts.append(Artifact(name=name.strip(), path=where, sha256=file_sha256(path)))
     recipe = Recipe.from_params(
-        recipe.params_model(), artifacts=artifacts, source="napari-gpuscope recipe (defaults)"
+        recipe.params_model(),
+        job=args.job,
+        artifacts=artifacts,
+        source="napari-gpuscope recipe (defaults)",
     )
     recipe.save(args.output)
-    print(f"wrote {args.output} ({args.method}, recipe {recipe.hash()[:12]})")
+    job = f" {recipe.job}" if recipe.job else ""
+    print(f"wrote {args.output} ({args.method}{job}, recipe {recipe.hash()[:12]})")
     return 0
 
 
-def _value(parsed: Any) -> Any:
-    """PyYAML follows YAML 1.1, where ``1e-5`` (no dot) is a string: read it as the number."""
-    if isinstance(parsed, str):
+def _field_value(params_class: Any, name: str, text: str) -> Any:
+    """``--set NAME=TEXT`` read as the field's type (the model validates the value itself).
+
+    A choice or string field takes the text as it is (``--set noise_model=no`` is the string,
+    not YAML's false); ``null``/``none``/``~`` is None where the field allows it; numbers,
+    booleans and lists are YAML, a number written ``1e-5`` included (YAML 1.1 reads it as a
+    string). An unknown name is passed on, for the recipe's error that lists the valid names.
+    """
+    import yaml
+
+    if name not in params_class.names():
+        return yaml.safe_load(text)
+    info = params_class.info(name)
+    stripped = text.strip()
+    if info.optional and stripped.lower() in ("null", "none", "~"):
+        return None
+    if info.kind == "str":
+        return stripped
+    parsed = yaml.safe_load(text)
+    if info.kind == "floats" and isinstance(parsed, list):
+        return [_number(item) for item in parsed]
+    return _number(parsed) if info.kind in ("float", "int") else parsed
+
+
+def _number(parsed: Any) -> Any:
+    """A YAML 1.1 string that is a number (``1e-5``) as that number; anything else unchanged."""
+    if isinstance(parsed, str) and parsed.strip().lower() not in ("nan", "inf", "-inf", "+inf"):
         try:
-            return float(parsed) if parsed.strip().lower() not in ("nan", "inf", "-inf") else parsed
+            return float(parsed)
         except ValueError:
             return parsed
     return parsed

@@ -1,11 +1,20 @@
 """Recipes: the parameters tuned on one field of view, saved to apply to a whole experiment.
 
 A recipe is a YAML file read with PyYAML's *safe* loader (tags that would build Python objects
-are refused) and validated by a pydantic v2 model: unknown keys and wrong types are errors that
-name the key. It holds a schema version, the method id, the method's parameters exactly as its
-params model (the dock's controls) holds them, the input facts the parameters were tuned for,
-the artifacts the method needs (files with their SHA-256), and provenance. It holds no device:
-the device is chosen when the recipe runs.
+are refused) and validated by pydantic v2: unknown keys and wrong types are errors that name the
+key. It holds a schema version, the method id, optionally the job (absent: the method's main
+job), the job's parameters exactly as its params model (the dock's controls) holds them, the
+input facts the parameters were tuned for, the artifacts the method needs (files with their
+SHA-256), and provenance. It holds no device: the device is chosen when the recipe runs.
+
+:class:`Recipe` is the base of one recipe type per job of every registered method
+(:func:`recipe_types`, made from the registry when called, so a method registered at run time
+has its recipes): its ``method`` and ``job`` are literals and its ``params`` is the job's params
+model, so validating a recipe validates the parameters, and the JSON Schema
+(:mod:`napari_gpuscope.batch.schema`) is pydantic's schema of the union of these types,
+selected by ``method`` and ``job`` (:func:`recipe_union`). After validation ``params`` holds
+the model's :meth:`~napari_gpuscope.compute.params.Params.to_dict`: every field, normalised, so
+two recipes with the same parameters hash alike.
 
 Examples
 --------
@@ -13,6 +22,10 @@ Examples
 >>> recipe = Recipe.from_defaults("tv", strength=1.2)
 >>> Recipe.from_yaml(recipe.to_yaml()).params["strength"]
 1.2
+>>> type(recipe).__name__, recipe.job, recipe.job_spec().id
+('TvDenoiseRecipe', None, 'denoise')
+>>> Recipe.from_defaults("esrrf", job="sweep", radii=(1.0, 2.0)).params["radii"]
+[1.0, 2.0]
 >>> Recipe.from_yaml("schema_version: 1\\nmethod: tv\\nparams: {strenght: 1}\\n")
 Traceback (most recent call last):
 ...
@@ -22,15 +35,29 @@ napari_gpuscope.batch.recipes.RecipeError: recipe: params.strenght: TVParams has
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import hashlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Annotated, Any, Literal, Self, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    PlainSerializer,
+    Tag,
+    TypeAdapter,
+    ValidationError,
+    create_model,
+    model_validator,
+)
 
-from napari_gpuscope.methods import METHODS, method
+from napari_gpuscope.methods import METHODS, JobSpec, MethodSpec, method
 from napari_gpuscope.provenance import software_versions
 
 __all__ = [
@@ -42,6 +69,8 @@ __all__ = [
     "RecipeProvenance",
     "file_sha256",
     "load_recipe",
+    "recipe_types",
+    "recipe_union",
 ]
 
 SCHEMA_VERSION = 1
@@ -96,7 +125,11 @@ class RecipeProvenance(BaseModel):
 
 
 class Recipe(BaseModel):
-    """A method, its parameters and what they expect; see the module docstring.
+    """A method's job, its parameters and what they expect; see the module docstring.
+
+    Instances are of the job's recipe type (:func:`recipe_types`); build them with
+    :meth:`from_defaults`, :meth:`from_params`, :meth:`from_data`, :meth:`from_yaml` or
+    :func:`load_recipe`.
 
     Attributes
     ----------
@@ -104,8 +137,10 @@ class Recipe(BaseModel):
         Always :data:`SCHEMA_VERSION`.
     method : str
         A registry id (:data:`napari_gpuscope.methods.METHODS`).
+    job : str or None
+        The method's job (:attr:`MethodSpec.job_ids`); None: its main (first) job.
     params : dict
-        The method's parameters, every field, as its params model writes them.
+        The job's parameters, every field, as its params model writes them.
     input : InputFacts
         Expected input facts.
     artifacts : list of Artifact
@@ -118,22 +153,30 @@ class Recipe(BaseModel):
 
     schema_version: Literal[1] = Field(description="Recipe format version.")
     method: str = Field(description="Method id, e.g. 'tv'.")
+    job: str | None = Field(None, description="The method's job; absent: its main (first) job.")
     params: dict[str, Any] = Field(
-        default_factory=dict, description="Parameters of the method's params model."
+        default_factory=dict, description="Parameters of the job's params model."
     )
     input: InputFacts = Field(default_factory=InputFacts)
     artifacts: list[Artifact] = Field(default_factory=list)
     provenance: RecipeProvenance = Field(default_factory=RecipeProvenance)
 
     @model_validator(mode="after")
-    def _check_method_and_params(self) -> Self:
+    def _check_method_and_job(self) -> Self:
+        # Reached by a recipe whose method or job selects no recipe type (see from_data).
         if self.method not in METHODS:
             raise ValueError(f"method: unknown method {self.method!r}; known: {sorted(METHODS)}")
-        # Normalised through the params model: the recipe holds every field, validated, in the
-        # form the model writes (so two recipes with the same parameters hash alike).
-        model = method(self.method).params_class().from_dict(self.params)
-        object.__setattr__(self, "params", model.to_dict())
+        spec = METHODS[self.method]
+        if self.job is not None and self.job not in spec.job_ids:
+            raise ValueError(
+                f"job: method {self.method!r} has no job {self.job!r}; its jobs: "
+                f"{list(spec.job_ids)}"
+            )
         return self
+
+    def __reduce__(self) -> Any:
+        # The recipe types are made at run time: pickle the data, rebuild from the registry.
+        return (_rebuild, (self.model_dump(mode="json"),))
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -141,37 +184,55 @@ class Recipe(BaseModel):
         cls,
         params: Any,
         *,
+        job: str | None = None,
         input: InputFacts | Mapping[str, Any] | None = None,
         artifacts: list[Artifact] | None = None,
         source: str | None = None,
     ) -> Recipe:
-        """A recipe for a params model instance (``params.method_id`` names the method)."""
+        """A recipe for a params model instance (``params.method_id`` names the method).
+
+        ``job`` defaults to the method's first job whose params model is ``type(params)``
+        (e.g. :class:`~napari_gpuscope.compute.esrrf.SweepParams` -> ``"sweep"``).
+        """
+        method_id = type(params).method_id
+        if job is None and method_id in METHODS:
+            jobs = [j.id for j in METHODS[method_id].jobs if j.params_class() is type(params)]
+            job = jobs[0] if jobs else None
         facts = input if isinstance(input, InputFacts) else InputFacts(**dict(input or {}))
-        return cls(
-            schema_version=SCHEMA_VERSION,
-            method=type(params).method_id,
-            params=params.to_dict(),
-            input=facts,
-            artifacts=list(artifacts or ()),
-            provenance=_provenance(source),
-        )
+        data = {
+            "schema_version": SCHEMA_VERSION,
+            "method": method_id,
+            "job": job,
+            "params": params.to_dict(),
+            "input": facts,
+            "artifacts": list(artifacts or ()),
+            "provenance": _provenance(source),
+        }
+        if job is not None and job == METHODS[method_id].job_spec().id:
+            data["job"] = None  # the main job: written as old recipes were
+        return cls.from_data(data)
 
     @classmethod
-    def from_defaults(cls, method_id: str, **changes: Any) -> Recipe:
-        """A recipe with the method's default parameters, some changed."""
-        params = method(method_id).params_class()(**changes)
-        return cls.from_params(params)
+    def from_defaults(cls, method_id: str, *, job: str | None = None, **changes: Any) -> Recipe:
+        """A recipe with the default parameters of a method's job (default: its main job)."""
+        params = method(method_id).job_spec(job).params_class()(**changes)
+        return cls.from_params(params, job=job)
+
+    def job_spec(self) -> JobSpec:
+        """The recipe's job in the registry (its method's main job when :attr:`job` is None)."""
+        return method(self.method).job_spec(self.job)
 
     def params_model(self) -> Any:
-        """The method's params model instance."""
-        return method(self.method).params_class().from_dict(self.params)
+        """The job's params model instance."""
+        return self.job_spec().params_class().from_dict(self.params)
 
     # ------------------------------------------------------------------ identity
     def hash(self) -> str:
-        """SHA-256 of what determines the results: format, method, parameters, artifacts.
+        """SHA-256 of what determines the results: format, method, job, parameters, artifacts.
 
         Provenance and input facts are not part of it: re-saving a recipe, or noting a fact,
-        recomputes nothing; changing a parameter or an artifact recomputes everything.
+        recomputes nothing; changing a parameter or an artifact recomputes everything. The main
+        job (``job`` absent, None or named) hashes as recipes did before they named jobs.
         """
         payload = {
             "schema_version": self.schema_version,
@@ -179,6 +240,8 @@ class Recipe(BaseModel):
             "params": self.params,
             "artifacts": sorted((a.name, a.sha256) for a in self.artifacts),
         }
+        if self.job is not None and self.job != method(self.method).job_spec().id:
+            payload["job"] = self.job
         text = json.dumps(payload, sort_keys=True, separators=(",", ":"), allow_nan=True)
         return hashlib.sha256(text.encode()).hexdigest()
 
@@ -204,10 +267,10 @@ class Recipe(BaseModel):
 
     # ------------------------------------------------------------------ YAML
     def to_yaml(self) -> str:
-        """YAML text (safe types only)."""
+        """YAML text (safe types only; no ``job`` key for the main job)."""
         import yaml
 
-        data = self.model_dump(mode="json")
+        data = self.model_dump(mode="json", exclude={"job"} if self.job is None else None)
         return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
     @classmethod
@@ -224,15 +287,13 @@ class Recipe(BaseModel):
 
     @classmethod
     def from_data(cls, data: Any, *, origin: str = "recipe") -> Recipe:
-        """Validate a parsed mapping (see :meth:`from_yaml`)."""
+        """Validate a parsed mapping (see :meth:`from_yaml`) as the recipe type of its job."""
         if not isinstance(data, Mapping):
             raise RecipeError(f"{origin}: a recipe is a mapping of keys, got {type(data).__name__}")
         try:
-            return cls.model_validate(dict(data))
+            return _validator(_registry_key())(dict(data))
         except ValidationError as exc:
             raise RecipeError(f"{origin}: {_explain(exc)}") from None
-        except ValueError as exc:  # a ParameterError from the params model
-            raise RecipeError(f"{origin}: params.{_param_message(exc)}") from None
 
     def save(self, path: str | Path) -> Path:
         """Write the recipe as YAML."""
@@ -241,6 +302,91 @@ class Recipe(BaseModel):
         return path
 
 
+def _rebuild(data: dict[str, Any]) -> Recipe:
+    return Recipe.from_data(data)
+
+
+# ---------------------------------------------------------------------- the recipe types
+def _name(*ids: str) -> str:
+    return "".join(part.capitalize() for i in ids for part in i.split("_"))
+
+
+def _params_field(params_class: type) -> Any:
+    """The ``params`` field of a job's recipe type: validated by the job's model, held (and
+    written) as the model's dict."""
+
+    def known_names(value: Any) -> Any:
+        if isinstance(value, Mapping):
+            params_class._check_names(value)  # "TVParams has no parameter(s) [...]"
+        return value
+
+    annotated = Annotated[
+        params_class,
+        BeforeValidator(known_names),
+        AfterValidator(lambda model: model.to_dict()),
+        PlainSerializer(dict, return_type=dict[str, Any]),
+    ]
+    description = f"Parameters of {params_class.__name__} (absent ones take their defaults)."
+    return (annotated, Field(default_factory=dict, validate_default=True, description=description))
+
+
+@functools.cache
+def _recipe_type(spec: MethodSpec, job: JobSpec) -> type[Recipe]:
+    main = job.id == spec.jobs[0].id
+    job_type: Any = Literal[job.id]
+    job_field = (
+        (job_type | None, Field(None, description=f"{job.title}; absent: this, the main job."))
+        if main
+        else (job_type, Field(description=job.title))
+    )
+    return create_model(
+        _name(spec.id, job.id, "recipe"),
+        __base__=Recipe,
+        __module__=__name__,
+        __doc__=f"A recipe of {spec.title}: {job.title}. {job.description}".strip(),
+        method=(Literal[spec.id], Field(description=spec.title)),
+        job=job_field,
+        params=_params_field(job.params_class()),
+    )
+
+
+def recipe_types() -> dict[tuple[str, str], type[Recipe]]:
+    """The recipe type of every job of every registered method, by ``(method, job)``."""
+    return {(s.id, j.id): _recipe_type(s, j) for s in METHODS.values() for j in s.jobs}
+
+
+def _tag(value: Any) -> str:
+    """The recipe type a recipe's data selects: ``"method:job"``, or ``""`` (none)."""
+    get = value.get if isinstance(value, Mapping) else lambda key: getattr(value, key, None)
+    spec = METHODS.get(get("method")) if isinstance(get("method"), str) else None
+    job = get("job")
+    if spec is None or not (job is None or job in spec.job_ids):
+        return ""
+    return f"{spec.id}:{job or spec.jobs[0].id}"
+
+
+def recipe_union(*, fallback: bool = False) -> Any:
+    """The union of :func:`recipe_types`, selected by ``method`` and ``job``.
+
+    ``fallback`` adds the generic :class:`Recipe` for data that selects none (a missing or
+    unknown method or job), so that validation reports what is wrong with it.
+    """
+    members = [Annotated[t, Tag(f"{m}:{j}")] for (m, j), t in recipe_types().items()]
+    if fallback:
+        members.append(Annotated[Recipe, Tag("")])
+    return Annotated[Union[tuple(members)], Discriminator(_tag)]  # noqa: UP007
+
+
+def _registry_key() -> tuple[tuple[MethodSpec, ...], ...]:
+    return (tuple(METHODS.values()),)
+
+
+@functools.cache
+def _validator(key: Any) -> Any:
+    return TypeAdapter(recipe_union(fallback=True)).validate_python
+
+
+# ---------------------------------------------------------------------- files and errors
 def load_recipe(path: str | Path) -> Recipe:
     """Read and validate a recipe file.
 
@@ -295,10 +441,13 @@ def _provenance(source: str | None) -> RecipeProvenance:
 
 
 def _explain(exc: ValidationError) -> str:
-    """pydantic's errors as ``key.path: what is wrong`` lines."""
+    """pydantic's errors as ``key.path: what is wrong`` lines (without the union's tag)."""
     lines = []
     for error in exc.errors():
-        key = ".".join(str(part) for part in error["loc"]) or "(top level)"
+        loc = error["loc"]
+        if loc and isinstance(loc[0], str) and (loc[0] == "" or ":" in loc[0]):
+            loc = loc[1:]
+        key = ".".join(str(part) for part in loc) or "(top level)"
         kind = error["type"]
         if kind == "extra_forbidden":
             lines.append(f"{key}: unknown key")
@@ -306,10 +455,12 @@ def _explain(exc: ValidationError) -> str:
             lines.append(f"{key}: required key missing")
         elif kind == "value_error":
             message = str(error.get("ctx", {}).get("error", error["msg"]))
-            if message.startswith("method:"):
-                lines.append(message)
-            else:
+            if loc[:1] == ("params",):
                 lines.append(f"params.{_param_message(message)}")
+            elif loc:
+                lines.append(f"{key}: {message}")
+            else:
+                lines.append(message)
         else:
             lines.append(f"{key}: {error['msg']} (got {error.get('input')!r})")
     return "; ".join(lines)
