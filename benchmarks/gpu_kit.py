@@ -23,6 +23,10 @@ script's folder). Subcommands:
   wheels (``scripts/kit-wheels.sh``) into a temporary folder, then runs
   ``tests/batch/test_batch_gpu.py`` and ``benchmarks/batch_benchmark.py --device cuda``; exit
   status 77 (skipped) without wheels.
+- ``site --target DIR [--wheels DIR]``: where pydantic is missing (the GPU machine), installs
+  it and its dependencies (:data:`PARAMS_WHEELS`) from the carried wheels into ``DIR``, which
+  ``scripts/gpu-check.sh`` puts first on ``PYTHONPATH`` before any step: the compute layer's
+  parameter models are pydantic models. Fails naming ``scripts/kit-wheels.sh`` without them.
 - ``report --out DIR``: ``DIR/report.md`` and ``DIR/report.json`` from whatever the steps left
   (per-step status and seconds, test results and measurements, sanitizer summaries, Nsight
   Compute per kernel, every method's bench tables, batch); missing pieces are said to be missing.
@@ -37,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import json
 import os
 import platform
@@ -103,6 +108,10 @@ BATCH_ARGS = (
 SKIPPED_EXIT = 77
 NCU_SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "ComputeWorkloadAnalysis")
 BATCH_PACKAGES = ("dask", "distributed", "zarr", "ome_zarr", "pydantic", "yaml")
+PARAMS_WHEELS = ("pydantic", "pydantic_core", "annotated_types", "typing_extensions")
+PARAMS_WHEELS += ("typing_inspection",)
+"""The wheels the compute layer needs beyond the GPU machine's packages: its parameter models
+are pydantic models (``site`` installs these before any step)."""
 
 # --------------------------------------------------------------------------------------------
 # the plan
@@ -466,11 +475,20 @@ def oom(out: Path) -> int:
 # --------------------------------------------------------------------------------------------
 
 
-def install_wheels(wheels: Path, target: Path, python: str = sys.executable) -> str:
-    """Install every wheel of ``wheels`` into ``target`` (no index, no dependency resolution:
-    ``scripts/kit-wheels.sh`` resolved them); with pip when the interpreter has it, else by
-    unpacking them (a wheel is a zip of its site-packages files). Returns how."""
+def install_wheels(
+    wheels: Path,
+    target: Path,
+    python: str = sys.executable,
+    names: Sequence[str] | None = None,
+) -> str:
+    """Install every wheel of ``wheels`` (or those of the distributions ``names``) into
+    ``target`` (no index, no dependency resolution: ``scripts/kit-wheels.sh`` resolved them);
+    with pip when the interpreter has it, else by unpacking them (a wheel is a zip of its
+    site-packages files). Returns how."""
     files = sorted(wheels.glob("*.whl"))
+    if names is not None:
+        wanted = {re.sub(r"[-_.]+", "_", n).lower() for n in names}
+        files = [f for f in files if f.name.split("-", 1)[0].lower() in wanted]
     if not files:
         raise KitError(f"no wheels in {wheels}")
     has_pip = (
@@ -518,6 +536,24 @@ def _run_logged(command: Sequence[str], env: dict, timeout: float) -> dict:
         rc = 124
     print(output, flush=True)
     return {"rc": rc, "seconds": round(time.perf_counter() - start, 1), "tail": output[-3000:]}
+
+
+def site(wheels: Path, target: Path) -> int:
+    """Make the compute layer importable on a machine without pydantic: install
+    :data:`PARAMS_WHEELS` from the carried wheels into ``target`` (the caller puts it on
+    ``PYTHONPATH``); nothing to do where pydantic imports already."""
+    if importlib.util.find_spec("pydantic") is not None:
+        print("pydantic is installed: nothing to install")
+        return 0
+    wheels = wheels if wheels.is_absolute() else ROOT / wheels
+    if not any(wheels.glob("pydantic-*.whl")):
+        raise KitError(
+            f"the parameter models need pydantic, which {sys.executable} lacks, and {wheels} "
+            "holds no pydantic wheel: run scripts/kit-wheels.sh where PyPI is reachable and "
+            "carry its folder (.kit-wheels) to this machine with the tree"
+        )
+    print(install_wheels(wheels, target, names=PARAMS_WHEELS))
+    return 0
 
 
 def batch(out: Path, wheels: Path, limit_s: float) -> int:
@@ -925,18 +961,23 @@ def report(out: Path) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    commands = ("plan", "exercise", "profile", "bench", "oom", "batch", "report")
+    commands = ("plan", "exercise", "profile", "bench", "oom", "batch", "report", "site")
     parser.add_argument("command", choices=commands)
     parser.add_argument("--method", help="exercise, profile, bench: esrrf, flatfield, phase, tv")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("KIT_OUT", "gpu-report")))
     parser.add_argument("--only", action="append", default=[], help="plan: NAME[,NAME]")
     parser.add_argument("--skip", action="append", default=[], help="plan: NAME[,NAME]")
     parser.add_argument("--format", choices=("json", "tsv"), default="json", help="plan")
-    parser.add_argument("--wheels", type=Path, default=Path(".kit-wheels"), help="batch")
+    parser.add_argument("--wheels", type=Path, default=Path(".kit-wheels"), help="batch, site")
+    parser.add_argument("--target", type=Path, help="site: the folder to install into")
     parser.add_argument("--limit", type=float, default=_limit("batch", None), help="batch: s")
     args = parser.parse_args(argv)
     _src_on_path()
     try:
+        if args.command == "site":
+            if args.target is None:
+                raise KitError("site needs --target")
+            return site(args.wheels, args.target)
         if args.command == "plan":
             plan = build_plan(args.only, args.skip)
             print(_plan_tsv(plan) if args.format == "tsv" else json.dumps(plan, indent=2), end="")

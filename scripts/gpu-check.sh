@@ -2,7 +2,10 @@
 # The GPU verification kit: every fused kernel of every method on a CUDA machine, in one short
 # window. Needs Python 3.12 with CUDA torch, CuPy (cuda13 or cuda12, with NVRTC), NumPy, SciPy,
 # scikit-image, tifffile and pytest; compute-sanitizer and ncu when on PATH. No napari, no
-# network, nothing installed (the batch step installs carried wheels into a temporary folder).
+# network, nothing installed: the parameter models need pydantic, so where it is missing the kit
+# first installs it from the carried wheels (.kit-wheels, made by scripts/kit-wheels.sh) into a
+# temporary folder put first on PYTHONPATH, and fails naming that script without them; the batch
+# step installs the rest of the carried wheels the same way (KIT_WHEELS: another folder).
 #
 #     bash scripts/gpu-check.sh [OPTIONS] [REPORT_DIR]     # default REPORT_DIR: $OUT, else ./gpu-report
 #
@@ -38,7 +41,7 @@ fi
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
 
-usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; }
 
 plan_only=0
 bundle="${GPU_KIT_BUNDLE:-0}"
@@ -67,6 +70,14 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
+
+# The compute layer's parameter models are pydantic models: install it where it is missing.
+if ! "$PYTHON" -c "import pydantic" >/dev/null 2>&1; then
+    kit_site="$(mktemp -d "${TMPDIR:-/tmp}/kit-site-XXXXXX")"
+    "$PYTHON" benchmarks/gpu_kit.py site --wheels "${KIT_WHEELS:-.kit-wheels}" \
+        --target "$kit_site" >&2 || exit 2
+    export PYTHONPATH="$kit_site:$PYTHONPATH"
+fi
 
 if [ "$plan_only" = 1 ]; then
     exec "$PYTHON" benchmarks/gpu_kit.py plan "${plan_args[@]}"
