@@ -103,7 +103,7 @@ print(json.dumps({
     "cuda_initialized": torch.cuda.is_initialized(),
     "cupy_imported": "cupy" in sys.modules,
     "heavy": sorted(k for k in sys.modules if k.split(".")[0] in
-                    ("dask", "distributed", "pydantic", "yaml", "zarr", "napari")),
+                    ("dask", "distributed", "yaml", "zarr", "napari")),
 }))
 """
 

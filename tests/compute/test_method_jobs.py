@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import zarr
 
 from napari_gpuscope import methods
-from napari_gpuscope.batch.store import BatchStore
 from napari_gpuscope.compute import esrrf, flatfield, phase
 from napari_gpuscope.compute.jobs import run_job
 from napari_gpuscope.compute.params import ParameterError, Params
@@ -139,6 +137,10 @@ def test_the_estimate_tilt_job_maps_sit_on_their_tile_centres():
 
 
 def _write(tmp_path, data, **metadata):
+    # Imported here: the GPU kit collects tests/compute where zarr and the batch package are
+    # absent (tests/test_architecture.py).
+    from napari_gpuscope.batch.store import BatchStore
+
     store = BatchStore(tmp_path / "out.zarr")
     layer = image_layer(data, "grid", metadata=metadata)
     return store, store.write_position("p0", [layer], {})
@@ -150,6 +152,8 @@ def test_the_store_writes_nan_only_where_the_layer_says_what_it_means(tmp_path):
         _write(tmp_path / "a", grid)
     with pytest.raises(ValueError, match="non-finite"):
         _write(tmp_path / "b", np.where(np.isnan(grid), np.inf, grid), nan="not measured")
+    import zarr
+
     store, written = _write(tmp_path / "c", grid, nan="not measured")
     stored = zarr.open_array(str(store.out / written[0] / "0"), mode="r")[:]
     np.testing.assert_array_equal(np.isnan(stored), np.isnan(grid))

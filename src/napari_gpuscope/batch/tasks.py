@@ -155,9 +155,9 @@ class ResolvedRecipe:
     @classmethod
     def resolve(cls, recipe: Recipe, recipe_hash: str) -> ResolvedRecipe:
         """Look the recipe's method and job up in the registry (once) and load their pieces."""
-        from napari_gpuscope.methods import load, method
+        from napari_gpuscope.methods import load
 
-        job = method(recipe.method).job_spec(getattr(recipe, "job", None))
+        job = recipe.job_spec()
         params_class: type[Params] = job.params_class()
         return cls(
             recipe=recipe,

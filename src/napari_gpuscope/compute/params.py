@@ -359,11 +359,6 @@ class Params(BaseModel):
             setattr(cls, name, _pydantic_field(info))
         cls.__param_infos__ = infos
 
-    @classmethod
-    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
-        super().__pydantic_init_subclass__(**kwargs)
-        _dataclass_bridge(cls)
-
     def __init__(self, /, **values: Any) -> None:
         unknown = [name for name in values if name not in type(self).__param_infos__]
         if unknown:
@@ -478,27 +473,6 @@ def _parameter_error(
     name, *loc = error["loc"]
     info = cls.info(str(name))
     return info.error(values.get(info.name, info.default), tuple(loc), cls.__name__)
-
-
-def _dataclass_bridge(cls: type[Params]) -> None:
-    """Let ``dataclasses.replace(params, ...)``, ``Class.field`` (its default) and a leftover
-    ``@dataclass(frozen=True)`` on a subclass keep working (the models were frozen dataclasses).
-
-    Transitional: prefer :meth:`Params.replace`, and declare subclasses without the decorator.
-    The decorator keeps this class's ``__init__`` (it never replaces one the class defines) and
-    adds a frozen ``__setattr__``, ``__eq__`` and ``__hash__`` over the same fields.
-    """
-    cls.__init__ = Params.__init__  # type: ignore[method-assign]
-    for info in cls.param_info():  # a dataclass's class attribute holds the field's default
-        type.__setattr__(cls, info.name, info.default)
-    mirror = dataclasses.make_dataclass(
-        cls.__name__, [(name, Any, dataclasses.field()) for name in cls.names()], frozen=True
-    )
-    cls.__dataclass_fields__ = mirror.__dataclass_fields__  # type: ignore[attr-defined]
-    cls.__dataclass_params__ = mirror.__dataclass_params__  # type: ignore[attr-defined]
-
-
-_dataclass_bridge(Params)
 
 
 def merge_call(

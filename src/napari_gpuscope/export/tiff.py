@@ -88,6 +88,8 @@ class TiffOptions(Params):
 
 DTYPES = tuple(TiffOptions.info("dtype").choices or ())
 UINT16_SCALINGS = tuple(TiffOptions.info("uint16_scaling").choices or ())
+_DEFAULT_DTYPE: str = TiffOptions.info("dtype").default
+_DEFAULT_SCALING: str = TiffOptions.info("uint16_scaling").default
 
 _IMAGEJ_ORDER = "TZCYX"
 _DEFAULT_AXES = {2: "YX", 3: "ZYX", 4: "TZYX", 5: "TZCYX"}
@@ -267,8 +269,8 @@ def save_tiff(
     units: str | Sequence[Any] | None = None,
     axes: str | None = None,
     provenance: Mapping[str, Any] | Sequence[Any] | None = None,
-    dtype: str = TiffOptions.dtype,
-    uint16_scaling: str = TiffOptions.uint16_scaling,
+    dtype: str = _DEFAULT_DTYPE,
+    uint16_scaling: str = _DEFAULT_SCALING,
 ) -> Path:
     """Write an ImageJ-compatible TIFF with calibration and provenance.
 
@@ -377,8 +379,8 @@ def save_layer_data_tiff(
     data: Any,
     state: Mapping[str, Any],
     *,
-    dtype: str | None = TiffOptions.dtype,
-    uint16_scaling: str = TiffOptions.uint16_scaling,
+    dtype: str | None = _DEFAULT_DTYPE,
+    uint16_scaling: str = _DEFAULT_SCALING,
 ) -> Path:
     """Save an image layer's data with its state: scale, units, axis labels and provenance.
 
@@ -446,8 +448,8 @@ def save_layer_tiff(
     layer: Layer,
     path: str | Path,
     *,
-    dtype: str = TiffOptions.dtype,
-    uint16_scaling: str = TiffOptions.uint16_scaling,
+    dtype: str = _DEFAULT_DTYPE,
+    uint16_scaling: str = _DEFAULT_SCALING,
 ) -> Path:
     """Save a napari image layer with its scale, units, axis labels and provenance.
 
