@@ -24,9 +24,8 @@ def _settings_in_tmp(tmp_path, monkeypatch):
     monkeypatch.setenv(CONFIG_DIR_ENV, str(tmp_path / "config"))
 
 
-@dataclass(frozen=True)
 class FakeParams(Params):
-    """Parameters of the fake method."""
+    """Parameters of the fake method (a pydantic model, as every params model)."""
 
     method_id: ClassVar[str] = "fake"
     factor: float = param(
