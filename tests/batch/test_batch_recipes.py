@@ -162,7 +162,7 @@ def test_a_recipe_names_its_job_and_is_validated_by_that_jobs_model(tmp_path):
     named = Recipe.from_data({**run.model_dump(mode="json"), "job": "run"})
     assert named.hash() == run.hash() and named.job_spec().id == "run"
     # Flat-field's two jobs share a model; the job is what differs.
-    apply = Recipe.from_defaults("flatfield", job="apply", output_dtype="uint16")
+    apply = _with_needs("flatfield", "apply", output_dtype="uint16")
     assert (
         apply.job_spec().id == "apply"
         and apply.hash() != Recipe.from_defaults("flatfield", output_dtype="uint16").hash()
@@ -184,6 +184,15 @@ def test_a_wrong_job_or_a_field_of_another_job_is_an_error(data, message):
     assert str(error.value).startswith(f"r.yaml: {message}")
 
 
+def _with_needs(method_id: str, job: str, **changes) -> Recipe:
+    """The default recipe of a job, with a (placeholder) artifact for each input it needs."""
+    from napari_gpuscope.batch.recipes import Artifact
+
+    spec = METHODS[method_id].job_spec(job)
+    needs = [Artifact(name=name, path=f"{name}.tif", sha256="0" * 64) for name in spec.needs]
+    return Recipe.from_params(spec.params_class()(**changes), job=job, artifacts=needs)
+
+
 def test_the_schema_has_a_branch_per_job_and_recipes_pickle():
     import pickle
 
@@ -199,7 +208,7 @@ def test_the_schema_has_a_branch_per_job_and_recipes_pickle():
     assert schema["$defs"]["TVParams"]["properties"]["method"]["advanced"] is True
     for method_id in METHODS:
         for job in METHODS[method_id].job_ids:
-            recipe = Recipe.from_defaults(method_id, job=job)
+            recipe = _with_needs(method_id, job)
             jsonschema.validate(yaml.safe_load(recipe.to_yaml()), schema)
             assert pickle.loads(pickle.dumps(recipe)) == recipe
     sweep_params = Recipe.from_defaults("esrrf", job="sweep").model_dump(mode="json")["params"]
@@ -236,3 +245,11 @@ def test_recipe_command_writes_a_jobs_recipe(tmp_path, capsys):
     assert recipe.job == "sweep" and recipe.params_model().radii == (1.0, 2.0)
     assert main(["recipe", "esrrf", "--job", "nope", "-o", str(out)]) == 2
     assert "has no job 'nope'; its jobs: ['run', 'sweep']" in capsys.readouterr().err
+
+
+def test_a_job_that_needs_an_artifact_is_refused_without_it():
+    """Flat-field's apply job needs the saved profile: refused when the recipe is made, not
+    on every position at run time (issue 17, item 6)."""
+    with pytest.raises(RecipeError, match=r"'apply' job of 'flatfield' needs a 'profile'"):
+        Recipe.from_defaults("flatfield", job="apply")
+    assert _with_needs("flatfield", "apply").artifacts[0].name == "profile"

@@ -114,7 +114,13 @@ def dispatch(args: argparse.Namespace) -> int:
 
 
 def _recipe(args: argparse.Namespace) -> int:
-    from napari_gpuscope.batch.recipes import Artifact, Recipe, RecipeError, file_sha256
+    from napari_gpuscope.batch.recipes import (
+        SCHEMA_VERSION,
+        Artifact,
+        Recipe,
+        RecipeError,
+        file_sha256,
+    )
     from napari_gpuscope.methods import method
 
     try:
@@ -127,14 +133,6 @@ def _recipe(args: argparse.Namespace) -> int:
         if not sep or not name.strip():
             return _fail(f"--set {item!r}: expected NAME=VALUE")
         changes[name.strip()] = _field_value(params_class, name.strip(), value)
-    base = Recipe.from_defaults(args.method, job=args.job)
-    try:
-        recipe = Recipe.from_data(
-            {**base.model_dump(mode="json"), "params": {**base.params, **changes}},
-            origin="--set",
-        )
-    except RecipeError as exc:
-        return _fail(str(exc))
     artifacts = []
     for item in args.artifacts:
         name, sep, path = item.partition("=")
@@ -143,12 +141,23 @@ def _recipe(args: argparse.Namespace) -> int:
         # Relative to the recipe, which is how run and validate resolve it.
         where = os.path.relpath(Path(path).resolve(), args.output.resolve().parent)
         artifacts.append(Artifact(name=name.strip(), path=where, sha256=file_sha256(path)))
-    recipe = Recipe.from_params(
-        recipe.params_model(),
-        job=args.job,
-        artifacts=artifacts,
-        source="napari-gpuscope recipe (defaults)",
-    )
+    data = {
+        "schema_version": SCHEMA_VERSION,
+        "method": args.method,
+        "job": args.job,
+        "params": {**params_class().to_dict(), **changes},
+        "artifacts": [artifact.model_dump() for artifact in artifacts],
+    }
+    try:
+        checked = Recipe.from_data(data, origin="--set")
+        recipe = Recipe.from_params(
+            checked.params_model(),
+            job=args.job,
+            artifacts=artifacts,
+            source="napari-gpuscope recipe (defaults)",
+        )
+    except RecipeError as exc:
+        return _fail(str(exc))
     recipe.save(args.output)
     job = f" {recipe.job}" if recipe.job else ""
     print(f"wrote {args.output} ({args.method}{job}, recipe {recipe.hash()[:12]})")

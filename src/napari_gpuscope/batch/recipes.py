@@ -172,6 +172,14 @@ class Recipe(BaseModel):
                 f"job: method {self.method!r} has no job {self.job!r}; its jobs: "
                 f"{list(spec.job_ids)}"
             )
+        job = spec.job_spec(self.job)
+        missing = [name for name in job.needs if name not in {a.name for a in self.artifacts}]
+        if missing:
+            # Refused here, not on every position at run time.
+            raise ValueError(
+                f"artifacts: the {job.id!r} job of {self.method!r} needs "
+                + ", ".join(f"a {name!r} artifact (--artifact {name}=PATH)" for name in missing)
+            )
         return self
 
     def __reduce__(self) -> Any:

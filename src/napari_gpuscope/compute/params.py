@@ -335,6 +335,17 @@ class Params(BaseModel):
 
     __param_infos__: ClassVar[dict[str, ParamInfo]] = {}
 
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: Any, handler: Any) -> Any:
+        """The schema's description is the docstring's first paragraph (pydantic would copy
+        the whole docstring, doctests included)."""
+        schema = handler(core_schema)
+        target = handler.resolve_ref_schema(schema)
+        summary = inspect.cleandoc(cls.__doc__ or "").split("\n\n")[0]
+        if summary:
+            target["description"] = " ".join(summary.split())
+        return schema
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Turn the :func:`param` declarations into typed pydantic fields (before pydantic
         collects the fields)."""
