@@ -108,15 +108,6 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-KNOWN_DEBTS = {
-    # compute/tv/_preview.py looks resolve_weight up on its package at call time (a test seam:
-    # "where a test may replace it"), a lazy import of the package that imports it. Not a file
-    # of the widgets; listed so it stays visible. Once it goes, this line fails: delete it.
-    ("napari_gpuscope.compute.tv._preview", "napari_gpuscope.compute.tv"),
-}
-"""Edges known to close a circle, each still present (a stale entry fails)."""
-
-
 def test_the_graph_sees_every_kind_of_import():
     graph = import_graph()
     # a TYPE_CHECKING import and a lazy (function-level) import are edges too
@@ -125,17 +116,8 @@ def test_the_graph_sees_every_kind_of_import():
     assert "napari_gpuscope.export.commands" in set().union(*widgets)
 
 
-def test_known_debts_are_still_there():
-    graph = import_graph()
-    stale = [edge for edge in KNOWN_DEBTS if edge[1] not in graph[edge[0]]]
-    assert stale == [], f"no longer imported, delete from KNOWN_DEBTS: {stale}"
-
-
 def test_no_import_circles_in_the_package():
-    graph = import_graph()
-    for source, target in KNOWN_DEBTS:
-        graph[source].discard(target)
-    found = cycles(graph)
+    found = cycles(import_graph())
     assert found == [], "import circles (TYPE_CHECKING and lazy imports included):\n" + "\n".join(
         " <-> ".join(component) for component in found
     )

@@ -109,6 +109,36 @@ def test_global_estimate_streams_loss_and_vectors(viewer, qtbot, dock, reference
     assert dock._known_tilt(dock.input_layer) is not None  # the preview uses it
 
 
+def test_the_estimate_tilt_job_runs_from_the_dock_and_sets_the_manual_tilt(
+    viewer, qtbot, dock, reference
+):
+    """The registry's estimate_tilt job on the dock's runner: its result equals the job called
+    directly (the oracle), its layers join the viewer (maps hidden, arrows shown), a global
+    estimate fills the manual tilt rows, and a run asked for meanwhile is refused."""
+    stack = _add_stack(viewer, reference, "stack_tilt")
+    _select(dock, "bf")
+    widgets = dock.form.widgets
+    widgets["tilt_mode"].value = "global"
+    widgets["optimizer"].value = "newton"
+    widgets["iterations"].value = 6
+    params = dock.params()
+    assert dock.estimate_tilt()
+    assert not dock.run() and "estimate" in dock.panel.status.text()  # one job at a time
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=60_000)
+    direct = phase.estimate_tilt(stack.data, params=params, device="cpu")
+    zenith = float(direct.tilt_map.zenith.item())
+    assert abs(zenith - 0.2) < 0.035  # the fixture's true tilt
+    assert viewer.layers["bf [tilt]"].visible and not viewer.layers["bf [tilt zenith]"].visible
+    np.testing.assert_allclose(viewer.layers["bf [tilt zenith]"].data, [[zenith]], rtol=1e-6)
+    assert viewer.layers["bf [tilt zenith]"].metadata[PROVENANCE_KEY]["method"] == "phase"
+    after = dock.params()
+    assert after.tilt_mode == "manual"
+    assert after.tilt_zenith == pytest.approx(zenith, abs=1e-4)
+    assert after.tilt_azimuth == pytest.approx(float(direct.tilt_map.azimuth.item()), abs=1e-4)
+    assert "set as the manual tilt" in dock.panel.status.text()
+    assert viewer.layers.selection.active.name == "bf"  # the stack stays the input
+
+
 def test_live_regularization_reuses_the_normal_equations(viewer, qtbot, dock, reference):
     _add_stack(viewer, reference)
     _select(dock, "bf")

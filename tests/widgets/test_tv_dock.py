@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from skimage.restoration import denoise_tv_chambolle
 
-from napari_gpuscope.compute.tv import TVParams
+from napari_gpuscope.compute.tv import TVParams, _preview
 from napari_gpuscope.provenance import PROVENANCE_KEY
 from napari_gpuscope.widgets._layers import spacing_from_layer
 from napari_gpuscope.widgets.tv_dock import TVDenoiseDock
@@ -78,7 +78,7 @@ def resolutions(monkeypatch):
         calls.append((threading.get_ident(), params.noise_model))
         return real(image, params)
 
-    monkeypatch.setattr(tv, "resolve_weight", spy)
+    monkeypatch.setattr(_preview, "resolve_weight", spy)  # what the preview calls
     for name in ("estimate_noise_sigma", "estimate_poisson_gaussian"):
         real_estimate = getattr(noise, name)
 
@@ -301,7 +301,7 @@ def test_preview_of_a_time_lapse_volume_solves_one_frame(viewer, qtbot, dock, mo
         solved.append((image.shape, params.spacing, params.max_iterations))
         return real(image, *args, params=params, **kwargs)
 
-    monkeypatch.setattr(tv, "iter_denoise", spy)
+    monkeypatch.setattr(_preview, "iter_denoise", spy)
     dock.panel.live_preview.setChecked(True)
     qtbot.waitUntil(lambda: "movie [TV preview]" in viewer.layers, timeout=10_000)
     qtbot.waitUntil(lambda: not dock.is_running(), timeout=10_000)
@@ -422,7 +422,7 @@ def test_live_preview_follows_the_displayed_axes(viewer, qtbot, dock, monkeypatc
         solved.append((image.shape, params.spacing))
         return real(image, *args, params=params, **kwargs)
 
-    monkeypatch.setattr(tv, "iter_denoise", spy)
+    monkeypatch.setattr(_preview, "iter_denoise", spy)
     viewer.dims.order = (1, 0, 2)  # show z-x planes
     viewer.dims.set_current_step(1, 15)
     dock.panel.live_preview.setChecked(True)

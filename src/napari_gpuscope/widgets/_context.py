@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
     from napari_gpuscope.compute.jobs import Job
     from napari_gpuscope.compute.params import Params
+    from napari_gpuscope.methods import MethodSpec
     from napari_gpuscope.widgets._controller import JobHandlers
 
 __all__ = ["DockContext"]
@@ -28,6 +29,8 @@ class DockContext(Protocol):
     method_id: str
     title: str
     viewer: napari.viewer.Viewer
+    spec: MethodSpec
+    """The method's registry entry: a part runs its job as ``spec.job_spec(id)`` declares it."""
 
     @property
     def device(self) -> str | None:

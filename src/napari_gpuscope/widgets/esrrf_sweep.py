@@ -1,6 +1,7 @@
 """The eSRRF dock's "Parameter sweep" panel: radius x sensitivity heatmaps of FRC, RSP, QnR.
 
-The sweep (:func:`~napari_gpuscope.compute.esrrf.iter_parameter_sweep`) runs as one job of the
+The sweep (the registry's ``sweep`` job, :func:`~napari_gpuscope.compute.esrrf.iter_sweep` with
+a :class:`~napari_gpuscope.compute.esrrf.SweepParams`) runs as one job of the
 dock, on the dock's one runner (``start_job`` of
 :class:`~napari_gpuscope.widgets._context.DockContext`: refused while a run holds the device),
 on the visible region of the input (at most 128 input pixels per side, as the live preview)
@@ -141,22 +142,20 @@ class SweepPanel(QCollapsible):
             dock.validate_input(layer, check_values=False)
             radii = parse_values(self.radii_edit.text(), "radii")
             sensitivities = parse_values(self.sensitivities_edit.text(), "sensitivities")
-            params = dock.params()
+            # The registry's sweep job with its own model: the grid and the dock's eSRRF
+            # parameters, held fixed (what a recipe of job "sweep" holds too).
+            sweep = dock.spec.job_spec("sweep")
+            params = sweep.params_class().from_dict(
+                {**dock.params().to_dict(), "radii": radii, "sensitivities": sensitivities}
+            )
             shape = tuple(np.shape(layer.data))
             corners = np.asarray(getattr(layer, "corner_pixels", np.zeros((2, 3))))
             region = visible_region(shape, corners, 0)
             frames = min(self.frames_box.value(), shape[0])
             (r0, r1), (c0, c1) = region.rows, region.cols
             crop = layer.data[:frames, r0:r1, c0:c1]
-            from napari_gpuscope.compute.esrrf import iter_parameter_sweep
-
-            job = iter_parameter_sweep(
-                crop,
-                radii,
-                sensitivities,
-                params=params,
-                pixel_size=float(layer.scale[-1]),
-                device=dock.device,
+            job = sweep.job_function()(
+                crop, params=params, pixel_size=float(layer.scale[-1]), device=dock.device
             )
             handlers = JobHandlers(
                 succeeded=self._on_done,

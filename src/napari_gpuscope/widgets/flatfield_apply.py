@@ -1,6 +1,7 @@
 """The flat-field dock's "Apply profile" panel: a fitted or loaded profile onto any layer.
 
-A view of the apply job (:func:`~napari_gpuscope.compute.flatfield.iter_apply_profile`): its
+A view of the apply job (the registry's ``apply`` job of flat-field,
+:func:`~napari_gpuscope.compute.flatfield.iter_apply_profile`): its
 options are the apply fields of :class:`~napari_gpuscope.compute.flatfield.BasicParams`
 (controls generated from the model), the job runs on the dock's one runner (``start_job`` of
 :class:`~napari_gpuscope.widgets._context.DockContext`: an apply is refused while a fit holds
@@ -34,7 +35,6 @@ from napari_gpuscope.compute.flatfield import (
     CorrectionResult,
     ShadingProfile,
     centre_lines,
-    iter_apply_profile,
 )
 from napari_gpuscope.compute.results import Geometry
 from napari_gpuscope.provenance import PROVENANCE_KEY, build_provenance
@@ -225,7 +225,9 @@ class ApplyPanel(QGroupBox):
             return False
         try:
             params = self.params()
-            job = iter_apply_profile(layer.data, self.profile, params, device=device)
+            # The registry's apply job, given the profile it needs (JobSpec.needs).
+            apply = self.dock.spec.job_spec("apply").job_function()
+            job = apply(layer.data, params=params, profile=self.profile, device=device)
             self.dock.start_job(
                 "apply",
                 job,

@@ -8,6 +8,10 @@ The tilt is none, set by hand, or estimated for the whole field or per tile of a
 run the loss is plotted live and the tilt map grows as a Vectors layer (arrows from the tile
 centres, length proportional to the zenith, pointing along the azimuth). Results: phase
 (radians) and absorption layers with provenance, and the tilt vectors.
+
+"Estimate tilt" runs the method's other job (the registry's ``estimate_tilt``) on its own:
+the tilt map's arrows and its zenith and azimuth maps (hidden) join the viewer, previews and
+runs on that stack use the map, and a global estimate is written into the manual tilt rows.
 """
 
 from __future__ import annotations
@@ -19,8 +23,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 from magicgui.widgets import Label
 from qtpy.QtCore import Qt
-from qtpy.QtWidgets import QSizePolicy, QSlider
+from qtpy.QtWidgets import QPushButton, QSizePolicy, QSlider
 
+from napari_gpuscope.compute.devices import device_label
 from napari_gpuscope.compute.jobs import Job
 from napari_gpuscope.compute.phase import (
     OUTPUTS,
@@ -32,13 +37,17 @@ from napari_gpuscope.compute.phase import (
     preview_job,
 )
 from napari_gpuscope.compute.preview import PlaneView, PreviewResult
+from napari_gpuscope.compute.results import Geometry
+from napari_gpuscope.provenance import PROVENANCE_KEY, build_provenance
 from napari_gpuscope.widgets._base import MethodDock
+from napari_gpuscope.widgets._controller import JobHandlers, JobRefused
+from napari_gpuscope.widgets._messages import plain_error_message
 
 if TYPE_CHECKING:
     import napari.layers
     import napari.viewer
 
-    from napari_gpuscope.compute.phase import PhaseResult
+    from napari_gpuscope.compute.phase import PhaseResult, TiltResult
     from napari_gpuscope.compute.results import MethodResult
 
 __all__ = ["REGULARIZATION_DECADES", "PhaseDock"]
@@ -107,6 +116,14 @@ class PhaseDock(MethodDock):
         )
         self.optics_note.native.setVisible(False)
         self.form.add_row("", self.optics_note.native, after="index_of_refraction")
+        self.estimate_button = QPushButton("Estimate tilt")
+        self.estimate_button.setToolTip(
+            "Estimate the illumination tilt only (global, or per tile in 'estimate per tile' "
+            "mode): the arrows show it, previews and runs on this stack then use it, and a "
+            "global estimate fills the manual zenith and azimuth"
+        )
+        self.estimate_button.clicked.connect(self.estimate_tilt)
+        self.form.add_row("", self.estimate_button, after="tilt_mode")
         widgets = self.form.widgets
         widgets["regularization"].changed.connect(self._sync_slider)
         widgets["tilt_mode"].changed.connect(self._on_tilt_mode)
@@ -214,6 +231,83 @@ class PhaseDock(MethodDock):
             self._tilt = (weakref.ref(layer.data), cast("PhaseResult", result).tilt_map)
         except TypeError:
             self._tilt = None
+
+    # ---------------------------------------------------------------- the estimate job
+    def estimate_tilt(self) -> bool:
+        """Run the ``estimate_tilt`` job on the input, on the dock's runner; return whether it
+        started (False: the status says why, e.g. a run holds the device)."""
+        layer, device = self.input_layer, self.device
+        try:
+            if device is None:
+                raise ValueError("no usable CUDA GPU (see the device row)")
+            if layer is None:
+                raise ValueError("no input z-stack")
+            self.validate_input(layer, check_values=False)
+            params = self.params()
+            estimate = self.spec.job_spec("estimate_tilt").job_function()
+            job = estimate(layer.data, params=params, device=device)
+            self.start_job(
+                "estimate_tilt",
+                job,
+                title="The tilt estimate",
+                description=f"Tilt estimate: {layer.name}",
+                handlers=JobHandlers(
+                    succeeded=lambda result, elapsed: self._on_estimated(
+                        result, elapsed, layer, params, device
+                    ),
+                    failed=lambda exc: self.set_status(
+                        f"The tilt estimate failed: {plain_error_message(exc)}"
+                    ),
+                ),
+                layer=layer,
+                params=params,
+            )
+        except JobRefused:
+            return False  # the status says why
+        except ValueError as exc:  # ParameterError and InvalidInputError included
+            self.set_status(f"The tilt cannot be estimated: {exc}")
+            return False
+        self.set_status(f"Estimating the tilt of '{layer.name}'...")
+        return True
+
+    def _on_estimated(
+        self,
+        result: TiltResult,
+        elapsed: float,
+        layer: napari.layers.Image,
+        params: PhaseParams,
+        device: str,
+    ) -> None:
+        record = build_provenance(
+            "phase",
+            params.to_dict(),
+            device=device_label(device),
+            input_name=layer.name,
+            elapsed_seconds=elapsed,
+            result=result.summary(),
+        )
+        layers = result.layers(layer.name, Geometry.of_layer(layer), {PROVENANCE_KEY: record})
+        for data, kwargs, layer_type in layers:
+            kwargs["visible"] = layer_type == "vectors"  # the maps would cover the stack
+            getattr(self.viewer, f"add_{layer_type}")(data, **kwargs)
+        self._style_tilt_vectors(layer)
+        if layer in self.viewer.layers:
+            self.viewer.layers.selection.active = layer  # the stack stays the input
+        try:
+            self._tilt = (weakref.ref(layer.data), result.tilt_map)
+        except TypeError:
+            self._tilt = None
+        note = ""
+        if result.is_global and not (result.non_finite or result.stopped_early):
+            self.set_params(
+                params.replace(
+                    tilt_mode="manual",
+                    tilt_zenith=round(float(result.tilt_map.zenith.item()), 4),
+                    tilt_azimuth=round(float(result.tilt_map.azimuth.item()), 4),
+                )
+            )
+            note = "; set as the manual tilt"
+        self.set_status(f"{result.describe()}{note}. Took {elapsed:.2f} s.")
 
     def _style_tilt_vectors(self, layer: napari.layers.Image) -> None:
         """The streamed tilt layer took napari's default look; give it the result's."""

@@ -18,8 +18,9 @@ import numpy as np
 
 from ..jobs import Job, Output, Progress, mapped
 from ..preview import DataIdentity, PlaneView, PreviewResult
-from ._job import OUTPUT
+from ._job import OUTPUT, iter_denoise
 from ._params import TVParams
+from ._weight import resolve_weight
 
 __all__ = [
     "PREVIEW_HALF_SLAB",
@@ -84,13 +85,11 @@ class WholeImageWeights:
 
     def resolve(self, data: Any, params: TVParams) -> Any:
         """The weight, noise level and camera model a run on ``data`` would use."""
-        from .. import tv  # looked up on the package, where a test may replace it
-
         key = self._key(params)
         with self._lock:
             unit = self._lookup(data, key)
         if unit is None:
-            unit = tv.resolve_weight(data, key)  # reads the image: outside the lock
+            unit = resolve_weight(data, key)  # reads the image: outside the lock
             with self._lock:
                 if self._data is None or not self._data.matches(data):
                     self._known = {}
@@ -116,8 +115,6 @@ def preview_job(
 ) -> Job[TVPreview]:
     """A small-budget TV solve of a slab around the displayed plane, smoothing like a run: the
     weight (or camera model) of the whole image comes from ``weights``, in the worker thread."""
-    from .. import tv  # looked up on the package, where a test may replace it
-
     # Everything below runs in the worker thread (the first line on the first resume).
     message = _estimate_message(params)
     if message is not None and not weights.known(data, params):
@@ -146,7 +143,7 @@ def preview_job(
 
         return dataclasses.replace(update, outputs={OUTPUT: Output(plane)})
 
-    result = yield from mapped(tv.iter_denoise(image, params=quick, device=device), to_plane)
+    result = yield from mapped(iter_denoise(image, params=quick, device=device), to_plane)
     # The weight is strength x the noise level of the whole image, as the result says.
     result = dataclasses.replace(result, noise_sigma=resolved.noise_sigma)
     in_3d = len(slab.spacing) > 2  # coupled to the planes around it
