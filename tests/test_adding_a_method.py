@@ -18,7 +18,7 @@ from napari_gpuscope import generate, methods
 from napari_gpuscope.batch.recipes import Recipe, RecipeError, load_recipe
 from napari_gpuscope.batch.schema import recipe_json_schema
 from napari_gpuscope.cli import main
-from tiny_method import SPEC, TinyParams, ramp
+from tiny_method import SPEC, TinyOffsetParams, TinyParams, ramp
 
 ENTRY = "Tiny scale: x|y (napari-gpuscope)"
 
@@ -173,4 +173,39 @@ def test_the_docks_menu_model_and_the_docs_list_it(tiny):
     guide = files[generate.ROOT / "docs" / "user-guide.md"]
     assert "- [Tiny scale: x|y](tiny.md)\n" in guide
     schema = files[generate.ROOT / "docs" / "recipe.schema.json"]
-    assert '"TinyParams"' in schema and '"TinyRunRecipe"' in schema
+    assert (
+        '"TinyParams"' in schema
+        and '"TinyScaleRecipe"' in schema
+        and '"TinyOffsetRecipe"' in schema
+    )
+
+
+def test_its_second_job_has_its_own_model_recipe_schema_and_batch_run(tiny, tmp_path):
+    """A method's other jobs come with the same one edit: the job's entry in ``jobs``."""
+    from distributed import Client, LocalCluster
+
+    from napari_gpuscope.batch.inputs import discover
+    from napari_gpuscope.batch.runner import run_batch
+    from napari_gpuscope.batch.store import BatchStore
+
+    path = tmp_path / "offset.yaml"
+    assert main(["recipe", "tiny", "--job", "offset", "--set", "shift=5", "-o", str(path)]) == 0
+    recipe = load_recipe(path)
+    assert recipe.job == "offset" and recipe.params_model() == TinyOffsetParams(shift=5.0)
+    schema = recipe_json_schema()
+    jsonschema.validate(recipe.model_dump(mode="json"), schema)
+    with pytest.raises(jsonschema.ValidationError):  # the other job's field
+        jsonschema.validate({**recipe.model_dump(mode="json"), "params": {"factor": 2}}, schema)
+    tifffile.imwrite(tmp_path / "field.tif", ramp()[0][0])
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        report = run_batch(
+            recipe, discover(str(tmp_path / "field.tif")), tmp_path / "o.zarr", client
+        )
+    assert report.failed == {}
+    written = BatchStore(tmp_path / "o.zarr").read_position("field")
+    np.testing.assert_array_equal(written, ramp()[0][0].astype(np.float32) + 5)

@@ -17,7 +17,7 @@ import numpy as np
 from napari_gpuscope.compute.jobs import Progress
 from napari_gpuscope.compute.params import Params, param
 from napari_gpuscope.compute.results import image_layer
-from napari_gpuscope.methods import MethodSpec, SampleSpec
+from napari_gpuscope.methods import JobSpec, MethodSpec, SampleSpec
 
 
 class TinyParams(Params):
@@ -55,6 +55,20 @@ def iter_tiny(data: Any, params: TinyParams | None = None, *, device: str | None
     return TinyResult(image, params.factor)
 
 
+class TinyOffsetParams(Params):
+    """Add a constant to an image (the method's second job)."""
+
+    method_id: ClassVar[str] = "tiny"
+    shift: float = param(1.0, minimum=-100.0, maximum=100.0, unit="ADU", help="Add this")
+
+
+def iter_offset(data: Any, params: TinyOffsetParams | None = None, *, device: str | None = None):
+    """The second job: the image plus a constant (its result reuses TinyResult's layers)."""
+    params = params or TinyOffsetParams()
+    yield Progress(0.0, "adding")
+    return TinyResult(np.asarray(data, dtype=np.float32) + np.float32(params.shift), 1.0)
+
+
 def ramp() -> list[tuple[Any, dict[str, Any], str]]:
     """The sample: a 16 x 24 ramp."""
     data = np.arange(16 * 24, dtype=np.uint16).reshape(16, 24)
@@ -69,8 +83,10 @@ def demo_params(sample_kwargs: Mapping[str, Any]) -> TinyParams:
 SPEC = MethodSpec(
     id="tiny",
     title="Tiny scale: x|y",
-    params="tiny_method:TinyParams",
-    job="tiny_method:iter_tiny",
+    jobs=(
+        JobSpec("scale", "Scale", "tiny_method:TinyParams", "tiny_method:iter_tiny"),
+        JobSpec("offset", "Offset", "tiny_method:TinyOffsetParams", "tiny_method:iter_offset"),
+    ),
     dock="tiny_dock:TinyDock",
     samples=(SampleSpec("tiny-ramp", "Ramp (tiny)", "tiny_method:ramp"),),
     demo_params="tiny_method:demo_params",
