@@ -161,3 +161,28 @@ def test_settings_are_saved_only_while_saving_and_only_valid(jobs, tmp_path, mon
     assert params.strength == 2.0 and options == {"replace_last": True}
     jobs.forget_settings()
     assert not jobs.settings.path.exists()
+
+
+def test_the_controller_holds_the_input_weakly_and_the_parameters_or_why_not(jobs):
+    import gc
+
+    from napari_gpuscope.compute.params import ParameterError
+    from napari_gpuscope.compute.tv import TVParams
+
+    class Layer:  # what the picker hands over (the controller only keeps it)
+        name = "cells"
+
+    layer = Layer()
+    jobs.set_input(layer)
+    assert jobs.input_layer is layer
+    del layer
+    gc.collect()
+    assert jobs.input_layer is None  # deleted from the viewer: not kept alive here
+    good = jobs.update_params(lambda: TVParams(strength=2.0))
+    assert jobs.params is good and jobs.params_error is None
+    with pytest.raises(ParameterError):
+        jobs.update_params(lambda: TVParams(tolerance=-1.0))
+    assert jobs.params is good  # the last valid ones stay
+    assert jobs.params_error.startswith("TVParams.tolerance must be")
+    jobs.update_params(lambda: TVParams())
+    assert jobs.params_error is None

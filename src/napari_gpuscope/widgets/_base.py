@@ -68,6 +68,7 @@ the layer that result layer ``k`` then takes over.
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -225,11 +226,15 @@ class MethodDock(MethodHooks, DockJobs, PreviewScheduling, DockStatus, DockQtEve
     @property
     def input_layer(self) -> napari.layers.Image | None:
         """The selected input layer (None when there is none); settable."""
-        return self.input.layer
+        # The picker's combo can lose its layer without a signal (its choices emptied): hand
+        # the controller what it shows now.
+        self.jobs.set_input(self.input.layer)
+        return self.jobs.input_layer
 
     @input_layer.setter
     def input_layer(self, layer: napari.layers.Image | None) -> None:
         self.input.layer = layer
+        self.jobs.set_input(self.input.layer)  # also when the picker emits nothing
 
     @property
     def last_result_layer(self) -> napari.layers.Layer | None:
@@ -282,6 +287,11 @@ class MethodDock(MethodHooks, DockJobs, PreviewScheduling, DockStatus, DockQtEve
             if job.handlers is not None:
                 job.handlers.ended()
         self._update_buttons()
+
+    def params(self) -> Params:
+        """The parameters the controls describe, as the dock's controller now holds them
+        (raises ``ParameterError``, naming the field, while they are invalid)."""
+        return self.jobs.update_params(self.build_params)
 
     def set_param(self, name: str, value: Any) -> None:
         """Show ``value`` in the control of parameter ``name`` (None: "auto" where the field
@@ -388,12 +398,15 @@ class MethodDock(MethodHooks, DockJobs, PreviewScheduling, DockStatus, DockQtEve
 
     # ---------------------------------------------------------------- reactions
     def _on_input_changed(self, *_: Any) -> None:
+        self.jobs.set_input(self.input.layer)
         self._stop_preview()  # a preview of the previous input is of no use any more
         self.on_input_changed(self.input_layer)
         self._update_buttons()
         self.request_preview()
 
     def _on_params_changed(self, *_: Any) -> None:
+        with contextlib.suppress(ValueError):  # the controller keeps why they are invalid
+            self.params()
         self._save_settings()
         self.request_preview()
 

@@ -1,4 +1,5 @@
-"""The Qt-free controller of a dock: its one runner, the job state machine and its settings.
+"""The Qt-free controller of a dock: its input, its parameters, its one runner, the job state
+machine and its settings.
 
 Every job of a dock -- the full run, the live preview, the kernel warm-up and the method's
 other jobs (eSRRF's sweep, flat-field's apply and autotune) -- goes through the dock's one
@@ -37,6 +38,7 @@ Examples
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -167,7 +169,13 @@ class DockJob:
 
 
 class DockController:
-    """One dock's runner, its job state and its settings (Qt-free).
+    """One dock's input, parameters, runner, job state and settings (Qt-free).
+
+    The view writes the input (:meth:`set_input`, from its layer picker) and builds the
+    parameters from its controls (:meth:`update_params`, on every change and whenever a job
+    starts); the controller keeps the layer weakly, the latest valid parameters and, while the
+    controls describe invalid ones, the reason (:attr:`params_error`), which a run asked for
+    then fails with.
 
     Parameters
     ----------
@@ -189,6 +197,46 @@ class DockController:
         self.saving = False
         """Whether parameter changes are written to the settings (once loaded, not while
         resetting or after release)."""
+        self._input: weakref.ref[Any] | None = None
+        self.params: Params | None = None
+        """The latest valid parameters the view's controls described."""
+        self.params_error: str | None = None
+        """Why the controls' current values are not valid parameters (None: they are)."""
+
+    # ---------------------------------------------------------------- input and parameters
+    @property
+    def input_layer(self) -> Any:
+        """The dock's input layer (None: none, or it was deleted)."""
+        return self._input() if self._input is not None else None
+
+    def set_input(self, layer: Any) -> None:
+        """The input the view's picker shows (held weakly: the user may delete the layer)."""
+        self._input = weakref.ref(layer) if layer is not None else None
+
+    def update_params(self, build: Callable[[], Params]) -> Params:
+        """Build the parameters from the view's controls and keep them, or keep the reason they
+        are invalid and raise it (a ``ValueError``: ``ParameterError`` names the field).
+
+        Examples
+        --------
+        >>> from napari_gpuscope.compute.tv import TVParams
+        >>> jobs = DockController(None, title="TV denoise", method_id="tv")
+        >>> jobs.update_params(lambda: TVParams(strength=2)).strength
+        2.0
+        >>> try:
+        ...     jobs.update_params(lambda: TVParams(strength=-1))
+        ... except ValueError:
+        ...     pass
+        >>> jobs.params.strength, jobs.params_error[:30]
+        (2.0, 'TVParams.strength must be a fi')
+        """
+        try:
+            params = build()
+        except ValueError as exc:
+            self.params_error = str(exc)
+            raise
+        self.params, self.params_error = params, None
+        return params
 
     # ---------------------------------------------------------------- state
     def is_running(self) -> bool:

@@ -65,8 +65,9 @@ class MethodHooks:
     def build_controls(self) -> None:
         """Add the method's own rows and wiring to ``self.form`` (default: nothing)."""
 
-    def params(self) -> Params:
-        """The parameters the controls describe (raises ParameterError for invalid ones)."""
+    def build_params(self) -> Params:
+        """The parameters the controls describe (raises ParameterError for invalid ones); the
+        dock's :meth:`params` hands them to its controller."""
         return self.params_class(**self.form.values())
 
     def validate_input(

@@ -120,7 +120,7 @@ class EsrrfDock(MethodDock):
         else:
             self.pixel_label.value = f"→ {rows}×{cols}, {pixel / m:.3g} {unit} pixels"
 
-    def params(self) -> EsrrfParams:
+    def build_params(self) -> EsrrfParams:
         """The parameters the controls describe."""
         return EsrrfParams(**self.form.values())
 

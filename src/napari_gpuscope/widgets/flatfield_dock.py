@@ -197,7 +197,7 @@ class FlatfieldDock(MethodDock):
         self.dark_frame.reset_choices()
 
     # ---------------------------------------------------------------- parameters and job
-    def params(self) -> BasicParams:
+    def build_params(self) -> BasicParams:
         values = self.form.values()
         if not values["get_darkfield"]:
             values["smoothness_darkfield"] = None

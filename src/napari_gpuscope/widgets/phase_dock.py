@@ -182,7 +182,7 @@ class PhaseDock(MethodDock):
             if isinstance(sample.get(name), int | float):
                 widgets[name].value = float(sample[name])
 
-    def params(self) -> PhaseParams:
+    def build_params(self) -> PhaseParams:
         """The parameters the controls describe; a warning of the model (NA_ill >= NA_det)
         shows under the apertures instead of going to the console on every change."""
         with warnings.catch_warnings(record=True) as caught:

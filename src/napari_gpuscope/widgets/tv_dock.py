@@ -121,7 +121,7 @@ class TVDenoiseDock(MethodDock):
             self.weight_label.value = f"noise σ ≈ {sigma:.3g} → weight {strength * sigma:.3g}"
 
     # ---------------------------------------------------------------- parameters
-    def params(self) -> TVParams:
+    def build_params(self) -> TVParams:
         """The parameters the controls describe (weight None: strength x noise level)."""
         return TVParams(**self.form.values(), spacing=self.spacing_row.value() or None)
 
