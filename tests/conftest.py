@@ -49,3 +49,18 @@ def flat_method(monkeypatch):
     monkeypatch.setitem(methods.METHODS, "flat", spec)
     FlatHooks.reads, FlatHooks.built = 0, {}
     return spec
+
+
+@pytest.fixture
+def inprocess_client():
+    """A Dask client on one in-process worker thread: its tasks see what the test registered
+    (a method added at run time) and no process is spawned."""
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        yield client

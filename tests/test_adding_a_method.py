@@ -98,9 +98,7 @@ def test_the_headless_demo_runs_it(tiny):
     assert kwargs["name"] == "ramp [tiny x3]"
 
 
-def test_a_batch_run_applies_it(tiny, tmp_path):
-    from distributed import Client, LocalCluster
-
+def test_a_batch_run_applies_it(tiny, tmp_path, inprocess_client):
     from napari_gpuscope.batch.inputs import discover
     from napari_gpuscope.batch.runner import run_batch
     from napari_gpuscope.batch.store import BatchStore
@@ -110,15 +108,9 @@ def test_a_batch_run_applies_it(tiny, tmp_path):
         tifffile.imwrite(tmp_path / f"field{index}.tif", image + index)
     recipe = Recipe.from_defaults("tiny", factor=0.5)
     # In-process workers see the method registered in this process.
-    with (
-        LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
-        ) as cluster,
-        Client(cluster) as client,
-    ):
-        report = run_batch(
-            recipe, discover(str(tmp_path / "field*.tif")), tmp_path / "out.zarr", client
-        )
+    report = run_batch(
+        recipe, discover(str(tmp_path / "field*.tif")), tmp_path / "out.zarr", inprocess_client
+    )
     assert report.failed == {} and len(report.done) == 2
     written = BatchStore(tmp_path / "out.zarr").read_position("field1")
     np.testing.assert_array_equal(written, (image + 1).astype(np.float32) * 0.5)
@@ -180,10 +172,10 @@ def test_the_docks_menu_model_and_the_docs_list_it(tiny):
     )
 
 
-def test_its_second_job_has_its_own_model_recipe_schema_and_batch_run(tiny, tmp_path):
+def test_its_second_job_has_its_own_model_recipe_schema_and_batch_run(
+    tiny, tmp_path, inprocess_client
+):
     """A method's other jobs come with the same one edit: the job's entry in ``jobs``."""
-    from distributed import Client, LocalCluster
-
     from napari_gpuscope.batch.inputs import discover
     from napari_gpuscope.batch.runner import run_batch
     from napari_gpuscope.batch.store import BatchStore
@@ -197,15 +189,8 @@ def test_its_second_job_has_its_own_model_recipe_schema_and_batch_run(tiny, tmp_
     with pytest.raises(jsonschema.ValidationError):  # the other job's field
         jsonschema.validate({**recipe.model_dump(mode="json"), "params": {"factor": 2}}, schema)
     tifffile.imwrite(tmp_path / "field.tif", ramp()[0][0])
-    with (
-        LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
-        ) as cluster,
-        Client(cluster) as client,
-    ):
-        report = run_batch(
-            recipe, discover(str(tmp_path / "field.tif")), tmp_path / "o.zarr", client
-        )
+    fields = discover(str(tmp_path / "field.tif"))
+    report = run_batch(recipe, fields, tmp_path / "o.zarr", inprocess_client)
     assert report.failed == {}
     written = BatchStore(tmp_path / "o.zarr").read_position("field")
     np.testing.assert_array_equal(written, ramp()[0][0].astype(np.float32) + 5)

@@ -174,14 +174,9 @@ def _stack():
 
 
 def _phase_optics():
-    return {
-        "wavelength": 0.45,
-        "yx_pixel_size": 0.325,
-        "z_pixel_size": 1.0,
-        "na_illumination": 0.4,
-        "na_detection": 0.55,
-        "index_of_refraction": 1.0,
-    }
+    from napari_gpuscope.sample_data.phase import OPTICS
+
+    return OPTICS
 
 
 def test_masked_arrays_are_refused_by_every_method_unless_nothing_is_masked():
