@@ -251,3 +251,42 @@ def test_a_method_dock_warms_up_only_its_own_kernels(viewer):
     names = {op.name for op in kernels.ops_under(packages)}
     assert names == {"axpby", "fgp_primal", "fgp_step", "tv_gap_partials"}
     dock.close()
+
+
+def test_a_streamed_result_s_display_follows_its_data_until_the_user_sets_it(
+    viewer, image, monkeypatch
+):
+    """Issue 18: eSRRF's display froze at its first update (a few frames), leaving the finished
+    image nearly black. The oracle is the data range of each update."""
+    from napari_gpuscope.widgets import _outputs
+
+    monkeypatch.setattr(_outputs, "REFIT_SECONDS", 0.0)
+    outputs = _outputs.OutputLayers(viewer, image, lambda n: f"cells [{n}]", link=False)
+    final = np.linspace(0.0, 500.0, 48, dtype=np.float32).reshape(6, 8)
+    outputs.show("sr", Output(final * 0.04))  # the first few frames
+    layer = viewer.layers["cells [sr]"]
+    np.testing.assert_allclose(layer.contrast_limits, (0.0, 20.0))
+    outputs.show("sr", Output(final * 0.5))
+    np.testing.assert_allclose(layer.contrast_limits, (0.0, 250.0))
+    (done,) = outputs.finish([image_layer(final, "cells [sr]")], ["sr"])
+    np.testing.assert_allclose(done.contrast_limits, (0.0, 500.0))  # once more at the end
+
+    again = _outputs.OutputLayers(viewer, image, lambda n: f"cells [{n}] 2", link=False)
+    again.show("sr", Output(final * 0.04))
+    mine = viewer.layers["cells [sr] 2"]
+    mine.contrast_limits = (1.0, 7.0)  # the user's choice stands
+    again.show("sr", Output(final))
+    (kept,) = again.finish([image_layer(final, "cells [sr] 2")], ["sr"])
+    np.testing.assert_allclose(kept.contrast_limits, (1.0, 7.0))
+
+
+def test_a_display_linked_to_the_input_is_not_refitted(viewer, image, monkeypatch):
+    from napari_gpuscope.widgets import _outputs
+
+    monkeypatch.setattr(_outputs, "REFIT_SECONDS", 0.0)
+    image.contrast_limits = (1.0, 48.0)
+    outputs = _outputs.OutputLayers(viewer, image, lambda n: f"cells [{n}]", link=True)
+    outputs.show("den", Output(np.full((6, 8), 3.0, np.float32)))
+    outputs.show("den", Output(np.full((6, 8), 900.0, np.float32)))
+    np.testing.assert_allclose(viewer.layers["cells [den]"].contrast_limits, (1.0, 48.0))
+    np.testing.assert_allclose(image.contrast_limits, (1.0, 48.0))

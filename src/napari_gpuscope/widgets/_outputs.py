@@ -16,6 +16,7 @@ can unlink them), so an input and its result are always compared on the same dis
 
 from __future__ import annotations
 
+import time
 import weakref
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
@@ -40,6 +41,9 @@ __all__ = [
 ]
 
 DISPLAY_ATTRIBUTES = ("colormap", "contrast_limits", "gamma")
+REFIT_SECONDS = 0.5
+"""A streamed result's display is fitted to its data at most this often (and once at the
+end), unless linked to the input's or changed by the user."""
 """What a result shares with its input (and keeps in step with it while linked)."""
 
 _GEOMETRY = ("scale", "translate", "units", "axis_labels")
@@ -98,6 +102,25 @@ class _Target:
     name: str
     previous: tuple[Any, dict[str, Any], tuple[float, ...]] | None = None
     buffer: np.ndarray | None = None
+    limits: tuple[float, float] | None = None
+    """The contrast limits this job last set (None: not its to set, e.g. linked to the input);
+    once the user changes them, they are the user's."""
+    refitted: float = 0.0
+
+    def refit(self, *, force: bool = False, limits: Any = None) -> None:
+        """Fit the display to the data streamed so far (at most every ``REFIT_SECONDS``
+        unless ``force``), or set ``limits``; never over the user's own choice."""
+        layer = self.layer
+        if self.limits is None or tuple(layer.contrast_limits) != self.limits:
+            return
+        now = time.monotonic()
+        if not force and now - self.refitted < REFIT_SECONDS:
+            return
+        if limits is not None:
+            layer.contrast_limits = tuple(limits)
+        else:
+            layer.reset_contrast_limits()
+        self.limits, self.refitted = tuple(layer.contrast_limits), now
 
 
 class OutputLayers:
@@ -186,6 +209,9 @@ class OutputLayers:
         else:
             target.layer.data = data
         target.buffer = buffer
+        if output.kind == "image":
+            # The first update (a few frames of eSRRF) would fix the display for the whole run.
+            target.refit()
 
     def _full_shape(self, data: np.ndarray) -> tuple[int, ...]:
         if self.view is not None:
@@ -209,6 +235,10 @@ class OutputLayers:
                 data, {"name": layer_name, **geometry, **extra}, kind, inherit=inherit
             )
             target = _Target(layer, True, layer_name)
+            linked = inherit and self.link
+            if kind == "image" and not linked and "contrast_limits" not in extra:
+                target.limits = tuple(layer.contrast_limits)  # this job's to refit
+                target.refitted = time.monotonic()
         self.targets[name] = target
         return target
 
@@ -280,6 +310,8 @@ class OutputLayers:
                         setattr(layer, key, kwargs[key])
                 if kwargs.get("name") and kwargs["name"] != target.name:
                     layer.name = kwargs["name"]
+                if layer_type == "image":  # the whole result, once: the result's limits or fitted
+                    target.refit(force=True, limits=kwargs.get("contrast_limits"))
             else:
                 if target is not None and target.created and layer in self.viewer.layers:
                     self.viewer.layers.remove(layer)
