@@ -88,6 +88,9 @@ def test_run_without_tilt_equals_waveorder(viewer, qtbot, dock, reference):
     assert record["method"] == "phase"
     assert "bf [absorption reg=0.001]" in viewer.layers
     assert "no tilt" in dock.panel.status.text()
+    # The visible result is selected, not the hidden absorption napari added last (issue 18).
+    assert viewer.layers.selection.active.name == "bf [phase reg=0.001]"
+    assert not viewer.layers["bf [absorption reg=0.001]"].visible
 
 
 def test_global_estimate_streams_loss_and_vectors(viewer, qtbot, dock, reference):

@@ -190,6 +190,10 @@ class DockJobs:
             self._preview_layers = dict(zip(list(planes), layers, strict=False))
         else:
             self.last_results = layers
+            # napari selects the layer added last (phase's hidden absorption): select what shows.
+            shown = [layer for layer in layers if layer.visible and layer in self.viewer.layers]
+            if shown:
+                self.viewer.layers.selection.active = shown[0]
         self.panel.show_done()
         self.set_status(f"{sentence(result.describe())} Took {elapsed:.2f} s.")
 
