@@ -106,8 +106,11 @@ def test_spacing_row_follows_scale_and_dimensionality(make_napari_viewer_proxy, 
     assert row.value()[0] == 0.0  # time: frames processed independently
     layer.units = ("s", "um", "um", "um")
     assert len(row.boxes) == 4
+    # Issue 18: beside a 0.1 µm layer the weights say they have no unit (and the x pixel size).
+    assert row.caption.text().startswith("Weights without unit")
+    assert "0.1 µm" in row.caption.text()
     row.set_layer(None)
-    assert row.value() == ()
+    assert row.value() == () and row.caption.text() == ""
 
 
 def test_metrics_plot_uses_a_log_axis_for_gaps_and_breaks_at_chunks(qtbot):

@@ -254,6 +254,9 @@ class MethodDock(MethodHooks, DockJobs, PreviewScheduling, DockStatus, DockQtEve
         method is going on: Cancel (Escape) or Stop & keep it first.
         """
         reason = self.jobs.refusal(RUN)
+        if self.device is None:
+            # Said once, in the dock (the device row explains): no notification on top.
+            reason = self.input_problem()
         if reason is not None:
             self.set_status(reason)
             return False

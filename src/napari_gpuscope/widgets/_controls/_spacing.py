@@ -6,7 +6,14 @@ from typing import TYPE_CHECKING, Any
 
 from magicgui.widgets import FloatSpinBox
 from qtpy.QtCore import Signal
-from qtpy.QtWidgets import QAbstractSpinBox, QHBoxLayout, QLabel, QSizePolicy, QWidget
+from qtpy.QtWidgets import (
+    QAbstractSpinBox,
+    QHBoxLayout,
+    QLabel,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
 from superqt.utils import signals_blocked
 
 from napari_gpuscope.widgets._events import Connections
@@ -15,7 +22,7 @@ from napari_gpuscope.widgets._layers import spacing_from_layer
 if TYPE_CHECKING:
     import napari.layers
 
-__all__ = ["SPACING_TOOLTIP", "SpacingRow", "axis_names"]
+__all__ = ["SPACING_TOOLTIP", "SpacingRow", "axis_names", "spacing_caption"]
 
 SPACING_TOOLTIP = (
     "How strongly neighbouring pixels are coupled along each axis: x pixel size ÷ step along "
@@ -43,6 +50,17 @@ def axis_names(layer: napari.layers.Layer) -> list[str]:
             )
         names.append(label)
     return names
+
+
+def spacing_caption(layer: napari.layers.Layer) -> str:
+    """What the weights are, with the layer's x pixel size, e.g. ``"Weights without unit: x
+    pixel size ÷ step along the axis (x pixels 0.1 µm)"``."""
+    step = abs(float(layer.scale[-1]))
+    units = getattr(layer, "units", None) or ()
+    unit = str(units[-1]) if len(units) else ""
+    unit = {"micrometer": "µm", "nanometer": "nm", "pixel": "px", "": ""}.get(unit, unit)
+    size = f"{step:g} {unit}".strip() if unit else f"{step:g} (no unit in the layer scale)"
+    return f"Weights without unit: x pixel size ÷ step along the axis (x pixels {size})"
 
 
 def _axis_tooltip(name: str, weight: float, step: float, x_step: float) -> str:
@@ -79,12 +97,21 @@ class SpacingRow(QWidget):
         self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
         self.title = QLabel("Spacing")
         self.title.setToolTip(SPACING_TOOLTIP)
-        outer = QHBoxLayout(self)
-        outer.setContentsMargins(0, 0, 0, 0)
+        column = QVBoxLayout(self)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.setSpacing(1)
+        outer = QHBoxLayout()
         outer.addWidget(self.title)
         self._row = QHBoxLayout()
         self._row.setSpacing(3)
         outer.addLayout(self._row, stretch=1)
+        column.addLayout(outer)
+        # What the numbers are: beside a 0.1 µm layer, "1.000" alone reads as a length.
+        self.caption = QLabel("")
+        self.caption.setWordWrap(True)
+        self.caption.setStyleSheet("color: #a0a0a0;")
+        self.caption.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        column.addWidget(self.caption)
         self.boxes: list[FloatSpinBox] = []
         self.names: list[str] = []
         self._layer: napari.layers.Layer | None = None
@@ -105,6 +132,7 @@ class SpacingRow(QWidget):
         layer = self._layer
         if layer is None:
             self._rebuild([])
+            self.caption.setText("")
             self.changed.emit()
             return
         names = axis_names(layer)
@@ -117,6 +145,7 @@ class SpacingRow(QWidget):
                 box.value = weight
             box.tooltip = _axis_tooltip(names[axis], weight, scale[axis], scale[-1])
             self._row.itemAt(2 * axis).widget().setToolTip(box.tooltip)
+        self.caption.setText(spacing_caption(layer))
         self.changed.emit()
 
     def _rebuild(self, names: list[str]) -> None:
