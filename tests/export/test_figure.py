@@ -17,6 +17,7 @@ import pytest
 from PIL import Image
 
 from napari_gpuscope.export import _panels, export_screenshot
+from napari_gpuscope.export._layout import FONT_PT
 from napari_gpuscope.export.figure import (
     FigureOptions,
     plan_figure,
@@ -168,7 +169,7 @@ def test_colorbar_is_labelled_with_the_intensity_unit_and_shows_the_display_rang
     # The rotated label is drawn where the sidecar says, in the foreground colour.
     from napari_gpuscope.export import _drawing
 
-    face = _drawing.font(round(8 * 144 / 72))
+    face = _drawing.font(round(FONT_PT * 144 / 72))
     label = np.asarray(_drawing.rotated_text(bar["label"], face, (255, 255, 255), (0, 0, 0)))
     x, y = box["label_x"], box["label_y"]
     drawn = figure.image[y : y + label.shape[0], x : x + label.shape[1]]
@@ -375,3 +376,58 @@ def test_pixels_stay_exact_on_a_scaled_display():
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().endswith("exact")
+
+
+@pytest.mark.parametrize(
+    "options", [FigureOptions(), FigureOptions(dpi=72), FigureOptions(width_mm=85)]
+)
+def test_every_text_is_at_least_9_points_at_the_printed_size(shown, options):
+    shown.add_image(RNG.random((40, 60)).astype(np.float32), scale=(0.1, 0.1), units="um")
+    shown.add_image(RNG.random((40, 60)).astype(np.float32), scale=(0.1, 0.1), units="um")
+    shown.canvas.grid.enabled = True
+    figure = render_figure(shown, options.replace(colorbar=True))
+    assert figure.info["text_pt"] >= 9.0
+
+
+def test_colorbars_are_labelled_with_their_quantity_and_unit_not_layer_names(shown):
+    """Seen in the demo: "brightfield meniscus [phase reg=0.001]: Intensity (rad)"."""
+    data = RNG.random((30, 30)).astype(np.float32)
+    shown.add_image(data, name="stack", metadata={"intensity_unit": "photons"})
+    shown.add_image(
+        data,
+        name="stack [phase reg=0.001]",
+        contrast_limits=(-0.2, 0.6),
+        metadata={"intensity_unit": "rad", "quantity": "phase"},
+    )
+    shown.canvas.grid.enabled = True
+    bars = render_figure(shown, FigureOptions(colorbar=True)).info["colorbars"]
+    assert [b["label"] for b in bars] == ["Intensity (photons)", "Phase (rad)"]
+
+
+def test_a_viewbox_of_arrows_alone_is_drawn_over_the_panel_before_it(shown):
+    """Seen in the demo: the tilt arrows on an empty panel, a grid cell left empty."""
+    data = RNG.random((30, 40)).astype(np.float32)
+    shown.add_image(data, name="stack")
+    shown.add_image(data, name="phase")
+    shown.add_vectors(np.array([[[15, 20], [0, 8]]], float), name="tilt")
+    shown.canvas.grid.enabled = True
+    figure = render_figure(shown, FigureOptions())
+    panels = figure.info["panels"]
+    assert [p["layers"] for p in panels] == [["stack"], ["phase", "tilt"]]
+    assert [(p["row"], p["column"]) for p in panels] == [(0, 0), (0, 1)]
+    rows = {p["box"]["y"] for p in panels}
+    assert len(rows) == 1  # one row: no empty cell below
+
+
+def test_long_titles_wrap_instead_of_being_cut(shown):
+    name = "tiles with offset [flatfield auto, dark]"
+    shown.add_image(RNG.random((30, 30)).astype(np.float32), name=name)
+    shown.add_image(RNG.random((30, 30)).astype(np.float32), name="raw")
+    shown.canvas.grid.enabled = True
+    figure = render_figure(shown, FigureOptions(zoom=12, dpi=200))  # 360 px panels
+    (title,) = [p["title"] for p in figure.info["panels"] if p["layers"] == [name]]
+    from napari_gpuscope.export import _drawing
+
+    face = _drawing.font(round(FONT_PT * 200 / 72))
+    assert _drawing.text_width(face, name) > 360  # one line would have cut it
+    assert len(title) == 2 and " ".join(title) == name

@@ -27,6 +27,7 @@ __all__ = [
     "rotated_text",
     "text_width",
     "truncate",
+    "wrap",
 ]
 
 RGB = tuple[int, int, int]
@@ -67,6 +68,32 @@ def truncate(face: Any, text: str, width: int) -> str:
     while text and text_width(face, text + "…") > width:
         text = text[:-1]
     return text + "…" if text else ""
+
+
+def wrap(face: Any, text: str, width: int, max_lines: int = 2) -> list[str]:
+    """``text`` broken at spaces into lines of at most ``width`` pixels, at most ``max_lines`` of
+    them (the last one shortened with an ellipsis when text is left over; a word wider than a
+    line is shortened too).
+
+    Examples
+    --------
+    >>> face = font(10)
+    >>> wrap(face, "short", 200)
+    ['short']
+    >>> len(wrap(face, "a title much too long for one line of the panel", 120))
+    2
+    """
+    words = text.split()
+    lines: list[str] = []
+    while words and len(lines) < max_lines:
+        line = words.pop(0)
+        while words and text_width(face, f"{line} {words[0]}") <= width:
+            line = f"{line} {words.pop(0)}"
+        lines.append(line)
+    if words:  # text left over: the last line ends in an ellipsis
+        last = truncate(face, f"{lines[-1]} {' '.join(words)}", width)
+        lines[-1] = last[:-1].rstrip() + "…" if last.endswith("…") else last
+    return [truncate(face, line, width) for line in lines] or [""]
 
 
 def draw_text(image: Image.Image, xy: tuple[int, int], text: str, face: Any, fill: RGB) -> None:

@@ -9,6 +9,7 @@ points, so text prints at the same size whatever the DPI.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -17,21 +18,33 @@ import numpy as np
 from napari_gpuscope.export import _drawing as draw
 from napari_gpuscope.export import _panels
 from napari_gpuscope.export._options import DEFAULT_DPI, DPI_RANGE, MM_PER_INCH, FigureOptions
-from napari_gpuscope.export.units import intensity_unit
+from napari_gpuscope.export.units import intensity_unit, quantity
 
 if TYPE_CHECKING:
     from napari.layers import Layer
     from napari.viewer import Viewer
 
-__all__ = ["Colorbar", "Layout", "Scene", "bar_title", "fit_layout", "measure_scene", "tick_count"]
+__all__ = [
+    "Colorbar",
+    "Layout",
+    "Scene",
+    "bar_title",
+    "fit_layout",
+    "measure_scene",
+    "tick_count",
+    "title_lines",
+]
 
-FONT_PT = 8.0
+FONT_PT = 9.0
+"""Every text of the figure (titles, ticks, labels, caption), in points at the figure's DPI."""
 PAD_PT = 4.0
 GAP_PT = 3.0
 BAR_WIDTH_PT = 8.0
 TICK_PT = 2.5
 SCALE_BAR_PT = 2.0
 SCALE_BAR_FRACTION = 0.2  # of the panel width
+TITLE_LINES = 3
+"""Panel titles wrap onto at most this many lines before they are shortened."""
 
 
 @dataclass(frozen=True)
@@ -43,10 +56,12 @@ class Colorbar:
     contrast_limits: tuple[float, float]
     gamma: float
     unit: str | None
+    quantity: str = "Intensity"
 
     @property
     def label(self) -> str:
-        return "Intensity" + (f" ({self.unit})" if self.unit else "")
+        """What the values are and their unit, e.g. "Intensity (ADU)", "Phase (rad)"."""
+        return self.quantity + (f" ({self.unit})" if self.unit else "")
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -55,6 +70,7 @@ class Colorbar:
             "contrast_limits": list(self.contrast_limits),
             "gamma": self.gamma,
             "unit": self.unit,
+            "quantity": self.quantity,
             "label": self.label,
         }
 
@@ -84,13 +100,14 @@ def _colorbars(viewer: Viewer, panels: list[_panels.Panel]) -> list[Colorbar]:
                 continue
             low, high = (float(v) for v in layer.contrast_limits)
             gamma, unit = float(layer.gamma), intensity_unit(layer, viewer.layers)
+            what = quantity(layer)
             colors = np.asarray(layer.colormap.colors).tobytes()
-            key = (layer.colormap.name, colors, low, high, gamma, unit)
+            key = (layer.colormap.name, colors, low, high, gamma, unit, what)
             if key in found:
                 shared = found[key]
                 found[key] = dataclasses.replace(shared, layers=(*shared.layers, layer.name))
             else:
-                found[key] = Colorbar((layer.name,), layer.colormap, (low, high), gamma, unit)
+                found[key] = Colorbar((layer.name,), layer.colormap, (low, high), gamma, unit, what)
     return list(found.values())
 
 
@@ -137,11 +154,19 @@ def tick_count(height: int, face: Any) -> int:
     return max(2, min(5, height // (2 * draw.line_height(face)) + 1))
 
 
-def bar_title(bar: Colorbar, several: bool, face: Any, span: int) -> str:
-    """The colorbar's label; with several colorbars it names its layers. Very long labels are
-    shortened to the longer of the bar and 30 lines of text."""
-    title = f"{', '.join(bar.layers)}: {bar.label}" if several else bar.label
+def bar_title(bar: Colorbar, others: Sequence[Colorbar], face: Any, span: int) -> str:
+    """The colorbar's label: the quantity and its unit. Only when another colorbar of the
+    figure has the same label does it name its layers as well. Very long labels are shortened
+    to the longer of the bar and 30 lines of text."""
+    same = [other for other in others if other is not bar and other.label == bar.label]
+    title = f"{', '.join(bar.layers)}: {bar.label}" if same else bar.label
     return draw.truncate(face, title, max(span, 30 * draw.line_height(face)))
+
+
+def title_lines(scene: Scene, face: Any) -> list[list[str]]:
+    """Each panel's title wrapped to the panel width (at most :data:`TITLE_LINES` lines)."""
+    width = scene.panel_size[1]
+    return [draw.wrap(face, panel.title, width, TITLE_LINES) for panel in scene.panels]
 
 
 @dataclass(frozen=True)
@@ -208,7 +233,8 @@ def _layout(scene: Scene, options: FigureOptions, dpi: float) -> Layout:
     pad = max(4, round(PAD_PT * point))
     gap = max(4, round(GAP_PT * point))
     titles = len(scene.panels) > 1 if options.titles is None else options.titles
-    title_height = line + gap // 2 if titles else 0
+    lines = max(len(wrapped) for wrapped in title_lines(scene, face)) if titles else 0
+    title_height = lines * line + gap // 2 if titles else 0
     rows, columns = scene.grid
     height, width = scene.panel_size
     panels_width = columns * width + (columns - 1) * gap
@@ -220,7 +246,7 @@ def _layout(scene: Scene, options: FigureOptions, dpi: float) -> Layout:
     # both ends.
     overflow = line // 2 if scene.colorbars else 0
     for bar in scene.colorbars:
-        title = bar_title(bar, len(scene.colorbars) > 1, face, span)
+        title = bar_title(bar, scene.colorbars, face, span)
         overflow = max(overflow, (draw.text_width(face, title) - span + 1) // 2)
 
     scale_bar, notes = _scale_bar(scene, options)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_TILE",
+    "PICTURE_TYPES",
     "Panel",
     "Region",
     "SliderPosition",
@@ -62,8 +63,27 @@ class Panel:
 
     @property
     def title(self) -> str:
-        """The layer names, top layer first."""
-        return " / ".join(layer.name for layer in reversed(self.layers))
+        """The names of its pictures, top layer first, then its annotations (only their
+        bracketed part when they share the picture's stem: "cells [phase] + [tilt]").
+
+        Examples
+        --------
+        >>> from types import SimpleNamespace as L
+        >>> Image = type("Image", (L,), {}); Vectors = type("Vectors", (L,), {})
+        >>> layers = (Image(name="cells [phase]"), Vectors(name="cells [tilt]"))
+        >>> Panel(layers, 0, 0).title
+        'cells [phase] + [tilt]'
+        """
+        pictures = [layer.name for layer in reversed(self.layers) if _is_picture(layer)]
+        title = " / ".join(pictures)
+        stems = {name.split(" [")[0] for name in pictures}
+        for layer in self.layers:
+            if _is_picture(layer):
+                continue
+            stem, bracket, rest = layer.name.partition(" [")
+            short = f"[{rest}" if bracket and stem in stems else layer.name
+            title = f"{title} + {short}" if title else short
+        return title
 
 
 @dataclass(frozen=True)
@@ -88,6 +108,10 @@ class Region:
 def figure_panels(viewer: Viewer) -> list[Panel]:
     """The panels of the current view, in napari's grid order.
 
+    A viewbox that holds only annotation layers (vectors, points, shapes: e.g. tilt arrows) is
+    no panel of its own: its layers are drawn over the panel before it, and the panels after it
+    move up one cell.
+
     Raises
     ------
     ValueError
@@ -100,12 +124,35 @@ def figure_panels(viewer: Viewer) -> list[Panel]:
     grid = viewer.canvas.grid
     if not grid.enabled or viewer.dims.ndisplay == 3:
         return [Panel(tuple(visible), 0, 0)]
-    panels = []
+    boxes: list[Panel] = []
+    columns, merged = 1, False
     for (row, column), indices in grid.iter_viewboxes(viewer.layers):
+        columns = max(columns, int(column) + 1)
         members = tuple(layers[i] for i in sorted(indices) if layers[i].visible)
-        if members:
-            panels.append(Panel(members, int(row), int(column)))
-    return panels
+        if not members:
+            continue
+        if boxes and not any(_is_picture(layer) for layer in members):
+            # Arrows or points alone say nothing: draw them over the panel before them.
+            previous = boxes[-1]
+            boxes[-1] = Panel((*previous.layers, *members), previous.row, previous.column)
+            merged = True
+        else:
+            boxes.append(Panel(members, int(row), int(column)))
+    if not merged:
+        return boxes
+    # Panels were merged: fill the grid row by row again, so no cell stays empty in between.
+    columns = min(columns, len(boxes))
+    return [
+        Panel(panel.layers, index // columns, index % columns) for index, panel in enumerate(boxes)
+    ]
+
+
+#: Layer types that fill a panel; others (vectors, points, shapes, tracks) annotate one.
+PICTURE_TYPES = ("Image", "Labels", "Surface")
+
+
+def _is_picture(layer: Layer) -> bool:
+    return layer.__class__.__name__ in PICTURE_TYPES  # not isinstance: proxied layers
 
 
 def theme_name(viewer: Viewer) -> str:

@@ -35,6 +35,7 @@ from napari_gpuscope.export._layout import (
     fit_layout,
     measure_scene,
     tick_count,
+    title_lines,
 )
 from napari_gpuscope.export._options import (
     DEFAULT_DPI,
@@ -203,6 +204,7 @@ def _draw_colorbar(
     height: int,
     layout: Layout,
     colors: tuple[tuple[int, int, int], tuple[int, int, int]],
+    others: list[Colorbar],
 ) -> dict[str, int]:
     """Draw one colorbar with ticks and its rotated label; returns the gradient's box."""
     from PIL import ImageDraw
@@ -236,7 +238,7 @@ def _draw_colorbar(
         outline=ink,
         width=line_width,
     )
-    title = bar_title(bar, len(layout.colorbar_widths) > 1, face, height)
+    title = bar_title(bar, others, face, height)
     rotated = draw.rotated_text(title, face, ink, background)
     label_xy = (label_right + layout.gap, top + (height - rotated.height) // 2)
     canvas.paste(rotated, label_xy)
@@ -275,20 +277,23 @@ def _draw_scale_bar(
 def _describe(scene: Scene, layout: Layout, boxes: dict[str, Any]) -> dict[str, Any]:
     region = scene.region
     height, width = scene.panel_size
+    titles = title_lines(scene, draw.font(layout.font_px))
     panels = []
-    for panel in scene.panels:
+    for panel, title in zip(scene.panels, titles, strict=True):
         x, y = layout.panel_xy(scene, panel.row, panel.column)
         panels.append(
             {
                 "row": panel.row,
                 "column": panel.column,
                 "layers": [layer.name for layer in panel.layers],
+                "title": title if layout.title_height else [],
                 "box": {"x": x, "y": y, "width": width, "height": height},
             }
         )
     info: dict[str, Any] = {
         "zoom": scene.zoom,
         "dpi": layout.dpi,
+        "text_pt": layout.font_px / layout.dpi * 72.0,
         "size_mm": [
             layout.width / layout.dpi * MM_PER_INCH,
             layout.height / layout.dpi * MM_PER_INCH,
@@ -320,9 +325,11 @@ def _paste_panels(
     viewer: Viewer, canvas: Image.Image, scene: Scene, layout: Layout, ink: tuple[int, int, int]
 ) -> None:
     face = draw.font(layout.font_px)
+    line = draw.line_height(face)
     height, width = scene.panel_size
+    titles = title_lines(scene, face)
     with _panels.hidden_overlays(viewer):
-        for panel in scene.panels:
+        for panel, title in zip(scene.panels, titles, strict=True):
             if scene.region is None:
                 pixels = _panels.render_canvas_3d(viewer, scene.zoom)
             else:
@@ -331,8 +338,10 @@ def _paste_panels(
             tile = Image.fromarray(np.ascontiguousarray(pixels[..., :3]), "RGB")
             canvas.paste(tile.crop((0, 0, width, height)), (x, y))
             if layout.title_height:
-                title = draw.truncate(face, panel.title, width)
-                draw.draw_text(canvas, (x, y - layout.title_height), title, face, ink)
+                # Bottom-aligned: a one-line title sits just above its panel.
+                top = y - layout.title_height + (layout.title_height // line - len(title)) * line
+                for index, text in enumerate(title):
+                    draw.draw_text(canvas, (x, top + index * line), text, face, ink)
 
 
 def render_figure(viewer: Viewer, options: FigureOptions | None = None) -> Figure:
@@ -377,7 +386,13 @@ def render_figure(viewer: Viewer, options: FigureOptions | None = None) -> Figur
     for bar, bar_width in zip(scene.colorbars, layout.colorbar_widths, strict=True):
         x += 2 * layout.gap
         box = _draw_colorbar(
-            canvas, bar, (x, first_top), last_bottom - first_top, layout, (background, ink)
+            canvas,
+            bar,
+            (x, first_top),
+            last_bottom - first_top,
+            layout,
+            (background, ink),
+            scene.colorbars,
         )
         boxes["colorbars"].append(box)
         x += bar_width

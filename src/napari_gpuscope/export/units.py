@@ -8,6 +8,9 @@ the viewer. Methods whose results are not in their input's unit must set ``inten
 the result layer.
 
 Otherwise the unit is unknown and the colorbar says just "Intensity": never a guess.
+
+A layer that is not an intensity states what it shows as ``layer.metadata["quantity"]`` (e.g.
+``"phase"``, ``"flatfield"``): the colorbar then says "Phase (rad)" instead of "Intensity (rad)".
 """
 
 from __future__ import annotations
@@ -17,13 +20,15 @@ from typing import Any
 
 from napari_gpuscope.provenance import provenance_of
 
-__all__ = ["INTENSITY_UNIT_KEY", "intensity_unit"]
+__all__ = ["INTENSITY_UNIT_KEY", "QUANTITY_KEY", "intensity_unit", "quantity"]
 
 INTENSITY_UNIT_KEY = "intensity_unit"
+QUANTITY_KEY = "quantity"
+DEFAULT_QUANTITY = "Intensity"
 
 
-def _stated(metadata: Mapping[str, Any]) -> str | None:
-    unit = metadata.get(INTENSITY_UNIT_KEY)
+def _stated(metadata: Mapping[str, Any], key: str = INTENSITY_UNIT_KEY) -> str | None:
+    unit = metadata.get(key)
     if isinstance(unit, str) and unit.strip():
         return unit.strip()
     return None
@@ -66,3 +71,23 @@ def intensity_unit(layer: Any, layers: Iterable[Any] = ()) -> str | None:
         source = record.get("input") if isinstance(record, dict) else None
         current = by_name.get(source) if isinstance(source, str) else None
     return None
+
+
+def quantity(layer: Any) -> str:
+    """What ``layer``'s values are, for a colorbar label: its stated quantity with the first
+    letter capitalised (not in a name like "eSRRF"), else "Intensity".
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as Layer
+    >>> quantity(Layer(metadata={"quantity": "phase"})), quantity(Layer(metadata={}))
+    ('Phase', 'Intensity')
+    >>> quantity(Layer(metadata={"quantity": "eSRRF"}))
+    'eSRRF'
+    """
+    stated = _stated(getattr(layer, "metadata", None) or {}, QUANTITY_KEY)
+    if stated is None:
+        return DEFAULT_QUANTITY
+    if stated[:1].islower() and not stated[1:2].isupper():
+        return stated[0].upper() + stated[1:]
+    return stated
