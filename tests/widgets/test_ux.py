@@ -9,7 +9,7 @@ import pytest
 from qtpy.QtCore import Qt
 from qtpy.QtWidgets import QApplication
 
-from napari_gpuscope.methods import METHODS
+from napari_gpuscope.methods import METHODS, PLUGIN
 from napari_gpuscope.provenance import PROVENANCE_KEY
 from napari_gpuscope.widgets._dock_parts import focus_chain
 from napari_gpuscope.widgets._messages import progress_text
@@ -267,3 +267,43 @@ def test_indeterminate_progress_is_shown_as_such(
     qtbot.waitUntil(lambda: dock.runner._pbar is not None and dock.runner._pbar.total == 0)
     gate.set()
     _finish(dock, qtbot)
+
+
+def _elided(dock) -> list[str]:
+    """Label and combo texts wider than their widget at the dock's width."""
+    from qtpy.QtWidgets import QComboBox, QLabel
+
+    cut = []
+    for label in dock.findChildren(QLabel):
+        text = label.text()
+        if not label.isVisibleTo(dock) or label.wordWrap() or not text or "<" in text:
+            continue
+        if label.fontMetrics().horizontalAdvance(text) > label.contentsRect().width() + 1:
+            cut.append(f"label {text!r}")
+    for combo in dock.findChildren(QComboBox):
+        if not combo.isVisibleTo(dock):
+            continue
+        room = combo.width() - 34  # the frame, padding and drop-down arrow of napari's style
+        for index in range(combo.count()):
+            text = combo.itemText(index)
+            if combo.fontMetrics().horizontalAdvance(text) > room:
+                cut.append(f"combo item {text!r}")
+    return cut
+
+
+@pytest.mark.parametrize("method_id", list(METHODS))
+def test_no_label_or_choice_is_elided_at_the_docks_width(
+    make_napari_viewer, qtbot, cpu_device, method_id
+):
+    """Issue 18: "slice 0 = highest z (wav", "manual (zenith, azimutl" and a cut title."""
+    viewer = make_napari_viewer(show=True)
+    viewer.window._qt_window.resize(1600, 1000)
+    spec = METHODS[method_id]
+    # As a user opens it (napari titles it "<title> (napari-gpuscope)").
+    widget, dock = viewer.window.add_plugin_dock_widget(PLUGIN, spec.title)
+    dock.form.advanced.expand(animate=False)  # the advanced rows too
+    for _ in range(3):
+        QApplication.processEvents()
+    assert _elided(dock) == []
+    title = widget.titleBarWidget().title
+    assert title.fontMetrics().horizontalAdvance(title.text()) <= title.contentsRect().width()

@@ -71,6 +71,8 @@ class PhaseDock(MethodDock):
 
     method_id = "phase"
     short_title = "phase"
+    # napari's title "Phase (tilt-corrected) (napari-gpuscope)" needs 260 px beside its buttons.
+    dock_width = 350
     streamed_outputs = OUTPUTS
     input_dims = (3, 3)
     step_label = "iteration"

@@ -72,7 +72,7 @@ class EsrrfParams(Params):
         choices={
             "AVG": "AVG (mean)",
             "VAR": "VAR (variance)",
-            "TAC2": "TAC2 (lag-1 autocovariance)",
+            "TAC2": "TAC2 (autocovariance)",
         },
         help=(
             "How the frames of one time point are combined: AVG is robust and linear; VAR and "

@@ -119,12 +119,13 @@ class PhaseParams(Params):
         "descending",
         label="Z order",
         choices={
-            "descending": "slice 0 = highest z (waveorder)",
-            "ascending": "slice 0 = lowest z",
+            "descending": "slice 0 on top",
+            "ascending": "slice 0 at bottom",
         },
         help=(
-            "Which way the stack runs; the wrong order flips the sign of the phase and mirrors "
-            "the tilt azimuth"
+            "Which way the stack runs: slice 0 on top = the first slice is the highest z "
+            "(waveorder's order), at bottom = the lowest; the wrong order flips the sign of the "
+            "phase and mirrors the tilt azimuth"
         ),
     )
     z_focus_offset: float = param(
@@ -152,8 +153,8 @@ class PhaseParams(Params):
         label="Tilt",
         choices={
             "none": "none",
-            "manual": "manual (zenith, azimuth)",
-            "global": "estimate global",
+            "manual": "manual",
+            "global": "estimate (global)",
             "tiles": "estimate per tile",
         },
         help=(
@@ -202,14 +203,14 @@ class PhaseParams(Params):
     )
     optimizer: str = param(
         "nadam",
-        choices={"nadam": "NAdam", "newton": "LM-damped diagonal Newton"},
+        choices={"nadam": "NAdam", "newton": "damped Newton"},
         advanced=True,
         help="Tilt optimiser: NAdam (robust) or a damped diagonal Newton step (fewer iterations)",
     )
     tilt_loss: str = param(
         "residual",
         label="Tilt loss",
-        choices={"residual": "model misfit", "midband": "midband power (waveorder)"},
+        choices={"residual": "model misfit", "midband": "midband power"},
         advanced=True,
         help=(
             "What the tilt estimate minimises: the misfit of the model to the data (unbiased), "
@@ -253,7 +254,7 @@ class PhaseParams(Params):
     )
     regularizer: str = param(
         "tikhonov",
-        choices={"tikhonov": "Tikhonov (closed form)", "tv": "total variation (ADMM)"},
+        choices={"tikhonov": "Tikhonov", "tv": "TV (ADMM)"},
         advanced=True,
         help="Tikhonov: one closed-form solve; TV: edge-preserving, iterative (slower)",
     )

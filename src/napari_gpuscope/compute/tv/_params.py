@@ -114,7 +114,7 @@ class TVParams(Params):
     method: str = param(
         "fgp",
         label="Solver",
-        choices={"fgp": "FGP (fast)", "chambolle": "Chambolle (= scikit-image)"},
+        choices={"fgp": "FGP (fast)", "chambolle": "Chambolle (skimage)"},
         advanced=True,
         help=(
             "fgp: accelerated dual solver with a certified (duality-gap) stopping rule; "
