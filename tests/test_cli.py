@@ -173,3 +173,75 @@ def test_demo_figure_gives_results_in_other_units_their_own_display_range(demo_o
     box = figure["panels"][1]["box"]
     crop = pixels[box["y"] : box["y"] + box["height"], box["x"] : box["x"] + box["width"]]
     assert np.percentile(crop, 95) - np.percentile(crop, 5) > 40  # vignetting is visible
+
+
+def _figures(out):
+    return {path.stem: json.loads(path.read_text()) for path in sorted(out.glob("*.json"))}
+
+
+def test_demo_figures_have_no_empty_cells_and_text_of_at_least_9_points(demo_output):
+    """Seen in the demo: eSRRF, flat-field offset and both phase figures had an empty quadrant;
+    text was 8 pt at the figure's 300 dpi."""
+    out, _ = demo_output
+    figures = _figures(out)
+    assert len(figures) == 7
+    for slug, sidecar in figures.items():
+        figure = sidecar["figure"]
+        cells = {(panel["row"], panel["column"]) for panel in figure["panels"]}
+        rows = 1 + max(row for row, _ in cells)
+        columns = 1 + max(column for _, column in cells)
+        assert len(cells) == rows * columns == len(figure["panels"]), slug
+        assert figure["text_pt"] >= 9.0, slug
+        for panel in figure["panels"]:  # titles wrapped, never cut
+            assert not any("…" in line for line in panel["title"]), (slug, panel["title"])
+        for bar in figure["colorbars"]:  # the quantity and its unit, no layer names
+            assert "[" not in bar["label"] and len(bar["label"]) <= 24, (slug, bar["label"])
+
+
+def test_demo_esrrf_figure_is_narrow_and_the_widefield_mean_has_its_own_range(demo_output):
+    out, _ = demo_output
+    sidecar = _figures(out)["esrrf-filaments"]
+    assert sidecar["image"]["width"] < 2500
+    labels = {bar["label"] for bar in sidecar["figure"]["colorbars"]}
+    assert labels == {"Intensity (ADU)", "Widefield mean (ADU)", "eSRRF (a.u.)"}
+    frame, mean, _ = (bar["contrast_limits"] for bar in sidecar["figure"]["colorbars"])
+    assert mean[1] - mean[0] < 0.5 * (frame[1] - frame[0])  # a mean of 100 frames is calmer
+
+
+@pytest.mark.parametrize("slug", ["phase-tilt", "phase-meniscus"])
+def test_demo_phase_figure_draws_the_tilt_arrows_over_the_phase(demo_output, slug):
+    out, _ = demo_output
+    figure = _figures(out)[slug]["figure"]
+    assert len(figure["panels"]) == 2
+    stack, phase = (panel["layers"] for panel in figure["panels"])
+    assert len(stack) == 1 and "[phase" in phase[0] and phase[1].endswith("[tilt]")
+    labels = [bar["label"] for bar in figure["colorbars"]]
+    assert labels == ["Intensity (photons)", "Phase (rad)"]
+
+
+@pytest.mark.parametrize("slug", ["flatfield-tiles", "flatfield-tiles-offset"])
+def test_demo_flatfield_figure_shows_raw_tile_flatfield_and_corrected_tile(demo_output, slug):
+    out, _ = demo_output
+    sidecar = _figures(out)[slug]
+    names = [panel["layers"][0] for panel in sidecar["figure"]["panels"]]
+    assert names[0] in ("vignetted tiles", "tiles with offset")
+    assert "[flatfield" in names[1] and names[-1].endswith("[flat-field corrected]")
+    assert any("[darkfield" in name for name in names) == slug.endswith("offset")
+    # The raw and the corrected tile are the same tile, on one display range.
+    labels = [bar["label"] for bar in sidecar["figure"]["colorbars"]]
+    assert labels[:2] == ["Intensity (ADU)", "Flatfield (ratio)"]
+    assert sidecar["plane"] == {"tile": 24.0}
+
+
+def test_demo_explains_results_in_words(demo_output):
+    """Seen: "iteration limit 6 reached before the loss settled" for both phase samples and a
+    darkfield of 68 for a true 114 without comment."""
+    _, printed = demo_output
+    for line in printed.splitlines():
+        if line.lstrip().startswith("phase-"):
+            # The real samples reach the stopping rule; the small ones here may not, and then
+            # the next line says what that means.
+            following = " ".join(printed.split(line, 1)[1].split("wrote")[0].split())
+            assert "converged" in line or "raise Iterations" in following, line
+    words = " ".join(printed.split())
+    assert "limit of the method" in words and "Camera offset" in words

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -115,35 +116,77 @@ def demo_zoom(plane: Sequence[int]) -> int:
     return min(MAX_ZOOM, max(1, -(-DEMO_PANEL_PIXELS // max(plane))))
 
 
+def demo_grid_shape(viewboxes: int) -> tuple[int, int]:
+    """Rows and columns of the demo figure's grid: one row up to three panels, else two rows
+    (napari's square default left an empty cell for three)."""
+    if viewboxes <= 3:
+        return (1, max(1, viewboxes))
+    return (2, -(-viewboxes // 2))
+
+
+def _robust_limits(data: Any) -> tuple[float, float]:
+    """0.1 and 99.9 percentiles of (a sample of) the values: a few bright spots must not make
+    the rest of the input dark."""
+    import numpy as np
+
+    values = np.asarray(data).ravel()
+    values = values[:: max(1, values.size // 2_000_000)].astype(np.float64)
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return (0.0, 1.0)
+    low, high = (float(v) for v in np.percentile(values, (0.1, 99.9)))
+    return (low, high) if high > low else (low - 0.5, high + 0.5)
+
+
 def _demo_viewer(run: Any) -> Any:
-    """A shown viewer with the sample and its results side by side, on one display range."""
+    """A shown viewer with the sample and its results side by side in one row (two rows from
+    four panels): results in the input's unit on the input's display range, others on their own
+    range and labelled with what they show."""
     import napari
     from napari.layers import Image, Layer
     from qtpy.QtWidgets import QApplication
 
+    from .demos import DEMO_QUANTITY_KEY
+    from .export.units import QUANTITY_KEY
+
     viewer = napari.Viewer(show=True, title=f"napari-gpuscope demo: {run.slug}")
     viewer.window.resize(1200, 720)
-    source = viewer.add_layer(Layer.create(*run.input_layer))
+    data, kwargs, layer_type = run.input_layer
+    kwargs = dict(kwargs)
+    if layer_type == "image" and not kwargs.get("rgb"):
+        kwargs.setdefault("contrast_limits", _robust_limits(data))
+    source = viewer.add_layer(Layer.create(data, kwargs, layer_type))
     input_unit = run.input_layer[1].get("metadata", {}).get("intensity_unit")
+    input_planes = int(np.prod(np.shape(data)[:-2]))
     for data, kwargs, layer_type in run.result_layers:
         kwargs = dict(kwargs)
-        unit = kwargs.get("metadata", {}).get("intensity_unit")
-        own_display = "colormap" in kwargs or (unit is not None and unit != input_unit)
+        metadata = dict(kwargs.get("metadata", {}))
+        what = metadata.pop(DEMO_QUANTITY_KEY, None)
+        unit = metadata.get("intensity_unit")
+        # Another quantity (a flatfield ratio, radians, a super-resolved a.u.), a field with its
+        # own colormap (a darkfield of a few ADU next to thousands), or a reduction of the
+        # input (a mean over time: a single frame's range would flatten it): its own range.
+        own_display = (
+            "colormap" in kwargs
+            or (unit is not None and unit != input_unit)
+            or int(np.prod(np.shape(data)[:-2])) < input_planes
+        )
         if layer_type == "image" and isinstance(source, Image) and not source.rgb:
             if own_display:
-                # Another quantity (a flatfield ratio, radians, a super-resolved a.u.) or a
-                # field with its own colormap (a darkfield of a few ADU next to thousands):
-                # its own display range, or it would show as one flat colour.
                 kwargs.setdefault("contrast_limits", _value_limits(data))
+                if what:
+                    metadata.setdefault(QUANTITY_KEY, what)
             else:
-                # Results set no display range on purpose: shown like their input, the
-                # comparison is honest (same grey level = same intensity in both panels).
+                # Results in the input's unit share its display range on purpose: the same
+                # grey level is the same intensity in both panels.
                 kwargs.setdefault("colormap", source.colormap)
                 kwargs.setdefault("contrast_limits", tuple(source.contrast_limits))
                 kwargs.setdefault("gamma", source.gamma)
+        kwargs["metadata"] = metadata
         viewer.add_layer(Layer.create(data, kwargs, layer_type))
     _show_middle_plane(viewer)
-    viewer.canvas.grid.enabled = True  # input and result side by side
+    viewer.canvas.grid.shape = demo_grid_shape(sum(layer.visible for layer in viewer.layers))
+    viewer.canvas.grid.enabled = True  # input and results side by side
     QApplication.processEvents()
     return viewer
 
@@ -162,10 +205,13 @@ def _value_limits(data: Any) -> tuple[float, float]:
 
 def _screenshot(run: Any, path: Path) -> None:
     from .export import export_screenshot
+    from .export._panels import figure_panels, world_region
 
     viewer = _demo_viewer(run)
     try:
-        zoom = demo_zoom(run.input_layer[0].shape[-2:])
+        # The zoom of the finest layer shown (eSRRF's result has 4 x the input's pixels).
+        visible = [layer for panel in figure_panels(viewer) for layer in panel.layers]
+        zoom = demo_zoom(world_region(viewer, visible).shape)
         export_screenshot(viewer, path, zoom=zoom, colorbar=True, titles=True)
     finally:
         viewer.close()
@@ -204,7 +250,10 @@ def _headless_demo(out: Path, device: str | None, methods: Sequence[str] | None)
             tiff = save_layer_data_tiff(out / f"{run.slug}.tif", result, kwargs)
             png = out / f"{run.slug}.png"
             _screenshot(run, png)
-            print(f"  {run.summary}\n    wrote {tiff.name}, {png.name} (+ {png.stem}.json)")
+            print(f"  {run.summary}")
+            if run.explanation:
+                print(textwrap.indent(textwrap.fill(run.explanation, 92), "    "))
+            print(f"    wrote {tiff.name}, {png.name} (+ {png.stem}.json)")
     return 0
 
 

@@ -9,7 +9,9 @@ module imports Qt or napari.
 
 from __future__ import annotations
 
+import importlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +21,7 @@ from .compute.results import Geometry, LayerDataTuple
 from .methods import METHODS, MethodSpec
 from .provenance import PROVENANCE_KEY, build_provenance
 
-__all__ = ["DemoRun", "available_demos", "run_demo"]
+__all__ = ["DEMO_QUANTITY_KEY", "DemoRun", "available_demos", "output_kind", "run_demo"]
 
 
 @dataclass
@@ -37,12 +39,16 @@ class DemoRun:
         ``kwargs["metadata"][PROVENANCE_KEY]``.
     summary : str
         One line for the console.
+    explanation : str, optional
+        The result in plain words where the summary alone would mislead (e.g. an estimate
+        that differs from the sample's truth because of the method's limit).
     """
 
     slug: str
     input_layer: LayerDataTuple
     result_layers: list[LayerDataTuple]
     summary: str
+    explanation: str | None = None
 
     @property
     def result_layer(self) -> LayerDataTuple:
@@ -70,6 +76,8 @@ def run_demo(spec: MethodSpec, device: str) -> list[DemoRun]:
     list of DemoRun
     """
     job_function = spec.job_function()
+    follow_up = _sample_hook(spec, "demo_follow_up")
+    explain = _sample_hook(spec, "demo_explanation")
     runs = []
     for sample in spec.samples:
         for data, kwargs, layer_type in sample.load():
@@ -89,15 +97,89 @@ def run_demo(spec: MethodSpec, device: str) -> list[DemoRun]:
             layers = result.layers(
                 kwargs["name"], Geometry.from_kwargs(kwargs), metadata={PROVENANCE_KEY: record}
             )
+            if follow_up is not None:
+                layers += _follow_up_layers(follow_up, spec, (data, kwargs), result, params, device)
+            for _, layer_kwargs, _ in layers:
+                what = output_kind(layer_kwargs["name"], kwargs["name"], params.label)
+                if what:
+                    layer_kwargs.setdefault("metadata", {}).setdefault(DEMO_QUANTITY_KEY, what)
             runs.append(
                 DemoRun(
                     slug=sample.key,
                     input_layer=(data, kwargs, layer_type),
                     result_layers=layers,
                     summary=f"{sample.key}: {data.shape} in {elapsed:.2f} s: {result.describe()}",
+                    explanation=None if explain is None else explain(kwargs, result),
                 )
             )
     return runs
+
+
+DEMO_QUANTITY_KEY = "demo_quantity"
+"""Metadata key of what a result layer shows (``"phase"``, ``"flatfield"``), from its name; the
+demo figure labels a colorbar with it when the layer has its own display range."""
+
+
+def output_kind(name: str, input_name: str, label: str) -> str:
+    """What a result layer named ``"<input> [<kind> <label>]"`` shows: its kind.
+
+    Examples
+    --------
+    >>> output_kind("cells [phase reg=0.001]", "cells", "reg=0.001")
+    'phase'
+    >>> output_kind("tiles [flatfield auto, dark]", "tiles", "auto, dark")
+    'flatfield'
+    >>> output_kind("frames [widefield mean]", "frames", "M4 R1.5 S1")
+    'widefield mean'
+    >>> output_kind("something else", "cells", "x")
+    ''
+    """
+    prefix = f"{input_name} ["
+    if not (name.startswith(prefix) and name.endswith("]")):
+        return ""
+    inner = name[len(prefix) : -1].strip()
+    if label and inner.endswith(label):
+        inner = inner[: -len(label)].strip()
+    return inner
+
+
+def _follow_up_layers(
+    follow_up: Callable[..., Any],
+    spec: MethodSpec,
+    sample: tuple[Any, dict[str, Any]],
+    result: Any,
+    params: Any,
+    device: str,
+) -> list[LayerDataTuple]:
+    """The layers of the follow-up job (e.g. flat-field's Apply of the fitted profile), with
+    their own provenance record."""
+    data, kwargs = sample
+    start = time.perf_counter()
+    job, job_result = follow_up(data, kwargs, result, params, device)
+    record = build_provenance(
+        spec.id,
+        params.to_dict(),
+        device=devices.device_label(device),
+        input_name=kwargs["name"],
+        elapsed_seconds=time.perf_counter() - start,
+        result={"job": job, **job_result.summary()},
+    )
+    return job_result.layers(
+        kwargs["name"], Geometry.from_kwargs(kwargs), metadata={PROVENANCE_KEY: record}
+    )
+
+
+def _sample_hook(spec: MethodSpec, name: str) -> Callable[..., Any] | None:
+    """An optional function ``name`` beside the method's ``demo_params`` (its sample module):
+    ``demo_follow_up(data, kwargs, result, params, device) -> (job name, result)`` runs a job
+    on the main result whose layers the demo shows too (flat-field: the tiles corrected with the
+    fitted profile); ``demo_explanation(kwargs, result)`` says the result in plain words, or
+    returns None."""
+    try:
+        module = importlib.import_module(spec.demo_params.partition(":")[0])
+    except ImportError:  # loading demo_params itself then says what is missing
+        return None
+    return getattr(module, name, None)
 
 
 def available_demos() -> dict[str, MethodSpec]:
