@@ -100,7 +100,8 @@ def run_demo(spec: MethodSpec, device: str) -> list[DemoRun]:
             if follow_up is not None:
                 layers += _follow_up_layers(follow_up, spec, (data, kwargs), result, params, device)
             for _, layer_kwargs, _ in layers:
-                what = output_kind(layer_kwargs["name"], kwargs["name"], params.label)
+                label = str(getattr(params, "label", ""))
+                what = output_kind(layer_kwargs["name"], kwargs["name"], label)
                 if what:
                     layer_kwargs.setdefault("metadata", {}).setdefault(DEMO_QUANTITY_KEY, what)
             runs.append(
