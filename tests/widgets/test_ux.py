@@ -307,3 +307,30 @@ def test_no_label_or_choice_is_elided_at_the_docks_width(
     assert _elided(dock) == []
     title = widget.titleBarWidget().title
     assert title.fontMetrics().horizontalAdvance(title.text()) <= title.contentsRect().width()
+
+
+def test_values_restored_from_the_last_session_are_shown_and_reset_in_one_click(
+    viewer, qtbot, image, fake_dock, cpu_device
+):
+    """Issue 18: a sensitivity of 4 from a preview test silently became the next launch's Run
+    value. The defaults are the model's (the oracle), read from its fields."""
+    from napari_gpuscope.widgets._controls._changes import CHANGED_COLOUR
+
+    first = fake_dock()
+    assert not first.changes.isVisibleTo(first)  # all defaults: nothing to say
+    first.set_param("factor", 3.5)
+    default = type(first.params()).info("factor").default
+    assert first.changes.isVisibleTo(first)
+    assert (
+        first.changes.text.text() == f"Changed from the defaults: Factor 3.5 (default {default:g})"
+    )
+    second = fake_dock()  # the next launch: the settings come back, and say so
+    assert second.params().factor == 3.5
+    assert second.changes.isVisibleTo(second) and "Factor 3.5" in second.changes.text.text()
+    assert CHANGED_COLOUR in second.form.label_of("factor").styleSheet()
+    assert CHANGED_COLOUR not in second.form.label_of("steps").styleSheet()
+    second.changes.button.click()
+    assert second.params().factor == default
+    assert not second.changes.isVisibleTo(second)
+    assert CHANGED_COLOUR not in second.form.label_of("factor").styleSheet()
+    assert fake_dock().params().factor == default  # and forgotten for the launch after

@@ -87,6 +87,7 @@ from napari_gpuscope.widgets._controller import (
     JobRefused,
 )
 from napari_gpuscope.widgets._controls import ParamForm
+from napari_gpuscope.widgets._controls._changes import ChangesRow
 from napari_gpuscope.widgets._controls._layer_picker import LayerPicker
 from napari_gpuscope.widgets._devices import DeviceRow
 from napari_gpuscope.widgets._dock_events import DockQtEvents
@@ -166,6 +167,9 @@ class MethodDock(MethodHooks, DockJobs, PreviewScheduling, DockStatus, DockQtEve
             self.title, viewer, supports_stop=self.spec.supports_stop, parent=self
         )
         self.form.add_row("", self.panel.reset_button, after="advanced")
+        # Values restored from the last session, or changed since, are said and resettable.
+        self.changes = ChangesRow(self.reset_to_defaults)
+        self.form.add_row("", self.changes, after=None)
         # Batch recipes: the parameters tuned here, applied to a whole experiment.
         self.recipe_row = RecipeRow(self)
         self.form.add_row(
@@ -397,6 +401,7 @@ class MethodDock(MethodHooks, DockJobs, PreviewScheduling, DockStatus, DockQtEve
         finally:
             self.jobs.saving = True
         self.jobs.forget_settings()
+        self.show_changes()
         self.set_status("Parameters reset to their defaults.")
 
     # ---------------------------------------------------------------- reactions
@@ -410,6 +415,7 @@ class MethodDock(MethodHooks, DockJobs, PreviewScheduling, DockStatus, DockQtEve
     def _on_params_changed(self, *_: Any) -> None:
         with contextlib.suppress(ValueError):  # the controller keeps why they are invalid
             self.params()
+        self.show_changes()
         self._save_settings()
         self.request_preview()
 

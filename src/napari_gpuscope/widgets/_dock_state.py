@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from napari_gpuscope.widgets._controller import RUN
+from napari_gpuscope.widgets._controls._changes import mark_labels
 
 __all__ = ["DockStatus"]
 
@@ -27,6 +28,21 @@ class DockStatus:
         if options.get("advanced_open") is True:
             self.form.advanced.expand(animate=False)
         self.jobs.saving = True
+        self.show_changes()
+
+    def show_changes(self: Any) -> list[str]:
+        """Mark the fields whose value differs from the default (restored settings included)
+        and say which in the form's changes row; returns their names."""
+        infos = {info.name: info for info in self.params_class.param_info()}
+        names = [name for name in self.form.widgets if name not in self.layer_fields]
+        changed = self.changes.show_changes(
+            {name: infos[name].label for name in names},
+            {name: self.form.value(name) for name in names},
+            {name: infos[name].default for name in names},
+        )
+        for name in names:
+            mark_labels([self.form.label_of(name)], name in changed)
+        return changed
 
     def _save_settings(self: Any, *_: Any) -> None:
         options = {**self.panel.options(), "advanced_open": self.form.advanced.isExpanded()}

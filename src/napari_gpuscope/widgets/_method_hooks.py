@@ -38,6 +38,9 @@ class MethodHooks:
     """Outputs streamed into layers, in the order of the result's layers (None: all)."""
     hidden_fields: ClassVar[tuple[str, ...]] = ()
     """Parameters the dock does not show (they keep their defaults)."""
+    layer_fields: ClassVar[tuple[str, ...]] = ()
+    """Parameters filled in from the input layer (pixel size, optics): not "changed from the
+    defaults" when they differ."""
     field_styles: ClassVar[Mapping[str, FieldStyle]] = {}
     """How some generated fields are shown."""
     input_dims: ClassVar[tuple[int, int]] = (2, 4)

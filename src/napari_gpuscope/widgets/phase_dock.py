@@ -73,6 +73,7 @@ class PhaseDock(MethodDock):
     short_title = "phase"
     # napari's title "Phase (tilt-corrected) (napari-gpuscope)" needs 260 px beside its buttons.
     dock_width = 350
+    layer_fields = ("yx_pixel_size", "z_pixel_size", *_OPTICS)
     streamed_outputs = OUTPUTS
     input_dims = (3, 3)
     step_label = "iteration"

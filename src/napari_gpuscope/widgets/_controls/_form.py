@@ -233,6 +233,12 @@ class ParamForm(QWidget):
         self.styles[name] = style
         self.widgets[name].native.setSpecialValueText(text or "")
 
+    def label_of(self, name: str) -> QWidget:
+        """The label of field ``name`` (for a checkbox, the checkbox, which carries its text)."""
+        field = self._field_widget(name)
+        label = self._rows_of[name].labels[id(field)]
+        return field if isinstance(label, QLabel) and not label.text() else label
+
     def _field_widget(self, name: str) -> QWidget:
         return self.widgets[name].native if name in self.widgets else self.custom[name]
 
