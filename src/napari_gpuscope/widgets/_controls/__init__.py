@@ -5,7 +5,8 @@
 - :class:`LayerPicker` -- the input combo, following the selected and newly added layer;
 - :class:`SpacingRow` -- per-axis spacing weights from the layer scale, kept in step with it;
 - :class:`CameraRows` -- gain ("auto" = estimate), offset, read noise, and the estimate;
-- :class:`MetricsPlot` -- a live matplotlib plot of ``Progress.metrics``.
+- :class:`MetricsPlot` -- a live matplotlib plot of ``Progress.metrics``;
+- :class:`~._changes.ChangesRow` -- which fields differ from their defaults, with a reset.
 """
 
 from napari_gpuscope.widgets._controls._camera import CameraRows, describe_camera
