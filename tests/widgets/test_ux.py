@@ -334,3 +334,24 @@ def test_values_restored_from_the_last_session_are_shown_and_reset_in_one_click(
     assert not second.changes.isVisibleTo(second)
     assert CHANGED_COLOUR not in second.form.label_of("factor").styleSheet()
     assert fake_dock().params().factor == default  # and forgotten for the launch after
+
+
+def test_the_status_and_plot_say_which_job_they_describe(
+    viewer, qtbot, image, fake_dock, cpu_device
+):
+    """Issue 18: after Live preview was switched off the status still described the preview,
+    and a preview's status sat above the plot of the full run."""
+    dock = fake_dock()
+    assert dock.run()
+    _finish(dock, qtbot)
+    assert dock.panel.plot.title == "Run: " and dock.panel.plot.values("loss")
+    dock.panel.live_preview.setChecked(True)
+    qtbot.waitUntil(lambda: "cells [Fake preview]" in viewer.layers)
+    _finish(dock, qtbot)
+    qtbot.waitUntil(lambda: dock.panel.status.text().lower().startswith("preview"), timeout=5000)
+    assert dock.panel.plot.title == "Last run: "  # the curve is the run's, said so
+    dock.panel.live_preview.setChecked(False)
+    assert dock.panel.status.text() == "Live preview off. Ready: Run processes 'cells'."
+    assert dock.run()
+    _finish(dock, qtbot)
+    assert dock.panel.plot.title == "Run: "

@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 
 __all__ = ["DockJobs"]
 
+RUN_PLOT_TITLE, LAST_RUN_PLOT_TITLE = "Run: ", "Last run: "
+"""The metrics plot's title while it shows the current run, and once a preview is described."""
+
 
 class DockJobs:
     """Starting the dock's jobs and reacting to the runner (mixin of ``MethodDock``)."""
@@ -85,7 +88,7 @@ class DockJobs:
         what = "Previewing" if preview else "Running"
         self.set_status(f"{what} {self.title} on '{layer.name}' ({device})...")
         if not preview:  # a preview's few iterations would only blank the last run's curve
-            self.panel.plot.reset("Run: ", self.metric_targets(params), self.step_label)
+            self.panel.plot.reset(RUN_PLOT_TITLE, self.metric_targets(params), self.step_label)
         self.panel.start_clock(self.runner)
         self._update_buttons()
         return True
@@ -188,6 +191,9 @@ class DockJobs:
         if preview:
             planes = cast(PreviewResult, result).planes
             self._preview_layers = dict(zip(list(planes), layers, strict=False))
+            # The status now describes the preview; the plot still shows the run's curve.
+            if self.panel.plot.title == RUN_PLOT_TITLE:
+                self.panel.plot.retitle(LAST_RUN_PLOT_TITLE)
         else:
             self.last_results = layers
             # napari selects the layer added last (phase's hidden absorption): select what shows.

@@ -66,6 +66,10 @@ class PreviewScheduling:
             return
         self._stop_preview()
         self._update_buttons()
+        if not self.runner.running:  # the status described the preview, which is gone
+            layer = self.input_layer
+            ready = f" Ready: Run processes '{layer.name}'." if layer is not None else ""
+            self._show_idle_status(f"Live preview off.{ready}")
 
     def _on_dims_changed(self: Any, *_: Any) -> None:
         layer = self.input_layer

@@ -79,6 +79,13 @@ class MetricsPlot(QWidget):
         self.step_label = step_label
         self.redraw()
 
+    def retitle(self, title: str) -> None:
+        """Change the title's prefix, keeping the series (e.g. "Last run: " once a preview's
+        status replaces the run's)."""
+        if title != self.title:
+            self.title = title
+            self.redraw()
+
     def add(self, step: float | None, metrics: Mapping[str, float]) -> None:
         """Append one update's metrics (``step`` None: the update's index)."""
         for name, value in metrics.items():
