@@ -166,3 +166,28 @@ def test_live_regularization_reuses_the_normal_equations(viewer, qtbot, dock, re
         device="cpu",
     )
     np.testing.assert_allclose(preview, expected.phase, atol=1e-5)
+
+
+def test_the_dock_starts_by_estimating_a_global_tilt_and_says_which_tilt_it_used(
+    viewer, qtbot, dock, reference
+):
+    """Issue 18: the model's default 'manual, 0, 0' gave shadows and a checkerboard on the
+    tilted sample. The dock starts (and resets) with a global estimate; the API and recipes
+    keep the model's default."""
+    assert dock.params().tilt_mode == "global"
+    assert phase.PhaseParams.info("tilt_mode").default == "manual"  # the model is unchanged
+    assert not dock.changes.isVisibleTo(dock)  # the dock's default is not a change
+    dock.set_param("tilt_mode", "manual")
+    assert "Tilt manual (default global)" in dock.changes.text.text()
+    dock.changes.button.click()
+    assert dock.params().tilt_mode == "global"
+    _add_stack(viewer, reference, "stack_tilt")
+    _select(dock, "bf")
+    dock.set_param("optimizer", "newton")
+    dock.set_param("iterations", 6)
+    assert dock.run()
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=60_000)
+    status = dock.panel.status.text()
+    assert "global tilt zenith" in status
+    zenith = float(status.split("global tilt zenith ")[1].split(" rad")[0])
+    assert abs(zenith - 0.2) < 0.035  # the fixture's true tilt

@@ -162,6 +162,7 @@ class MethodDock(MethodHooks, DockJobs, PreviewScheduling, DockStatus, DockQtEve
             custom=self.custom_fields(),
         )
         self.form.add_row("Input", self.input.combo.native, after="")
+        self.form.set_values(self.dock_defaults)
         self.build_controls()
         self.panel = DockPanel(
             self.title, viewer, supports_stop=self.spec.supports_stop, parent=self
@@ -393,7 +394,7 @@ class MethodDock(MethodHooks, DockJobs, PreviewScheduling, DockStatus, DockQtEve
 
     def reset_to_defaults(self) -> None:
         """Set every shown parameter to its default and forget the saved settings."""
-        defaults = {info.name: info.default for info in self.params_class.param_info()}
+        defaults = self.defaults()
         self.jobs.saving = False  # the changes below must not write the settings again
         try:
             self.form.set_values(defaults)

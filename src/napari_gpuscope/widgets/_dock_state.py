@@ -35,10 +35,11 @@ class DockStatus:
         and say which in the form's changes row; returns their names."""
         infos = {info.name: info for info in self.params_class.param_info()}
         names = [name for name in self.form.widgets if name not in self.layer_fields]
+        defaults = self.defaults()
         changed = self.changes.show_changes(
             {name: infos[name].label for name in names},
             {name: self.form.value(name) for name in names},
-            {name: infos[name].default for name in names},
+            {name: defaults[name] for name in names},
         )
         for name in names:
             mark_labels([self.form.label_of(name)], name in changed)

@@ -38,6 +38,9 @@ class MethodHooks:
     """Outputs streamed into layers, in the order of the result's layers (None: all)."""
     hidden_fields: ClassVar[tuple[str, ...]] = ()
     """Parameters the dock does not show (they keep their defaults)."""
+    dock_defaults: ClassVar[Mapping[str, Any]] = {}
+    """Where the dock starts (and Reset returns) other than the model's defaults, which the API
+    and recipes keep: e.g. phase estimates a global tilt, since the manual 0 is rarely right."""
     layer_fields: ClassVar[tuple[str, ...]] = ()
     """Parameters filled in from the input layer (pixel size, optics): not "changed from the
     defaults" when they differ."""
@@ -55,6 +58,12 @@ class MethodHooks:
     dock_width: ClassVar[int] = 340
     """Width the dock opens with (px): enough for every control of the method's form, which is
     clipped, not wrapped, below its minimum (check the whole-window screenshots)."""
+
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
+        """The dock's default value of every parameter (:attr:`dock_defaults` over the model's)."""
+        model = {info.name: info.default for info in cls.method_spec().params_class().param_info()}
+        return {**model, **cls.dock_defaults}
 
     @classmethod
     def method_spec(cls) -> MethodSpec:

@@ -19,7 +19,8 @@ from __future__ import annotations
 import math
 import warnings
 import weakref
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from magicgui.widgets import Label
 from qtpy.QtCore import Qt
@@ -74,6 +75,9 @@ class PhaseDock(MethodDock):
     # napari's title "Phase (tilt-corrected) (napari-gpuscope)" needs 260 px beside its buttons.
     dock_width = 350
     layer_fields = ("yx_pixel_size", "z_pixel_size", *_OPTICS)
+    # Without knowing the tilt, the best a user gets is a global estimate first: the model's
+    # "manual, 0, 0" left shadows and a checkerboard on the tilted sample (issue 18).
+    dock_defaults: ClassVar[Mapping[str, Any]] = {"tilt_mode": "global"}
     streamed_outputs = OUTPUTS
     input_dims = (3, 3)
     step_label = "iteration"
