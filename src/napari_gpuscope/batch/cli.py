@@ -61,7 +61,11 @@ def add_parsers(sub: Any) -> None:
         help="cuda:0,cuda:1,... (default: every visible GPU) or cpu for a reference run",
     )
     run.add_argument(
-        "--workers", type=int, default=None, help="CPU workers (default 2); SLURM: most jobs"
+        "--workers",
+        type=_int_range("--workers", 1, MAX_WORKERS),
+        default=None,
+        help=f"CPU workers (default 2, at most this machine's cores); SLURM: most jobs (1 to "
+        f"{MAX_WORKERS})",
     )
     run.add_argument(
         "--cluster", default="local", help="local (default), slurm, or a scheduler address"
@@ -71,6 +75,11 @@ def add_parsers(sub: Any) -> None:
         "--resume", action="store_true", help="skip positions already complete with this recipe"
     )
     again.add_argument("--overwrite", action="store_true", help="delete an earlier output first")
+    run.add_argument(
+        "--wait",
+        action="store_true",
+        help="when another run is writing OUT (its lock), wait for it instead of exiting 2",
+    )
     run.add_argument("--report", type=Path, default=None, help="write a JSON report here")
     run.add_argument("--dry-run", action="store_true", help="say what would run; compute nothing")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -78,10 +87,12 @@ def add_parsers(sub: Any) -> None:
         "--dashboard", default=":0", help="local dashboard address (default: a free port)"
     )
     slurm = run.add_argument_group("SLURM (--cluster slurm, needs the hpc extra)")
-    slurm.add_argument("--walltime", default="01:00:00", help="per job, HH:MM:SS")
+    slurm.add_argument("--walltime", type=_walltime, default="01:00:00", help="per job, HH:MM:SS")
     slurm.add_argument("--queue", default=None, help="partition")
     slurm.add_argument("--account", default=None, help="account")
-    slurm.add_argument("--memory", default="32GB", help="host memory per job")
+    slurm.add_argument(
+        "--memory", type=_memory, default="32GB", help="host memory per job, e.g. 32GB"
+    )
 
     validate = sub.add_parser(
         "validate", help="check INPUT against a recipe (shapes, axes, pixel size, artifacts)"
@@ -91,6 +102,54 @@ def add_parsers(sub: Any) -> None:
 
     status = sub.add_parser("status", help="done / failed / pending per position of OUT.zarr")
     status.add_argument("out", type=Path)
+
+
+MAX_WORKERS = 1000
+"""The most workers (local) or SLURM jobs ``--workers`` accepts."""
+
+
+def _int_range(option: str, low: int, high: int) -> Any:
+    """An argparse type: an integer from ``low`` to ``high`` (argparse exits 2 otherwise)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected a whole number from {low} to {high}, got {text!r}"
+            ) from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be from {low} to {high}, got {value}")
+        return value
+
+    return parse
+
+
+def _walltime(text: str) -> str:
+    """``--walltime``: ``HH:MM:SS`` with minutes and seconds below 60, not zero."""
+    import re
+
+    match = re.fullmatch(r"(\d{1,4}):([0-5]\d):([0-5]\d)", text.strip())
+    if match is None or not any(int(part) for part in match.groups()):
+        raise argparse.ArgumentTypeError(
+            f"expected HH:MM:SS from 00:00:01 to 9999:59:59, got {text!r}"
+        )
+    return text.strip()
+
+
+def _memory(text: str) -> str:
+    """``--memory``: a positive size with its unit (``32GB``, ``500MiB``)."""
+    from dask.utils import parse_bytes
+
+    try:
+        size = parse_bytes(text)
+    except (ValueError, TypeError):
+        size = 0
+    if not isinstance(size, int) or size < 1 << 20 or not any(c.isalpha() for c in text):
+        raise argparse.ArgumentTypeError(
+            f"expected a size of at least 1MB with its unit, e.g. 32GB or 500MiB, got {text!r}"
+        )
+    return text.strip()
 
 
 def _fail(message: str, code: int = 2) -> int:
@@ -109,6 +168,9 @@ def dispatch(args: argparse.Namespace) -> int:
         ](args)
     except (RecipeError, InputError, ValueError, RuntimeError) as exc:
         return _fail(str(exc))
+    except OSError as exc:  # a file the command itself reads or writes (not a position's)
+        where = f"{exc.filename}: " if exc.filename else ""
+        return _fail(f"{where}{exc.strerror or exc}")
     except KeyboardInterrupt:
         return _fail("interrupted; finished positions are kept: rerun with --resume", 130)
 
@@ -127,12 +189,18 @@ def _recipe(args: argparse.Namespace) -> int:
         params_class = method(args.method).job_spec(args.job).params_class()
     except KeyError as exc:
         return _fail(f"--job: {exc.args[0]}")
+    import yaml
+
     changes: dict[str, Any] = {}
     for item in args.changes:
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
             return _fail(f"--set {item!r}: expected NAME=VALUE")
-        changes[name.strip()] = _field_value(params_class, name.strip(), value)
+        try:
+            changes[name.strip()] = _field_value(params_class, name.strip(), value)
+        except (ValueError, yaml.YAMLError) as exc:  # or a number beyond Python's 4300 digits
+            why = " ".join(str(exc).split(";")[0].split())
+            return _fail(f"--set {name.strip()}: cannot read {value[:40]!r}: {why}")
     artifacts = []
     for item in args.artifacts:
         name, sep, path = item.partition("=")
@@ -199,11 +267,9 @@ def _number(parsed: Any) -> Any:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from napari_gpuscope.batch.cluster import ClusterChoice, open_client
+    from napari_gpuscope.batch.cluster import ClusterChoice
     from napari_gpuscope.batch.inputs import discover
-    from napari_gpuscope.batch.progress import ProgressBar
     from napari_gpuscope.batch.recipes import load_recipe
-    from napari_gpuscope.batch.runner import StoreExistsError, run_batch
 
     recipe = load_recipe(args.recipe)
     problems = recipe.check_artifacts(args.recipe.parent)
@@ -218,6 +284,13 @@ def _run(args: argparse.Namespace) -> int:
             f"warning: {problem} (check every position with 'napari-gpuscope validate')",
             file=sys.stderr,
         )
+    if args.cluster == "local" and args.device == "cpu" and args.workers is not None:
+        cores = os.cpu_count() or 1
+        if args.workers > cores:
+            return _fail(
+                f"--workers {args.workers}: this machine has {cores} cores; give 1 to {cores} "
+                "(one worker process per core)"
+            )
     choice = ClusterChoice(
         cluster=args.cluster,
         device=args.device,
@@ -236,9 +309,10 @@ def _run(args: argparse.Namespace) -> int:
         f"{recipe.method}: {len(positions)} positions from {args.input} -> {args.out} "
         f"on {args.device} (recipe {recipe.hash()[:12]})"
     )
+    from napari_gpuscope.batch.store import BatchStore
+
     if args.dry_run:
         from napari_gpuscope.batch.runner import plan
-        from napari_gpuscope.batch.store import BatchStore
 
         todo, skipped, unreadable = plan(
             recipe, positions, BatchStore(args.out), resume=args.resume
@@ -247,6 +321,19 @@ def _run(args: argparse.Namespace) -> int:
         for name, reason in unreadable.items():
             print(f"  unreadable {name}: {reason}")
         return 1 if unreadable else 0
+    from napari_gpuscope.batch.store import StoreLock
+
+    # Taken before the cluster starts: a locked, unwritable or corrupt store costs no workers.
+    with StoreLock(BatchStore(args.out), wait=args.wait):
+        BatchStore(args.out).run_record()  # a corrupt run.json: StoreError, exit 2
+        return _run_on_cluster(args, recipe, positions, choice)
+
+
+def _run_on_cluster(args: argparse.Namespace, recipe: Any, positions: Any, choice: Any) -> int:
+    from napari_gpuscope.batch.cluster import open_client
+    from napari_gpuscope.batch.progress import ProgressBar
+    from napari_gpuscope.batch.runner import StoreExistsError, run_batch
+
     with open_client(choice) as client:
         if client.dashboard_link:
             print(f"Dask dashboard: {client.dashboard_link}")
@@ -269,6 +356,7 @@ def _run(args: argparse.Namespace) -> int:
                 input_name=str(args.input),
                 recipe_dir=args.recipe.parent,
                 on_update=update,
+                wait=args.wait,
             )
         except StoreExistsError as exc:
             return _fail(str(exc))

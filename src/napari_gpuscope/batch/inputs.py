@@ -244,11 +244,21 @@ def _zarr_meta_file(path: Path) -> Path | None:
 
 def _ome_attrs(path: Path) -> dict[str, Any]:
     """The OME attributes of a group (NGFF 0.5 ``attributes.ome`` or 0.4 ``.zattrs``)."""
-    if (path / "zarr.json").is_file():
-        attrs = json.loads((path / "zarr.json").read_text()).get("attributes", {})
-        return attrs.get("ome", attrs)
-    if (path / ".zattrs").is_file():
-        return json.loads((path / ".zattrs").read_text())
+    for name in ("zarr.json", ".zattrs"):
+        file = path / name
+        if not file.is_file():
+            continue
+        try:
+            attrs = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            message = f"{file}: unreadable Zarr metadata ({exc}); fix or replace it"
+            raise InputError(message) from None
+        if not isinstance(attrs, dict):
+            raise InputError(f"{file}: Zarr metadata is not a JSON object; fix or replace it")
+        if name == "zarr.json":
+            attrs = attrs.get("attributes", {})
+            attrs = attrs.get("ome", attrs) if isinstance(attrs, dict) else {}
+        return attrs if isinstance(attrs, dict) else {}
     return {}
 
 
@@ -257,15 +267,7 @@ def _zarr_positions(root: Path) -> list[Position]:
     if "multiscales" in attrs:
         return [_image_position(root, root.name.removesuffix(".zarr") or "image")]
     if "plate" in attrs:
-        positions = []
-        for well in attrs["plate"].get("wells", []):
-            well_path = root / well["path"]
-            for index, image in enumerate(_ome_attrs(well_path).get("well", {}).get("images", [])):
-                name = safe_name(f"{well['path'].replace('/', '')}-{image.get('path', index)}")
-                positions.append(_image_position(well_path / image["path"], name))
-        if not positions:
-            raise InputError(f"the OME-Zarr plate {str(root)!r} lists no fields")
-        return positions
+        return _plate_positions(root, attrs["plate"])
     children = sorted(
         child for child in root.iterdir() if child.is_dir() and "multiscales" in _ome_attrs(child)
     )
@@ -277,15 +279,51 @@ def _zarr_positions(root: Path) -> list[Position]:
     return [_image_position(child, safe_name(child.name)) for child in children]
 
 
+def _plate_positions(root: Path, plate: Any) -> list[Position]:
+    wells = plate.get("wells", []) if isinstance(plate, dict) else None
+    if not isinstance(wells, list):
+        raise InputError(f"{_meta_name(root)}: the plate's 'wells' is not a list; fix the plate")
+    positions = []
+    for index, well in enumerate(wells):
+        if not isinstance(well, dict) or not isinstance(well.get("path"), str):
+            raise InputError(
+                f"{_meta_name(root)}: well {index} of the plate has no 'path'; fix the plate's "
+                "metadata (each well names its folder, e.g. 'A/1')"
+            )
+        well_path = root / well["path"]
+        well_attrs = _ome_attrs(well_path).get("well")
+        images = well_attrs.get("images", []) if isinstance(well_attrs, dict) else []
+        for field_index, image in enumerate(images if isinstance(images, list) else []):
+            if not isinstance(image, dict) or not isinstance(image.get("path"), str):
+                raise InputError(
+                    f"{_meta_name(well_path)}: field {field_index} of well {well['path']!r} has "
+                    "no 'path'; fix the well's metadata"
+                )
+            name = safe_name(f"{well['path'].replace('/', '')}-{image['path']}")
+            positions.append(_image_position(well_path / image["path"], name))
+    if not positions:
+        raise InputError(f"the OME-Zarr plate {str(root)!r} lists no fields")
+    return positions
+
+
+def _meta_name(path: Path) -> str:
+    """The metadata file of a group, for messages."""
+    return str(_zarr_meta_file(path) or path)
+
+
 def _image_position(path: Path, name: str) -> Position:
-    multiscales = _ome_attrs(path)["multiscales"][0]
-    dataset = multiscales["datasets"][0]
-    return Position(
-        safe_name(name),
-        "zarr",
-        str(path),
-        dataset["path"],
-    )
+    try:
+        multiscales = _ome_attrs(path)["multiscales"][0]
+        array = multiscales["datasets"][0]["path"]
+    except (KeyError, IndexError, TypeError, ValueError, OSError):
+        raise InputError(
+            f"{_meta_name(path)}: not a readable OME-Zarr image (its 'multiscales' needs at "
+            "least one entry whose 'datasets' lists at least one array with a 'path'); fix "
+            "its metadata or leave it out of INPUT"
+        ) from None
+    if not isinstance(array, str):
+        raise InputError(f"{_meta_name(path)}: the first dataset's 'path' is not a string")
+    return Position(safe_name(name), "zarr", str(path), array)
 
 
 def _zarr_info(path: str, array: str) -> InputInfo:

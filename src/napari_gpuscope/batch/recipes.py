@@ -287,7 +287,9 @@ class Recipe(BaseModel):
         import yaml
 
         try:
-            data = yaml.safe_load(text)
+            data = yaml.load(text, Loader=_strict_loader())  # a SafeLoader
+        except _KeyError as exc:
+            raise RecipeError(f"{origin}: {exc}") from None
         except yaml.YAMLError as exc:
             # The safe loader refuses python/* tags: say so rather than just "constructor".
             raise RecipeError(f"{origin}: not a safe YAML recipe: {exc}") from None
@@ -308,6 +310,46 @@ class Recipe(BaseModel):
         path = Path(path)
         path.write_text(self.to_yaml(), encoding="utf-8")
         return path
+
+
+class _KeyError(ValueError):
+    """A duplicate key, or a value that cannot be read, in a recipe's YAML."""
+
+
+@functools.cache
+def _strict_loader() -> type:
+    """PyYAML's safe loader refusing duplicate keys (PyYAML keeps the last) and naming the key
+    and line of a value it cannot read (a 5,000-digit integer exceeds Python's limit)."""
+    import yaml
+
+    class StrictLoader(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+            if not isinstance(node, yaml.MappingNode):
+                return super().construct_mapping(node, deep=deep)
+            self.flatten_mapping(node)
+            mapping: dict[Any, Any] = {}
+            for key_node, value_node in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                line = key_node.start_mark.line + 1
+                try:
+                    hash(key)
+                except TypeError:
+                    raise _KeyError(f"line {line}: a key must be a plain value") from None
+                if key in mapping:
+                    raise _KeyError(
+                        f"key {key!r} appears twice in one mapping (again on line {line}); keep one"
+                    )
+                try:
+                    mapping[key] = self.construct_object(value_node, deep=deep)
+                except (ValueError, OverflowError) as exc:
+                    why = str(exc).split(";")[0]  # not Python's advice to raise its limit
+                    raise _KeyError(
+                        f"{key}: line {value_node.start_mark.line + 1}: cannot read the value "
+                        f"({why}); write a shorter number"
+                    ) from None
+            return mapping
+
+    return StrictLoader
 
 
 def _rebuild(data: dict[str, Any]) -> Recipe:

@@ -29,7 +29,7 @@ from napari_gpuscope.batch.cluster import GPU_RESOURCE
 from napari_gpuscope.batch.inputs import Position
 from napari_gpuscope.batch.recipes import Recipe
 from napari_gpuscope.batch.report import BatchReport
-from napari_gpuscope.batch.store import BatchStore, marker_key
+from napari_gpuscope.batch.store import BatchStore, StoreLock, marker_key
 from napari_gpuscope.batch.tasks import TaskSpec, prepare_run, run_position
 
 __all__ = ["StoreExistsError", "plan", "run_batch"]
@@ -82,6 +82,7 @@ def run_batch(
     dry_run: bool = False,
     recipe_dir: str | Path | None = None,
     on_update: Callable[[int, int, int], None] | None = None,
+    wait: bool = False,
 ) -> BatchReport:
     """Apply a recipe to every position on a Dask cluster.
 
@@ -108,6 +109,8 @@ def run_batch(
     on_update : callable, optional
         ``on_update(done, failed, total)`` after each finished position (``total``: the
         positions this run computes).
+    wait : bool
+        When another run holds the store's lock, wait for it instead of refusing.
 
     Returns
     -------
@@ -117,14 +120,62 @@ def run_batch(
     ------
     StoreExistsError
         ``out`` holds an earlier run and neither ``resume`` nor ``overwrite`` is set.
+    StoreError
+        The store is locked by another run (and ``wait`` is not set), cannot be written, or
+        its ``run.json`` is corrupt.
     ValueError
         An artifact is missing or changed since the recipe was saved.
 
     Notes
     -----
     An interrupt (Ctrl-C) cancels the positions not yet finished and returns the report so
-    far, marked ``interrupted``.
+    far, marked ``interrupted``. A run (not a dry run) holds the store's lock
+    (:class:`~napari_gpuscope.batch.store.StoreLock`) throughout and first deletes the
+    ``.writing-*`` folders an interrupted run left.
     """
+    if dry_run:
+        return _run_batch(
+            recipe,
+            positions,
+            out,
+            client,
+            resume,
+            overwrite,
+            device,
+            input_name,
+            True,
+            recipe_dir,
+            on_update,
+        )
+    with StoreLock(BatchStore(out), wait=wait):
+        return _run_batch(
+            recipe,
+            positions,
+            out,
+            client,
+            resume,
+            overwrite,
+            device,
+            input_name,
+            False,
+            recipe_dir,
+            on_update,
+        )
+
+
+def _run_batch(
+    recipe: Recipe,
+    positions: Sequence[Position],
+    out: str | Path,
+    client: Any,
+    resume: bool,
+    overwrite: bool,
+    device: str,
+    input_name: str,
+    dry_run: bool,
+    recipe_dir: str | Path | None,
+    on_update: Callable[[int, int, int], None] | None,
+) -> BatchReport:
     start = time.perf_counter()
     # Hashed once here: plan, the run record, the report and every task (TaskSpec) share it.
     recipe_hash = recipe.hash()
@@ -141,6 +192,8 @@ def run_batch(
         )
     if overwrite and not dry_run:
         store.prepare({}, overwrite=True)
+    elif not dry_run:
+        store.clean_staging()
     todo, skipped, failed = plan(recipe, positions, store, resume=resume, recipe_hash=recipe_hash)
     report = BatchReport(
         recipe_hash,

@@ -16,12 +16,16 @@ Completion markers live beside the store, in ``OUT.zarr.batch/``:
 ``done/<position>.json``
     Written by the task *after* its group is complete (groups are written under a temporary
     name ``OUT.zarr/.writing-*`` and renamed into place), atomically (write, then rename); holds
-    the marker key (hash of the recipe hash and the input's identity), timings and the summary.
+    the marker key (hash of the recipe hash and the input's identity), the SHA-256 of the
+    group's files as written (``checksum``), timings and the summary.
 ``failed/<position>.json``
     The reason a position failed (removed when it later succeeds).
 
-``--resume`` skips exactly the positions whose ``done`` marker has the current key and whose
-group exists; everything else is computed.
+``lock.json``
+    The running run's pid, host and start time (:class:`StoreLock`): one run at a time.
+
+``--resume`` skips exactly the positions whose ``done`` marker has the current key, whose
+group exists and whose files still match the marker's checksum; everything else is computed.
 """
 
 from __future__ import annotations
@@ -29,18 +33,30 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import platform
 import shutil
+import sys
 import tempfile
+import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-__all__ = ["ATTRIBUTE", "BatchStore", "marker_key"]
+__all__ = ["ATTRIBUTE", "BatchStore", "StoreError", "StoreLock", "marker_key"]
+
+LOCK_NAME = "lock.json"
+"""The store's lock file in ``OUT.zarr.batch/`` (see :class:`StoreLock`)."""
 
 ATTRIBUTE = "napari_gpuscope"
 """The namespaced group attribute holding the recipe and provenance of each position."""
+
+
+class StoreError(RuntimeError):
+    """The output store cannot be used (unwritable, a corrupt record, locked by another run);
+    the message names the file and what to do."""
 
 
 def marker_key(recipe_hash: str, identity: str) -> str:
@@ -90,14 +106,68 @@ class BatchStore:
 
         if overwrite:
             shutil.rmtree(self.out, ignore_errors=True)
-            shutil.rmtree(self.markers, ignore_errors=True)
-        zarr.open_group(str(self.out), mode="a", zarr_format=3)
-        _write_json_atomic(self.markers / "run.json", run)
+            self._clear_markers()
+        try:
+            zarr.open_group(str(self.out), mode="a", zarr_format=3)
+            _write_json_atomic(self.markers / "run.json", run)
+        except OSError as exc:
+            where = exc.filename or self.out
+            raise StoreError(
+                f"cannot write the output store {where}: {exc.strerror or exc}; give --out a "
+                "folder you can write to"
+            ) from None
+
+    def clean_staging(self) -> list[str]:
+        """Delete the ``.writing-*`` folders an interrupted run left in the store (call with
+        the store's lock held: no task of another run is writing); returns their names."""
+        if not self.out.is_dir():
+            return []
+        stale = sorted(p for p in self.out.iterdir() if p.name.startswith(".writing-"))
+        for path in stale:
+            shutil.rmtree(path, ignore_errors=True)
+        return [path.name for path in stale]
+
+    def _clear_markers(self) -> None:
+        """Delete every marker and record (not the lock: the run deleting them holds it)."""
+        if not self.markers.is_dir():
+            return
+        for child in self.markers.iterdir():
+            if child.name == LOCK_NAME:
+                continue
+            if child.is_dir():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                child.unlink(missing_ok=True)
 
     def run_record(self) -> dict[str, Any] | None:
-        """The last run's ``run.json`` (None when the store was never run)."""
+        """The last run's ``run.json`` (None when the store was never run).
+
+        Raises
+        ------
+        StoreError
+            ``run.json`` is unreadable or not a run record.
+        """
         path = self.markers / "run.json"
-        return json.loads(path.read_text()) if path.is_file() else None
+        if not path.is_file():
+            return None
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            problem = exc.strerror if isinstance(exc, OSError) else f"not JSON ({exc})"
+            record, reason = None, problem
+        else:
+            reason = "not a run record (no recipe_hash or positions)"
+        if (
+            not isinstance(record, dict)
+            or not {"recipe_hash", "positions"} <= record.keys()
+            or not isinstance(record["positions"], list)
+            or not all(isinstance(e, dict) and "name" in e for e in record["positions"])
+        ):
+            raise StoreError(
+                f"{path} is corrupt: {reason}; rerun with --overwrite to start again (or delete "
+                "the file and rerun with --resume: the completion markers still count)"
+            )
+        return record
 
     def done_record(self, name: str) -> dict[str, Any] | None:
         """A position's completion marker, or None."""
@@ -108,13 +178,29 @@ class BatchStore:
         return self._read(self.markers / "failed" / f"{name}.json")
 
     def is_complete(self, name: str, key: str) -> bool:
-        """Whether ``name`` is done with this marker key and its group exists."""
+        """Whether ``name`` is done with this marker key, its group exists and its files still
+        have the checksum the marker recorded (a truncated or altered chunk: not complete)."""
         record = self.done_record(name)
-        return (
-            record is not None
-            and record.get("key") == key
-            and (self.out / name / "zarr.json").is_file()
-        )
+        if (
+            record is None
+            or record.get("key") != key
+            or not (self.out / name / "zarr.json").is_file()
+        ):
+            return False
+        recorded = record.get("checksum")
+        return recorded is None or recorded == self.checksum(name)  # None: an older marker
+
+    def checksum(self, name: str) -> str:
+        """SHA-256 over every file of a position's group: relative path, size and bytes."""
+        root = self.out / name
+        digest = hashlib.sha256()
+        for path in sorted(p for p in root.rglob("*") if p.is_file()):
+            relative = path.relative_to(root).as_posix()
+            digest.update(f"{relative}\0{path.stat().st_size}\0".encode())
+            with open(path, "rb") as handle:
+                for block in iter(lambda handle=handle: handle.read(1 << 20), b""):
+                    digest.update(block)
+        return digest.hexdigest()
 
     @staticmethod
     def _read(path: Path) -> dict[str, Any] | None:
@@ -267,3 +353,155 @@ def _write_image(group: Any, layer: tuple[Any, dict[str, Any], str], attrs: dict
         name=str(kwargs.get("name", "")),
     )
     group.attrs[ATTRIBUTE] = attrs
+
+
+class StoreLock:
+    """One run at a time per store: ``OUT.zarr.batch/lock.json`` holds the owner's pid, host and
+    start time while a run writes.
+
+    The file is created atomically with its content (written aside, then hard-linked into
+    place), so another run sees no lock or a whole one. A lock whose process is gone (same host,
+    pid not running) or that cannot be read is stale: it is reported and taken over. A lock held
+    by a live process, or by another host (whose processes cannot be checked), makes
+    :meth:`acquire` raise :class:`StoreError`, or wait for it with ``wait=True``. A process that
+    holds the lock may take it again (nested: the CLI and :func:`run_batch` both take it).
+
+    Parameters
+    ----------
+    store : BatchStore
+    wait : bool
+        Wait for a held lock to go instead of refusing.
+    poll : float
+        Seconds between looks while waiting.
+    on_stale : callable, optional
+        Called with a message when a stale lock is taken over (default: print to stderr).
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> store = BatchStore(pathlib.Path(tempfile.mkdtemp()) / "out.zarr")
+    >>> with StoreLock(store):
+    ...     (store.markers / "lock.json").is_file()
+    True
+    >>> (store.markers / "lock.json").exists()
+    False
+    """
+
+    _held: ClassVar[dict[str, int]] = {}
+
+    def __init__(
+        self,
+        store: BatchStore,
+        *,
+        wait: bool = False,
+        poll: float = 1.0,
+        on_stale: Callable[[str], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.path = store.markers / LOCK_NAME
+        self.wait = wait
+        self.poll = poll
+        self.on_stale = on_stale or (
+            lambda text: print(f"napari-gpuscope: {text}", file=sys.stderr)
+        )
+
+    def __enter__(self) -> StoreLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def acquire(self) -> None:
+        """Take the lock (see the class docstring)."""
+        key = str(self.path.resolve())
+        if self._held.get(key):
+            self._held[key] += 1
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            created = self._try_create()
+        except OSError as exc:
+            raise StoreError(
+                f"cannot write beside the output store at {exc.filename or self.path.parent}: "
+                f"{exc.strerror or exc}; give --out a folder you can write to"
+            ) from None
+        while True:
+            if created:
+                self._held[key] = 1
+                return
+            owner = self.owner()
+            if owner is None or self._is_stale(owner):
+                self.on_stale(f"removing a stale lock of {self.describe(owner)} ({self.path})")
+                self.path.unlink(missing_ok=True)
+                created = self._try_create()
+                continue
+            if not self.wait:
+                raise StoreError(
+                    f"{self.store.out} is locked by another run ({self.describe(owner)}); wait "
+                    f"for it to finish, pass --wait, or, if no such run exists, delete "
+                    f"{self.path}"
+                )
+            time.sleep(self.poll)
+            created = self._try_create()
+
+    def release(self) -> None:
+        """Let go of the lock (the file goes when the outermost holder lets go)."""
+        key = str(self.path.resolve())
+        count = self._held.get(key, 0)
+        if count > 1:
+            self._held[key] = count - 1
+            return
+        self._held.pop(key, None)
+        owner = self.owner()
+        if owner is not None and owner.get("pid") == os.getpid() and owner.get("host") == _HOST:
+            self.path.unlink(missing_ok=True)
+
+    def owner(self) -> dict[str, Any] | None:
+        """The lock's record (pid, host, since), None when absent or unreadable."""
+        try:
+            record = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return record if isinstance(record, dict) else None
+
+    @staticmethod
+    def describe(owner: dict[str, Any] | None) -> str:
+        """``"pid 123 on host since 2026-..."`` (or that the lock is unreadable)."""
+        if owner is None:
+            return "an unreadable lock"
+        return f"pid {owner.get('pid')} on {owner.get('host')} since {owner.get('since')}"
+
+    def _try_create(self) -> bool:
+        record = {
+            "pid": os.getpid(),
+            "host": _HOST,
+            "since": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }
+        handle, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=".lock.", suffix=".tmp")
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as stream:
+                json.dump(record, stream)
+            try:
+                os.link(temporary, self.path)  # fails when the lock exists: atomic
+            except FileExistsError:
+                return False
+            return True
+        finally:
+            Path(temporary).unlink(missing_ok=True)
+
+    @staticmethod
+    def _is_stale(owner: dict[str, Any]) -> bool:
+        pid = owner.get("pid")
+        if owner.get("host") != _HOST or not isinstance(pid, int) or pid <= 0:
+            return not isinstance(pid, int) or pid <= 0
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False  # alive, another user's
+        return False
+
+
+_HOST = platform.node()
