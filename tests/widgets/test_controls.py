@@ -170,3 +170,17 @@ def test_plane_view_slab_and_embedding():
     assert slab.selection == (2, slice(1, 5), slice(None), slice(None))
     assert slab.centre == (3, slice(None), slice(None))
     assert slab.spacing == (1.0, 1.0, 1.0)
+
+
+def test_a_log_metrics_axis_labels_no_minor_ticks(qtbot):
+    """Issue 18: labelled minor ticks ("6x10^-3 ... 2x10^-3") overlapped in the plot."""
+    from matplotlib.ticker import NullFormatter
+
+    plot = MetricsPlot()
+    qtbot.addWidget(plot)
+    plot.reset("Run: ", {"relative_gap": 1e-3}, "iteration")
+    for k in range(1, 30):
+        plot.add(k, {"relative_gap": 0.02 / k})
+    plot.redraw()
+    assert plot.axes.get_yscale() == "log"
+    assert isinstance(plot.axes.yaxis.get_minor_formatter(), NullFormatter)

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from matplotlib.colors import to_hex
 
 from napari_gpuscope.provenance import PROVENANCE_KEY
 from napari_gpuscope.widgets import _outputs
+from napari_gpuscope.widgets._controls._plot import theme_colors
 from napari_gpuscope.widgets.esrrf_dock import EsrrfDock
 
 FIXTURES = np.load(Path(__file__).parents[1] / "fixtures" / "esrrf" / "nanopyx_esrrf.npz")
@@ -154,7 +156,7 @@ def test_sweep_panel_streams_cells_and_a_click_applies_the_setting(viewer, qtbot
     from napari_gpuscope.sample_data.esrrf import blinking_filaments_stack
 
     stack, _ = blinking_filaments_stack(16, (32, 32), density=1.0, photons=60.0, background=60.0)
-    viewer.add_image(stack, name="blink", scale=(1.0, 0.1, 0.1))
+    viewer.add_image(stack, name="blink", scale=(1.0, 0.1, 0.1), units=("s", "um", "um"))
     _select(dock, "blink")
     dock.set_param("magnification", 2)
     panel = dock.sweep
@@ -166,6 +168,12 @@ def test_sweep_panel_streams_cells_and_a_click_applies_the_setting(viewer, qtbot
     qtbot.waitUntil(lambda: panel.result is not None, timeout=60_000)
     assert 1 in cells and 4 in cells  # the cells streamed in one by one
     assert np.isfinite(panel.grids["rsp"]).all() and panel.result.best is not None
+    # Issue 18: the heatmaps say their unit and which way is better, in napari's theme.
+    titles = [ax.get_title() for ax in panel._axes]
+    assert titles[0] == "FRC resolution (µm, lower is better)"
+    assert titles[1:] == ["RSP (higher is better)", "QnR (higher is better)"]
+    background = theme_colors(viewer)["background"]
+    assert to_hex(panel.figure.get_facecolor()) == to_hex(background)
     panel.apply_cell(1, 0)  # what a click on (radius 1, sensitivity 3) does
     assert (dock.params().radius, dock.params().sensitivity) == (1.0, 3.0)
     assert "Using radius 1, sensitivity 3" in panel.status.text()
@@ -201,3 +209,15 @@ def test_the_sweep_runs_on_the_dock_runner_one_job_at_a_time(viewer, qtbot, dock
     )
     dock.cancel()
     assert not dock.is_running()
+
+
+def test_an_empty_sweep_heatmap_has_no_placeholder_colorbar(viewer, qtbot, dock):
+    """Issue 18: heatmaps with no cell yet showed colorbars of -0.1 .. 0.1."""
+    panel = dock.sweep
+    panel.radii, panel.sensitivities = (1.0, 2.0), (1.0,)
+    panel.grids = {name: np.full((1, 2), np.nan) for name in ("frc_resolution", "rsp", "qnr")}
+    panel._draw()
+    assert len(panel.figure.axes) == 3  # the three heatmaps, no colorbar axes
+    panel.grids["rsp"][0, 0] = 0.8
+    panel._draw()
+    assert len(panel.figure.axes) == 4  # RSP's colorbar, now that it has a value

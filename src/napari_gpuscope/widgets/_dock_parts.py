@@ -27,6 +27,7 @@ from qtpy.QtWidgets import (
 )
 
 from napari_gpuscope.widgets._controls import MetricsPlot
+from napari_gpuscope.widgets._controls._plot import theme_colors
 from napari_gpuscope.widgets._messages import progress_text
 
 if TYPE_CHECKING:
@@ -112,7 +113,7 @@ class DockPanel:
         self.progress.setToolTip("How far the running job is, in words")
         self.progress.setVisible(False)
         self.status = _wrapping_label("Ready.")
-        self.plot = MetricsPlot(_theme_colors(viewer))
+        self.plot = MetricsPlot(theme_colors(viewer))
         self.plot.setToolTip("Convergence of the running (or last) job")
         self.plot.setVisible(False)
         self.figure_button = _button(
@@ -275,17 +276,3 @@ def focus_chain(layout: QLayout | None) -> list[QWidget]:
         elif widget.focusPolicy() & Qt.FocusPolicy.TabFocus or isinstance(widget, QAbstractButton):
             chain.append(widget)
     return chain
-
-
-def _theme_colors(viewer: napari.viewer.Viewer) -> dict[str, str]:
-    try:
-        from napari.utils.theme import get_theme
-
-        theme = get_theme(viewer.theme)
-        return {
-            "background": theme.background.as_hex(),
-            "foreground": theme.primary.as_hex(),
-            "text": theme.text.as_hex(),
-        }
-    except Exception:  # a theme napari cannot resolve: matplotlib's dark defaults
-        return {}

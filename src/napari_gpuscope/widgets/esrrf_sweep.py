@@ -33,6 +33,7 @@ from superqt import QCollapsible
 from napari_gpuscope.compute.esrrf import visible_region
 from napari_gpuscope.compute.jobs import Progress
 from napari_gpuscope.widgets._controller import JobHandlers
+from napari_gpuscope.widgets._controls._plot import style_axes, theme_colors
 from napari_gpuscope.widgets._messages import plain_error_message
 
 if TYPE_CHECKING:
@@ -42,9 +43,9 @@ if TYPE_CHECKING:
 __all__ = ["SweepPanel", "parse_values"]
 
 _MAPS = (
-    ("frc_resolution", "FRC resolution", "viridis_r"),
-    ("rsp", "RSP", "viridis"),
-    ("qnr", "QnR", "magma"),
+    ("frc_resolution", "FRC resolution ({unit}, lower is better)", "viridis_r"),
+    ("rsp", "RSP (higher is better)", "viridis"),
+    ("qnr", "QnR (higher is better)", "magma"),
 )
 
 
@@ -117,7 +118,11 @@ class SweepPanel(QCollapsible):
         self.status.setWordWrap(True)
         self.status.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         layout.addWidget(self.status)
-        self.figure = Figure(figsize=(3.2, 6.0), layout="constrained")
+        self.colors = theme_colors(dock.viewer)
+        self.unit = "px"
+        self.figure = Figure(
+            figsize=(3.2, 6.0), layout="constrained", facecolor=self.colors["background"]
+        )
         self.canvas = FigureCanvasQTAgg(self.figure)
         self.canvas.setMinimumSize(160, 420)
         # The figure follows the dock's width instead of widening it.
@@ -157,6 +162,12 @@ class SweepPanel(QCollapsible):
             job = sweep.job_function()(
                 crop, params=params, pixel_size=float(layer.scale[-1]), device=dock.device
             )
+            # FRC resolutions come in the layer's x scale: its unit, or "px" at scale 1.
+            units = getattr(layer, "units", None) or ()
+            unit = str(units[-1]) if len(units) else "pixel"
+            if unit == "pixel" and float(layer.scale[-1]) != 1.0:
+                unit = "scale units"
+            self.unit = {"micrometer": "µm", "nanometer": "nm", "pixel": "px"}.get(unit, unit)
             handlers = JobHandlers(
                 succeeded=self._on_done,
                 failed=self._on_failed,
@@ -242,8 +253,10 @@ class SweepPanel(QCollapsible):
         for ax, (name, title, cmap) in zip(axes, _MAPS, strict=True):
             grid = np.ma.masked_invalid(self.grids[name])
             image = ax.imshow(grid, cmap=cmap, origin="lower", aspect="auto")
-            self.figure.colorbar(image, ax=ax, shrink=0.9)
-            ax.set_title(title, fontsize=8)
+            if grid.count():  # an empty grid's colorbar would read -0.1 .. 0.1
+                bar = self.figure.colorbar(image, ax=ax, shrink=0.9)
+                bar.ax.tick_params(colors=self.colors["text"], labelsize=7)
+            ax.set_title(title.format(unit=self.unit), fontsize=8)
             ax.set_yticks(range(len(self.sensitivities)), [f"{s:g}" for s in self.sensitivities])
             ax.set_ylabel("sensitivity", fontsize=7)
             ax.tick_params(labelsize=7)
@@ -252,6 +265,7 @@ class SweepPanel(QCollapsible):
                 ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, ec="cyan", lw=1.5))
         axes[-1].set_xticks(range(len(self.radii)), [f"{r:g}" for r in self.radii])
         axes[-1].set_xlabel("radius (px)", fontsize=7)
+        style_axes(self.figure, axes, self.colors)
         self._axes = list(axes)
         self.canvas.draw_idle()
 

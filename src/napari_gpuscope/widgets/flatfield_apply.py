@@ -12,6 +12,7 @@ before and after) and, for time-lapses, each frame's mean before and after (the 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -41,6 +42,7 @@ from napari_gpuscope.provenance import PROVENANCE_KEY, build_provenance
 from napari_gpuscope.widgets._controller import JobHandlers
 from napari_gpuscope.widgets._controls import ParamForm
 from napari_gpuscope.widgets._controls._layer_picker import LayerPicker
+from napari_gpuscope.widgets._controls._plot import DARK, style_axes, theme_colors
 from napari_gpuscope.widgets._messages import plain_error_message
 
 if TYPE_CHECKING:
@@ -55,10 +57,12 @@ __all__ = ["ApplyPanel", "ShadingFigure"]
 class ShadingFigure(FigureCanvasQTAgg):
     """Two panels: the mean image's centre lines before/after, and per-frame means (baseline)."""
 
-    def __init__(self) -> None:
-        self.figure = Figure(figsize=(4.2, 2.4), dpi=90, layout="constrained")
+    def __init__(self, colors: Mapping[str, str] | None = None) -> None:
+        self.colors = {**DARK, **(colors or {})}
+        self.figure = Figure(figsize=(4.2, 2.6), dpi=90, layout="constrained")
         super().__init__(self.figure)
-        self.setMinimumSize(120, 210)  # never wider than the dock: the figure follows it
+        # Tall enough for the x labels under the panels (they were cut off at 210 px).
+        self.setMinimumSize(120, 240)  # never wider than the dock: the figure follows it
         self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
 
     def show_profile(self, profile: ShadingProfile) -> None:
@@ -78,8 +82,7 @@ class ShadingFigure(FigureCanvasQTAgg):
         right.set_title("fitted baseline", fontsize=9)
         right.set_xlabel("image", fontsize=8)
         right.set_ylabel("background level", fontsize=8)
-        for axes in (left, right):
-            axes.tick_params(labelsize=7)
+        style_axes(self.figure, (left, right), self.colors)
         self.draw_idle()
 
     def show_correction(self, result: CorrectionResult) -> None:
@@ -106,8 +109,7 @@ class ShadingFigure(FigureCanvasQTAgg):
         right.set_title(title, fontsize=8)
         right.set_xlabel("frame", fontsize=8)
         right.legend(fontsize=7)
-        for axes in (left, right):
-            axes.tick_params(labelsize=7)
+        style_axes(self.figure, (left, right), self.colors)
         self.draw_idle()
 
 
@@ -143,7 +145,7 @@ class ApplyPanel(QGroupBox):
         self.cancel_button = QPushButton("Cancel")
         self.status = QLabel("")
         self.status.setWordWrap(True)
-        self.figure = ShadingFigure()
+        self.figure = ShadingFigure(theme_colors(viewer))
         self.figure.setVisible(False)
         form = QFormLayout()
         form.addRow(self.profile_label)

@@ -8,12 +8,51 @@ from typing import Any
 
 from matplotlib.backends.backend_qtagg import FigureCanvasQTAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter
 from qtpy.QtCore import QTimer
 from qtpy.QtWidgets import QSizePolicy, QVBoxLayout, QWidget
 
 __all__ = ["MetricsPlot", "is_log_metric"]
 
 _LOG_WORDS = ("gap", "loss", "residual", "error", "cost")
+
+
+DARK = {"background": "#262930", "foreground": "#414851", "text": "#f0f1f2"}
+"""Colours when napari's theme cannot be read (napari's dark theme)."""
+
+
+def theme_colors(viewer: Any) -> dict[str, str]:
+    """``{"background", "foreground", "text"}`` of the viewer's napari theme (CSS colours)."""
+    try:
+        from napari.utils.theme import get_theme
+
+        theme = get_theme(viewer.theme)
+        return {
+            "background": theme.background.as_hex(),
+            "foreground": theme.primary.as_hex(),
+            "text": theme.text.as_hex(),
+        }
+    except Exception:  # a theme napari cannot resolve
+        return dict(DARK)
+
+
+def style_axes(figure: Any, axes: Any, colors: Mapping[str, str], *, size: int = 7) -> None:
+    """A matplotlib figure and its axes in napari's theme (no white panel on the dark one)."""
+    figure.set_facecolor(colors["background"])
+    for ax in axes:
+        ax.set_facecolor(colors["background"])
+        for spine in ax.spines.values():
+            spine.set_color(colors["foreground"])
+        ax.tick_params(colors=colors["text"], labelsize=size)
+        ax.xaxis.label.set_color(colors["text"])
+        ax.yaxis.label.set_color(colors["text"])
+        ax.title.set_color(colors["text"])
+        legend = ax.get_legend()
+        if legend is not None:
+            legend.get_frame().set_facecolor(colors["background"])
+            legend.get_frame().set_edgecolor(colors["foreground"])
+            for text in legend.get_texts():
+                text.set_color(colors["text"])
 
 
 def is_log_metric(name: str) -> bool:
@@ -41,9 +80,7 @@ class MetricsPlot(QWidget):
 
     def __init__(self, colors: Mapping[str, str] | None = None) -> None:
         super().__init__()
-        colors = {"background": "#262930", "foreground": "#414851", "text": "#f0f1f2"} | dict(
-            colors or {}
-        )
+        colors = DARK | dict(colors or {})
         self.figure = Figure(figsize=(3.2, 1.5), dpi=90, facecolor=colors["background"])
         self.canvas = FigureCanvasQTAgg(self.figure)
         self.canvas.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
@@ -124,6 +161,8 @@ class MetricsPlot(QWidget):
                     self.targets[name], linestyle="--", linewidth=0.8, color=colors["text"]
                 )
         axes.set_yscale("log" if log else "linear")
+        if log:  # labelled minor ticks ("6x10^-3 ... 2x10^-3") overlapped in 130 px
+            axes.yaxis.set_minor_formatter(NullFormatter())
         axes.set_xlabel(self.step_label if self.series else "", color=colors["text"], fontsize=7)
         if self.series:
             names = ", ".join(_words(name) for name in self.series)
