@@ -266,3 +266,21 @@ def test_focus_offset_is_estimated_with_the_tilt():
     )
     assert abs(result.tilt_map.focus.item() - 0.6) < 0.05
     assert abs(result.tilt_map.zenith.item() - 0.2) < 0.03
+
+
+def test_tilt_arrows_stay_in_their_tiles_and_proportional():
+    """Issue 18: an outlier tile's arrow ran past the image edge."""
+    from napari_gpuscope.compute.phase import TileGrid, TiltMap
+
+    grid = TileGrid.covering((120, 180), (3, 3), overlap=0.25)
+    rng = np.random.default_rng(4)
+    zenith = rng.uniform(0.0, 0.3, (3, 3))
+    zenith[1, 2] = 0.79  # a tile ~45 degrees off
+    azimuth = rng.uniform(0.0, 2 * np.pi, (3, 3))
+    tilt = TiltMap(grid, zenith, azimuth, np.zeros((3, 3)), np.full((3, 3), np.nan))
+    arrows = tilt.vectors()
+    tips = arrows[:, 0] + arrows[:, 1]
+    for (rows, cols), tip in zip(grid.boxes(), tips, strict=True):
+        assert rows.start <= tip[0] <= rows.stop - 1 and cols.start <= tip[1] <= cols.stop - 1
+    lengths = np.hypot(*arrows[:, 1].T)
+    np.testing.assert_allclose(lengths / zenith.ravel(), lengths[5] / 0.79, rtol=1e-5)

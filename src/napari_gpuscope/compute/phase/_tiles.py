@@ -231,11 +231,22 @@ class TiltMap:
     def vectors(self, pixels_per_radian: float | None = None) -> np.ndarray:
         """napari Vectors data ``(N, 2, 2)``: tile centre and tilt direction (row, column).
 
-        The length is ``zenith x pixels_per_radian`` (default: a 0.25 rad tilt spans half a
-        tile), the direction the azimuth (from +x toward +y, i.e. rows grow with sin a).
+        The length is ``zenith x pixels_per_radian``, the direction the azimuth (from +x toward
+        +y, i.e. rows grow with sin a). The default scale lets a 0.25 rad tilt, or the map's
+        largest if larger, span half a tile: every arrow stays in its tile (an outlier tile's ran
+        past the image edge), and lengths stay proportional across the map.
+
+        Examples
+        --------
+        >>> grid = TileGrid.covering((64, 64), (1, 2), overlap=0.0)
+        >>> arrows = TiltMap(grid, np.array([[0.1, 0.8]]), np.zeros((1, 2)), np.zeros((1, 2)),
+        ...                  np.zeros((1, 2))).vectors()
+        >>> np.hypot(*arrows[:, 1].T).round(1).tolist()  # half of the 32-pixel tile at most
+        [2.0, 16.0]
         """
         if pixels_per_radian is None:
-            pixels_per_radian = 0.5 * min(self.grid.size) / 0.25
+            largest = float(np.nanmax(self.zenith)) if self.zenith.size else 0.0
+            pixels_per_radian = 0.5 * min(self.grid.size) / max(0.25, largest)
         centers = self.grid.centers()
         z = self.zenith.ravel() * pixels_per_radian
         a = self.azimuth.ravel()
