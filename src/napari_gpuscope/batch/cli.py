@@ -95,7 +95,9 @@ def add_parsers(sub: Any) -> None:
     )
 
     validate = sub.add_parser(
-        "validate", help="check INPUT against a recipe (shapes, axes, pixel size, artifacts)"
+        "validate",
+        help="check INPUT against a recipe as a run would (artifacts, shapes, axes, pixel size, "
+        "each file read whole: truncated files, NaN pixels)",
     )
     validate.add_argument("recipe", type=Path)
     validate.add_argument("input")
@@ -179,6 +181,7 @@ def _recipe(args: argparse.Namespace) -> int:
     from napari_gpuscope.batch.recipes import (
         SCHEMA_VERSION,
         Artifact,
+        ArtifactFile,
         Recipe,
         RecipeError,
         file_sha256,
@@ -201,14 +204,31 @@ def _recipe(args: argparse.Namespace) -> int:
         except (ValueError, yaml.YAMLError) as exc:  # or a number beyond Python's 4300 digits
             why = " ".join(str(exc).split(";")[0].split())
             return _fail(f"--set {name.strip()}: cannot read {value[:40]!r}: {why}")
+    from napari_gpuscope.methods import load
+
+    job = method(args.method).job_spec(args.job)
+    check = getattr(load(job.batch), "check_artifact", None) if job.batch else None
     artifacts = []
     for item in args.artifacts:
         name, sep, path = item.partition("=")
+        name = name.strip()
         if not sep or not name or not Path(path).is_file():
             return _fail(f"--artifact {item!r}: expected NAME=PATH of an existing file")
-        # Relative to the recipe, which is how run and validate resolve it.
-        where = os.path.relpath(Path(path).resolve(), args.output.resolve().parent)
-        artifacts.append(Artifact(name=name.strip(), path=where, sha256=file_sha256(path)))
+        if not job.batch:  # artifacts reach a job only through its batch hooks
+            return _fail(f"--artifact {item!r}: the {job.id!r} job of {args.method} takes none")
+        try:  # loads as what the job needs; the other files it consists of are pinned too
+            others = [Path(other) for other in check(name, Path(path))] if check else []
+        except (ValueError, OSError) as exc:
+            return _fail(f"--artifact {item!r}: {exc}")
+
+        def relative(file: Path) -> str:
+            # Relative to the recipe, which is how run and validate resolve it.
+            return os.path.relpath(Path(file).resolve(), args.output.resolve().parent)
+
+        files = [ArtifactFile(path=relative(f), sha256=file_sha256(f)) for f in others]
+        artifacts.append(
+            Artifact(name=name, path=relative(Path(path)), sha256=file_sha256(path), files=files)
+        )
     data = {
         "schema_version": SCHEMA_VERSION,
         "method": args.method,
@@ -279,7 +299,8 @@ def _run(args: argparse.Namespace) -> int:
     from napari_gpuscope.batch.status import validate_inputs
 
     # The first position only (every one would cost a metadata read each on the driver).
-    for problem in validate_inputs(recipe, positions[:1], recipe_dir=args.recipe.parent):
+    first = validate_inputs(recipe, positions[:1], recipe_dir=args.recipe.parent, pixels=False)
+    for problem in first:
         print(
             f"warning: {problem} (check every position with 'napari-gpuscope validate')",
             file=sys.stderr,
@@ -376,9 +397,17 @@ def _validate(args: argparse.Namespace) -> int:
 
     recipe = load_recipe(args.recipe)
     positions = discover(args.input)
+    from napari_gpuscope.batch.status import has_input_facts
+
     problems = validate_inputs(recipe, positions, recipe_dir=args.recipe.parent)
     for problem in problems:
         print(problem)
+    if not has_input_facts(recipe):
+        print(
+            f"note: {args.recipe} records no input facts (axes, pixel size, units, ndim, dtype), "
+            "so the positions were checked for readability and pixels only; save the recipe "
+            "from the dock (its Recipe row records the layer's facts) or add an 'input' section"
+        )
     print(
         f"{len(positions)} positions, {len(problems)} problem(s); recipe {recipe.method} "
         f"{recipe.hash()[:12]}"

@@ -63,6 +63,7 @@ from napari_gpuscope.provenance import software_versions
 __all__ = [
     "SCHEMA_VERSION",
     "Artifact",
+    "ArtifactFile",
     "InputFacts",
     "Recipe",
     "RecipeError",
@@ -101,14 +102,33 @@ class InputFacts(BaseModel):
     channel: int | None = Field(None, description="Channel axis (None: no channel axis).")
 
 
+class ArtifactFile(BaseModel):
+    """Another file an artifact consists of (e.g. a profile's JSON sidecar), pinned too."""
+
+    model_config = _STRICT
+
+    path: str = Field(description="File path (relative paths are relative to the recipe).")
+    sha256: str = Field(pattern="^[0-9a-f]{64}$", description="SHA-256 of the file's bytes.")
+
+
 class Artifact(BaseModel):
-    """A file a method needs (e.g. a saved BaSiC profile), pinned by its checksum."""
+    """A file a method needs (e.g. a saved BaSiC profile), pinned by its checksum, with every
+    other file it consists of (:attr:`files`)."""
 
     model_config = _STRICT
 
     name: str = Field(description="What the method calls it, e.g. 'flatfield'.")
     path: str = Field(description="File path (relative paths are relative to the recipe).")
     sha256: str = Field(pattern="^[0-9a-f]{64}$", description="SHA-256 of the file's bytes.")
+    files: list[ArtifactFile] = Field(
+        default_factory=list,
+        description="The other files the artifact consists of (e.g. a profile's JSON sidecar), "
+        "each pinned by its SHA-256.",
+    )
+
+    def pins(self) -> list[tuple[str, str]]:
+        """Every file of the artifact with its SHA-256, the main file first."""
+        return [(self.path, self.sha256)] + [(f.path, f.sha256) for f in self.files]
 
 
 class RecipeProvenance(BaseModel):
@@ -246,7 +266,11 @@ class Recipe(BaseModel):
             "schema_version": self.schema_version,
             "method": self.method,
             "params": self.params,
-            "artifacts": sorted((a.name, a.sha256) for a in self.artifacts),
+            # The other files only where there are some: older recipes hash as they did.
+            "artifacts": sorted(
+                (a.name, a.sha256, *(f.sha256 for f in a.files)) if a.files else (a.name, a.sha256)
+                for a in self.artifacts
+            ),
         }
         if self.job is not None and self.job != method(self.method).job_spec().id:
             payload["job"] = self.job
@@ -257,20 +281,23 @@ class Recipe(BaseModel):
         """Problems with the artifacts (missing file, checksum mismatch), in words."""
         problems = []
         for artifact in self.artifacts:
-            path = self.artifact_path(artifact, base)
-            if not path.is_file():
-                problems.append(f"artifact {artifact.name!r}: file {str(path)!r} not found")
-            elif file_sha256(path) != artifact.sha256:
-                problems.append(
-                    f"artifact {artifact.name!r}: {str(path)!r} changed since the recipe was "
-                    "saved (SHA-256 differs)"
-                )
+            for where, sha256 in artifact.pins():
+                path = self.artifact_path(where, base)
+                if not path.is_file():
+                    problems.append(f"artifact {artifact.name!r}: file {str(path)!r} not found")
+                elif file_sha256(path) != sha256:
+                    problems.append(
+                        f"artifact {artifact.name!r}: {str(path)!r} changed since the recipe was "
+                        "saved (SHA-256 differs); make the recipe again with this file, or put "
+                        "the original back"
+                    )
         return problems
 
     @staticmethod
-    def artifact_path(artifact: Artifact, base: Path | None = None) -> Path:
-        """The artifact's file, relative paths taken from ``base`` (the recipe's folder)."""
-        path = Path(artifact.path)
+    def artifact_path(artifact: Artifact | str, base: Path | None = None) -> Path:
+        """The artifact's file (or one of its files' paths), relative paths taken from ``base``
+        (the recipe's folder)."""
+        path = Path(artifact.path if isinstance(artifact, Artifact) else artifact)
         return path if path.is_absolute() or base is None else base / path
 
     # ------------------------------------------------------------------ YAML
@@ -279,6 +306,9 @@ class Recipe(BaseModel):
         import yaml
 
         data = self.model_dump(mode="json", exclude={"job"} if self.job is None else None)
+        for artifact in data["artifacts"]:
+            if not artifact["files"]:
+                del artifact["files"]  # as recipes were written before artifacts had files
         return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
     @classmethod
@@ -292,7 +322,7 @@ class Recipe(BaseModel):
             raise RecipeError(f"{origin}: {exc}") from None
         except yaml.YAMLError as exc:
             # The safe loader refuses python/* tags: say so rather than just "constructor".
-            raise RecipeError(f"{origin}: not a safe YAML recipe: {exc}") from None
+            raise RecipeError(f"{origin}: not a safe YAML recipe: {_yaml_problem(exc)}") from None
         return cls.from_data(data, origin=origin)
 
     @classmethod
@@ -310,6 +340,15 @@ class Recipe(BaseModel):
         path = Path(path)
         path.write_text(self.to_yaml(), encoding="utf-8")
         return path
+
+
+def _yaml_problem(exc: Any) -> str:
+    """PyYAML's error on one line: what is wrong and where (its message spans several lines,
+    quoting the text)."""
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    mark = getattr(exc, "problem_mark", None)
+    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+    return " ".join(f"{problem}{where}".split())
 
 
 class _KeyError(ValueError):

@@ -12,7 +12,7 @@ from napari_gpuscope.batch.inputs import Position
 from napari_gpuscope.batch.recipes import Recipe
 from napari_gpuscope.batch.store import BatchStore, ngff_unit
 
-__all__ = ["StoreStatus", "store_status", "validate_inputs"]
+__all__ = ["StoreStatus", "has_input_facts", "store_status", "validate_inputs"]
 
 
 @dataclass
@@ -71,25 +71,77 @@ def store_status(out: str | Path) -> StoreStatus:
 
 
 def validate_inputs(
-    recipe: Recipe, positions: Sequence[Position], *, recipe_dir: Path | None = None
+    recipe: Recipe,
+    positions: Sequence[Position],
+    *,
+    recipe_dir: Path | None = None,
+    pixels: bool = True,
 ) -> list[str]:
     """Problems that would make a run fail or compute the wrong thing, in words.
 
-    Checks the artifacts (present, unchanged) and each position's metadata against the
-    recipe's input facts: number of dimensions, axes, pixel size (relative tolerance 1e-3),
-    units. A dtype differing from the recipe's is reported too (the parameters may be in the
-    other type's units).
+    Checks the artifacts (present, unchanged, loading as what the job needs) and each
+    position's metadata against the recipe's input facts: number of dimensions, axes, pixel
+    size (relative tolerance 1e-3), units. A dtype differing from the recipe's is reported too
+    (the parameters may be in the other type's units). With ``pixels`` (``validate``), each
+    position is also read whole, as a run reads it: a truncated or corrupt file, NaN or
+    infinite pixels (which every method refuses) and, for jobs whose batch hooks ``screen``
+    their positions before a fit (flat-field), whatever that screen leaves out.
     """
     problems = list(recipe.check_artifacts(recipe_dir))
     facts = recipe.input
+    readable = []
     for position in positions:
         try:
             info = position.info()
         except Exception as exc:
             problems.append(f"{position.name}: cannot read {position.source}: {exc}")
             continue
+        readable.append(position)
         problems += [f"{position.name}: {text}" for text in _mismatches(facts, info)]
+    if pixels:
+        problems += _pixel_problems(recipe, readable)
     return problems
+
+
+def _pixel_problems(recipe: Recipe, positions: Sequence[Position]) -> list[str]:
+    """What a run finds reading the pixels (see :func:`validate_inputs`)."""
+    import numpy as np
+
+    from napari_gpuscope.methods import load
+
+    job = recipe.job_spec()
+    hooks = load(job.batch) if job.batch else None
+    screen = getattr(hooks, "screen", None)
+    if screen is not None and not recipe.artifacts:  # the run's own check, the same words
+        bad = screen(recipe.params_model(), [position.read for position in positions])
+        return [
+            f"{positions[index].name}: {positions[index].source}: {reason}"
+            for index, reason in sorted(bad.items())
+        ]
+    problems = []
+    for position in positions:
+        try:
+            data = position.read()
+        except Exception as exc:
+            problems.append(
+                f"{position.name}: cannot read the pixels of {position.source}: "
+                f"{type(exc).__name__}: {exc}"
+            )
+            continue
+        if np.issubdtype(data.dtype, np.floating):
+            count = int(data.size - np.count_nonzero(np.isfinite(data)))
+            if count:
+                problems.append(
+                    f"{position.name}: {position.source} holds {count} NaN or infinite "
+                    "pixel(s), which the methods refuse"
+                )
+        del data
+    return problems
+
+
+def has_input_facts(recipe: Recipe) -> bool:
+    """Whether the recipe records any input fact to check positions against."""
+    return any(value is not None for value in recipe.input.model_dump().values())
 
 
 def _mismatches(facts: Any, info: Any) -> list[str]:

@@ -17,7 +17,10 @@ Two-phase jobs name a hook object in ``JobSpec.batch`` (see
 runs once per run as one task (``tiles`` is a sequence of zero-argument readers, so a fit on a
 subsample reads only what it uses; ``artifacts`` maps the recipe's artifact names to their
 files) and its return value is handed to every position's
-``job(data, params, *, prepared, device, cache_key)``.
+``job(data, params, *, prepared, device, cache_key)``. Hooks with
+``screen(params, tiles) -> {index: reason}`` have every position checked first (without a
+saved artifact): the positions it names are left out of ``prepare`` and failed with their
+reason (naming the file), the others are prepared and computed as if those were absent.
 
 What a position needs from the registry and the recipe (the validated recipe, its parameter
 model, its job and hooks) is resolved once per worker process and run
@@ -50,6 +53,7 @@ if TYPE_CHECKING:
 __all__ = [
     "POOL_SLACK",
     "ResolvedRecipe",
+    "Screened",
     "TaskSpec",
     "prepare_run",
     "release_pools",
@@ -206,11 +210,31 @@ def prepare_run(task: TaskSpec, positions: Sequence[Position]) -> Any:
     try:
         tiles = [position.read for position in positions]
         artifacts = {name: Path(path) for name, path in task.artifacts.items()}
-        prepared = prepare(resolved.params, tiles, device=device, artifacts=artifacts)
+        screen = getattr(resolved.hooks, "screen", None)
+        if screen is None or artifacts:  # a saved profile: no fit on the positions
+            prepared = prepare(resolved.params, tiles, device=device, artifacts=artifacts)
+            failed = False
+            return prepared
+        bad = screen(resolved.params, tiles)
+        excluded = {
+            positions[index].name: f"left out of the fit: {positions[index].source}: {reason}"
+            for index, reason in sorted(bad.items())
+        }
+        kept = [tile for index, tile in enumerate(tiles) if index not in bad]
+        value = prepare(resolved.params, kept, device=device, artifacts=artifacts) if kept else None
         failed = False
-        return prepared
+        return Screened(value, excluded)
     finally:
         release_pools(device, failed=failed)
+
+
+@dataclass(frozen=True)
+class Screened:
+    """What :func:`prepare_run` returns for hooks with ``screen``: ``prepare``'s value on the
+    positions that passed, and the positions left out with their reasons."""
+
+    value: Any
+    excluded: dict[str, str] = field(default_factory=dict)
 
 
 def run_position(task: TaskSpec, position: Position, key: str, prepared: Any = None) -> dict:
@@ -248,10 +272,15 @@ def run_position(task: TaskSpec, position: Position, key: str, prepared: Any = N
             # leave the position briefly absent, and a run ending meanwhile would lose it.
             record = store.done_record(position.name) or {}
             return {
-                **{k: v for k, v in record.items() if k not in ("key", "recipe_hash")},
+                **{k: v for k, v in record.items() if k not in ("key", "recipe_hash", "checksum")},
                 "position": position.name,
                 "status": "done",
             }
+        if isinstance(prepared, Screened):
+            if position.name in prepared.excluded:
+                stage = "checking"
+                raise _LeftOut(prepared.excluded[position.name])
+            prepared = prepared.value
         resolved = task.resolve()
         device = _device(task)
         store.discard(position.name)
@@ -293,11 +322,21 @@ def run_position(task: TaskSpec, position: Position, key: str, prepared: Any = N
             "describe": result.describe(),
             "worker": worker,
         }
-        store.mark_done(position.name, {**summary, "key": key, "recipe_hash": task.recipe_hash})
+        marker = {
+            **summary,
+            "key": key,
+            "recipe_hash": task.recipe_hash,
+            "checksum": store.checksum(position.name),  # --resume checks the files still match
+        }
+        store.mark_done(position.name, marker)
         failed = False
         return summary
     except Exception as exc:
-        reason = f"{stage} {position.source}: {type(exc).__name__}: {exc}"
+        if isinstance(exc, _LeftOut):
+            store.discard(position.name)  # an earlier run's result is not this run's
+            reason = str(exc)
+        else:
+            reason = f"{stage} {position.source}: {type(exc).__name__}: {exc}"
         summary = {
             "position": position.name,
             "status": "failed",
@@ -314,6 +353,10 @@ def run_position(task: TaskSpec, position: Position, key: str, prepared: Any = N
         return summary
     finally:
         release_pools(device, failed=failed)
+
+
+class _LeftOut(ValueError):
+    """A position the method's ``screen`` left out of ``prepare`` (the reason names it)."""
 
 
 def _compute(

@@ -24,7 +24,16 @@ from ._fit import fit_basic
 from ._params import BasicParams
 from ._profile import ShadingProfile
 
-__all__ = ["PROFILE_ARTIFACT", "ApplyHooks", "CorrectedPosition", "apply_hooks", "job", "prepare"]
+__all__ = [
+    "PROFILE_ARTIFACT",
+    "ApplyHooks",
+    "CorrectedPosition",
+    "apply_hooks",
+    "check_artifact",
+    "job",
+    "prepare",
+    "screen",
+]
 
 PROFILE_ARTIFACT = "profile"
 """Recipe artifact name of a saved profile (``ShadingProfile.save``) that replaces the fit."""
@@ -60,6 +69,107 @@ def _lazy_frames(tiles: Sequence[Callable[[], Any]]) -> Any:
         da.from_delayed(dask.delayed(read)(reader), first.shape, first.dtype) for reader in tiles
     ]
     return da.stack(parts) if first.ndim == 2 else da.concatenate(parts)
+
+
+def screen(params: BasicParams, tiles: Sequence[Callable[[], Any]]) -> dict[int, str]:
+    """Positions that must not enter the fit, by index, with the reason.
+
+    Every position is read once (and let go) before the fit: one that cannot be read, is not a
+    ``(Y, X)`` tile or ``(T, Y, X)`` stack, holds NaN or infinite pixels, or has another shape
+    than most positions (ties: the first's) would sink the fit of all of them; the batch run
+    leaves it out of the fit and fails it with this reason, and the others are fitted and
+    corrected as if it were absent.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> good = np.ones((4, 4), np.float32)
+    >>> nan = good.copy(); nan[1, 2] = np.nan
+    >>> bad = screen(BasicParams(), [lambda: good, lambda: nan, lambda: good[:3], lambda: good])
+    >>> for index, reason in bad.items():
+    ...     print(index, reason)
+    1 contains 1 NaN or infinite pixel(s) (first at (1, 2))
+    2 shape (3, 4), most positions have (4, 4): one profile needs one shape
+    """
+    from collections import Counter
+
+    del params
+    bad: dict[int, str] = {}
+    shapes: dict[int, tuple[int, ...]] = {}
+    for index, reader in enumerate(tiles):
+        try:
+            array = np.asarray(reader())
+        except Exception as exc:
+            bad[index] = f"unreadable: {type(exc).__name__}: {exc}"
+            continue
+        if array.ndim not in (2, 3) or array.size == 0:
+            bad[index] = f"shape {array.shape}: not a (Y, X) tile or a (T, Y, X) stack"
+        elif not (
+            np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)
+        ):
+            bad[index] = f"dtype {array.dtype}: not an image of numbers"
+        elif np.issubdtype(array.dtype, np.floating) and not np.isfinite(array).all():
+            where = np.argwhere(~np.isfinite(array))
+            bad[index] = (
+                f"contains {len(where)} NaN or infinite pixel(s) (first at "
+                f"{tuple(int(i) for i in where[0])})"
+            )
+        else:
+            shapes[index] = array.shape
+        del array
+    if shapes:
+        common = Counter(shapes.values()).most_common(1)[0][0]
+        for index, shape in shapes.items():
+            if shape != common:
+                bad[index] = (
+                    f"shape {shape}, most positions have {common}: one profile needs one shape"
+                )
+    return dict(sorted(bad.items()))
+
+
+def check_artifact(name: str, path: Path) -> list[Path]:
+    """Check a recipe's artifact when the recipe is made; returns the other files it consists
+    of (pinned in the recipe with it).
+
+    The ``profile`` must load as a :class:`ShadingProfile` (``ShadingProfile.save``'s TIFF
+    and its JSON sidecar, which is returned: both are pinned by their SHA-256).
+
+    Raises
+    ------
+    ValueError
+        Another artifact name, or a file that is not a saved profile (the reason says why).
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> text = pathlib.Path(tempfile.mkdtemp()) / "notes.txt"
+    >>> _ = text.write_text("hello")
+    >>> check_artifact("profile", text)
+    Traceback (most recent call last):
+    ...
+    ValueError: not a shading profile saved from the dock or by ShadingProfile.save ...
+    """
+    if name != PROFILE_ARTIFACT:
+        raise ValueError(f"flat-field takes only a {PROFILE_ARTIFACT!r} artifact, not {name!r}")
+    path = Path(path)
+    if path.suffix.lower() not in (".tif", ".tiff", ".json"):
+        raise ValueError(
+            f"not a shading profile saved from the dock or by ShadingProfile.save (give its "
+            f".tif; got {path.name!r})"
+        )
+    try:
+        ShadingProfile.load(path)
+    except Exception as exc:
+        raise ValueError(
+            f"not a shading profile saved from the dock or by ShadingProfile.save "
+            f"({type(exc).__name__}: {exc})"
+        ) from None
+    sidecar = path.with_suffix(".json")
+    if path.suffix.lower() == ".json":  # given the sidecar: the TIFF it names is the other file
+        import json
+
+        return [path.parent / json.loads(path.read_text())["tiff"]]
+    return [sidecar]
 
 
 def prepare(
@@ -147,6 +257,7 @@ class ApplyHooks:
             )
         return ShadingProfile.load(artifacts[PROFILE_ARTIFACT])
 
+    check_artifact = staticmethod(check_artifact)
     job = staticmethod(job)
 
 

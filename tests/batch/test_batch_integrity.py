@@ -1,0 +1,103 @@
+"""What validate and --resume trust (issue 17, items 7 and 8): validate reads every position as
+a run does (a truncated TIFF, a NaN file) and says when a recipe records no input facts;
+completion markers hold a checksum of what was written, so --resume recomputes a position
+whose files no longer match; a run clears the .writing-* folders an interrupted one left."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tifffile
+from batch_helpers import direct, write_positions
+
+from napari_gpuscope.batch.inputs import discover
+from napari_gpuscope.batch.recipes import InputFacts, Recipe
+from napari_gpuscope.batch.runner import run_batch
+from napari_gpuscope.batch.store import BatchStore
+from napari_gpuscope.cli import main
+
+
+def test_validate_finds_what_run_finds_truncated_and_nan_files(tmp_path, capsys):
+    folder = tmp_path / "in"
+    paths = write_positions(folder, 2, shape=(64, 64))
+    whole = paths[0].read_bytes()
+    (folder / "cut.tif").write_bytes(whole[: len(whole) - 2000])  # the header reads fine
+    nan = tifffile.imread(paths[0]).astype(np.float32)
+    nan[3, 4] = np.nan
+    tifffile.imwrite(folder / "nan.tif", nan)
+    recipe = Recipe.from_defaults("tv").save(tmp_path / "tv.yaml")
+
+    code = main(["validate", str(recipe), str(folder / "*.tif")])
+
+    out = capsys.readouterr().out
+    assert code == 1
+    assert f"cut: cannot read the pixels of {folder / 'cut.tif'}" in out
+    assert f"nan: {folder / 'nan.tif'} holds 1 NaN or infinite pixel(s)" in out
+    assert "field00" not in out and "field01" not in out
+    assert "4 positions, 2 problem(s)" in out
+
+
+def test_validate_uses_the_flatfield_screen_of_a_run(tmp_path, capsys):
+    folder = tmp_path / "in"
+    paths = write_positions(folder, 3, shape=(48, 48))
+    tifffile.imwrite(folder / "small.tif", tifffile.imread(paths[0])[:40])
+    recipe = Recipe.from_defaults("flatfield").save(tmp_path / "ff.yaml")
+    assert main(["validate", str(recipe), str(folder / "*.tif")]) == 1
+    out = capsys.readouterr().out
+    assert f"small: {folder / 'small.tif'}: shape (40, 48), most positions have (48, 48)" in out
+
+
+def test_validate_says_when_a_recipe_has_no_input_facts(tmp_path, capsys):
+    write_positions(tmp_path / "in", 1, shape=(32, 32))
+    bare = tmp_path / "bare.yaml"
+    assert main(["recipe", "tv", "-o", str(bare)]) == 0
+    assert main(["validate", str(bare), str(tmp_path / "in" / "*.tif")]) == 0
+    out = capsys.readouterr().out
+    assert f"note: {bare} records no input facts" in out and "0 problem(s)" in out
+
+    facts = InputFacts(axes=["y", "x"], pixel_size=[0.1, 0.1])
+    tuned = Recipe.from_params(Recipe.from_defaults("tv").params_model(), input=facts)
+    path = tuned.save(tmp_path / "tuned.yaml")
+    assert main(["validate", str(path), str(tmp_path / "in" / "*.tif")]) == 0
+    assert "no input facts" not in capsys.readouterr().out
+
+
+@pytest.fixture(scope="module")
+def client():
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as dask_client,
+    ):
+        yield dask_client
+
+
+def test_resume_recomputes_a_position_whose_written_files_changed(tmp_path, client):
+    paths = write_positions(tmp_path / "in", 3, shape=(48, 48))
+    recipe = Recipe.from_defaults("tv", tolerance=1e-5)
+    positions = discover(str(tmp_path / "in" / "*.tif"))
+    out = tmp_path / "out.zarr"
+    store = BatchStore(out)
+    first = run_batch(recipe, positions, out, client)
+    assert first.failed == {} and len(first.done) == 3
+    marker = store.done_record("field00")
+    assert marker["checksum"] == store.checksum("field00")
+
+    chunk = next(
+        p for p in (out / "field00" / "0").rglob("*") if p.is_file() and p.name != "zarr.json"
+    )
+    chunk.write_bytes(chunk.read_bytes()[:-7])  # truncated, marker intact
+    leftover = out / ".writing-field01-0123456789ab"
+    leftover.mkdir()
+    (leftover / "zarr.json").write_text("{}")
+
+    again = run_batch(recipe, positions, out, client, resume=True)
+
+    assert again.done == ["field00"] and sorted(again.skipped) == ["field01", "field02"]
+    assert not leftover.exists()
+    expected = direct(paths[0], recipe.params_model())
+    assert store.read_position("field00").tobytes() == np.asarray(expected).tobytes()
+    assert store.done_record("field00")["checksum"] == store.checksum("field00")
