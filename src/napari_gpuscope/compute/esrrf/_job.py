@@ -168,6 +168,7 @@ class EsrrfResult:
         sr_meta = dict(metadata)
         if self.params.macro_pixel_correction:
             sr_meta["intensity_unit"] = "a.u."
+        sr_meta["quantity"] = "eSRRF"
         low, high = _display_range(self.image)
         m, placed = self.params.magnification, self.time_points
         sr = image_layer(

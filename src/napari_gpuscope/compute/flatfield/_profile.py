@@ -182,7 +182,7 @@ class ShadingProfile:
         """The flatfield (ratio, colormap "viridis") and, when used, the darkfield."""
         geometry = None if geometry is None else geometry.trailing(2)
         meta = dict(metadata or {})
-        flat_meta = {**meta, "intensity_unit": "ratio"}
+        flat_meta = {**meta, "intensity_unit": "ratio", "quantity": "flatfield"}
         label = self.params.label
         out = [
             image_layer(
@@ -199,7 +199,7 @@ class ShadingProfile:
                     self.darkfield,
                     f"{name} [darkfield {label}]",
                     geometry,
-                    metadata=meta,
+                    metadata={**meta, "quantity": "darkfield"},
                     colormap="magma",
                 )
             )

@@ -117,7 +117,7 @@ class TiltResult:
                 np.asarray(values, np.float32).reshape(grid.tiles),
                 f"{name} [tilt {what}]",
                 tiles,
-                metadata={**meta, "intensity_unit": "rad"},
+                metadata={**meta, "intensity_unit": "rad", "quantity": f"tilt {what}"},
                 colormap="magma" if what == "zenith" else "twilight",
                 visible=what == "zenith",
             )
