@@ -67,3 +67,25 @@ def test_bad_positions_are_left_out_of_the_fit_and_the_others_are_unchanged(tmp_
     store = BatchStore(tmp_path / "mixed.zarr")
     assert store.failed_record("tile_nan")["reason"] == reasons["tile_nan"]
     assert not (tmp_path / "mixed.zarr" / "tile_nan").exists()
+
+
+def test_a_resumed_fit_uses_every_position_as_the_first_run_did(tmp_path, client):
+    from napari_gpuscope.sample_data._shading import shaded_tiles
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for index, tile in enumerate(shaded_tiles(6, (48, 56), seed=4).images):
+        tifffile.imwrite(folder / f"tile{index}.tif", tile)
+    recipe = Recipe.from_defaults("flatfield")
+    positions = discover(str(folder / "*.tif"))
+    out = tmp_path / "out.zarr"
+    store = BatchStore(out)
+    assert run_batch(recipe, positions, out, client).exit_code == 0
+    before = store.read_position("tile3")
+    (store.markers / "done" / "tile3.json").unlink()  # as if killed before its marker
+
+    again = run_batch(recipe, positions, out, client, resume=True)
+
+    assert again.done == ["tile3"] and len(again.skipped) == 5
+    # The profile was fitted on all six positions again, not on the one left to compute.
+    assert store.read_position("tile3").tobytes() == before.tobytes()

@@ -223,7 +223,10 @@ def _run_batch(
     resources = {GPU_RESOURCE: 1} if device != "cpu" else None
     position_seconds: dict[str, float] = {}
     position_stages: dict[str, dict[str, float]] = {}
-    futures = _submit(client, spec, todo, resources)
+    # A two-phase job prepares on every readable position of the run, skipped (complete) ones
+    # included: a resumed flat-field run fits the profile the first run fitted.
+    readable = [position for position in positions if position.name not in failed]
+    futures = _submit(client, spec, todo, resources, readable)
     report.done, finished_failed = [], 0
     from distributed import as_completed
 
@@ -260,7 +263,11 @@ def _run_batch(
 
 
 def _submit(
-    client: Any, spec: TaskSpec, todo: list[tuple[Position, str]], resources: Any
+    client: Any,
+    spec: TaskSpec,
+    todo: list[tuple[Position, str]],
+    resources: Any,
+    prepare_on: Sequence[Position],
 ) -> dict[Any, Position]:
     from napari_gpuscope.methods import load, method
 
@@ -271,7 +278,7 @@ def _submit(
         prepared = client.submit(
             prepare_run,
             spec,
-            [position for position, _ in todo],
+            list(prepare_on),
             key=f"prepare-{run_id}",
             resources=resources,
             pure=False,
