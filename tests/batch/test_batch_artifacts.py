@@ -70,3 +70,21 @@ def test_the_sidecar_is_pinned_and_a_changed_one_stops_run_before_any_work(tmp_p
     # Made again with the new sidecar: another recipe hash (the sidecar is part of it).
     assert main([*argv, "-o", str(path)]) == 0
     assert load_recipe(path).hash() != before
+
+
+def test_an_artifact_outside_the_recipes_folder_is_pinned_with_a_warning(tmp_path, capsys):
+    recipes, profiles = tmp_path / "recipes", tmp_path / "profiles"
+    recipes.mkdir()
+    profiles.mkdir()
+    tif = _profile(profiles)
+    argv = ["recipe", "flatfield", "--job", "apply", "--artifact", f"profile={tif}"]
+    assert main([*argv, "-o", str(recipes / "apply.yaml")]) == 0
+    err = capsys.readouterr().err
+    assert f"is outside the recipe's folder {recipes}; the recipe names it by a relative" in err
+    (artifact,) = load_recipe(recipes / "apply.yaml").artifacts
+    assert artifact.path == "../profiles/scope.tif"
+    assert [f.path for f in artifact.files] == ["../profiles/scope.json"]
+
+    argv = ["recipe", "flatfield", "--job", "apply", "--artifact", f"profile={tif}"]
+    assert main([*argv, "-o", str(profiles / "apply2.yaml")]) == 0
+    assert "outside" not in capsys.readouterr().err

@@ -214,6 +214,14 @@ def _recipe(args: argparse.Namespace) -> int:
         name = name.strip()
         if not sep or not name or not Path(path).is_file():
             return _fail(f"--artifact {item!r}: expected NAME=PATH of an existing file")
+        folder = args.output.resolve().parent
+        if not Path(path).resolve().is_relative_to(folder):
+            # Allowed (a shared profiles folder), but the recipe names it relative to itself.
+            print(
+                f"warning: --artifact {item!r} is outside the recipe's folder {folder}; the "
+                "recipe names it by a relative path: move the recipe and the artifact together",
+                file=sys.stderr,
+            )
         if not job.batch:  # artifacts reach a job only through its batch hooks
             return _fail(f"--artifact {item!r}: the {job.id!r} job of {args.method} takes none")
         try:  # loads as what the job needs; the other files it consists of are pinned too
