@@ -173,3 +173,32 @@ def test_a_rerun_of_a_finished_position_keeps_it_in_place(tmp_path):
     other = marker_key("another recipe", position.identity())
     assert run_position(spec, position, other)["status"] == "done"
     assert array.stat().st_ino != written[1]  # another computation does rewrite it
+
+
+def test_two_concurrent_resumes_one_refused_one_waits_none_computes_twice(tmp_path):
+    write_positions(tmp_path / "in", 6)  # long enough for the others to start meanwhile
+    recipe_path = tmp_path / "tv.yaml"
+    subprocess.run([*CLI, "recipe", "tv", "-o", str(recipe_path)], check=True)
+    out = tmp_path / "out.zarr"
+    lock = BatchStore(out).markers / "lock.json"
+    command = _run_command(str(recipe_path), str(tmp_path / "in" / "*.tif"), "--out", str(out))
+    first = subprocess.Popen(
+        [*command, "--resume"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 60
+    while not lock.exists() and time.monotonic() < deadline and first.poll() is None:
+        time.sleep(0.01)
+    assert lock.exists(), "the first run never took the lock"
+
+    refused = subprocess.run([*command, "--resume"], capture_output=True, text=True)
+    waited = subprocess.run([*command, "--resume", "--wait"], capture_output=True, text=True)
+    first_out, first_err = first.communicate(timeout=120)
+
+    assert first.returncode == 0, first_err
+    assert "computed 6, skipped 0" in first_out
+    assert refused.returncode == 2
+    assert f"is locked by another run (pid {first.pid} on " in refused.stderr
+    assert waited.returncode == 0, waited.stderr
+    assert "computed 0, skipped 6 (already complete)" in waited.stdout
+    assert not lock.exists()
+    assert not [p for p in out.iterdir() if p.name.startswith(".writing-")]
