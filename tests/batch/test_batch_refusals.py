@@ -260,3 +260,19 @@ def test_duplicate_keys_and_huge_numbers_name_the_key_and_line(tmp_path, capsys)
     assert code == 2 and "--set strength: cannot read" in said and "Traceback" not in said
     code, said = _cli(capsys, "recipe", "tv", "--set", "strength=[1, 2", "-o", str(path))
     assert code == 2 and "--set strength: cannot read '[1, 2'" in said
+
+
+def test_status_says_who_holds_the_lock(tmp_path, capsys):
+    store = BatchStore(tmp_path / "out.zarr")
+    holder = _live_process()
+    try:
+        _write_lock(store, holder.pid)
+        code, text = _cli(capsys, "status", str(store.out))
+    finally:
+        holder.kill()
+        holder.wait()
+    assert code == 0
+    assert f"a run holds the store's lock: pid {holder.pid} on {socket.gethostname()}" in text
+    assert "stale" not in text
+    code, text = _cli(capsys, "status", str(store.out))
+    assert "(stale: its process is gone)" in text

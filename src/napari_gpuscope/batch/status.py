@@ -26,20 +26,25 @@ class StoreStatus:
     done, pending : list of str
     failed : dict
         Position -> reason.
+    running : str or None
+        Who holds the store's lock (pid, host, since; "stale" when its process is gone).
     """
 
     recipe_hash: str | None
     done: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
     pending: list[str] = field(default_factory=list)
+    running: str | None = None
 
     def lines(self) -> list[str]:
         """What ``status`` prints."""
+        lock = [f"a run holds the store's lock: {self.running}"] if self.running else []
         if self.recipe_hash is None:
-            return ["no batch run recorded here"]
+            return [*lock, "no batch run recorded here"]
         out = [
+            *lock,
             f"recipe {self.recipe_hash[:12]}: {len(self.done)} done, {len(self.failed)} failed, "
-            f"{len(self.pending)} pending"
+            f"{len(self.pending)} pending",
         ]
         out += [f"failed  {name}: {reason}" for name, reason in sorted(self.failed.items())]
         out += [f"pending {name}" for name in self.pending]
@@ -53,11 +58,19 @@ def store_status(out: str | Path) -> StoreStatus:
     same input identity) and its group exists; failed when a failure is recorded and it is not
     done; pending otherwise.
     """
+    from napari_gpuscope.batch.store import StoreLock
+
     store = BatchStore(out)
+    lock = StoreLock(store)
+    running = None
+    if lock.path.is_file():
+        owner = lock.owner()
+        stale = owner is None or StoreLock.is_stale(owner)
+        running = lock.describe(owner) + (" (stale: its process is gone)" if stale else "")
     record = store.run_record()
     if not record:
-        return StoreStatus(None)
-    status = StoreStatus(record["recipe_hash"])
+        return StoreStatus(None, running=running)
+    status = StoreStatus(record["recipe_hash"], running=running)
     for entry in record["positions"]:
         name, key = entry["name"], entry.get("key")
         failure = store.failed_record(name)

@@ -431,7 +431,7 @@ class StoreLock:
                 self._held[key] = 1
                 return
             owner = self.owner()
-            if owner is None or self._is_stale(owner):
+            if owner is None or self.is_stale(owner):
                 self.on_stale(f"removing a stale lock of {self.describe(owner)} ({self.path})")
                 self.path.unlink(missing_ok=True)
                 created = self._try_create()
@@ -491,7 +491,9 @@ class StoreLock:
             Path(temporary).unlink(missing_ok=True)
 
     @staticmethod
-    def _is_stale(owner: dict[str, Any]) -> bool:
+    def is_stale(owner: dict[str, Any]) -> bool:
+        """Whether a lock's owner is gone: its pid runs no process on this host (a lock of
+        another host is never stale: its processes cannot be checked from here)."""
         pid = owner.get("pid")
         if owner.get("host") != _HOST or not isinstance(pid, int) or pid <= 0:
             return not isinstance(pid, int) or pid <= 0
