@@ -101,3 +101,40 @@ def test_resume_recomputes_a_position_whose_written_files_changed(tmp_path, clie
     expected = direct(paths[0], recipe.params_model())
     assert store.read_position("field00").tobytes() == np.asarray(expected).tobytes()
     assert store.done_record("field00")["checksum"] == store.checksum("field00")
+
+
+def test_a_group_is_never_deleted_for_a_staging_folder_that_vanished(tmp_path):
+    store = BatchStore(tmp_path / "out.zarr")
+    final = store.out / "p0"
+    final.mkdir(parents=True)
+    (final / "zarr.json").write_text("{}")
+    with pytest.raises(OSError, match="is gone; not moved"):
+        store._move_into_place(store.out / ".writing-gone", final)
+    assert (final / "zarr.json").read_text() == "{}"
+    assert [p.name for p in store.out.iterdir()] == ["p0"]
+
+
+def test_staging_folders_of_a_live_writer_are_kept(tmp_path):
+    import os
+    import platform
+    import subprocess
+    import sys
+
+    store = BatchStore(tmp_path / "out.zarr")
+    store.out.mkdir(parents=True)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    host = platform.node()
+    names = {
+        "live": f".writing-{os.getpid()}@{host}@0123456789ab-p0",
+        "dead": f".writing-{dead.pid}@{host}@0123456789ab-p1",
+        "old-style": ".writing-p2-0123456789ab",
+        "elsewhere": ".writing-1@another-host@0123456789ab-p3",
+    }
+    for name in names.values():
+        (store.out / name).mkdir()
+    removed = store.clean_staging()
+    assert removed == sorted([names["dead"], names["old-style"]])
+    os.utime(store.out / names["elsewhere"], (0, 0))  # written long ago on another host
+    assert store.clean_staging() == [names["elsewhere"]]
+    assert (store.out / names["live"]).is_dir()

@@ -30,6 +30,7 @@ group exists and whose files still match the marker's checksum; everything else 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -117,12 +118,22 @@ class BatchStore:
                 "folder you can write to"
             ) from None
 
-    def clean_staging(self) -> list[str]:
-        """Delete the ``.writing-*`` folders an interrupted run left in the store (call with
-        the store's lock held: no task of another run is writing); returns their names."""
+    def clean_staging(self, *, max_age: float = 3600.0) -> list[str]:
+        """Delete the ``.writing-*`` folders an interrupted run left in the store; returns
+        their names.
+
+        A folder is named after the process writing it (:func:`_staging_name`): it is left
+        alone while that process runs on this host (a cancelled attempt of an earlier run in
+        this very process may still be writing it), or, for another host, until it is
+        ``max_age`` seconds old.
+        """
         if not self.out.is_dir():
             return []
-        stale = sorted(p for p in self.out.iterdir() if p.name.startswith(".writing-"))
+        stale = sorted(
+            p
+            for p in self.out.iterdir()
+            if p.name.startswith(".writing-") and _abandoned(p, max_age)
+        )
         for path in stale:
             shutil.rmtree(path, ignore_errors=True)
         return [path.name for path in stale]
@@ -234,7 +245,7 @@ class BatchStore:
         ]
         if others:  # e.g. vectors: not an OME-Zarr image; say so rather than drop them silently
             attrs = {**attrs, "layers_not_written": others}
-        staging = self.out / f".writing-{name}-{uuid.uuid4().hex[:12]}"
+        staging = self.out / _staging_name(name)
         written = [name]
         try:
             group = zarr.open_group(str(staging), mode="w", zarr_format=3)
@@ -251,13 +262,31 @@ class BatchStore:
 
     @staticmethod
     def _move_into_place(staging: Path, final: Path) -> None:
+        """Rename ``staging`` to ``final``; a group already there is first moved aside and put
+        back when the rename fails (e.g. ``staging`` vanished), so a complete group is never
+        deleted for nothing."""
         for _ in range(3):  # another attempt may put its (identical) group there in between
-            shutil.rmtree(final, ignore_errors=True)
+            aside = final.with_name(_staging_name(final.name))
             try:
-                os.rename(staging, final)
-                return
+                os.rename(final, aside)
+                moved = True
+            except FileNotFoundError:
+                moved = False
             except OSError:
                 continue
+            try:
+                os.rename(staging, final)
+            except OSError:
+                if moved:
+                    with contextlib.suppress(OSError):
+                        os.rename(aside, final)
+                if not staging.is_dir():
+                    raise OSError(f"the written group {staging} is gone; not moved") from None
+                continue
+            finally:
+                if moved and aside.exists():
+                    shutil.rmtree(aside, ignore_errors=True)
+            return
         raise OSError(f"could not move the written group into place at {final}")
 
     def mark_done(self, name: str, record: dict[str, Any]) -> None:
@@ -274,6 +303,24 @@ class BatchStore:
         import zarr
 
         return np.asarray(zarr.open_array(str(self.out / name / "0"), mode="r")[...])
+
+
+def _staging_name(name: str) -> str:
+    """``.writing-<pid>@<host>@<random>-<name>``: a temporary group, named after its writer."""
+    return f".writing-{os.getpid()}@{platform.node()}@{uuid.uuid4().hex[:12]}-{name}"
+
+
+def _abandoned(path: Path, max_age: float) -> bool:
+    """Whether a ``.writing-*`` folder's writer is gone (see :meth:`BatchStore.clean_staging`)."""
+    owner = path.name.removeprefix(".writing-").split("@")
+    if len(owner) < 3 or not owner[0].isdigit():
+        return True  # an older name without its writer
+    if owner[1] != platform.node():
+        try:
+            return time.time() - path.stat().st_mtime > max_age
+        except OSError:
+            return False
+    return StoreLock.is_stale({"pid": int(owner[0]), "host": owner[1]})
 
 
 def safe_label(layer_name: str, index: int) -> str:

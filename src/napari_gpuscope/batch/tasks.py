@@ -270,12 +270,8 @@ def run_position(task: TaskSpec, position: Position, key: str, prepared: Any = N
             # Another attempt of this very computation finished (Dask reruns a task whose
             # worker died before reporting): its group and marker stand; rewriting them would
             # leave the position briefly absent, and a run ending meanwhile would lose it.
-            record = store.done_record(position.name) or {}
-            return {
-                **{k: v for k, v in record.items() if k not in ("key", "recipe_hash", "checksum")},
-                "position": position.name,
-                "status": "done",
-            }
+            failed = False
+            return _already_done(store, position)
         if isinstance(prepared, Screened):
             if position.name in prepared.excluded:
                 stage = "checking"
@@ -293,6 +289,11 @@ def run_position(task: TaskSpec, position: Position, key: str, prepared: Any = N
         compute_start = time.perf_counter()
         result, record = _compute(resolved, position, data, device, prepared)
         compute_s = time.perf_counter() - compute_start
+        if store.is_complete(position.name, key):
+            # Finished meanwhile by another attempt (e.g. a resumed run while this cancelled
+            # attempt of the interrupted one still ran): keep its group and marker.
+            failed = False
+            return _already_done(store, position)
         stage = "writing"
         write_start = time.perf_counter()
         from napari_gpuscope.compute.results import Geometry
@@ -353,6 +354,16 @@ def run_position(task: TaskSpec, position: Position, key: str, prepared: Any = N
         return summary
     finally:
         release_pools(device, failed=failed)
+
+
+def _already_done(store: BatchStore, position: Position) -> dict[str, Any]:
+    """The summary of a position another attempt completed (its marker's, without the key)."""
+    record = store.done_record(position.name) or {}
+    return {
+        **{k: v for k, v in record.items() if k not in ("key", "recipe_hash", "checksum")},
+        "position": position.name,
+        "status": "done",
+    }
 
 
 class _LeftOut(ValueError):
