@@ -51,10 +51,10 @@ def flat_method(monkeypatch):
     return spec
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def inprocess_client():
-    """A Dask client on one in-process worker thread: its tasks see what the test registered
-    (a method added at run time) and no process is spawned."""
+    """A Dask client on one in-process worker thread, shared by a test module: its tasks see
+    what the test registered (a method added at run time) and no process is spawned."""
     from distributed import Client, LocalCluster
 
     with (

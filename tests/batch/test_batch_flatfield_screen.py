@@ -15,16 +15,8 @@ from napari_gpuscope.batch.store import BatchStore
 
 
 @pytest.fixture(scope="module")
-def client():
-    from distributed import Client, LocalCluster
-
-    with (
-        LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
-        ) as cluster,
-        Client(cluster) as dask_client,
-    ):
-        yield dask_client
+def client(inprocess_client):
+    return inprocess_client
 
 
 def test_bad_positions_are_left_out_of_the_fit_and_the_others_are_unchanged(tmp_path, client):

@@ -63,16 +63,8 @@ def test_validate_says_when_a_recipe_has_no_input_facts(tmp_path, capsys):
 
 
 @pytest.fixture(scope="module")
-def client():
-    from distributed import Client, LocalCluster
-
-    with (
-        LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
-        ) as cluster,
-        Client(cluster) as dask_client,
-    ):
-        yield dask_client
+def client(inprocess_client):
+    return inprocess_client
 
 
 def test_resume_recomputes_a_position_whose_written_files_changed(tmp_path, client):

@@ -20,16 +20,8 @@ from napari_gpuscope.compute.jobs import run_job
 
 
 @pytest.fixture(scope="module")
-def client():
-    from distributed import Client, LocalCluster
-
-    with (
-        LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
-        ) as cluster,
-        Client(cluster) as dask_client,
-    ):
-        yield dask_client
+def client(inprocess_client):
+    return inprocess_client
 
 
 def _extra(out: Path, position: str) -> dict[str, np.ndarray]:
