@@ -133,34 +133,11 @@ def run_batch(
     (:class:`~napari_gpuscope.batch.store.StoreLock`) throughout and first deletes the
     ``.writing-*`` folders an interrupted run left.
     """
+    args = (recipe, positions, out, client, resume, overwrite, device, input_name)
     if dry_run:
-        return _run_batch(
-            recipe,
-            positions,
-            out,
-            client,
-            resume,
-            overwrite,
-            device,
-            input_name,
-            True,
-            recipe_dir,
-            on_update,
-        )
+        return _run_batch(*args, True, recipe_dir, on_update)
     with StoreLock(BatchStore(out), wait=wait):
-        return _run_batch(
-            recipe,
-            positions,
-            out,
-            client,
-            resume,
-            overwrite,
-            device,
-            input_name,
-            False,
-            recipe_dir,
-            on_update,
-        )
+        return _run_batch(*args, False, recipe_dir, on_update)
 
 
 def _run_batch(
