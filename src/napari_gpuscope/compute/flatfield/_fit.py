@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -83,14 +84,34 @@ camera offset has about half its pixels at or below it, so the rule only catches
 entirely below the dark level."""
 
 
+MAX_INTENSITY = 1e15
+"""Largest intensity magnitude the fit accepts: its float32 norms sum squares over the whole
+working stack, which overflow from ~1e17 (a 3e38 or 2**61 stack gave a NaN profile). Camera
+data stay below 1e7."""
+
+
 def _check_signal(stack: torch.Tensor, source: str, params: BasicParams) -> None:
-    """Refuse problems whose images are (nearly) all at or below the dark level (or zero)."""
+    """Refuse problems whose images are (nearly) all at or below the dark level (or zero), and
+    intensities beyond :data:`MAX_INTENSITY`."""
     flat = stack.flatten(1)
     positive = (flat > 0).float().mean(dim=1)
-    # One read of the device for both criteria: the worst problem's fraction, or -1 when a
-    # problem's mean is not positive.
+    # One read of the device for every criterion: the worst problem's fraction (-1 when a
+    # problem's mean is not positive) and the largest magnitude.
     worst = torch.where(flat.mean(dim=1) > 0, positive, torch.full_like(positive, -1.0))
-    fraction = float(worst.min())
+    low, high = torch.aminmax(flat)
+    fraction, largest = torch.stack((worst.min(), torch.maximum(-low, high))).tolist()
+    if not largest <= MAX_INTENSITY:
+        if not math.isfinite(largest):
+            raise InvalidInputError(
+                "images hold values beyond float32's range; divide them by a constant first"
+            )
+        divisor = 10 ** math.ceil(math.log10(largest / 1e6))
+        raise InvalidInputError(
+            f"images hold values up to {largest:.3g}; the fit accepts intensities up to "
+            f"{MAX_INTENSITY:.0e} in magnitude (float32 sums of their squares overflow beyond). "
+            f"Divide the images by a constant (e.g. {divisor:.0e}) first: the flatfield does not "
+            "depend on it"
+        )
     if fraction >= MIN_SIGNAL_FRACTION:
         return
     problem = int(worst.argmin())
@@ -397,6 +418,11 @@ def _profile(
     if params.max_reweight_iterations == 1:  # one pass: nothing to compare; the ALM decides
         converged = (residual <= params.optimization_tol) & flat_ok
     converged = converged & ~torch.tensor(stopped, device=converged.device)
+    if not bool(flat_ok.all()):  # never handed on, even flagged as not converged
+        raise ArithmeticError(
+            "the BaSiC fit produced a non-finite flatfield from finite images; please report it "
+            "with the images' value range and the parameters"
+        )
     return ShadingProfile(
         flatfield=_squeeze(to_host(flat).astype(np.float32)),
         darkfield=_squeeze(to_host(dark.contiguous()).astype(np.float32)),
