@@ -17,20 +17,15 @@ from napari_gpuscope.batch.runner import run_batch
 from napari_gpuscope.batch.store import BatchStore
 
 
-def test_prepare_runs_once_on_the_subsample_and_every_position_uses_it(tmp_path, flat_method):
-    from distributed import Client, LocalCluster
-
+def test_prepare_runs_once_on_the_subsample_and_every_position_uses_it(
+    tmp_path, flat_method, inprocess_client
+):
     paths = write_positions(tmp_path / "in", 5, shape=(64, 64))
     recipe = Recipe.from_params(FlatParams(sample=2))
-    with (
-        LocalCluster(
-            n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None
-        ) as cluster,
-        Client(cluster) as client,
-    ):
-        report = run_batch(
-            recipe, discover(str(tmp_path / "in" / "*.tif")), tmp_path / "out.zarr", client
-        )
+    client = inprocess_client
+    report = run_batch(
+        recipe, discover(str(tmp_path / "in" / "*.tif")), tmp_path / "out.zarr", client
+    )
 
     assert report.failed == {} and len(report.done) == 5
     assert FlatHooks.reads == 2  # the fit read only its subsample, once
@@ -41,9 +36,7 @@ def test_prepare_runs_once_on_the_subsample_and_every_position_uses_it(tmp_path,
     assert written.tobytes() == expected.astype(np.float32).tobytes()
 
 
-def test_an_artifact_replaces_the_fit_and_is_checked(tmp_path, flat_method):
-    from distributed import Client, LocalCluster
-
+def test_an_artifact_replaces_the_fit_and_is_checked(tmp_path, flat_method, inprocess_client):
     from napari_gpuscope.batch.recipes import Artifact, file_sha256
 
     paths = write_positions(tmp_path / "in", 2, shape=(32, 32))
@@ -54,27 +47,23 @@ def test_an_artifact_replaces_the_fit_and_is_checked(tmp_path, flat_method):
     )
     recipe = Recipe.from_params(FlatParams(), artifacts=[artifact])
     positions = discover(str(tmp_path / "in" / "*.tif"))
-    with (
-        LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
-        ) as cluster,
-        Client(cluster) as client,
-    ):
-        report = run_batch(recipe, positions, tmp_path / "out.zarr", client, recipe_dir=tmp_path)
-        assert report.failed == {} and FlatHooks.reads == 0
-        written = BatchStore(tmp_path / "out.zarr").read_position(paths[1].stem)
-        assert np.array_equal(written, tifffile.imread(paths[1]).astype(np.float32) / 2)
+    client = inprocess_client
+    report = run_batch(recipe, positions, tmp_path / "out.zarr", client, recipe_dir=tmp_path)
+    assert report.failed == {} and FlatHooks.reads == 0
+    written = BatchStore(tmp_path / "out.zarr").read_position(paths[1].stem)
+    assert np.array_equal(written, tifffile.imread(paths[1]).astype(np.float32) / 2)
 
-        np.savez(tmp_path / "profile.npz", profile=profile * 2)  # changed after saving
-        with pytest.raises(ValueError, match=r"artifact 'profile'.*changed"):
-            run_batch(recipe, positions, tmp_path / "o2.zarr", client, recipe_dir=tmp_path)
+    np.savez(tmp_path / "profile.npz", profile=profile * 2)  # changed after saving
+    with pytest.raises(ValueError, match=r"artifact 'profile'.*changed"):
+        run_batch(recipe, positions, tmp_path / "o2.zarr", client, recipe_dir=tmp_path)
 
 
-def test_basic_fits_once_on_every_tile_and_corrects_each_position_as_the_dock_would(tmp_path):
+def test_basic_fits_once_on_every_tile_and_corrects_each_position_as_the_dock_would(
+    tmp_path, inprocess_client
+):
     # The real flat-field method: one profile for the experiment, fitted on all positions'
     # tiles, then each position corrected with it; the oracle is the direct calls (fit_basic
     # on the whole stack, then correct), byte for byte.
-    from distributed import Client, LocalCluster
 
     from napari_gpuscope.compute import flatfield
     from napari_gpuscope.sample_data._shading import shaded_tiles
@@ -86,13 +75,8 @@ def test_basic_fits_once_on_every_tile_and_corrects_each_position_as_the_dock_wo
         tifffile.imwrite(folder / f"tile{index:02d}.tif", tile)
     params = flatfield.BasicParams()
     recipe = Recipe.from_params(params)
-    with (
-        LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
-        ) as cluster,
-        Client(cluster) as client,
-    ):
-        report = run_batch(recipe, discover(str(folder / "*.tif")), tmp_path / "out.zarr", client)
+    client = inprocess_client
+    report = run_batch(recipe, discover(str(folder / "*.tif")), tmp_path / "out.zarr", client)
 
     assert report.failed == {} and len(report.done) == 16
     profile = flatfield.fit_basic(truth.images, params, device="cpu")
@@ -105,9 +89,9 @@ def test_basic_fits_once_on_every_tile_and_corrects_each_position_as_the_dock_wo
         assert written.tobytes() == np.asarray(expected, np.float32).tobytes()
 
 
-def test_a_saved_basic_profile_named_by_the_recipe_command_replaces_the_fit(tmp_path):
-    from distributed import Client, LocalCluster
-
+def test_a_saved_basic_profile_named_by_the_recipe_command_replaces_the_fit(
+    tmp_path, inprocess_client
+):
     from napari_gpuscope.batch.recipes import load_recipe
     from napari_gpuscope.cli import main
     from napari_gpuscope.compute import flatfield
@@ -129,19 +113,14 @@ def test_a_saved_basic_profile_named_by_the_recipe_command_replaces_the_fit(tmp_
     recipe = load_recipe(recipe_path)
     assert [a.name for a in recipe.artifacts] == ["profile"]
     assert not Path(recipe.artifacts[0].path).is_absolute()  # relative to the recipe
-    with (
-        LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
-        ) as cluster,
-        Client(cluster) as client,
-    ):
-        report = run_batch(
-            recipe,
-            discover(str(folder / "*.tif")),
-            tmp_path / "out.zarr",
-            client,
-            recipe_dir=recipe_path.parent,
-        )
+    client = inprocess_client
+    report = run_batch(
+        recipe,
+        discover(str(folder / "*.tif")),
+        tmp_path / "out.zarr",
+        client,
+        recipe_dir=recipe_path.parent,
+    )
     assert report.failed == {} and len(report.done) == 3
     loaded = flatfield.ShadingProfile.load(tif)
     written = BatchStore(tmp_path / "out.zarr").read_position("tile1")

@@ -238,11 +238,10 @@ def test_the_batch_job_gives_what_the_apply_job_gives(profile, changes):
     assert hooked.image.tobytes() == direct.image.tobytes()
 
 
-def test_a_batch_run_honours_the_recipes_apply_fields(tmp_path, profile):
+def test_a_batch_run_honours_the_recipes_apply_fields(tmp_path, profile, inprocess_client):
     # The whole path: `napari-gpuscope recipe flatfield --set ...` with a saved profile, run on
     # an in-process cluster, OME-Zarr read back: byte for byte the apply job's uint16 image.
     import tifffile
-    from distributed import Client, LocalCluster
 
     from napari_gpuscope.batch.inputs import discover
     from napari_gpuscope.batch.recipes import load_recipe
@@ -274,19 +273,14 @@ def test_a_batch_run_honours_the_recipes_apply_fields(tmp_path, profile):
     assert code == 0
     recipe = load_recipe(recipe_path)
     assert recipe.params["output_dtype"] == "uint16" and recipe.params["clip_negative"] is True
-    with (
-        LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
-        ) as cluster,
-        Client(cluster) as client,
-    ):
-        report = run_batch(
-            recipe,
-            discover(str(folder / "*.tif")),
-            tmp_path / "out.zarr",
-            client,
-            recipe_dir=recipe_path.parent,
-        )
+    client = inprocess_client
+    report = run_batch(
+        recipe,
+        discover(str(folder / "*.tif")),
+        tmp_path / "out.zarr",
+        client,
+        recipe_dir=recipe_path.parent,
+    )
     assert report.failed == {} and len(report.done) == 3
     loaded = ShadingProfile.load(saved)
     store = BatchStore(tmp_path / "out.zarr")
