@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -212,12 +214,41 @@ def test_transforms_do_not_modify_input_and_accept_integer_tensors() -> None:
     torch.testing.assert_close(adu, before)
 
 
+def test_forward_continues_below_zero_photons_along_its_tangent() -> None:
+    # Below zero photons only read noise is left (constant variance read_noise^2): the tangent
+    # of the square root there (slope 1 / sqrt(read_noise^2 + 3/8 gain^2) per ADU) stabilises
+    # it, where the classic clip at the root's zero turned read-noise outliers into deep dips.
+    camera = PoissonGaussian(gain=2.0, offset=100.0, read_noise=3.0)
+    adu = torch.linspace(60.0, 130.0, 7001, dtype=torch.float64)
+    z = anscombe_forward(adu, camera)
+    steps = torch.diff(z)
+    assert bool((steps > 0).all())  # strictly increasing: no clipped plateau
+    slope = steps / torch.diff(adu)
+    assert float((slope[1:] - slope[:-1]).abs().max()) < 1e-3  # continuous derivative
+    below = adu[1:] < camera.offset
+    expected_slope = 1.0 / math.sqrt(camera.read_noise**2 + 0.375 * camera.gain**2)
+    torch.testing.assert_close(slope[below], torch.full_like(slope[below], expected_slope))
+    # Pure read noise (zero photons) comes out with about unit variance.
+    rng = np.random.default_rng(3)
+    dark = camera.offset + camera.read_noise * rng.standard_normal(200_000)
+    spread = float(anscombe_forward(torch.from_numpy(dark), camera).std())
+    assert 0.85 < spread < 1.0
+
+
 def test_estimated_model_transforms_like_the_true_one() -> None:
     # Only gain and beta = read_noise^2 - gain*offset enter the GAT and its inverses.
     true = PoissonGaussian(gain=2.0, offset=100.0, read_noise=3.0)
-    folded = PoissonGaussian(gain=2.0, offset=-true.beta / 2.0, read_noise=0.0)
+    folded = PoissonGaussian(
+        gain=2.0, offset=-true.beta / 2.0, read_noise=0.0, floor_variance=true.read_noise**2
+    )
     adu = torch.linspace(80.0, 3000.0, 300, dtype=torch.float64)
     torch.testing.assert_close(anscombe_forward(adu, folded), anscombe_forward(adu, true))
+    # Without the floor, the folded model's square root runs on to variance 0 (2 ADU lower).
+    bare = PoissonGaussian(gain=2.0, offset=-true.beta / 2.0, read_noise=0.0)
+    above = adu >= true.offset
+    torch.testing.assert_close(
+        anscombe_forward(adu, bare)[above], anscombe_forward(adu, true)[above]
+    )
     d = anscombe_forward(adu, true)
     above_floor = adu > true.offset + 10  # the zero-photon clip differs by read_noise^2/gain
     torch.testing.assert_close(

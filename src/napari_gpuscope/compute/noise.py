@@ -191,7 +191,9 @@ def estimate_poisson_gaussian(
     Returns
     -------
     CameraModel
-        ``gain`` as fitted, ``offset = -beta / gain`` and ``read_noise = 0``.
+        ``gain`` as fitted, ``offset = -beta / gain``, ``read_noise = 0`` and
+        ``floor_variance`` the fitted variance at the darkest homogeneous blocks (their 1st
+        percentile level), where the transform turns linear.
 
     Raises
     ------
@@ -274,7 +276,8 @@ def estimate_poisson_gaussian(
             "so the data look Gaussian rather than Poisson -- use the Gaussian noise model or "
             "pass the camera gain explicitly"
         )
-    return CameraModel(gain=gain, offset=-beta / gain, read_noise=0.0)
+    darkest = max(gain * float(np.percentile(means, 1.0)) + beta, 0.0)
+    return CameraModel(gain=gain, offset=-beta / gain, read_noise=0.0, floor_variance=darkest)
 
 
 def _refine_line(
@@ -318,7 +321,13 @@ def _float(x: torch.Tensor) -> torch.Tensor:
 def anscombe_forward(x: torch.Tensor, p: CameraModel) -> torch.Tensor:
     """Generalized Anscombe transform: Poisson-Gaussian ADU -> approximately unit-variance noise.
 
-    ``z = (2 / gain) * sqrt(max(gain * x + 3/8 * gain**2 + read_noise**2 - gain * offset, 0))``
+    ``z = (2 / gain) * sqrt(t)``, ``t = gain * x + 3/8 * gain**2 + read_noise**2 - gain * offset``,
+    for ``t`` above the model's knot ``k = 3/8 gain**2 + floor variance`` (zero photons for a
+    known camera, :attr:`CameraModel.knot`), and its tangent ``(2 / gain) * (sqrt(k) + (t - k) /
+    (2 sqrt(k)))`` below it. There only read noise is left, whose constant variance the tangent
+    stabilises; the usual clip of ``t`` at 0 instead maps every pixel more than ~2 read-noise
+    sigmas below the offset to one value far below its neighbours, a dip that TV denoising
+    keeps and the inverse then pins at zero photons.
 
     Parameters
     ----------
@@ -335,7 +344,11 @@ def anscombe_forward(x: torch.Tensor, p: CameraModel) -> torch.Tensor:
     """
     x = _float(x)
     inside = x * p.gain + (0.375 * p.gain**2 + p.beta)
-    return torch.sqrt(torch.clamp(inside, min=0.0)) * (2.0 / p.gain)
+    knot = p.knot
+    root = math.sqrt(knot)
+    tangent = (inside - knot) * (0.5 / root) + root
+    stabilised = torch.where(inside >= knot, torch.sqrt(torch.clamp(inside, min=knot)), tangent)
+    return stabilised * (2.0 / p.gain)
 
 
 def anscombe_inverse(d: torch.Tensor, p: CameraModel, *, exact: bool = True) -> torch.Tensor:

@@ -17,7 +17,7 @@ from ..devices import device_context
 from ..jobs import Job, Progress, blocking
 from ..memory import check_budget
 from ..params import takes_params
-from ..results import Geometry, LayerDataTuple, image_layer
+from ..results import Geometry, LayerDataTuple, image_layer, result_name
 from . import _fgp
 from ._chambolle import solve_chambolle
 from ._context import OUTPUT, SolveContext, StopAll
@@ -183,12 +183,18 @@ class TVResult:
         geometry: Geometry | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> list[LayerDataTuple]:
-        """One image layer, ``"<name> [TV s=1]"`` (or ``w=<weight>``), in the input's units.
+        """One image layer, ``"TV denoised · <name> [s=1]"`` (or ``w=<weight>``), in the input's
+        units.
 
         No colormap or contrast limits are set: a viewer shows the result like its input.
         """
         return [
-            image_layer(self.image, f"{name} [TV {self.params.label}]", geometry, metadata=metadata)
+            image_layer(
+                self.image,
+                result_name("TV denoised", name, self.params.label),
+                geometry,
+                metadata=metadata,
+            )
         ]
 
 
@@ -199,6 +205,7 @@ def iter_denoise(
     *,
     memory_budget: int | None = None,
     device: str | torch.device | None = None,
+    camera: CameraModel | None = None,
 ) -> Job[TVResult]:
     """Total-variation denoising as a job that reports progress and can be stopped or cancelled.
 
@@ -221,6 +228,10 @@ def iter_denoise(
     device : str or torch.device, optional
         ``None`` = first GPU (raises :class:`~napari_gpuscope.compute.devices.NoGPUError`
         without one); ``"cpu"`` runs the reference path.
+    camera : CameraModel, optional
+        Poisson mode's camera model when it is already known in full, e.g. estimated once on
+        the whole image for a preview of a few planes (it keeps the estimate's floor variance,
+        which ``gain``, ``offset`` and ``read_noise`` cannot carry). Overrides those fields.
 
     Returns
     -------
@@ -270,7 +281,7 @@ def iter_denoise(
     channel, spacing = check_input(image, params)
     if device is None and isinstance(image, torch.Tensor) and image.is_cuda:
         device = image.device  # a CUDA tensor is denoised where it lives
-    return _run(image, params, channel, spacing, memory_budget, device)
+    return _run(image, params, channel, spacing, memory_budget, device, camera)
 
 
 denoise = blocking(iter_denoise, unwrap=lambda result: result.image)
@@ -344,13 +355,14 @@ def _run(
     spacing: tuple[float, ...],
     memory_budget: int | None,
     device: Any,
+    known_camera: CameraModel | None = None,
 ) -> Job[TVResult]:
     with torch.no_grad(), device_context(device) as dev:
         low, high = value_range(image)  # refuses NaN and infinity
         message = _estimating(params)
         if message is not None:
             yield Progress(None, message)
-        resolved = resolve_weight(image, params, value_range=(low, high))
+        resolved = resolve_weight(image, params, value_range=(low, high), camera=known_camera)
         weight, camera = resolved.weight, resolved.camera
         scale = DataScale.for_data(low, high, image.dtype, camera, "image")
         shape = tuple(int(s) for s in image.shape)

@@ -121,8 +121,8 @@ def preview_job(
         yield Progress(None, message)
     resolved = weights.resolve(data, params)
     fixed: dict[str, Any] = {"weight": resolved.weight}  # so the slab smooths like a run
-    if resolved.camera is not None:
-        camera = resolved.camera
+    camera = resolved.camera
+    if camera is not None:  # also passed whole below: the fields cannot carry its floor
         fixed.update(gain=camera.gain, offset=camera.offset, read_noise=camera.read_noise)
     slab = view.slab(params.spacing or (1.0,) * len(view.shape), PREVIEW_HALF_SLAB)
     image = np.ascontiguousarray(np.asarray(data[slab.selection]))  # a few planes only
@@ -143,7 +143,9 @@ def preview_job(
 
         return dataclasses.replace(update, outputs={OUTPUT: Output(plane)})
 
-    result = yield from mapped(iter_denoise(image, params=quick, device=device), to_plane)
+    result = yield from mapped(
+        iter_denoise(image, params=quick, device=device, camera=camera), to_plane
+    )
     # The weight is strength x the noise level of the whole image, as the result says.
     result = dataclasses.replace(result, noise_sigma=resolved.noise_sigma)
     in_3d = len(slab.spacing) > 2  # coupled to the planes around it

@@ -66,7 +66,11 @@ def check_input(image: Any, params: TVParams) -> tuple[int | None, tuple[float, 
 
 
 def resolve_weight(
-    image: Any, params: TVParams, *, value_range: tuple[float, float] | None = None
+    image: Any,
+    params: TVParams,
+    *,
+    value_range: tuple[float, float] | None = None,
+    camera: CameraModel | None = None,
 ) -> ResolvedWeight:
     """The weight :func:`~napari_gpuscope.compute.tv.iter_denoise` will solve ``image`` with.
 
@@ -86,6 +90,8 @@ def resolve_weight(
         :func:`~napari_gpuscope.compute.arrays.value_range` of the image if already known, to
         save a pass over it (read when the noise or the camera is estimated: it refuses NaN
         and infinity, and scales the data for the noise estimate).
+    camera : CameraModel, optional
+        Poisson mode's camera model when already known in full (overrides ``params``).
 
     Returns
     -------
@@ -114,10 +120,11 @@ def resolve_weight(
     """
     check_input(image, params)
     poisson = params.noise_model == "poisson"
-    reads_data = (poisson and params.gain is None) or (params.weight is None and not poisson)
+    estimates = poisson and params.gain is None and camera is None
+    reads_data = estimates or (params.weight is None and not poisson)
     if reads_data and value_range is None:
         value_range = arrays.value_range(image)  # refuses NaN and infinity, with their place
-    camera = _camera(image, params)
+    camera = (camera if poisson else None) if camera is not None else _camera(image, params)
     if params.weight is not None:
         return ResolvedWeight(params.weight, None, camera)
     if poisson:
