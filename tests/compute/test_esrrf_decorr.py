@@ -1,0 +1,172 @@
+"""Decorrelation resolution against NanoPyx 2.1.5's values and against analytic expectations.
+
+The fixtures (``tests/fixtures/esrrf/nanopyx_decorr.npz``) hold images and NanoPyx's
+``calculate_decorr_analysis`` resolution for each, made by ``make_decorr_fixtures.py`` in its
+own venv; this module never imports NanoPyx.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import ndimage
+
+from napari_gpuscope.compute.arrays import InvalidInputError
+from napari_gpuscope.compute.esrrf._decorr import (
+    DecorrelationResult,
+    _gaussian_blur,
+    decorrelation_resolution,
+)
+from napari_gpuscope.compute.params import ParameterError
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "esrrf" / "nanopyx_decorr.npz"
+
+
+def _cases() -> tuple[dict, dict]:
+    with np.load(FIXTURES) as data:
+        meta = json.loads(str(data["meta"]))
+        arrays = {key: data[key] for key in data.files if key != "meta"}
+    return meta, arrays
+
+
+META, ARRAYS = _cases()
+NAMES = sorted(META["cases"])
+
+
+def test_the_fixtures_cover_esrrf_widefield_and_noise_levels():
+    assert META["nanopyx"] == "2.1.5"
+    assert {"esrrf_avg_m2", "esrrf_var_m3", "esrrf_widefield_mean"} <= set(NAMES)
+    assert sum(name.startswith("filaments_") for name in NAMES) == 3
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_matches_nanopyx_within_10_percent(name, cpu_device):
+    image = ARRAYS[f"{name}/image"].astype(np.float32)
+    expected = float(ARRAYS[f"{name}/resolution"])
+    result = decorrelation_resolution(image, device=cpu_device)
+    assert np.isfinite(expected)
+    assert result.resolution == pytest.approx(expected, rel=0.10), name
+    # The same algorithm, not just a close value: float rounding aside, the two agree.
+    assert result.resolution == pytest.approx(expected, rel=1e-3), name
+
+
+def test_other_parameters_match_nanopyx(cpu_device):
+    name = "filaments_200_photons"
+    kwargs = META["cases"][name]["other_kwargs"]
+    image = ARRAYS[f"{name}/image"].astype(np.float32)
+    result = decorrelation_resolution(
+        image,
+        rmin=kwargs["rmin"],
+        rmax=kwargs["rmax"],
+        n_radii=kwargs["n_r"],
+        n_filters=kwargs["n_g"],
+        device=cpu_device,
+    )
+    assert result.resolution == pytest.approx(float(ARRAYS[f"{name}/resolution_other"]), rel=0.1)
+    assert result.curves.shape == (2, 15, 30)
+
+
+def test_the_noisiest_filaments_resolve_worst(cpu_device):
+    """At 20 photons noise hides detail; at 200 and 2000 the PSF (sigma 1.6 px) limits both."""
+    values = [
+        decorrelation_resolution(
+            ARRAYS[f"filaments_{n}_photons/image"].astype(np.float32), device=cpu_device
+        ).resolution
+        for n in (20, 200, 2000)
+    ]
+    assert values[0] > 1.2 * max(values[1:])
+    assert all(3.0 < v < 5.0 for v in values[1:])
+
+
+def test_blurrier_images_resolve_worse_in_proportion(cpu_device):
+    """Smoothed noise of correlation length s: the resolution grows with s."""
+    rng = np.random.default_rng(3)
+    base = rng.normal(size=(192, 192))
+    values = []
+    for sigma in (1.5, 3.0):
+        image = ndimage.gaussian_filter(base, sigma)
+        image = image / image.std() + 0.02 * rng.normal(size=image.shape)
+        values.append(decorrelation_resolution(image, device=cpu_device).resolution)
+    assert 1.5 < values[1] / values[0] < 2.5
+
+
+def test_pixel_size_scales_the_physical_value_only(cpu_device):
+    image = ARRAYS["smooth_noise_s1.5/image"].astype(np.float32)
+    plain = decorrelation_resolution(image, device=cpu_device)
+    scaled = decorrelation_resolution(image, pixel_size=0.065, device=cpu_device)
+    assert scaled.resolution == plain.resolution
+    assert scaled.resolution_physical == pytest.approx(plain.resolution * 0.065)
+    assert plain.resolution_physical is None
+    facts = scaled.summary()
+    json.dumps(facts)
+    assert facts["resolution_px"] == pytest.approx(plain.resolution)
+    assert "0.065" in scaled.describe()
+
+
+def test_curves_and_peaks_are_consistent(cpu_device):
+    image = ARRAYS["esrrf_avg_m2/image"].astype(np.float32)
+    result = decorrelation_resolution(image, device=cpu_device)
+    assert isinstance(result, DecorrelationResult)
+    assert result.d0.shape == result.radii.shape == (50,)
+    assert result.curves.shape == (2, 10, 50) and result.sigmas.shape == (2, 10)
+    assert result.kc_max == pytest.approx(np.nanmax(result.peaks[1]))
+    assert result.resolution == pytest.approx(2.0 / result.kc_max)
+    # d(r) of the raw image is a correlation coefficient: within [-1, 1].
+    assert np.all(np.abs(result.d0) <= 1.0 + 1e-5)
+    assert result.padded_size == 128  # 96 x 96 -> the next power of two
+
+
+def test_input_is_not_modified(cpu_device):
+    image = ARRAYS["smooth_noise_s1.5/image"].astype(np.float32)
+    before = image.copy()
+    decorrelation_resolution(image, device=cpu_device)
+    np.testing.assert_array_equal(image, before)
+
+
+@pytest.mark.parametrize("sigma", [0.14, 0.9, 3.0, 40.0])
+def test_gaussian_blur_is_scipys(sigma):
+    import torch
+
+    rng = np.random.default_rng(0)
+    image = rng.normal(size=(64, 64)).astype(np.float32)
+    ours = _gaussian_blur(torch.from_numpy(image), sigma).numpy()
+    np.testing.assert_allclose(ours, ndimage.gaussian_filter(image, sigma), atol=1e-6)
+
+
+def test_constant_image_has_no_resolution(cpu_device):
+    result = decorrelation_resolution(np.full((64, 64), 7.0), device=cpu_device)
+    assert np.isnan(result.resolution) and result.resolution_physical is None
+    assert "none" in result.describe()
+    assert result.summary()["resolution_px"] is None
+
+
+@pytest.mark.parametrize(
+    ("image", "match"),
+    [
+        (np.zeros((0, 32)), "empty"),
+        (np.zeros((8, 64)), "16 x 16"),
+        (np.zeros((4, 32, 32)), "dimension"),
+        (np.where(np.eye(32) > 0, np.nan, 1.0), "non-finite"),
+    ],
+)
+def test_bad_images_are_refused(image, match, cpu_device):
+    with pytest.raises(InvalidInputError, match=match):
+        decorrelation_resolution(image, device=cpu_device)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"rmin": 0.6, "rmax": 0.5}, "rmin must be below rmax"),
+        ({"rmax": 1.5}, "rmax must lie within"),
+        ({"n_radii": 5}, "n_radii must lie within"),
+        ({"n_filters": 2.5}, "n_filters must be an integer"),
+        ({"pixel_size": -1.0}, "pixel_size must be a positive"),
+    ],
+)
+def test_bad_parameters_are_refused(kwargs, match, cpu_device):
+    with pytest.raises(ParameterError, match=match):
+        decorrelation_resolution(np.ones((32, 32)), device=cpu_device, **kwargs)
