@@ -207,7 +207,9 @@ def _recipe(args: argparse.Namespace) -> int:
     from napari_gpuscope.methods import load
 
     job = method(args.method).job_spec(args.job)
-    check = getattr(load(job.batch), "check_artifact", None) if job.batch else None
+    # The hooks are loaded only to check artifacts: a recipe of defaults loads no job code.
+    hooks = load(job.batch) if job.batch and args.artifacts else None
+    check = getattr(hooks, "check_artifact", None)
     artifacts = []
     for item in args.artifacts:
         name, sep, path = item.partition("=")

@@ -3,7 +3,9 @@
 Nothing here imports Qt, napari or magicgui, nor the method registry (import-linter contracts
 in ``pyproject.toml``; a test also checks it in a fresh interpreter), so every method can run
 from scripts, notebooks and batch jobs. Importing this package imports none of its modules:
-each is imported when used. Modules:
+each is imported when used (``compute.tv`` as an attribute too). The method packages export
+their names the same way (:mod:`._lazy`): a parameter model imports without torch, a job
+imports torch when it is first used. Modules:
 
 - :mod:`.devices` -- GPU discovery and device resolution (no silent CPU fallback).
 - :mod:`.jobs` -- the progress protocol: generators of :class:`~.jobs.Progress` updates.
@@ -38,3 +40,16 @@ __all__ = [
     "results",
     "tv",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``compute.tv`` without ``import napari_gpuscope.compute.tv`` first (PEP 562)."""
+    if name in __all__:
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -21,31 +21,23 @@ Modules: :mod:`._params` (parameters), :mod:`._input` (checks, time points), :mo
 ``esrrf.cu`` (fused kernels), :mod:`._pipeline` (one frame chunk), :mod:`._temporal` (online
 statistics, macro-pixel correction), :mod:`._reader` (prefetching reads), :mod:`._job` (the job
 and its result), :mod:`._preview` (the dock's live preview of the visible region:
-:func:`preview_job`, :func:`visible_region`).
+:func:`preview_job`, :func:`visible_region`), :mod:`._drift` (drift estimation and correction:
+:func:`estimate_drift`, :func:`correct_drift`, :class:`DriftResult`) and
+:mod:`._drift_params` (:class:`DriftParams`).
 """
 
-from ._input import time_points
-from ._job import OUTPUT, EsrrfResult, esrrf, iter_esrrf, output_geometry
-from ._params import GEOMETRIES, TEMPORAL_MODES, EsrrfParams
-from ._preview import PreviewRegion, preview_job, visible_region
-from ._qnr import (
-    FRC_THRESHOLD,
-    ErrorMap,
-    error_map,
-    frc_curve,
-    frc_resolution,
-    qnr_scores,
-    resolution_scaled_pearson,
-)
-from ._sweep import SWEEP_OUTPUTS, SweepResult, iter_parameter_sweep, iter_sweep, parameter_sweep
-from ._sweep_params import SweepParams
+from .._lazy import attach
 
 __all__ = [
     "FRC_THRESHOLD",
     "GEOMETRIES",
     "OUTPUT",
     "SWEEP_OUTPUTS",
+    "DRIFT_REFERENCES",
     "TEMPORAL_MODES",
+    "DecorrelationResult",
+    "DriftParams",
+    "DriftResult",
     "ErrorMap",
     "EsrrfParams",
     "EsrrfResult",
@@ -53,12 +45,18 @@ __all__ = [
     "SweepParams",
     "SweepResult",
     "error_map",
+    "correct_drift",
+    "decorrelation_resolution",
     "esrrf",
+    "estimate_drift",
     "frc_curve",
     "frc_resolution",
+    "iter_correct_drift",
     "iter_esrrf",
+    "iter_estimate_drift",
     "iter_parameter_sweep",
     "iter_sweep",
+    "load_drift_trace",
     "output_geometry",
     "parameter_sweep",
     "preview_job",
@@ -67,3 +65,43 @@ __all__ = [
     "time_points",
     "visible_region",
 ]
+
+# Each name imports its module when first used (PEP 562, compute/_lazy.py): the parameter
+# models and the registry's metadata load without torch (recipe, validate, status).
+__getattr__, __dir__ = attach(
+    __name__,
+    globals(),
+    {
+        "._drift": [
+            "DriftResult",
+            "correct_drift",
+            "estimate_drift",
+            "iter_correct_drift",
+            "iter_estimate_drift",
+            "load_drift_trace",
+        ],
+        "._decorr": ["DecorrelationResult", "decorrelation_resolution"],
+        "._drift_params": ["DRIFT_REFERENCES", "DriftParams"],
+        "._input": ["time_points"],
+        "._job": ["OUTPUT", "EsrrfResult", "esrrf", "iter_esrrf", "output_geometry"],
+        "._params": ["GEOMETRIES", "TEMPORAL_MODES", "EsrrfParams"],
+        "._preview": ["PreviewRegion", "preview_job", "visible_region"],
+        "._qnr": [
+            "FRC_THRESHOLD",
+            "ErrorMap",
+            "error_map",
+            "frc_curve",
+            "frc_resolution",
+            "qnr_scores",
+            "resolution_scaled_pearson",
+        ],
+        "._sweep": [
+            "SWEEP_OUTPUTS",
+            "SweepResult",
+            "iter_parameter_sweep",
+            "iter_sweep",
+            "parameter_sweep",
+        ],
+        "._sweep_params": ["SweepParams"],
+    },
+)

@@ -21,21 +21,7 @@ images with the profile: ``(image - darkfield) / flatfield``.
   :data:`apply_hooks`: the apply job's, which only load the saved profile.
 """
 
-from . import _batch as batch_hooks
-from ._apply import (
-    CorrectionResult,
-    ShadingStats,
-    apply_profile,
-    centre_lines,
-    iter_apply_profile,
-    shading_stats,
-)
-from ._autotune import CANDIDATES, AutotuneResult, autotune, iter_autotune
-from ._batch import apply_hooks
-from ._correct import correct, iter_correct, timelapse_baseline
-from ._fit import OUTPUTS, fit_basic, iter_fit_basic
-from ._params import APPLY_FIELDS, OUTPUT_DTYPES, BasicParams
-from ._profile import DARKFIELD_SOURCES, ShadingProfile
+from .._lazy import attach
 
 __all__ = [
     "APPLY_FIELDS",
@@ -62,3 +48,27 @@ __all__ = [
     "shading_stats",
     "timelapse_baseline",
 ]
+
+# Each name imports its module when first used (PEP 562, compute/_lazy.py): the parameter
+# models and the registry's metadata load without torch (recipe, validate, status).
+__getattr__, __dir__ = attach(
+    __name__,
+    globals(),
+    {
+        "._apply": [
+            "CorrectionResult",
+            "ShadingStats",
+            "apply_profile",
+            "centre_lines",
+            "iter_apply_profile",
+            "shading_stats",
+        ],
+        "._autotune": ["CANDIDATES", "AutotuneResult", "autotune", "iter_autotune"],
+        "._batch": ["apply_hooks"],
+        "._correct": ["correct", "iter_correct", "timelapse_baseline"],
+        "._fit": ["OUTPUTS", "fit_basic", "iter_fit_basic"],
+        "._params": ["APPLY_FIELDS", "OUTPUT_DTYPES", "BasicParams"],
+        "._profile": ["DARKFIELD_SOURCES", "ShadingProfile"],
+    },
+    modules={"batch_hooks": "._batch"},
+)

@@ -14,20 +14,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..jobs import Job
-from ._apply import CorrectionResult, iter_apply_profile
-from ._fit import fit_basic
 from ._params import BasicParams
 from ._profile import ShadingProfile
+
+if TYPE_CHECKING:  # imported when used: validate and recipe load these hooks without torch
+    from ._apply import CorrectionResult
 
 __all__ = [
     "PROFILE_ARTIFACT",
     "ApplyHooks",
-    "CorrectedPosition",
+    "CorrectedPosition",  # noqa: F822 (module __getattr__)
     "apply_hooks",
     "check_artifact",
     "job",
@@ -39,8 +40,14 @@ PROFILE_ARTIFACT = "profile"
 """Recipe artifact name of a saved profile (``ShadingProfile.save``) that replaces the fit."""
 
 
-CorrectedPosition = CorrectionResult
-"""The result of one position (the name it had before the apply job existed)."""
+def __getattr__(name: str) -> Any:
+    # CorrectedPosition: the result of one position (the name it had before the apply job
+    # existed), the apply job's result, imported (with torch) when used.
+    if name == "CorrectedPosition":
+        from ._apply import CorrectionResult
+
+        return CorrectionResult
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _lazy_frames(tiles: Sequence[Callable[[], Any]]) -> Any:
@@ -195,6 +202,8 @@ def prepare(
         return ShadingProfile.load(artifacts[PROFILE_ARTIFACT])
     if not tiles:
         raise ValueError("flat-field batch: no positions to fit a profile on")
+    from ._fit import fit_basic
+
     return fit_basic(_lazy_frames(tiles), params, device=device)
 
 
@@ -221,6 +230,8 @@ def job(
     >>> result.image.dtype, int(result.image.max())
     (dtype('uint16'), 0)
     """
+    from ._apply import iter_apply_profile
+
     del cache_key
     return iter_apply_profile(data, prepared, params, measure_shading=False, device=device)
 

@@ -15,25 +15,7 @@ device) is an option. :mod:`._memory` counts the device memory a reconstruction 
 :class:`PhaseSolvers`' kept solver).
 """
 
-from . import _batch as batch_hooks
-from ._estimate import TiltResult
-from ._inverse import NormalEquations, normalize_stack, svd_filter, tikhonov_filter
-from ._job import (
-    OUTPUTS,
-    PhaseResult,
-    azimuth_from_waveorder,
-    azimuth_to_waveorder,
-    estimate_tilt,
-    iter_estimate_tilt,
-    iter_reconstruct,
-    reconstruct,
-)
-from ._optics import OpticsCache, OpticsKey, transfer_functions, z_positions
-from ._params import PhaseParams, PhaseWarning
-from ._preview import PhaseSolvers, preview_job
-from ._simulate import simulate_stack
-from ._solver import PhaseSolver
-from ._tiles import TileGrid, TiltMap, blend_weights, canonical_tilt, radial_zenith_init
+from .._lazy import attach
 
 __all__ = [
     "OUTPUTS",
@@ -66,3 +48,37 @@ __all__ = [
     "transfer_functions",
     "z_positions",
 ]
+
+# Each name imports its module when first used (PEP 562, compute/_lazy.py): the parameter
+# models and the registry's metadata load without torch (recipe, validate, status).
+__getattr__, __dir__ = attach(
+    __name__,
+    globals(),
+    {
+        "._estimate": ["TiltResult"],
+        "._inverse": ["NormalEquations", "normalize_stack", "svd_filter", "tikhonov_filter"],
+        "._job": [
+            "OUTPUTS",
+            "PhaseResult",
+            "azimuth_from_waveorder",
+            "azimuth_to_waveorder",
+            "estimate_tilt",
+            "iter_estimate_tilt",
+            "iter_reconstruct",
+            "reconstruct",
+        ],
+        "._optics": ["OpticsCache", "OpticsKey", "transfer_functions", "z_positions"],
+        "._params": ["PhaseParams", "PhaseWarning"],
+        "._preview": ["PhaseSolvers", "preview_job"],
+        "._simulate": ["simulate_stack"],
+        "._solver": ["PhaseSolver"],
+        "._tiles": [
+            "TileGrid",
+            "TiltMap",
+            "blend_weights",
+            "canonical_tilt",
+            "radial_zenith_init",
+        ],
+    },
+    modules={"batch_hooks": "._batch"},
+)

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..jobs import Job
-from ._job import PhaseResult, iter_reconstruct
-from ._optics import OpticsCache
 from ._params import PhaseParams
+
+if TYPE_CHECKING:  # imported when used: validate and recipe load these hooks without torch
+    from ._job import PhaseResult
+    from ._optics import OpticsCache
 
 __all__ = ["KEPT_RECIPES", "job", "optics_cache"]
 
@@ -36,6 +38,8 @@ def optics_cache(cache_key: str) -> OpticsCache:
     >>> optics_cache("recipe-a") is optics_cache("recipe-a")
     True
     """
+    from ._optics import OpticsCache
+
     with _LOCK:
         cache = _CACHES.get(cache_key)
         if cache is None:
@@ -55,5 +59,7 @@ def job(
     cache_key: str,
 ) -> Job[PhaseResult]:
     """Reconstruct one position with the worker's optics for this recipe."""
+    from ._job import iter_reconstruct
+
     del prepared  # nothing is prepared once per run: the optics are per worker (per device)
     return iter_reconstruct(data, params, optics_cache=optics_cache(cache_key), device=device)

@@ -26,13 +26,7 @@ for scikit-image parity), :mod:`._ops` (operators and fused kernels), :mod:`._pr
 dock's live preview of the displayed plane: :func:`preview_job`, :class:`WholeImageWeights`).
 """
 
-from ..geometry import spacing_from_scale
-from ._halo import HALO_PLANES, MAX_HALO_STRENGTH, halo
-from ._job import OUTPUT, TVResult, denoise, iter_denoise
-from ._params import METHODS, NOISE_MODELS, TVParams
-from ._preview import TVPreview, WholeImageWeights, preview_job
-from ._prox import prox as prox  # tensor-in, tensor-out step for solvers (phase ADMM)
-from ._weight import ResolvedWeight, resolve_weight
+from .._lazy import attach
 
 __all__ = [
     "HALO_PLANES",
@@ -52,3 +46,19 @@ __all__ = [
     "resolve_weight",
     "spacing_from_scale",
 ]
+
+# Each name imports its module when first used (PEP 562, compute/_lazy.py): the parameter
+# models and the registry's metadata load without torch (recipe, validate, status).
+__getattr__, __dir__ = attach(
+    __name__,
+    globals(),
+    {
+        "..geometry": ["spacing_from_scale"],
+        "._halo": ["HALO_PLANES", "MAX_HALO_STRENGTH", "halo"],
+        "._job": ["OUTPUT", "TVResult", "denoise", "iter_denoise"],
+        "._params": ["METHODS", "NOISE_MODELS", "TVParams"],
+        "._preview": ["TVPreview", "WholeImageWeights", "preview_job"],
+        "._prox": ["prox"],  # tensor-in, tensor-out step for solvers (phase ADMM)
+        "._weight": ["ResolvedWeight", "resolve_weight"],
+    },
+)
