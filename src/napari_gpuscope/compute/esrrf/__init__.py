@@ -29,11 +29,11 @@ and its result), :mod:`._preview` (the dock's live preview of the visible region
 from .._lazy import attach
 
 __all__ = [
+    "DRIFT_REFERENCES",
     "FRC_THRESHOLD",
     "GEOMETRIES",
     "OUTPUT",
     "SWEEP_OUTPUTS",
-    "DRIFT_REFERENCES",
     "TEMPORAL_MODES",
     "DecorrelationResult",
     "DriftParams",
@@ -44,9 +44,9 @@ __all__ = [
     "PreviewRegion",
     "SweepParams",
     "SweepResult",
-    "error_map",
     "correct_drift",
     "decorrelation_resolution",
+    "error_map",
     "esrrf",
     "estimate_drift",
     "frc_curve",

@@ -1,0 +1,320 @@
+"""Drift estimation and correction against independent references: the known drift of a
+simulated blinking stack, NanoPyx 2.1.5's estimate on a committed fixture, scipy's shift,
+scikit-image's phase cross-correlation and analytic results."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import ndimage
+from scipy.special import erf
+
+from napari_gpuscope.compute.arrays import InvalidInputError
+from napari_gpuscope.compute.esrrf import (
+    DriftParams,
+    DriftResult,
+    correct_drift,
+    estimate_drift,
+    iter_estimate_drift,
+    load_drift_trace,
+)
+from napari_gpuscope.compute.jobs import run_job
+from napari_gpuscope.compute.params import ParameterError
+from napari_gpuscope.compute.results import Geometry
+
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "esrrf" / "nanopyx_drift.npz"
+
+
+def true_drift(n_frames: int, seed: int = 0, jitter: float = 0.03) -> np.ndarray:
+    """Smooth sub-pixel drift (oscillation + trend, ~4 px in all) with per-frame jitter."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(n_frames) / n_frames
+    shifts = np.column_stack([2.0 * np.sin(2 * np.pi * 0.6 * t) + 1.2 * t, -3.5 * t + 1.0 * t**2])
+    shifts += rng.normal(0.0, jitter, shifts.shape)
+    return shifts - shifts[0]
+
+
+def render(positions: np.ndarray, amplitudes: np.ndarray, shape, sigma: float = 1.3):
+    """Pixel-integrated Gaussian spots (the camera's view of point emitters)."""
+    s2 = np.sqrt(2.0) * sigma
+
+    def profile(n, centres):
+        grid = np.arange(n)[None, :]
+        return 0.5 * (
+            erf((grid + 0.5 - centres[:, None]) / s2) - erf((grid - 0.5 - centres[:, None]) / s2)
+        )
+
+    return np.einsum(
+        "n,nr,nc->rc",
+        amplitudes,
+        profile(shape[0], positions[:, 0]),
+        profile(shape[1], positions[:, 1]),
+    )
+
+
+def blinking_drifting_stack(shifts, shape=(128, 128), n_emitters=300, seed=1):
+    """uint16: blinking emitters (2-state Markov) moved by ``+shifts[t]``, background 20
+    photons, Poisson noise, camera offset 100; and the emitter positions of frame 0."""
+    rng = np.random.default_rng(seed)
+    pos = np.column_stack(
+        [rng.uniform(6, shape[0] - 6, n_emitters), rng.uniform(6, shape[1] - 6, n_emitters)]
+    )
+    state = rng.random(n_emitters) < 0.3
+    out = np.empty((len(shifts), *shape), np.uint16)
+    for t, shift in enumerate(shifts):
+        on = np.nonzero(state)[0]
+        amp = 400.0 * rng.gamma(4.0, 0.25, on.size)
+        out[t] = rng.poisson(20.0 + render(pos[on] + shift, amp, shape)) + 100
+        flip = rng.random(n_emitters)
+        state = np.where(state, flip >= 0.5, flip < 0.15)
+    return out, pos
+
+
+@pytest.fixture(scope="module")
+def drifting():
+    truth = true_drift(500)
+    stack, positions = blinking_drifting_stack(truth)
+    return stack, truth, positions
+
+
+def rms(a, b):
+    return float(np.sqrt(np.mean((np.asarray(a) - np.asarray(b)) ** 2)))
+
+
+@pytest.mark.parametrize("reference", ["first", "previous", "mean"])
+def test_a_simulated_drifting_blinking_stack_is_recovered_within_a_tenth_of_a_pixel(
+    drifting, reference
+):
+    stack, truth, _ = drifting
+    before = stack.copy()
+    result = estimate_drift(stack, reference=reference, time_averaging=50, device="cpu")
+    assert result.shifts.dtype == np.float64 and result.shifts.shape == (500, 2)
+    assert result.shifts[0].tolist() == [0.0, 0.0]
+    assert rms(result.shifts, truth) < 0.1, reference
+    np.testing.assert_array_equal(stack, before)  # the input is never modified
+    # The reported uncertainty is the size of the blocks' actual errors (not of the jitter,
+    # which no block average can follow): within a factor 3 of the measured one.
+    blocks = np.array([truth[a:b].mean(0) for a, b in result.block_frames])
+    errors = result.block_shifts - blocks
+    errors -= errors.mean(0)  # a common offset is no error of the trace relative to frame 0
+    if reference != "previous":  # accumulated steps: the error grows beyond one block's
+        actual = float(np.sqrt(np.mean(errors**2)))
+        assert actual / 3 < result.rms_uncertainty < 3 * actual
+
+
+def test_at_least_as_accurate_as_nanopyx_on_its_fixture():
+    """NanoPyx 2.1.5's DriftEstimator on a committed drifting blinking stack
+    (tests/fixtures/esrrf/make_drift_fixtures.py): our error against the true drift is no
+    larger than NanoPyx's, for both of its reference options."""
+    data = np.load(FIXTURE)
+    truth, averaging = data["true_shifts"], int(data["time_averaging"])
+    for reference in ("first", "previous"):
+        ours = estimate_drift(
+            data["stack"], reference=reference, time_averaging=averaging, device="cpu"
+        )
+        theirs = data[f"nanopyx_{reference}"]
+        assert rms(ours.shifts, truth) <= rms(theirs, truth), reference
+        assert rms(ours.shifts, truth) < 0.2
+
+
+def test_block_shifts_match_scikit_image_phase_cross_correlation(drifting):
+    """Each block's shift from the first block, as scikit-image's upsampled cross-correlation
+    (Guizar-Sicairos) measures it on the same block means, within 0.05 px."""
+    from skimage.registration import phase_cross_correlation
+
+    stack, _, _ = drifting
+    result = estimate_drift(stack, time_averaging=100, device="cpu")
+    means = [stack[a:b].astype(np.float64).mean(0) for a, b in result.block_frames]
+    measured = result.block_shifts - result.block_shifts[0]
+    for k in range(1, len(means)):
+        # skimage returns the shift that registers ``moving`` onto ``reference``: minus ours.
+        shift, _, _ = phase_cross_correlation(
+            means[0], means[k], upsample_factor=100, normalization=None
+        )
+        np.testing.assert_allclose(-shift, measured[k], atol=0.05)
+
+
+def test_integer_translations_are_measured_exactly():
+    rng = np.random.default_rng(3)
+    base = ndimage.gaussian_filter(rng.random((96, 96)), 2.0) * 1000
+    moves = [(0, 0), (2, -3), (-1, 4), (5, 1)]
+    frames = [ndimage.shift(base, m, order=0, mode="wrap") for m in moves for _ in range(3)]
+    result = estimate_drift(np.stack(frames), time_averaging=3, device="cpu")
+    # Relative to the first block (frame 0's value comes from the interpolated trace).
+    np.testing.assert_allclose(result.block_shifts - result.block_shifts[0], moves, atol=0.01)
+
+
+# --------------------------------------------------------------------------- correction
+def smooth_image(shape=(72, 80), seed=5):
+    rng = np.random.default_rng(seed)
+    return (ndimage.gaussian_filter(rng.random(shape), 3.0) * 4000).astype(np.float64)
+
+
+def test_correction_matches_scipy_shift_in_the_interior():
+    """Frames moved by sub-pixel shifts are brought back as scipy.ndimage.shift brings them
+    (cubic spline there, Catmull-Rom here: equal to 1 % of the range on a smooth image)."""
+    image = smooth_image()
+    shifts = np.array([[0.0, 0.0], [0.3, -1.7], [-2.45, 0.8], [1.5, 2.25]])
+    stack = np.stack([ndimage.shift(image, s, order=3, mode="nearest") for s in shifts])
+    corrected = correct_drift(stack.astype(np.float32), shifts, device="cpu")
+    assert corrected.dtype == np.float32 and corrected.shape == stack.shape
+    expected = np.stack(
+        [
+            ndimage.shift(frame, -s, order=3, mode="nearest")
+            for frame, s in zip(stack, shifts, strict=True)
+        ]
+    )
+    inner = (slice(None), slice(5, -5), slice(5, -5))
+    span = float(np.ptp(image))
+    assert np.abs(corrected[inner] - expected[inner]).max() < 0.01 * span
+    # And back to the original where no edge was involved.
+    assert np.abs(corrected[inner] - image[5:-5, 5:-5]).max() < 0.01 * span
+
+
+def test_correction_reproduces_a_quadratic_exactly():
+    """Catmull-Rom reproduces polynomials up to degree 2: a quadratic intensity ramp moved by
+    a sub-pixel shift is exact in the interior (analytic reference)."""
+    y, x = np.mgrid[:40, :48].astype(np.float64)
+
+    def quad(yy, xx):
+        return 5 + 0.3 * yy + 0.2 * xx + 0.01 * yy**2 - 0.015 * xx * yy + 0.02 * xx**2
+
+    shifts = np.array([[0.0, 0.0], [0.37, -1.62]])
+    stack = np.stack([quad(y - s[0], x - s[1]) for s in shifts]).astype(np.float32)
+    corrected = correct_drift(stack, shifts, device="cpu")
+    np.testing.assert_allclose(corrected[1, 4:-4, 4:-4], quad(y, x)[4:-4, 4:-4], rtol=2e-6)
+
+
+def test_integer_shifts_are_exact_copies():
+    rng = np.random.default_rng(1)
+    stack = rng.integers(0, 60000, (5, 33, 40)).astype(np.uint16)
+    shifts = np.array([[0, 0], [1, -2], [-3, 4], [7, 0], [0, -9]], np.float64)
+    corrected = correct_drift(stack, shifts, device="cpu")
+    for frame, shift, out in zip(stack, shifts, corrected, strict=True):
+        expected = ndimage.shift(frame.astype(np.float32), -shift, order=0, mode="nearest")
+        np.testing.assert_array_equal(out, expected)
+
+
+def test_chunked_correction_equals_unchunked():
+    rng = np.random.default_rng(2)
+    stack = rng.poisson(200, (23, 40, 36)).astype(np.uint16)
+    shifts = rng.normal(0, 2, (23, 2))
+    shifts[0] = 0
+    whole = correct_drift(stack, shifts, frames_per_chunk=23, device="cpu")
+    one = correct_drift(stack, shifts, frames_per_chunk=1, device="cpu")
+    planned = correct_drift(stack, shifts, memory_budget=40 * 36 * 60 * 3, device="cpu")
+    np.testing.assert_array_equal(whole, one)
+    np.testing.assert_array_equal(whole, planned)
+
+
+def test_estimation_is_independent_of_the_chunk_size(drifting):
+    stack, _, _ = drifting
+    a = estimate_drift(stack[:200], time_averaging=40, frames_per_chunk=40, device="cpu")
+    b = estimate_drift(stack[:200], time_averaging=40, frames_per_chunk=3, device="cpu")
+    np.testing.assert_allclose(a.shifts, b.shifts, atol=1e-9)
+
+
+# --------------------------------------------------------------------------- bad input
+def test_a_stack_too_short_says_how_many_frames_are_needed():
+    stack = np.ones((90, 32, 32), np.uint16)
+    with pytest.raises(InvalidInputError, match=r"time_averaging=50 needs at least 100 frames"):
+        estimate_drift(stack, device="cpu")
+    with pytest.raises(InvalidInputError, match="at most 45"):
+        estimate_drift(stack, time_averaging=60, device="cpu")
+
+
+def test_a_drift_beyond_max_drift_is_an_error_naming_it(drifting):
+    stack, _, _ = drifting
+    with pytest.raises(ParameterError, match="max_drift is 1 px"):
+        estimate_drift(stack, time_averaging=50, max_drift=1.0, device="cpu")
+    # Large enough: the same trace as without a limit.
+    limited = estimate_drift(stack, time_averaging=50, max_drift=8.0, device="cpu")
+    free = estimate_drift(stack, time_averaging=50, device="cpu")
+    np.testing.assert_allclose(limited.shifts, free.shifts, atol=1e-9)
+    with pytest.raises(ParameterError, match="half a frame"):
+        estimate_drift(stack, max_drift=100.0, device="cpu")
+
+
+@pytest.mark.parametrize(
+    ("stack", "message"),
+    [
+        (np.ones((100, 32)), "dimension"),
+        (np.ones((100, 4, 32)), "at least 8 pixels"),
+    ],
+)
+def test_bad_stacks_are_refused(stack, message):
+    with pytest.raises(InvalidInputError, match=message):
+        estimate_drift(stack, time_averaging=10, device="cpu")
+
+
+def test_non_finite_frames_are_named():
+    stack = np.ones((40, 16, 16), np.float32)
+    stack[23, 3, 3] = np.nan
+    with pytest.raises(InvalidInputError, match="frame 23"):
+        estimate_drift(stack, time_averaging=10, device="cpu")
+
+
+def test_a_trace_of_the_wrong_length_is_refused():
+    stack = np.ones((10, 16, 16), np.float32)
+    with pytest.raises(ParameterError, match="holds 9 frame"):
+        correct_drift(stack, np.zeros((9, 2)), device="cpu")
+    with pytest.raises(ParameterError, match=r"\(T, 2\)"):
+        correct_drift(stack, np.zeros((10, 3)), device="cpu")
+
+
+def test_params_refuse_nonsense():
+    for bad in ({"reference": "last"}, {"time_averaging": 0}, {"max_drift": -1.0}):
+        with pytest.raises(ParameterError):
+            DriftParams(**bad)
+
+
+# --------------------------------------------------------------------------- the result
+def test_csv_round_trip_with_units(tmp_path):
+    shifts = np.array([[0.0, 0.0], [0.1234567890123, -2.5], [1e-9, 3.75]])
+    result = DriftResult.from_shifts(shifts, frame_shape=(64, 64))
+    path = result.to_csv(tmp_path / "drift.csv", pixel_size=0.107, unit="µm")
+    text = path.read_text(encoding="utf-8")
+    assert "frame,dy_px,dx_px,dy_µm,dx_µm" in text and "# pixel_size: 0.107 µm" in text
+    np.testing.assert_array_equal(DriftResult.from_csv(path).shifts, shifts)
+    np.testing.assert_array_equal(load_drift_trace(path), shifts)
+    # Only the physical columns: converted back with the header's pixel size.
+    lines = [
+        ",".join(line.split(",")[i] for i in (0, 3, 4)) if not line.startswith("#") else line
+        for line in text.splitlines()
+    ]
+    (tmp_path / "um.csv").write_text("\n".join(lines), encoding="utf-8")
+    np.testing.assert_allclose(load_drift_trace(tmp_path / "um.csv"), shifts, atol=1e-12)
+    (tmp_path / "bad.csv").write_text("frame,a,b\n0,1,2\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="dy_px and dx_px"):
+        load_drift_trace(tmp_path / "bad.csv")
+
+
+def test_summary_describe_and_layers(drifting):
+    stack, _, _ = drifting
+    result = run_job(iter_estimate_drift(stack[:150], time_averaging=50, device="cpu"))
+    summary = result.summary()
+    assert summary["frames"] == 150 and len(summary["shifts_px"]) == 150
+    np.testing.assert_array_equal(DriftResult.from_summary(summary).shifts, result.shifts)
+    assert "3 blocks of 50 frames" in result.describe()
+    geometry = Geometry(scale=(0.5, 0.1, 0.1), translate=(0.0, 2.0, 3.0))
+    image, tracks = result.layers("cells", geometry)
+    assert image[2] == "image" and image[0].shape == (128, 128)
+    assert image[1]["name"] == "drift-corrected mean · cells"
+    data, kwargs, kind = tracks
+    assert kind == "tracks" and data.shape == (150, 4)
+    assert kwargs["scale"] == (0.5, 0.1, 0.1) and kwargs["translate"] == (0.0, 2.0, 3.0)
+    np.testing.assert_allclose(data[:, 2:] - data[0, 2:], result.shifts)
+    assert data[0, 2:].tolist() == [63.5, 63.5]  # the frame's centre
+    # A 2D geometry (the widefield image's): the track's time axis gets scale 1.
+    _, kwargs2d, _ = result.tracks_layer("cells", Geometry(scale=(0.1, 0.1)))
+    assert kwargs2d["scale"] == (1.0, 0.1, 0.1)
+
+
+def test_the_aligned_mean_is_sharper_than_the_plain_mean(drifting):
+    stack, _, _ = drifting
+    result = estimate_drift(stack, time_averaging=50, device="cpu")
+    plain = stack.astype(np.float64).mean(0)
+    # Sharpness: the variance of the Laplacian (a drift blur lowers it).
+    assert ndimage.laplace(result.aligned_mean).var() > 1.2 * ndimage.laplace(plain).var()
