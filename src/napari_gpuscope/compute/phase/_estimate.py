@@ -10,7 +10,8 @@ import torch
 
 from ..jobs import Job, Output, Progress, is_stop
 from ..memory import MemoryRetry, plan_chunk
-from ..results import Geometry, LayerDataTuple, image_layer, vectors_layer
+from ..results import Geometry, LayerDataTuple, image_layer, result_name, vectors_layer
+from ._outliers import replace_outlier_tiles
 from ._params import PhaseParams
 from ._tiles import TileGrid, TiltMap, canonical_tilt
 from ._tilt import TiltStep, bytes_per_tile, optimise_tilt
@@ -90,7 +91,7 @@ class TiltResult:
         >>> tilt = TiltMap.uniform(grid, 0.2, 1.0)
         >>> layers = TiltResult(tilt, PhaseParams()).layers("cells")
         >>> [kwargs["name"] for _, kwargs, _ in layers]
-        ['cells [tilt zenith]', 'cells [tilt azimuth]', 'cells [tilt]']
+        ['tilt zenith · cells', 'tilt azimuth · cells', 'tilt · cells']
         >>> grid.starts_y, grid.starts_x  # one map pixel per tile: its step is the tiles' step
         ((0, 26), (0, 28, 56))
         >>> layers[0][0].shape, layers[0][1]["scale"]
@@ -115,7 +116,7 @@ class TiltResult:
         maps = [
             image_layer(
                 np.asarray(values, np.float32).reshape(grid.tiles),
-                f"{name} [tilt {what}]",
+                result_name(f"tilt {what}", name),
                 tiles,
                 metadata={**meta, "intensity_unit": "rad", "quantity": f"tilt {what}"},
                 colormap="magma" if what == "zenith" else "twilight",
@@ -126,12 +127,16 @@ class TiltResult:
                 ("azimuth", self.tilt_map.azimuth),
             )
         ]
+        replaced = self.tilt_map.replaced
+        colour: Any = "yellow"
+        if replaced is not None and replaced.any():  # replaced by the neighbours' fit: orange
+            colour = np.where(replaced.ravel(), "orange", "yellow").tolist()
         arrows = vectors_layer(
             self.tilt_map.vectors(),
-            f"{name} [tilt]",
+            result_name("tilt", name),
             planes,
             metadata=meta,
-            edge_color="yellow",
+            edge_color=colour,
             edge_width=2.0,
             vector_style="arrow",
         )
@@ -150,6 +155,12 @@ class TiltResult:
                 f"{m.grid.tiles[0]}x{m.grid.tiles[1]} tilt map, zenith "
                 f"{m.zenith.min():.3f}-{m.zenith.max():.3f} rad"
             )
+            replaced = 0 if m.replaced is None else int(m.replaced.sum())
+            if replaced:
+                what += (
+                    f"; {replaced} tile{'s' if replaced > 1 else ''} that disagreed with "
+                    "the neighbouring tiles replaced by their fit"
+                )
         how = "NAdam" if self.params.optimizer == "nadam" else "damped Newton"
         if self.non_finite:
             state = (
@@ -251,8 +262,11 @@ def estimate_on_device(
         non_finite = non_finite or best.non_finite
         converged = converged and group_converged
         first = last
+    tilt_map = _as_map(grid, current, shared)
+    if not shared:
+        tilt_map = replace_outlier_tiles(tilt_map)
     return TiltResult(
-        tilt_map=_as_map(grid, current, shared),
+        tilt_map=tilt_map,
         params=params,
         loss_history=history,
         iterations=len(history),

@@ -213,6 +213,10 @@ class TiltMap:
         ``(ty, tx)`` focus offset in slices.
     loss : numpy.ndarray
         ``(ty, tx)`` final midband loss per tile (NaN when not estimated).
+    replaced : numpy.ndarray or None
+        ``(ty, tx)`` True where the estimate disagreed with the neighbouring tiles and was
+        replaced by their prediction (:func:`~napari_gpuscope.compute.phase._outliers.
+        replace_outlier_tiles`); ``None`` when not checked (global or manual tilt).
     """
 
     grid: TileGrid
@@ -220,6 +224,7 @@ class TiltMap:
     azimuth: np.ndarray
     focus: np.ndarray
     loss: np.ndarray
+    replaced: np.ndarray | None = None
 
     @classmethod
     def uniform(cls, grid: TileGrid, zenith: float, azimuth: float, focus: float = 0.0) -> TiltMap:
@@ -261,4 +266,5 @@ class TiltMap:
             "zenith_rad": np.round(self.zenith, 5).tolist(),
             "azimuth_rad": np.round(self.azimuth, 5).tolist(),
             "focus_slices": np.round(self.focus, 4).tolist(),
+            **({} if self.replaced is None else {"replaced": self.replaced.tolist()}),
         }
