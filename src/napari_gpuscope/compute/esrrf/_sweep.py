@@ -1,11 +1,13 @@
-"""The radius x sensitivity parameter sweep: FRC resolution, RSP and QnR per setting.
+"""The radius x sensitivity parameter sweep: FRC and decorrelation resolution, RSP and QnR.
 
 Each setting reconstructs the even and the odd frames separately (the FRC of the two is the
 resolution) and the whole stack (whose RSP against the widefield mean is the fidelity), as
 NanoJ-eSRRF and NanoPyx do; for AVG the whole-stack image is the frame-weighted mean of the two
 halves (exact), so each setting costs two reconstructions. QnR (:func:`._qnr.qnr_scores`) then
-ranks the settings. One job: every cell streams in as it is computed, and a stop keeps the
-cells done so far.
+ranks the settings. The decorrelation resolution of the whole-stack image
+(:func:`._decorr.decorrelation_resolution`, as NanoPyx's ``use_decorr``) is a third map beside
+FRC and RSP: a resolution from one image where the FRC needs two; QnR stays FRC-based. One
+job: every cell streams in as it is computed, and a stop keeps the cells done so far.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from ..arrays import InvalidInputError
 from ..jobs import STOP, Job, Output, Progress, blocking, is_stop
 from ..params import ParameterError
 from ..results import Geometry, LayerDataTuple, image_layer
+from ._decorr import decorrelation_resolution
 from ._input import check_stack
 from ._job import iter_esrrf
 from ._params import EsrrfParams
@@ -31,9 +34,13 @@ from ._temporal import macro_pixel_correct
 
 __all__ = ["SWEEP_OUTPUTS", "SweepResult", "iter_parameter_sweep", "iter_sweep", "parameter_sweep"]
 
-SWEEP_OUTPUTS = ("frc_resolution", "rsp", "qnr")
+SWEEP_OUTPUTS = ("frc_resolution", "rsp", "qnr", "decorr_resolution")
 """Keyed outputs of the sweep job: one ``(n_sensitivities, n_radii)`` grid each (NaN where not
-computed yet); FRC and RSP stream cell by cell, QnR as a whole (it depends on every cell)."""
+computed yet); FRC, RSP and the decorrelation resolution stream cell by cell, QnR as a whole
+(it depends on every cell)."""
+
+# The decorrelation analysis needs this many pixels per side (after eSRRF's border is cut).
+_DECORR_MIN_SIDE = 16
 
 
 @dataclass(frozen=True)
@@ -56,8 +63,12 @@ class SweepResult:
     frames : int
         Frames used.
     pixel_size : float
-        Input pixel size (the unit of ``frc_resolution``).
+        Input pixel size (the unit of ``frc_resolution`` and ``decorr_resolution``).
     stopped_early : bool
+    decorr_resolution : numpy.ndarray
+        ``(n_sensitivities, n_radii)`` decorrelation resolution of the whole-stack image, in
+        units of ``pixel_size`` (NaN: not computed, no correlation peak, or the image is too
+        small); all NaN when not given.
     """
 
     radii: tuple[float, ...]
@@ -69,6 +80,11 @@ class SweepResult:
     frames: int
     pixel_size: float = 1.0
     stopped_early: bool = False
+    decorr_resolution: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.decorr_resolution is None:
+            object.__setattr__(self, "decorr_resolution", np.full(self.qnr.shape, np.nan))
 
     @property
     def cells_done(self) -> int:
@@ -101,6 +117,7 @@ class SweepResult:
             "frc_resolution": grid(self.frc_resolution),
             "rsp": grid(self.rsp),
             "qnr": grid(self.qnr),
+            "decorr_resolution": grid(self.decorr_resolution),
             "best": None if self.best is None else list(self.best),
             "frames": int(self.frames),
             "pixel_size": float(self.pixel_size),
@@ -113,9 +130,9 @@ class SweepResult:
         geometry: Geometry | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> list[LayerDataTuple]:
-        """The FRC resolution, RSP and QnR grids as images (rows: sensitivities, columns:
-        radii; NaN where a setting has no value). ``geometry`` is not used: the grid is not in
-        the input's world coordinates."""
+        """The QnR, RSP, FRC and decorrelation resolution grids as images (rows:
+        sensitivities, columns: radii; NaN where a setting has no value). ``geometry`` is not
+        used: the grid is not in the input's world coordinates."""
         del geometry
         meta = {
             **(metadata or {}),
@@ -129,6 +146,12 @@ class SweepResult:
             ("QnR", self.qnr, "higher is better", "viridis"),
             ("RSP", self.rsp, "higher is better", "viridis"),
             ("FRC resolution", self.frc_resolution, f"{unit}, lower is better", "magma_r"),
+            (
+                "Decorrelation resolution",
+                self.decorr_resolution,
+                f"{unit}, lower is better",
+                "magma_r",
+            ),
         )
         return [
             image_layer(
@@ -153,10 +176,13 @@ class SweepResult:
             return f"sweep of {done}: no setting has a QnR (no FRC crossing at 1/7)"
         i, j = self.sensitivities.index(best[1]), self.radii.index(best[0])
         stopped = "stopped early; " if self.stopped_early else ""
+        decorr = self.decorr_resolution[i, j]
         return (
             f"{stopped}best of {done}: radius {best[0]:g}, sensitivity {best[1]:g} (QnR "
             f"{self.qnr[i, j]:.3f}, RSP {self.rsp[i, j]:.3f}, FRC "
-            f"{self.frc_resolution[i, j]:.3g})"
+            f"{self.frc_resolution[i, j]:.3g}"
+            + (f", decorrelation {decorr:.3g}" if np.isfinite(decorr) else "")
+            + ")"
         )
 
 
@@ -182,7 +208,7 @@ def iter_parameter_sweep(
     pixel_size: float = 1.0,
     device: str | torch.device | None = None,
 ) -> Job[SweepResult]:
-    """Sweep radius x sensitivity; FRC resolution, RSP and QnR of every setting.
+    """Sweep radius x sensitivity; FRC and decorrelation resolution, RSP and QnR of every setting.
 
     Parameters
     ----------
@@ -197,7 +223,7 @@ def iter_parameter_sweep(
     frames : int, optional
         Use the first ``frames`` frames (at least 4); default all.
     pixel_size : float
-        Input pixel size; FRC resolutions are given in its units.
+        Input pixel size; FRC and decorrelation resolutions are given in its units.
     device : str or torch.device, optional
         As :func:`iter_esrrf`.
 
@@ -302,6 +328,7 @@ def _sweep(stack, radii, sensitivities, base, frames, pixel_size, device) -> Job
     frc = np.full(shape, np.nan)
     rsp = np.full(shape, np.nan)
     qnr = np.full(shape, np.nan)
+    decorr = np.full(shape, np.nan)
     used = stack[:frames]
     halves = (used[0::2], used[1::2])
     counts = (len(range(0, frames, 2)), len(range(1, frames, 2)))
@@ -345,13 +372,18 @@ def _sweep(stack, radii, sensitivities, base, frames, pixel_size, device) -> Job
         )
         rsp[i, j] = error_map(whole, widefield, m).rsp
         _, qnr[...] = qnr_scores(frc, rsp)
+        # On the same crop as the FRC: eSRRF's zero band would add an edge of its own.
+        if min(whole[inner].shape) >= _DECORR_MIN_SIDE:
+            analysis = decorrelation_resolution(whole[inner], device=device)
+            decorr[i, j] = analysis.resolution * pixel_size / m
         command = yield Progress(
             (number + 1) / len(cells),
             f"setting {number + 1}/{len(cells)}: radius {radii[j]:g}, sensitivity "
-            f"{sensitivities[i]:g}: FRC {frc[i, j]:.3g}, RSP {rsp[i, j]:.3f}",
+            f"{sensitivities[i]:g}: FRC {frc[i, j]:.3g}, RSP {rsp[i, j]:.3f}, "
+            f"decorrelation {decorr[i, j]:.3g}",
             step=number + 1,
             metrics={"rsp": float(rsp[i, j])},
-            outputs=_outputs(frc, rsp, qnr, (i, j)),
+            outputs=_outputs(frc, rsp, qnr, decorr, (i, j)),
         )
         if is_stop(command):
             stopped = number + 1 < len(cells)
@@ -366,6 +398,7 @@ def _sweep(stack, radii, sensitivities, base, frames, pixel_size, device) -> Job
         frames=frames,
         pixel_size=pixel_size,
         stopped_early=stopped,
+        decorr_resolution=decorr,
     )
 
 
@@ -373,13 +406,14 @@ def _mpc(image: np.ndarray, magnification: int) -> np.ndarray:
     return macro_pixel_correct(torch.from_numpy(np.ascontiguousarray(image)), magnification).numpy()
 
 
-def _outputs(frc, rsp, qnr, cell) -> dict[str, Output]:
+def _outputs(frc, rsp, qnr, decorr, cell) -> dict[str, Output]:
     i, j = cell
     region = (slice(i, i + 1), slice(j, j + 1))
     return {
         "frc_resolution": Output(frc[region].copy(), region=region, shape=frc.shape),
         "rsp": Output(rsp[region].copy(), region=region, shape=rsp.shape),
         "qnr": Output(qnr.copy()),
+        "decorr_resolution": Output(decorr[region].copy(), region=region, shape=decorr.shape),
     }
 
 

@@ -58,4 +58,8 @@ class SweepParams(EsrrfParams):
     def base(self) -> EsrrfParams:
         """The eSRRF parameters the sweep holds fixed."""
         fields = self.to_dict()
-        return EsrrfParams.from_dict({name: fields[name] for name in EsrrfParams.names()})
+        # to_dict may leave out fields at their default (EsrrfParams' later additions, so
+        # that older recipes hash as before): those take the default here too.
+        return EsrrfParams.from_dict(
+            {name: fields[name] for name in EsrrfParams.names() if name in fields}
+        )
