@@ -276,3 +276,103 @@ def test_status_says_who_holds_the_lock(tmp_path, capsys):
     assert "stale" not in text
     code, text = _cli(capsys, "status", str(store.out))
     assert "(stale: its process is gone)" in text
+
+
+class ClusterStarted(Exception):
+    """Raised by the cluster factory the tests put in place of the real one."""
+
+
+@pytest.fixture
+def no_cluster(monkeypatch):
+    """``open_client`` fails: a refusal must come before the command asks for a cluster."""
+    from napari_gpuscope.batch import cluster
+
+    def refuse(choice):
+        raise ClusterStarted(choice)
+
+    monkeypatch.setattr(cluster, "open_client", refuse)
+
+
+def _earlier_run(out: Path) -> None:
+    BatchStore(out).prepare({"recipe_hash": "0" * 64, "positions": []})
+
+
+def _changed_profile(tmp_path: Path) -> str:
+    import numpy as np
+
+    from napari_gpuscope.compute.flatfield import ShadingProfile
+
+    yy, xx = np.mgrid[:32, :32]
+    flat = 1.2 - 0.4 * ((yy - 16) ** 2 + (xx - 16) ** 2) / 512
+    profile = ShadingProfile.from_arrays(flat / flat.mean())
+    profile.save(tmp_path / "scope.tif")
+    recipe = tmp_path / "apply.yaml"
+    profile_arg = f"profile={tmp_path / 'scope.tif'}"
+    code = main(
+        ["recipe", "flatfield", "--job", "apply", "--artifact", profile_arg, "-o", str(recipe)]
+    )
+    assert code == 0
+    ShadingProfile.from_arrays(flat[::-1] / flat.mean()).save(tmp_path / "scope.tif")
+    return str(recipe)
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        ("earlier run", "holds an earlier run: pass --resume"),
+        ("locked", "is locked by another run (pid"),
+        ("read-only", "cannot write the output store"),
+        ("corrupt record", "run.json is corrupt"),
+        ("changed artifact", "changed since the recipe was saved (SHA-256 differs)"),
+    ],
+)
+def test_a_refused_run_starts_no_cluster_and_prints_no_dashboard(
+    job, capsys, monkeypatch, no_cluster, case, expected
+):
+    recipe, pattern, tmp_path = job
+    out = tmp_path / "out.zarr"
+    extra: list[str] = []
+    holder = None
+    if case == "earlier run":
+        _earlier_run(out)
+    elif case == "locked":
+        holder = _live_process()
+        _write_lock(BatchStore(out), holder.pid)
+    elif case == "read-only":
+        import zarr
+
+        def refuse(path, *args, **kwargs):
+            raise PermissionError(13, "Permission denied", str(path))
+
+        monkeypatch.setattr(zarr, "open_group", refuse)  # as a read-only folder (root writes)
+    elif case == "corrupt record":
+        (BatchStore(out).markers).mkdir(parents=True)
+        (BatchStore(out).markers / "run.json").write_text("{not json")
+        extra = ["--resume"]
+    elif case == "changed artifact":
+        recipe = _changed_profile(tmp_path)
+    capsys.readouterr()
+    try:
+        code, text = _cli(
+            capsys, "run", recipe, pattern, "--out", str(out), "--device", "cpu", *extra
+        )
+    finally:
+        if holder is not None:
+            holder.kill()
+            holder.wait()
+    assert code == 2, text
+    assert expected in text and "Traceback" not in text
+    assert "Dask dashboard" not in text
+    assert not (BatchStore(out).markers / "lock.json").exists() or case == "locked"
+
+
+def test_a_run_that_will_not_be_refused_reaches_the_cluster(job, capsys, no_cluster):
+    """The failing factory is reached once nothing refuses (the test above proves nothing),
+    and --overwrite replaces a corrupt record instead of refusing it."""
+    recipe, pattern, tmp_path = job
+    out = tmp_path / "out.zarr"
+    (BatchStore(out).markers).mkdir(parents=True)
+    (BatchStore(out).markers / "run.json").write_text("{not json")
+    with pytest.raises(ClusterStarted):
+        main(["run", recipe, pattern, "--out", str(out), "--device", "cpu", "--overwrite"])
+    assert not (BatchStore(out).markers / "lock.json").exists()

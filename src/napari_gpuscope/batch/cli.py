@@ -352,11 +352,19 @@ def _run(args: argparse.Namespace) -> int:
         for name, reason in unreadable.items():
             print(f"  unreadable {name}: {reason}")
         return 1 if unreadable else 0
+    from napari_gpuscope.batch.runner import check_run
     from napari_gpuscope.batch.store import StoreLock
 
-    # Taken before the cluster starts: a locked, unwritable or corrupt store costs no workers.
+    # Before the cluster starts: a locked, unwritable, corrupt or earlier store, or a changed
+    # artifact, is refused (exit 2) without a worker or a dashboard.
     with StoreLock(BatchStore(args.out), wait=args.wait):
-        BatchStore(args.out).run_record()  # a corrupt run.json: StoreError, exit 2
+        check_run(
+            recipe,
+            args.out,
+            resume=args.resume,
+            overwrite=args.overwrite,
+            recipe_dir=args.recipe.parent,
+        )
         return _run_on_cluster(args, recipe, positions, choice)
 
 

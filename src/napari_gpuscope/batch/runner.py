@@ -29,14 +29,76 @@ from napari_gpuscope.batch.cluster import GPU_RESOURCE
 from napari_gpuscope.batch.inputs import Position
 from napari_gpuscope.batch.recipes import Recipe
 from napari_gpuscope.batch.report import BatchReport
-from napari_gpuscope.batch.store import BatchStore, StoreLock, marker_key
+from napari_gpuscope.batch.store import BatchStore, StoreError, StoreLock, marker_key
 from napari_gpuscope.batch.tasks import TaskSpec, prepare_run, run_position
 
-__all__ = ["StoreExistsError", "plan", "run_batch"]
+__all__ = ["StoreExistsError", "check_run", "plan", "run_batch"]
 
 
 class StoreExistsError(RuntimeError):
     """OUT holds an earlier run and neither ``--resume`` nor ``--overwrite`` was given."""
+
+
+def check_run(
+    recipe: Recipe,
+    out: str | Path,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    recipe_dir: str | Path | None = None,
+) -> None:
+    """Raise what a run would refuse with before it reads or computes a position.
+
+    The console command calls it (holding the store's lock) before it starts a cluster, so a
+    refused run starts no worker and prints no dashboard; :func:`run_batch` calls it again.
+    It creates the store's root group when it is missing (what the run would do first).
+
+    Parameters
+    ----------
+    recipe : Recipe
+    out : str or Path
+        The OME-Zarr output store.
+    resume, overwrite : bool
+        As for :func:`run_batch`.
+    recipe_dir : str or Path, optional
+        Where relative artifact paths start (the recipe file's folder).
+
+    Raises
+    ------
+    ValueError
+        An artifact is missing or changed since the recipe was saved.
+    StoreError
+        The store's ``run.json`` is corrupt, or the store cannot be written.
+    StoreExistsError
+        ``out`` holds an earlier run and neither ``resume`` nor ``overwrite`` is set.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> out = pathlib.Path(tempfile.mkdtemp()) / "out.zarr"
+    >>> check_run(Recipe.from_defaults("tv"), out)
+    >>> (out / "zarr.json").is_file()
+    True
+    """
+    problems = recipe.check_artifacts(Path(recipe_dir) if recipe_dir is not None else None)
+    if problems:
+        raise ValueError("; ".join(problems))
+    store = BatchStore(out)
+    # With overwrite the record goes unread: a corrupt one is deleted with the rest.
+    if not overwrite and store.run_record() is not None and not resume:
+        raise StoreExistsError(
+            f"{store.out} holds an earlier run: pass --resume to compute only what is missing "
+            "or --overwrite to start again"
+        )
+    import zarr
+
+    try:  # the run's first write (BatchStore.prepare), made here where a refusal costs nothing
+        zarr.open_group(str(store.out), mode="a", zarr_format=3)
+    except OSError as exc:
+        raise StoreError(
+            f"cannot write the output store {exc.filename or store.out}: "
+            f"{exc.strerror or exc}; give --out a folder you can write to"
+        ) from None
 
 
 def plan(
@@ -157,16 +219,14 @@ def _run_batch(
     # Hashed once here: plan, the run record, the report and every task (TaskSpec) share it.
     recipe_hash = recipe.hash()
     base = Path(recipe_dir) if recipe_dir is not None else None
-    problems = recipe.check_artifacts(base)
-    if problems:
-        raise ValueError("; ".join(problems))
+    if dry_run:
+        problems = recipe.check_artifacts(base)
+        if problems:
+            raise ValueError("; ".join(problems))
+    else:
+        check_run(recipe, out, resume=resume, overwrite=overwrite, recipe_dir=base)
     artifacts = {a.name: str(recipe.artifact_path(a, base).resolve()) for a in recipe.artifacts}
     store = BatchStore(out)
-    if store.run_record() is not None and not (resume or overwrite or dry_run):
-        raise StoreExistsError(
-            f"{store.out} holds an earlier run: pass --resume to compute only what is missing "
-            "or --overwrite to start again"
-        )
     if overwrite and not dry_run:
         store.prepare({}, overwrite=True)
     elif not dry_run:
