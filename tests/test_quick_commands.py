@@ -10,6 +10,7 @@ modules: every name of ``__all__`` is in ``dir()`` and is the object its module 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -195,3 +196,63 @@ def test_a_job_still_imports_its_module_on_first_use():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
+
+
+# -- a real run: status of its store, a clean shutdown, the progress lines of a log -----------
+
+# Spawned Dask workers (their command line has --multiprocessing-fork) take 6 s to exit, as a
+# worker holding torch and a position's arrays can on a busy machine: distributed's default
+# close gives a worker 4 s before it kills it ("Worker process still alive ... killing").
+_SLOW_EXIT = textwrap.dedent(
+    """
+    import sys
+    if "--multiprocessing-fork" in getattr(sys, "orig_argv", ()):
+        import atexit, time
+        atexit.register(time.sleep, 6)
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def finished_run(positions, tmp_path_factory):
+    slow = tmp_path_factory.mktemp("slow-exit")
+    (slow / "sitecustomize.py").write_text(_SLOW_EXIT)
+    subprocess.run(
+        [sys.executable, "-m", "napari_gpuscope.cli", "recipe", "tv", "-o", "run-tv.yaml"],
+        cwd=positions,
+        check=True,
+        capture_output=True,
+    )
+    paths = [str(slow), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+    run = ["run", "run-tv.yaml", "p*.tif", "--out", "run.zarr", "--device", "cpu"]
+    done = subprocess.run(
+        [sys.executable, "-m", "napari_gpuscope.cli", *run, "--workers", "1", "--dashboard", ""],
+        cwd=positions,
+        env=env,
+        capture_output=True,  # not a terminal: the progress prints lines
+        text=True,
+        timeout=300,
+    )
+    return done, positions / "run.zarr"
+
+
+def test_a_cli_run_shuts_its_cluster_down_without_killing_workers(finished_run):
+    done, _ = finished_run
+    assert done.returncode == 0, done.stderr
+    assert "computed 3, skipped 0" in done.stdout
+    assert "still alive" not in done.stderr and "killing" not in done.stderr, done.stderr
+
+
+def test_a_run_logged_off_a_terminal_prints_each_progress_line_once(finished_run):
+    done, _ = finished_run
+    lines = [line for line in done.stderr.splitlines() if "remaining |" in line]
+    assert "\r" not in done.stderr
+    assert len(lines) == len(set(lines)) >= 1
+    assert lines[-1].split(" | ")[0].endswith("3 done, 0 failed, 0 remaining")
+
+
+def test_status_of_a_run_imports_no_heavy_module(finished_run, positions):
+    _, out = finished_run
+    results = _quick([["status", str(out)], ["status", "--help"]], positions)
+    _assert_light(results)

@@ -26,7 +26,9 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "CLOSE_TIMEOUT",
     "ClusterChoice",
+    "close_cluster",
     "gpu_indices",
     "open_client",
     "physical_gpus",
@@ -278,7 +280,41 @@ def open_client(choice: ClusterChoice) -> Iterator[Any]:
     else:
         cluster = _local_cpu(choice)
     try:
-        with Client(cluster) as client:
+        client = Client(cluster)
+        try:
             yield client
+        finally:
+            client.close(timeout=CLOSE_TIMEOUT)
     finally:
-        cluster.close()
+        close_cluster(cluster)
+
+
+CLOSE_TIMEOUT = 60.0
+"""Seconds the client, the workers and the cluster are each given to close."""
+
+
+def close_cluster(cluster: Any, timeout: float = CLOSE_TIMEOUT) -> None:
+    """Close a cluster after its client, its worker processes given ``timeout`` to exit.
+
+    A cluster's own ``close()`` closes each nanny with distributed's default of 5 s, of which
+    the worker process gets 4 to exit before the nanny kills it ("Worker process still alive
+    after 4.0 seconds, killing"). A worker that has imported torch and freed a position's
+    arrays can take that long to exit on a busy machine, and the kill is then reported after
+    every successful run. Closing the nannies first with ``timeout`` lets them exit; a worker
+    that is really stuck is still killed, after ``0.8 * timeout`` s.
+    """
+    import asyncio
+
+    from distributed import Nanny
+
+    nannies = [w for w in getattr(cluster, "workers", {}).values() if isinstance(w, Nanny)]
+
+    async def close_nannies() -> None:
+        await asyncio.gather(
+            *(nanny.close(timeout=timeout) for nanny in nannies), return_exceptions=True
+        )
+
+    if nannies:
+        with contextlib.suppress(Exception):  # the cluster's own close below still runs
+            cluster.sync(close_nannies, callback_timeout=2 * timeout)
+    cluster.close(timeout=2 * timeout)
