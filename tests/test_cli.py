@@ -214,7 +214,7 @@ def test_demo_phase_figure_draws_the_tilt_arrows_over_the_phase(demo_output, slu
     figure = _figures(out)[slug]["figure"]
     assert len(figure["panels"]) == 2
     stack, phase = (panel["layers"] for panel in figure["panels"])
-    assert len(stack) == 1 and "[phase" in phase[0] and phase[1].endswith("[tilt]")
+    assert len(stack) == 1 and phase[0].startswith("phase · ") and phase[1].startswith("tilt · ")
     labels = [bar["label"] for bar in figure["colorbars"]]
     assert labels == ["Intensity (photons)", "Phase (rad)"]
 
@@ -225,8 +225,9 @@ def test_demo_flatfield_figure_shows_raw_tile_flatfield_and_corrected_tile(demo_
     sidecar = _figures(out)[slug]
     names = [panel["layers"][0] for panel in sidecar["figure"]["panels"]]
     assert names[0] in ("vignetted tiles", "tiles with offset")
-    assert "[flatfield" in names[1] and names[-1].endswith("[flat-field corrected]")
-    assert any("[darkfield" in name for name in names) == slug.endswith("offset")
+    assert names[1].startswith("flatfield · ")
+    assert names[-1].startswith("flat-field corrected · ")
+    assert any(name.startswith("darkfield · ") for name in names) == slug.endswith("offset")
     # The raw and the corrected tile are the same tile, on one display range.
     labels = [bar["label"] for bar in sidecar["figure"]["colorbars"]]
     assert labels[:2] == ["Intensity (ADU)", "Flatfield (ratio)"]

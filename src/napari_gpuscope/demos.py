@@ -17,7 +17,7 @@ from typing import Any
 
 from .compute import devices
 from .compute.jobs import run_job
-from .compute.results import Geometry, LayerDataTuple
+from .compute.results import Geometry, LayerDataTuple, split_result_name
 from .methods import METHODS, MethodSpec
 from .provenance import PROVENANCE_KEY, build_provenance
 
@@ -121,27 +121,25 @@ DEMO_QUANTITY_KEY = "demo_quantity"
 demo figure labels a colorbar with it when the layer has its own display range."""
 
 
-def output_kind(name: str, input_name: str, label: str) -> str:
-    """What a result layer named ``"<input> [<kind> <label>]"`` shows: its kind.
+def output_kind(name: str, input_name: str, label: str = "") -> str:
+    """What a result layer named ``"<kind> · <input> [<label>]"`` shows: its kind.
+
+    ``label`` is kept for callers that pass the settings; the kind no longer depends on it.
 
     Examples
     --------
-    >>> output_kind("cells [phase reg=0.001]", "cells", "reg=0.001")
+    >>> output_kind("phase · cells [reg=0.001]", "cells", "reg=0.001")
     'phase'
-    >>> output_kind("tiles [flatfield auto, dark]", "tiles", "auto, dark")
+    >>> output_kind("flatfield · tiles [auto, dark]", "tiles", "auto, dark")
     'flatfield'
-    >>> output_kind("frames [widefield mean]", "frames", "M4 R1.5 S1")
+    >>> output_kind("widefield mean · frames", "frames", "M4 R1.5 S1")
     'widefield mean'
     >>> output_kind("something else", "cells", "x")
     ''
     """
-    prefix = f"{input_name} ["
-    if not (name.startswith(prefix) and name.endswith("]")):
-        return ""
-    inner = name[len(prefix) : -1].strip()
-    if label and inner.endswith(label):
-        inner = inner[: -len(label)].strip()
-    return inner
+    del label
+    parts = split_result_name(name)
+    return parts[0] if parts is not None and parts[1] == input_name else ""
 
 
 def _follow_up_layers(

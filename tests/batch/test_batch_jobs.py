@@ -96,7 +96,7 @@ def test_esrrf_sweeps_each_position_and_writes_its_grids(tmp_path, client):
         np.testing.assert_array_equal(written, direct.qnr.astype(np.float32))  # NaN where NaN
         extra = _extra(tmp_path / "out.zarr", f"fov{index}")
         np.testing.assert_array_equal(
-            extra[f"RSP sweep: fov{index}"], direct.rsp.astype(np.float32)
+            extra[f"RSP sweep · fov{index}"], direct.rsp.astype(np.float32)
         )
 
 
@@ -119,5 +119,5 @@ def test_phase_estimates_the_tilt_map_of_each_position(tmp_path, client):
     np.testing.assert_array_equal(written, direct.tilt_map.zenith.reshape(1, 2).astype(np.float32))
     extra = _extra(tmp_path / "out.zarr", "well")
     np.testing.assert_array_equal(
-        extra["well [tilt azimuth]"], direct.tilt_map.azimuth.reshape(1, 2).astype(np.float32)
+        extra["tilt azimuth · well"], direct.tilt_map.azimuth.reshape(1, 2).astype(np.float32)
     )

@@ -185,7 +185,7 @@ def test_result_layers_and_summary():
     )
     assert kind == "image" and sr.shape == (1, 72, 72) and wf.shape == (1, 24, 24)
     assert sr_kwargs["scale"] == pytest.approx((10.0, 0.1, 0.1))  # one time point of 10 frames
-    assert sr_kwargs["name"] == "cells [eSRRF M3 R1.5 S1]"
+    assert sr_kwargs["name"] == "eSRRF · cells [M3 R1.5 S1]"
     np.testing.assert_allclose(wf[0], stack.astype(np.float64).mean(0), rtol=1e-6)
     assert json.dumps(result.summary())
 

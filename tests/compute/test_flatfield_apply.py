@@ -177,7 +177,7 @@ def test_result_protocol(profile):
     assert result.describe().startswith("corrected 2 images: shading of the mean image (CV)")
     [(data, kwargs, kind)] = result.layers("tiles", Geometry(scale=(1.0, 0.5, 0.5)), {"k": 1})
     assert data is result.image and kind == "image"
-    assert kwargs["name"] == "tiles [flat-field corrected]"
+    assert kwargs["name"] == "flat-field corrected · tiles"
     assert kwargs["scale"] == (1.0, 0.5, 0.5) and kwargs["metadata"] == {"k": 1}
 
 

@@ -90,13 +90,13 @@ def test_the_sweep_job_equals_the_direct_sweep_and_its_layers_hold_its_grids():
         np.testing.assert_array_equal(getattr(result, name), getattr(direct, name))
     layers = {kwargs["name"]: data for data, kwargs, _ in result.layers("cells")}
     assert set(layers) == {
-        "QnR sweep: cells",
-        "RSP sweep: cells",
-        "FRC resolution sweep: cells",
-        "Decorrelation resolution sweep: cells",
+        "QnR sweep · cells",
+        "RSP sweep · cells",
+        "FRC resolution sweep · cells",
+        "Decorrelation resolution sweep · cells",
     }
-    np.testing.assert_array_equal(layers["QnR sweep: cells"], result.qnr.astype(np.float32))
-    assert layers["RSP sweep: cells"].shape == (2, 2)  # rows: sensitivities, columns: radii
+    np.testing.assert_array_equal(layers["QnR sweep · cells"], result.qnr.astype(np.float32))
+    assert layers["RSP sweep · cells"].shape == (2, 2)  # rows: sensitivities, columns: radii
 
 
 def test_sweep_params_hold_the_fixed_esrrf_fields_and_refuse_a_bad_grid():

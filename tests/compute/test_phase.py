@@ -163,7 +163,7 @@ def test_params_round_trip_and_layers(recon_ref):
     )
     layers = result.layers("cells")
     assert [kind for _, _, kind in layers] == ["image", "image", "vectors"]
-    assert layers[0][1]["name"] == "cells [phase reg=0.001]"
+    assert layers[0][1]["name"] == "phase · cells [reg=0.001]"
     assert layers[0][1]["metadata"]["intensity_unit"] == "rad"
     assert "tilt zenith 0.200 rad" in result.describe()
     assert result.summary()["tilt_map"]["zenith_rad"] == [[0.2]]

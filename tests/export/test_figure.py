@@ -390,12 +390,13 @@ def test_every_text_is_at_least_9_points_at_the_printed_size(shown, options):
 
 
 def test_colorbars_are_labelled_with_their_quantity_and_unit_not_layer_names(shown):
-    """Seen in the demo: "brightfield meniscus [phase reg=0.001]: Intensity (rad)"."""
+    """Seen in the demo: "brightfield meniscus [phase reg=0.001]: Intensity (rad)" (the names
+    of that time)."""
     data = RNG.random((30, 30)).astype(np.float32)
     shown.add_image(data, name="stack", metadata={"intensity_unit": "photons"})
     shown.add_image(
         data,
-        name="stack [phase reg=0.001]",
+        name="phase · stack [reg=0.001]",
         contrast_limits=(-0.2, 0.6),
         metadata={"intensity_unit": "rad", "quantity": "phase"},
     )
@@ -420,7 +421,7 @@ def test_a_viewbox_of_arrows_alone_is_drawn_over_the_panel_before_it(shown):
 
 
 def test_long_titles_wrap_instead_of_being_cut(shown):
-    name = "tiles with offset [flatfield auto, dark]"
+    name = "flatfield · tiles with offset [auto, dark]"
     shown.add_image(RNG.random((30, 30)).astype(np.float32), name=name)
     shown.add_image(RNG.random((30, 30)).astype(np.float32), name="raw")
     shown.canvas.grid.enabled = True

@@ -30,8 +30,11 @@ def test_camera_fields_in_adu_are_no_statement_of_the_intensity_unit():
 
 def test_result_follows_its_provenance_to_the_input_through_chains():
     raw = _layer("raw", **{INTENSITY_UNIT_KEY: "ADU"})
-    first = _layer("raw [TV s=1]", **{PROVENANCE_KEY: {"input": "raw"}})
-    second = _layer("raw [TV s=1] [TV s=2]", **{PROVENANCE_KEY: {"input": "raw [TV s=1]"}})
+    first = _layer("TV denoised · raw [s=1]", **{PROVENANCE_KEY: {"input": "raw"}})
+    second = _layer(
+        "TV denoised · TV denoised · raw [s=1] [s=2]",
+        **{PROVENANCE_KEY: {"input": "TV denoised · raw [s=1]"}},
+    )
     assert intensity_unit(second, [raw, first, second]) == "ADU"
 
 

@@ -40,7 +40,7 @@ def test_save_selected_layers_writes_the_provenance_tiff(make_napari_viewer, tmp
     viewer.add_image(RNG.random((8, 8)), name="other")
     layer = viewer.add_image(
         volume,
-        name="cells [TV s=1]",
+        name="TV denoised · cells [s=1]",
         scale=(0.4, 0.1, 0.1),
         units="um",
         axis_labels=("z", "y", "x"),

@@ -54,7 +54,7 @@ def test_full_run_streams_then_stores_provenance(viewer, qtbot, image, fake_dock
     _finish(dock, qtbot)
 
     # the first update added the layer (named as running), no more layers; the result named it
-    assert inserted == ["cells [Fake, running]"]
+    assert inserted == ["Fake running · cells"]
     factor, first = 2.0, float(original.flat[0])
     streamed = [first * factor * k / 4 for k in range(1, 5)]
     assert seen[:4] == pytest.approx(streamed)  # yield order, each update replaced the data
@@ -88,8 +88,8 @@ def test_region_updates_fill_a_host_buffer(viewer, qtbot, image, fake_dock, cpu_
     dock.regions = True
     dock.gate = threading.Event()
     dock.run()
-    qtbot.waitUntil(lambda: "cells [Fake, running]" in viewer.layers)
-    partial = np.asarray(viewer.layers["cells [Fake, running]"].data)
+    qtbot.waitUntil(lambda: "Fake running · cells" in viewer.layers)
+    partial = np.asarray(viewer.layers["Fake running · cells"].data)
     assert partial.shape == image.data.shape
     np.testing.assert_allclose(partial[:1], image.data[:1] * 2.0 / 4)
     assert not partial[1:].any()  # rows not computed yet are still empty
@@ -103,11 +103,11 @@ def test_cancel_mid_run_removes_the_layer_it_created(viewer, qtbot, image, fake_
     dock.gate = threading.Event()
     original = image.data.copy()
     dock.run()
-    qtbot.waitUntil(lambda: "cells [Fake, running]" in viewer.layers)
+    qtbot.waitUntil(lambda: "Fake running · cells" in viewer.layers)
     changes = []
     viewer.layers.events.connect(lambda e: changes.append(e.type))
     dock.cancel()
-    assert "cells [Fake, running]" not in viewer.layers
+    assert "Fake running · cells" not in viewer.layers
     changes.clear()
     dock.gate.set()  # the job now yields a late update, then stops at that yield
     qtbot.waitUntil(dock.closed.is_set)
@@ -132,7 +132,7 @@ def test_cancel_keeps_the_previous_result(viewer, qtbot, image, fake_dock, cpu_d
     dock.factor.value = 5.0
     dock.gate = threading.Event()
     dock.run()
-    qtbot.waitUntil(lambda: "cells [Fake, running]" in viewer.layers)
+    qtbot.waitUntil(lambda: "Fake running · cells" in viewer.layers)
     dock.cancel()
     dock.gate.set()
     qtbot.waitUntil(dock.closed.is_set)
@@ -157,7 +157,7 @@ def test_cancel_keeps_the_previous_result(viewer, qtbot, image, fake_dock, cpu_d
 def test_live_preview_runs_once_for_a_burst(viewer, qtbot, image, fake_dock, cpu_device):
     dock = fake_dock()
     dock.panel.live_preview.setChecked(True)
-    qtbot.waitUntil(lambda: "cells [Fake preview]" in viewer.layers)
+    qtbot.waitUntil(lambda: "Fake preview · cells" in viewer.layers)
     dock.starts.clear()
     for value in (3.0, 3.5, 4.0, 4.5, 5.0):
         dock.factor.value = value
@@ -166,11 +166,11 @@ def test_live_preview_runs_once_for_a_burst(viewer, qtbot, image, fake_dock, cpu
     qtbot.wait(400)  # no further (late) start
     assert [s["factor"] for s in dock.starts] == [5.0]
     assert all(s["preview"] for s in dock.starts)
-    preview = viewer.layers["cells [Fake preview]"]
+    preview = viewer.layers["Fake preview · cells"]
     np.testing.assert_allclose(preview.data, image.data * 5.0)
     # switching live preview off removes the preview layer
     dock.panel.live_preview.setChecked(False)
-    assert "cells [Fake preview]" not in viewer.layers
+    assert "Fake preview · cells" not in viewer.layers
 
 
 def test_new_preview_supersedes_a_running_one(viewer, qtbot, image, fake_dock, cpu_device):
@@ -179,7 +179,7 @@ def test_new_preview_supersedes_a_running_one(viewer, qtbot, image, fake_dock, c
     dock = fake_dock()
     dock.gate = threading.Event()
     dock.panel.live_preview.setChecked(True)
-    qtbot.waitUntil(lambda: "cells [Fake preview]" in viewer.layers)
+    qtbot.waitUntil(lambda: "Fake preview · cells" in viewer.layers)
     first_closed = dock.closed
     dock.closed = threading.Event()
     order = []
@@ -198,8 +198,8 @@ def test_new_preview_supersedes_a_running_one(viewer, qtbot, image, fake_dock, c
     qtbot.waitUntil(lambda: not dock.is_running(), timeout=5000)
     assert order == ["first closed", "second started"]
     qtbot.wait(100)
-    np.testing.assert_allclose(viewer.layers["cells [Fake preview]"].data, image.data * 7.0)
-    assert [ly.name for ly in viewer.layers].count("cells [Fake preview]") == 1
+    np.testing.assert_allclose(viewer.layers["Fake preview · cells"].data, image.data * 7.0)
+    assert [ly.name for ly in viewer.layers].count("Fake preview · cells") == 1
 
 
 def test_errors_become_notifications(viewer, qtbot, image, fake_dock, cpu_device, errors):
@@ -251,7 +251,7 @@ def test_job_runs_and_is_closed_in_the_worker_thread(viewer, qtbot, image, fake_
     dock._job_on = job
     dock.gate = threading.Event()
     dock.run()
-    qtbot.waitUntil(lambda: "cells [Fake, running]" in viewer.layers)
+    qtbot.waitUntil(lambda: "Fake running · cells" in viewer.layers)
     dock.cancel()
     dock.gate.set()
     qtbot.waitUntil(lambda: bool(closed_in))
@@ -266,13 +266,13 @@ def test_changing_the_plane_re_runs_the_preview(viewer, qtbot, fake_dock, cpu_de
     dock = fake_dock()
     dock.panel.live_preview.setChecked(True)
     qtbot.waitUntil(lambda: len(dock.starts) == 1 and not dock.is_running(), timeout=5000)
-    preview = viewer.layers["vol [Fake preview]"]
+    preview = viewer.layers["Fake preview · vol"]
     np.testing.assert_allclose(preview.data, volume[2:3] * 2.0)  # napari starts mid-stack
     assert tuple(preview.translate) == (-1.0 + 2 * 2.0, 0.0, 3.0)
     viewer.dims.set_current_step(0, 3)
     qtbot.waitUntil(lambda: len(dock.starts) == 2 and not dock.is_running(), timeout=5000)
     assert all(s["preview"] for s in dock.starts)
-    assert viewer.layers["vol [Fake preview]"] == preview  # the same layer, moved
+    assert viewer.layers["Fake preview · vol"] == preview  # the same layer, moved
     np.testing.assert_allclose(preview.data, volume[3:4] * 2.0)
     assert tuple(preview.translate) == (-1.0 + 3 * 2.0, 0.0, 3.0)
     assert tuple(preview.scale) == (2.0, 1.0, 0.5)
@@ -342,12 +342,12 @@ def test_hiding_the_dock_pauses_its_live_preview(
     qtbot.waitUntil(lambda: not dock.is_running(), timeout=10_000)
     dock.panel.live_preview.setChecked(True)
     qtbot.waitUntil(lambda: len(dock.starts) == 1 and not dock.is_running(), timeout=5000)
-    assert [layer.name for layer in viewer.layers] == ["vol", "vol [Fake preview]"]
+    assert [layer.name for layer in viewer.layers] == ["vol", "Fake preview · vol"]
     dock.gate = threading.Event()
     dock.run()
 
     panel.close()  # napari's "hide this panel" button
-    assert [layer.name for layer in viewer.layers][-1] != "vol [Fake preview]"
+    assert [layer.name for layer in viewer.layers][-1] != "Fake preview · vol"
     viewer.dims.set_current_step(0, 3)
     qtbot.wait(400)  # past the preview's quiet time
     assert [s["preview"] for s in dock.starts] == [True, False]  # no preview while hidden
@@ -356,7 +356,7 @@ def test_hiding_the_dock_pauses_its_live_preview(
     assert "vol [Fake x2]" in viewer.layers
 
     panel.show()  # shown again: the preview catches up with the displayed plane
-    qtbot.waitUntil(lambda: "vol [Fake preview]" in viewer.layers, timeout=5000)
+    qtbot.waitUntil(lambda: "Fake preview · vol" in viewer.layers, timeout=5000)
     assert dock.starts[-1]["preview"] and _connected(viewer.dims.events.current_step, dock)
 
 
@@ -416,13 +416,13 @@ def test_a_new_input_cancels_the_preview_of_the_old_one(
     dock = fake_dock()
     dock.gate = threading.Event()
     dock.panel.live_preview.setChecked(True)
-    qtbot.waitUntil(lambda: "cells [Fake preview]" in viewer.layers)  # streaming, held
+    qtbot.waitUntil(lambda: "Fake preview · cells" in viewer.layers)  # streaming, held
     viewer.add_image(np.full((6, 8), 10.0, np.float32), name="other")  # the new input
     assert dock.input_layer.name == "other"
-    assert "cells [Fake preview]" not in viewer.layers  # rolled back at once
+    assert "Fake preview · cells" not in viewer.layers  # rolled back at once
     dock.gate.set()
-    qtbot.waitUntil(lambda: "other [Fake preview]" in viewer.layers, timeout=5000)
+    qtbot.waitUntil(lambda: "Fake preview · other" in viewer.layers, timeout=5000)
     _finish(dock, qtbot)
     qtbot.wait(100)
-    assert [layer.name for layer in viewer.layers] == ["cells", "other", "other [Fake preview]"]
-    np.testing.assert_allclose(viewer.layers["other [Fake preview]"].data, 20.0)
+    assert [layer.name for layer in viewer.layers] == ["cells", "other", "Fake preview · other"]
+    np.testing.assert_allclose(viewer.layers["Fake preview · other"].data, 20.0)

@@ -39,7 +39,7 @@ def test_fit_streams_flatfield_and_apply_corrects(viewer, dock, qtbot, tmp_path)
     assert dock.run()
     qtbot.waitUntil(lambda: not dock.is_running(), timeout=60_000)
     assert len(seen) >= 2  # the flatfield arrived after every reweighting pass
-    flat_layer = next(layer for layer in viewer.layers if "[flatfield" in layer.name)
+    flat_layer = next(layer for layer in viewer.layers if layer.name.startswith("flatfield · "))
     expected = fit_basic(truth.images, dark_frame=truth.darkfield, working_size=64, device="cpu")
     np.testing.assert_allclose(flat_layer.data, expected.flatfield, atol=1e-5)
     record = flat_layer.metadata[PROVENANCE_KEY]
@@ -51,7 +51,7 @@ def test_fit_streams_flatfield_and_apply_corrects(viewer, dock, qtbot, tmp_path)
     panel.target.layer = viewer.layers["tiles"]
     assert panel.apply()
     qtbot.waitUntil(lambda: not dock.is_running(), timeout=60_000)
-    corrected = viewer.layers["tiles [flat-field corrected]"]
+    corrected = viewer.layers["flat-field corrected · tiles"]
     np.testing.assert_allclose(
         corrected.data, correct(truth.images, expected, device="cpu"), rtol=1e-5, atol=1e-3
     )
@@ -81,7 +81,7 @@ def test_timelapse_apply_and_bad_input(viewer, dock, qtbot):
     dock.apply_panel.timelapse.value = True
     assert dock.apply_panel.apply()
     qtbot.waitUntil(lambda: not dock.is_running(), timeout=60_000)
-    out = viewer.layers["movie [flat-field corrected]"].data
+    out = viewer.layers["flat-field corrected · movie"].data
     np.testing.assert_array_equal(viewer.layers["movie"].data, movie.astype(np.float32))
     profile = dock.apply_panel.profile
     np.testing.assert_allclose(
@@ -129,7 +129,7 @@ def test_apply_options_are_parameters_and_apply_gives_what_batch_gives(
     )
     assert panel.apply()
     qtbot.waitUntil(lambda: not dock.is_running(), timeout=60_000)
-    corrected = viewer.layers["tiles [flat-field corrected]"]
+    corrected = viewer.layers["flat-field corrected · tiles"]
     batch = run_job(batch_hooks.job(tiles, params, prepared=profile, device="cpu", cache_key=""))
     assert corrected.data.dtype == np.uint16 and (tiles < 250).any()
     assert corrected.data.tobytes() == batch.image.tobytes()

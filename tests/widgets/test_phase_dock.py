@@ -81,16 +81,16 @@ def test_run_without_tilt_equals_waveorder(viewer, qtbot, dock, reference):
     dock.set_param("tilt_mode", "none")
     assert dock.run()
     qtbot.waitUntil(lambda: not dock.is_running(), timeout=30_000)
-    phase_layer = viewer.layers["bf [phase reg=0.001]"]
+    phase_layer = viewer.layers["phase · bf [reg=0.001]"]
     np.testing.assert_allclose(phase_layer.data, reference["flat_zero_tilt_phase"], atol=1e-5)
     assert phase_layer.scale == pytest.approx((0.325, 0.325))
     record = phase_layer.metadata[PROVENANCE_KEY]
     assert record["method"] == "phase"
-    assert "bf [absorption reg=0.001]" in viewer.layers
+    assert "absorption · bf [reg=0.001]" in viewer.layers
     assert "no tilt" in dock.panel.status.text()
     # The visible result is selected, not the hidden absorption napari added last (issue 18).
-    assert viewer.layers.selection.active.name == "bf [phase reg=0.001]"
-    assert not viewer.layers["bf [absorption reg=0.001]"].visible
+    assert viewer.layers.selection.active.name == "phase · bf [reg=0.001]"
+    assert not viewer.layers["absorption · bf [reg=0.001]"].visible
 
 
 def test_global_estimate_streams_loss_and_vectors(viewer, qtbot, dock, reference):
@@ -102,7 +102,7 @@ def test_global_estimate_streams_loss_and_vectors(viewer, qtbot, dock, reference
     widgets["iterations"].value = 8
     assert dock.run()
     qtbot.waitUntil(lambda: not dock.is_running(), timeout=60_000)
-    vectors = viewer.layers["bf [tilt]"]
+    vectors = viewer.layers["tilt · bf"]
     assert vectors.data.shape == (1, 2, 2)
     zenith = np.hypot(*vectors.data[0, 1]) / (0.5 * 64 / 0.25)
     assert abs(zenith - 0.2) < 0.035  # the fixture's true tilt (noise biases it to 0.18)
@@ -131,9 +131,9 @@ def test_the_estimate_tilt_job_runs_from_the_dock_and_sets_the_manual_tilt(
     direct = phase.estimate_tilt(stack.data, params=params, device="cpu")
     zenith = float(direct.tilt_map.zenith.item())
     assert abs(zenith - 0.2) < 0.035  # the fixture's true tilt
-    assert viewer.layers["bf [tilt]"].visible and not viewer.layers["bf [tilt zenith]"].visible
-    np.testing.assert_allclose(viewer.layers["bf [tilt zenith]"].data, [[zenith]], rtol=1e-6)
-    assert viewer.layers["bf [tilt zenith]"].metadata[PROVENANCE_KEY]["method"] == "phase"
+    assert viewer.layers["tilt · bf"].visible and not viewer.layers["tilt zenith · bf"].visible
+    np.testing.assert_allclose(viewer.layers["tilt zenith · bf"].data, [[zenith]], rtol=1e-6)
+    assert viewer.layers["tilt zenith · bf"].metadata[PROVENANCE_KEY]["method"] == "phase"
     after = dock.params()
     assert after.tilt_mode == "manual"
     assert after.tilt_zenith == pytest.approx(zenith, abs=1e-4)
@@ -147,7 +147,7 @@ def test_live_regularization_reuses_the_normal_equations(viewer, qtbot, dock, re
     _select(dock, "bf")
     dock.set_param("tilt_mode", "none")
     dock.panel.live_preview.setChecked(True)
-    qtbot.waitUntil(lambda: "bf [phase preview]" in viewer.layers, timeout=20_000)
+    qtbot.waitUntil(lambda: "phase preview · bf" in viewer.layers, timeout=20_000)
     qtbot.waitUntil(lambda: not dock.is_running(), timeout=20_000)
     solver = dock._solvers._solver
     dock.set_param("regularization", 0.05)
@@ -155,7 +155,7 @@ def test_live_regularization_reuses_the_normal_equations(viewer, qtbot, dock, re
     qtbot.wait(400)  # debounce, then the preview
     qtbot.waitUntil(lambda: not dock.is_running(), timeout=20_000)
     assert dock._solvers._solver is solver
-    preview = viewer.layers["bf [phase preview]"].data[0]
+    preview = viewer.layers["phase preview · bf"].data[0]
     expected = phase.reconstruct(
         reference["stack_flat"],
         **AIR,

@@ -61,7 +61,7 @@ def test_run_refuses_a_second_run_and_stop_keeps_the_result(
     assert dock.run() is True and dock.is_running()
     assert dock.run() is False
     assert "already running on 'cells'" in dock.panel.status.text()
-    qtbot.waitUntil(lambda: "cells [Fake, running]" in viewer.layers)
+    qtbot.waitUntil(lambda: "Fake running · cells" in viewer.layers)
     assert dock.stop() is True
     assert "result so far will be kept" in dock.panel.status.text()
     dock.gate.set()

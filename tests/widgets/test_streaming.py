@@ -89,7 +89,7 @@ def test_named_outputs_stream_into_layers_the_result_takes_over(
     qtbot.waitUntil(lambda: len(seen) == 2)
     phase, tilt = seen
     assert (phase.__class__.__name__, tilt.__class__.__name__) == ("Image", "Vectors")
-    assert [phase.name, tilt.name] == ["cells [Fake, running]", "cells [Fake tilt, running]"]
+    assert [phase.name, tilt.name] == ["Fake running · cells", "tilt running · cells"]
     partial = np.asarray(phase.data)
     np.testing.assert_allclose(partial[:3], image.data[:3])  # the first region...
     assert not partial[3:].any()  # ...in a buffer of the full shape
@@ -114,7 +114,7 @@ def test_metrics_are_plotted_live_for_runs_not_previews(
     assert dock.panel.plot.values("loss") == pytest.approx([1, 1 / 2, 1 / 3, 1 / 4])
     assert dock.panel.plot.log_scale  # a loss spans decades
     dock.panel.live_preview.setChecked(True)
-    qtbot.waitUntil(lambda: "cells [Fake preview]" in viewer.layers)
+    qtbot.waitUntil(lambda: "Fake preview · cells" in viewer.layers)
     _finish(dock, qtbot)
     assert dock.panel.plot.values("loss") == pytest.approx([1, 1 / 2, 1 / 3, 1 / 4])  # kept
 
@@ -124,7 +124,7 @@ def test_stop_and_keep_returns_the_result_so_far(viewer, qtbot, image, fake_dock
     assert dock.panel.stop_button.isVisibleTo(dock) and not dock.panel.stop_button.isEnabled()
     dock.gate = threading.Event()
     dock.run()
-    qtbot.waitUntil(lambda: "cells [Fake, running]" in viewer.layers)
+    qtbot.waitUntil(lambda: "Fake running · cells" in viewer.layers)
     assert dock.panel.stop_button.isEnabled()
     dock.panel.stop_button.click()
     assert "result so far will be kept" in dock.panel.status.text()

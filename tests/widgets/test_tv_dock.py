@@ -106,10 +106,10 @@ def test_noise_level_comes_from_the_preview_job_never_the_gui(viewer, qtbot, doc
     assert resolutions == []  # input and strength changes estimate nothing (preview is off)
 
     dock.panel.live_preview.setChecked(True)
-    qtbot.waitUntil(lambda: "img [TV preview]" in viewer.layers, timeout=10_000)
+    qtbot.waitUntil(lambda: "TV preview · img" in viewer.layers, timeout=10_000)
     qtbot.waitUntil(lambda: not dock.is_running(), timeout=10_000)
     assert resolutions and all(t != threading.get_ident() for t, _ in resolutions)
-    record = viewer.layers["img [TV preview]"].metadata[PROVENANCE_KEY]["result"]
+    record = viewer.layers["TV preview · img"].metadata[PROVENANCE_KEY]["result"]
     sigma = record["noise_sigma"]  # of the whole image, as a run would use it
     assert sigma == pytest.approx(_true_sigma(data), rel=0.05)
     assert record["weight"] == pytest.approx(2.0 * sigma, rel=1e-12)
@@ -119,7 +119,7 @@ def test_noise_level_comes_from_the_preview_job_never_the_gui(viewer, qtbot, doc
     _field(dock, "strength").value = 3.0  # the strength scales the weight: no new estimate
     qtbot.waitUntil(
         lambda: (
-            viewer.layers["img [TV preview]"].metadata[PROVENANCE_KEY]["result"]["weight"]
+            viewer.layers["TV preview · img"].metadata[PROVENANCE_KEY]["result"]["weight"]
             == pytest.approx(3.0 * sigma)
         ),
         timeout=10_000,
@@ -140,9 +140,9 @@ def test_an_array_edited_in_place_is_estimated_again(viewer, qtbot, dock, resolu
     layer = viewer.add_image(data, name="img")
     _select(dock, "img")
     dock.panel.live_preview.setChecked(True)
-    qtbot.waitUntil(lambda: "img [TV preview]" in viewer.layers, timeout=10_000)
+    qtbot.waitUntil(lambda: "TV preview · img" in viewer.layers, timeout=10_000)
     qtbot.waitUntil(lambda: not dock.is_running(), timeout=10_000)
-    first = viewer.layers["img [TV preview]"].metadata[PROVENANCE_KEY]["result"]["noise_sigma"]
+    first = viewer.layers["TV preview · img"].metadata[PROVENANCE_KEY]["result"]["noise_sigma"]
     assert first == pytest.approx(_true_sigma(data), rel=0.05)
 
     calls = len(resolutions)
@@ -154,12 +154,12 @@ def test_an_array_edited_in_place_is_estimated_again(viewer, qtbot, dock, resolu
     qtbot.waitUntil(lambda: len(resolutions) > calls, timeout=10_000)
     qtbot.waitUntil(
         lambda: (
-            viewer.layers["img [TV preview]"].metadata[PROVENANCE_KEY]["result"]["noise_sigma"]
+            viewer.layers["TV preview · img"].metadata[PROVENANCE_KEY]["result"]["noise_sigma"]
             != first
         ),
         timeout=10_000,
     )
-    second = viewer.layers["img [TV preview]"].metadata[PROVENANCE_KEY]["result"]["noise_sigma"]
+    second = viewer.layers["TV preview · img"].metadata[PROVENANCE_KEY]["result"]["noise_sigma"]
     assert second == pytest.approx(_true_sigma(data), rel=0.05)
     assert dock.weight_label.value == f"noise σ ≈ {second:.3g} → weight {1.5 * second:.3g}"
 
@@ -173,11 +173,11 @@ def test_a_typed_gain_previews_without_estimating(viewer, qtbot, dock, resolutio
     messages = []
     dock.runner.progressed.connect(lambda update: messages.append(update.message))
     dock.panel.live_preview.setChecked(True)
-    qtbot.waitUntil(lambda: "img [TV preview]" in viewer.layers, timeout=10_000)
+    qtbot.waitUntil(lambda: "TV preview · img" in viewer.layers, timeout=10_000)
     qtbot.waitUntil(lambda: not dock.is_running(), timeout=10_000)
     assert not any("estimat" in message for message in messages)
     assert [kind for _, kind in resolutions] == ["poisson"]  # checked, nothing estimated
-    camera = viewer.layers["img [TV preview]"].metadata[PROVENANCE_KEY]["result"]["camera"]
+    camera = viewer.layers["TV preview · img"].metadata[PROVENANCE_KEY]["result"]["camera"]
     assert (camera["gain"], camera["offset"], camera["read_noise"]) == (2.0, 100.0, 0.0)
     assert dock.camera.row.isHidden()  # a typed camera is not an estimate to offer
 
@@ -192,14 +192,14 @@ def test_preview_matches_the_run_within_its_tolerance(viewer, qtbot, dock):
     _select(dock, "img")
     _field(dock, "tolerance").value = 1e-4
     dock.panel.live_preview.setChecked(True)
-    qtbot.waitUntil(lambda: "img [TV preview]" in viewer.layers, timeout=10_000)
+    qtbot.waitUntil(lambda: "TV preview · img" in viewer.layers, timeout=10_000)
     qtbot.waitUntil(lambda: not dock.is_running(), timeout=10_000)
-    preview = viewer.layers["img [TV preview]"]
+    preview = viewer.layers["TV preview · img"]
     preview_record = preview.metadata[PROVENANCE_KEY]["result"]
     assert preview_record["converged"] and preview_record["iterations"] <= 50
     assert dock.run()
     qtbot.waitUntil(lambda: not dock.is_running(), timeout=30_000)
-    run = viewer.layers["img [TV s=1]"]
+    run = viewer.layers["TV denoised · img [s=1]"]
     run_record = run.metadata[PROVENANCE_KEY]["result"]
     assert run_record["converged"]
     weight = run_record["weight"]
@@ -227,7 +227,7 @@ def test_full_run_matches_scikit_image_and_has_provenance(viewer, qtbot, dock):
     assert dock.run()
     qtbot.waitUntil(lambda: not dock.is_running(), timeout=30_000)
 
-    result = viewer.layers["img [TV s=1]"]
+    result = viewer.layers["TV denoised · img [s=1]"]
     weight = result.metadata[PROVENANCE_KEY]["result"]["weight"]
     assert weight == pytest.approx(_true_sigma(data), rel=0.1)  # strength 1 x noise level
     expected = denoise_tv_chambolle(data, weight=weight, eps=2e-4, max_num_iter=200)
@@ -246,9 +246,9 @@ def test_live_preview_of_a_volume_shows_the_current_plane(viewer, qtbot, dock):
     _select(dock, "vol")
     viewer.dims.set_current_step(0, 5)
     dock.panel.live_preview.setChecked(True)
-    qtbot.waitUntil(lambda: "vol [TV preview]" in viewer.layers, timeout=10_000)
+    qtbot.waitUntil(lambda: "TV preview · vol" in viewer.layers, timeout=10_000)
     qtbot.waitUntil(lambda: not dock.is_running(), timeout=10_000)
-    preview = viewer.layers["vol [TV preview]"]
+    preview = viewer.layers["TV preview · vol"]
     assert preview.data.shape == (1, 32, 32)  # one plane, placed at z = 5
     assert tuple(preview.translate) == (5.0, 0.0, 0.0)
     assert preview.metadata[PROVENANCE_KEY]["result"]["preview"] is True
@@ -303,11 +303,11 @@ def test_preview_of_a_time_lapse_volume_solves_one_frame(viewer, qtbot, dock, mo
 
     monkeypatch.setattr(_preview, "iter_denoise", spy)
     dock.panel.live_preview.setChecked(True)
-    qtbot.waitUntil(lambda: "movie [TV preview]" in viewer.layers, timeout=10_000)
+    qtbot.waitUntil(lambda: "TV preview · movie" in viewer.layers, timeout=10_000)
     qtbot.waitUntil(lambda: not dock.is_running(), timeout=10_000)
     # frame t=2 only (time is uncoupled), z slab clipped at the last plane: z 6..9
     assert solved == [((4, 16, 16), (1.0, 1.0, 1.0), 50)]
-    preview = viewer.layers["movie [TV preview]"]
+    preview = viewer.layers["TV preview · movie"]
     assert preview.data.shape == (1, 1, 16, 16)
     assert tuple(preview.translate[:2]) == (2.0, 9.0)
 
@@ -318,7 +318,7 @@ def test_cancelling_a_real_tv_run_keeps_the_previous_result(viewer, qtbot, dock)
     _select(dock, "img")
     assert dock.run()
     qtbot.waitUntil(lambda: not dock.is_running(), timeout=30_000)
-    result = viewer.layers["img [TV s=1]"]
+    result = viewer.layers["TV denoised · img [s=1]"]
     previous_data, previous_record = result.data, result.metadata[PROVENANCE_KEY]
 
     # A run that cannot converge on its own (tolerance ~0, huge budget) must be stopped by Cancel.
@@ -333,7 +333,7 @@ def test_cancelling_a_real_tv_run_keeps_the_previous_result(viewer, qtbot, dock)
     qtbot.wait(200)  # late updates of the cancelled job, if any, must be dropped
     assert result.data is previous_data
     assert result.metadata[PROVENANCE_KEY] == previous_record
-    assert [ly.name for ly in viewer.layers] == ["img", "img [TV s=1]"]
+    assert [ly.name for ly in viewer.layers] == ["img", "TV denoised · img [s=1]"]
     np.testing.assert_array_equal(layer.data, data)
 
 
@@ -426,10 +426,10 @@ def test_live_preview_follows_the_displayed_axes(viewer, qtbot, dock, monkeypatc
     viewer.dims.order = (1, 0, 2)  # show z-x planes
     viewer.dims.set_current_step(1, 15)
     dock.panel.live_preview.setChecked(True)
-    qtbot.waitUntil(lambda: "vol [TV preview]" in viewer.layers, timeout=10_000)
+    qtbot.waitUntil(lambda: "TV preview · vol" in viewer.layers, timeout=10_000)
     qtbot.waitUntil(lambda: not dock.is_running(), timeout=10_000)
     assert solved[-1] == ((10, 7, 16), (0.2, 1.0, 1.0))  # y 12..18 around y = 15
-    preview = viewer.layers["vol [TV preview]"]
+    preview = viewer.layers["TV preview · vol"]
     assert preview.data.shape == (10, 1, 16)  # the z-x plane at y = 15
     assert tuple(preview.translate) == pytest.approx((0.0, 1.5, 0.0))
     rmse = lambda a: float(np.sqrt(np.mean((a - clean[:, 15, :]) ** 2)))  # noqa: E731

@@ -125,7 +125,11 @@ def test_tv_result_layers_are_named_with_the_strength(viewer, qtbot, cpu_device)
         dock.set_param("strength", strength)
         assert dock.run()
         _finish(dock, qtbot)
-    assert [ly.name for ly in viewer.layers] == ["cells", "cells [TV s=1]", "cells [TV s=2]"]
+    assert [ly.name for ly in viewer.layers] == [
+        "cells",
+        "TV denoised · cells [s=1]",
+        "TV denoised · cells [s=2]",
+    ]
 
 
 def test_one_preview_layer_reused_and_removed(viewer, qtbot, image, fake_dock, cpu_device):
@@ -133,20 +137,20 @@ def test_one_preview_layer_reused_and_removed(viewer, qtbot, image, fake_dock, c
     added = []
     viewer.layers.events.inserted.connect(lambda e: added.append(e.value.name))
     dock.panel.live_preview.setChecked(True)
-    qtbot.waitUntil(lambda: "cells [Fake preview]" in viewer.layers)
+    qtbot.waitUntil(lambda: "Fake preview · cells" in viewer.layers)
     _finish(dock, qtbot)
-    preview = viewer.layers["cells [Fake preview]"]
+    preview = viewer.layers["Fake preview · cells"]
     for value in (3.0, 4.0):
         dock.factor.value = value
         qtbot.waitUntil(lambda v=value: dock.starts[-1]["factor"] == v, timeout=5000)
         _finish(dock, qtbot)
-    assert added == ["cells [Fake preview]"]  # one layer, reused
-    assert viewer.layers["cells [Fake preview]"] == preview
+    assert added == ["Fake preview · cells"]  # one layer, reused
+    assert viewer.layers["Fake preview · cells"] == preview
     np.testing.assert_allclose(preview.data, image.data * 4.0)
     assert preview.colormap.name == "magma"  # shown like its input
     assert dock.input_layer == image  # the new preview layer did not become the input
     dock.panel.live_preview.setChecked(False)
-    assert "cells [Fake preview]" not in viewer.layers
+    assert "Fake preview · cells" not in viewer.layers
 
 
 def test_preview_layer_name_is_not_truncated(make_napari_viewer, qtbot, cpu_device):
@@ -155,7 +159,7 @@ def test_preview_layer_name_is_not_truncated(make_napari_viewer, qtbot, cpu_devi
     dock = TVDenoiseDock(viewer)
     viewer.window.add_dock_widget(dock)
     dock.panel.live_preview.setChecked(True)
-    qtbot.waitUntil(lambda: "nucleus 1 t0 [TV preview]" in viewer.layers, timeout=20_000)
+    qtbot.waitUntil(lambda: "TV preview · nucleus 1 t0" in viewer.layers, timeout=20_000)
     _finish(dock, qtbot)
     layer_list = viewer.window._qt_viewer.layers
     metrics = layer_list.fontMetrics()
@@ -201,7 +205,7 @@ def test_enter_runs_escape_cancels_and_tab_reads_top_to_bottom(
     dock.gate = threading.Event()
     field = dock.factor.native
     qtbot.keyClick(field, Qt.Key.Key_Return)
-    qtbot.waitUntil(lambda: "cells [Fake, running]" in viewer.layers)  # Enter ran it
+    qtbot.waitUntil(lambda: "Fake running · cells" in viewer.layers)  # Enter ran it
     assert dock.runner.tag == "run"
     qtbot.keyClick(field, Qt.Key.Key_Escape)
     assert not dock.is_running() and "Cancelled" in dock.panel.status.text()
@@ -210,7 +214,7 @@ def test_enter_runs_escape_cancels_and_tab_reads_top_to_bottom(
     # with live preview on, Enter refreshes the preview instead of running
     dock.gate = None
     dock.panel.live_preview.setChecked(True)
-    qtbot.waitUntil(lambda: "cells [Fake preview]" in viewer.layers)
+    qtbot.waitUntil(lambda: "Fake preview · cells" in viewer.layers)
     _finish(dock, qtbot)
     dock.starts.clear()
     qtbot.keyClick(dock.input.combo.native, Qt.Key.Key_Enter)
@@ -346,7 +350,7 @@ def test_the_status_and_plot_say_which_job_they_describe(
     _finish(dock, qtbot)
     assert dock.panel.plot.title == "Run: " and dock.panel.plot.values("loss")
     dock.panel.live_preview.setChecked(True)
-    qtbot.waitUntil(lambda: "cells [Fake preview]" in viewer.layers)
+    qtbot.waitUntil(lambda: "Fake preview · cells" in viewer.layers)
     _finish(dock, qtbot)
     qtbot.waitUntil(lambda: dock.panel.status.text().lower().startswith("preview"), timeout=5000)
     assert dock.panel.plot.title == "Last run: "  # the curve is the run's, said so

@@ -46,6 +46,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from napari_gpuscope.compute.results import split_result_name
+
 __all__ = ["ATTRIBUTE", "BatchStore", "StoreError", "StoreLock", "marker_key"]
 
 LOCK_NAME = "lock.json"
@@ -247,11 +249,15 @@ class BatchStore:
             attrs = {**attrs, "layers_not_written": others}
         staging = self.out / _staging_name(name)
         written = [name]
+        written_labels: set[str] = set()
         try:
             group = zarr.open_group(str(staging), mode="w", zarr_format=3)
             _write_image(group, images[0], attrs)
             for index, layer in enumerate(images[1:], start=1):
                 label = safe_label(layer[1].get("name", ""), index)
+                if label in written_labels:  # two layers of one kind: keep both
+                    label = f"{label}_{index}"
+                written_labels.add(label)
                 child = group.require_group("extra").create_group(label, overwrite=True)
                 _write_image(child, layer, attrs)
                 written.append(f"{name}/extra/{label}")
@@ -324,8 +330,29 @@ def _abandoned(path: Path, max_age: float) -> bool:
 
 
 def safe_label(layer_name: str, index: int) -> str:
-    """A group name for an extra layer: the bracketed tag of its layer name, else its index."""
-    tag = layer_name.rsplit("[", 1)[-1].rstrip("]") if "[" in layer_name else ""
+    """A group name for an extra layer: the kind its name starts with (``"absorption ·
+    cells [reg=0.001]"`` -> ``absorption``), else the bracketed tag of an older name, else
+    its index.
+
+    The kind, not the settings, names the group, so ``extra/absorption`` is the same path
+    whatever the parameters. Stores written before named groups after the tag
+    (``extra/absorption_reg_0.001``); the reader lists ``extra/`` and takes each layer's name
+    from its metadata, so those open as before.
+
+    Examples
+    --------
+    >>> safe_label("tilt zenith · A01", 1)
+    'tilt_zenith'
+    >>> safe_label("A01 [absorption reg=0.001]", 1)
+    'absorption_reg_0.001'
+    >>> safe_label("", 2)
+    'layer2'
+    """
+    parts = split_result_name(layer_name)
+    if parts is not None:
+        tag = parts[0]
+    else:
+        tag = layer_name.rsplit("[", 1)[-1].rstrip("]") if "[" in layer_name else ""
     cleaned = "".join(c if c.isalnum() or c in "._-" else "_" for c in tag).strip("._")
     return cleaned or f"layer{index}"
 

@@ -9,6 +9,11 @@ A method's job returns a result object with
 - ``layers(name, geometry, metadata)`` -- napari layer-data tuples ``(data, kwargs, type)``
   with names, scale/translate, display settings and metadata.
 
+Every result layer is named ``"<kind> · <input> [<settings>]"`` (:func:`result_name`), e.g.
+``"phase · cells [reg=0.001]"``: the kind comes first because napari's layer list elides the
+middle of a long name and keeps its start, and "brightfi...ion reg=0.001]" could be phase or
+absorption.
+
 The dock, the headless demo, the CLI and (later) the batch writer all go through ``layers()``,
 so the mapping from a result to what a user sees exists once. Nothing here imports napari:
 layer-data tuples are plain tuples.
@@ -20,10 +25,71 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Geometry", "LayerDataTuple", "MethodResult", "image_layer", "vectors_layer"]
+__all__ = [
+    "NAME_SEPARATOR",
+    "Geometry",
+    "LayerDataTuple",
+    "MethodResult",
+    "image_layer",
+    "result_name",
+    "split_result_name",
+    "vectors_layer",
+]
 
 LayerDataTuple = tuple[Any, dict[str, Any], str]
 """``(data, kwargs, layer_type)`` as napari's ``Layer.create`` and sample-data functions use."""
+
+NAME_SEPARATOR = " · "
+"""Between a result layer's kind and its input's name (:func:`result_name`)."""
+
+
+def result_name(kind: str, input_name: str, settings: str = "") -> str:
+    """The name of a result layer: what it shows first, then its input, then its settings.
+
+    Parameters
+    ----------
+    kind : str
+        What the layer shows (``"phase"``, ``"flatfield"``, ``"TV denoised"``...).
+    input_name : str
+        The input layer's name.
+    settings : str
+        The parameters that tell runs apart (``"reg=0.001"``); omitted when empty.
+
+    Returns
+    -------
+    str
+        ``"<kind> · <input> [<settings>]"``.
+
+    Examples
+    --------
+    >>> result_name("phase", "cells", "reg=0.001")
+    'phase · cells [reg=0.001]'
+    >>> result_name("tilt", "cells")
+    'tilt · cells'
+    """
+    tail = f" [{settings}]" if settings else ""
+    return f"{kind}{NAME_SEPARATOR}{input_name}{tail}"
+
+
+def split_result_name(name: str) -> tuple[str, str, str] | None:
+    """``(kind, input, settings)`` of a name made by :func:`result_name`, else ``None``.
+
+    Examples
+    --------
+    >>> split_result_name("absorption · cells [tilt est. reg=0.001]")
+    ('absorption', 'cells', 'tilt est. reg=0.001')
+    >>> split_result_name("widefield mean · frames")
+    ('widefield mean', 'frames', '')
+    >>> split_result_name("cells") is None
+    True
+    """
+    kind, separator, rest = name.partition(NAME_SEPARATOR)
+    if not separator or not kind:
+        return None
+    if rest.endswith("]") and " [" in rest:
+        input_name, _, settings = rest[:-1].rpartition(" [")
+        return kind, input_name, settings
+    return kind, rest, ""
 
 
 def _tuple(values: Sequence[Any] | None, cast: type) -> tuple | None:

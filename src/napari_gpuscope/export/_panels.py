@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from napari_gpuscope.compute.results import split_result_name
+
 if TYPE_CHECKING:
     from napari.layers import Layer
     from napari.viewer import Viewer
@@ -63,27 +65,33 @@ class Panel:
 
     @property
     def title(self) -> str:
-        """The names of its pictures, top layer first, then its annotations (only their
-        bracketed part when they share the picture's stem: "cells [phase] + [tilt]").
+        """The names of its pictures, top layer first, then its annotations (only their kind
+        when they come from the picture's input: "phase · cells [reg=0.01] + tilt").
 
         Examples
         --------
         >>> from types import SimpleNamespace as L
         >>> Image = type("Image", (L,), {}); Vectors = type("Vectors", (L,), {})
-        >>> layers = (Image(name="cells [phase]"), Vectors(name="cells [tilt]"))
+        >>> layers = (Image(name="phase · cells [reg=0.01]"), Vectors(name="tilt · cells"))
         >>> Panel(layers, 0, 0).title
-        'cells [phase] + [tilt]'
+        'phase · cells [reg=0.01] + tilt'
         """
         pictures = [layer.name for layer in reversed(self.layers) if _is_picture(layer)]
         title = " / ".join(pictures)
-        stems = {name.split(" [")[0] for name in pictures}
+        inputs = {_input_of(name) for name in pictures}
         for layer in self.layers:
             if _is_picture(layer):
                 continue
-            stem, bracket, rest = layer.name.partition(" [")
-            short = f"[{rest}" if bracket and stem in stems else layer.name
+            parts = split_result_name(layer.name)
+            short = parts[0] if parts is not None and parts[1] in inputs else layer.name
             title = f"{title} + {short}" if title else short
         return title
+
+
+def _input_of(name: str) -> str:
+    """The input a result layer was made from (its own name for any other layer)."""
+    parts = split_result_name(name)
+    return name if parts is None else parts[1]
 
 
 @dataclass(frozen=True)

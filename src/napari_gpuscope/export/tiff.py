@@ -469,7 +469,7 @@ def save_layer_tiff(
 
     Examples
     --------
-    >>> save_layer_tiff(viewer.layers["cells [TV s=1]"], "cells.tif")  # doctest: +SKIP
+    >>> save_layer_tiff(viewer.layers["TV denoised · cells [s=1]"], "cells.tif")  # doctest: +SKIP
     PosixPath('cells.tif')
     """
     state = {

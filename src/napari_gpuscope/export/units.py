@@ -52,7 +52,8 @@ def intensity_unit(layer: Any, layers: Iterable[Any] = ()) -> str | None:
     --------
     >>> from types import SimpleNamespace as Layer
     >>> raw = Layer(name="raw", metadata={"intensity_unit": "ADU"})
-    >>> result = Layer(name="raw [TV s=1]", metadata={"napari_gpuscope": {"input": "raw"}})
+    >>> provenance = {"napari_gpuscope": {"input": "raw"}}
+    >>> result = Layer(name="TV denoised · raw [s=1]", metadata=provenance)
     >>> intensity_unit(result, [raw, result])
     'ADU'
     >>> intensity_unit(result) is None

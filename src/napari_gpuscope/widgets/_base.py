@@ -34,7 +34,7 @@ what the defaults do not cover:
     and input (default: unchanged; a super-resolution method returns a finer scale).
 
 Class attributes say the rest: :attr:`~MethodDock.short_title` (the tag of the preview layer,
-``"<input> [<short_title> preview]"``, and of a run's layers while they stream; the result then
+``"<short_title> preview · <input>"``, and of a run's layers while they stream; the result then
 names its layers), :attr:`~MethodDock.streamed_outputs`,
 :attr:`~MethodDock.hidden_fields`,
 :attr:`~MethodDock.field_styles`, :attr:`~MethodDock.input_dims` and

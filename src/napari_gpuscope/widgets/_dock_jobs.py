@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from napari_gpuscope.compute.devices import device_label, no_gpu_message
 from napari_gpuscope.compute.preview import PlaneView, PreviewResult
-from napari_gpuscope.compute.results import Geometry
+from napari_gpuscope.compute.results import Geometry, result_name
 from napari_gpuscope.provenance import PROVENANCE_KEY, build_provenance
 from napari_gpuscope.widgets._controller import (
     PREVIEW,
@@ -102,9 +102,11 @@ class DockJobs:
         tag = self.short_title or self.title
 
         def name_of(output: str) -> str:
-            # Provisional for a run: its result names its layers when it finishes.
-            extra = "" if output == main or main is None else f" {output}"
-            return f"{layer.name} [{tag}{extra}{' preview' if preview else ', running'}]"
+            # Provisional for a run: its result names its layers when it finishes. The kind
+            # comes first, as in the result's names: napari's layer list elides the middle of
+            # a long name, so its start is what stays readable.
+            kind = tag if output == main or main is None else output
+            return result_name(f"{kind} {'preview' if preview else 'running'}", layer.name)
 
         if preview:
             reuse = self._preview_layers

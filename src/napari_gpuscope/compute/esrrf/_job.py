@@ -13,7 +13,7 @@ from ..devices import device_context
 from ..jobs import Job, Output, Progress, blocking, is_stop, scaled
 from ..memory import check_budget, plan_chunk, run_in_chunks
 from ..params import ParameterError, takes_params
-from ..results import Geometry, LayerDataTuple, image_layer
+from ..results import Geometry, LayerDataTuple, image_layer, result_name
 from ._input import check_stack, time_points
 from ._params import EsrrfParams
 from ._pipeline import FramePipeline
@@ -160,8 +160,8 @@ class EsrrfResult:
         geometry: Geometry | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> list[LayerDataTuple]:
-        """The eSRRF image (``"<name> [eSRRF M5 R1.5 S1]"``) at ``scale / M`` with pixel
-        centres aligned to the input's, and the widefield mean (``"<name> [widefield mean]"``);
+        """The eSRRF image (``"eSRRF · <name> [M5 R1.5 S1]"``) at ``scale / M`` with pixel
+        centres aligned to the input's, and the widefield mean (``"widefield mean · <name>"``);
         each time point spans the frames it was made from (:func:`output_geometry`).
         """
         metadata = dict(metadata or {})
@@ -173,14 +173,15 @@ class EsrrfResult:
         m, placed = self.params.magnification, self.time_points
         sr = image_layer(
             self.image,
-            f"{name} [eSRRF {self.params.label}]",
+            result_name("eSRRF", name, self.params.label),
             output_geometry(geometry, m, placed),
             metadata=sr_meta,
             colormap="magma",
             contrast_limits=(low, high),
         )
         wf_geometry = output_geometry(geometry, m, placed, super_resolved=False)
-        wf = image_layer(self.widefield, f"{name} [widefield mean]", wf_geometry, metadata=metadata)
+        wf_name = result_name("widefield mean", name)
+        wf = image_layer(self.widefield, wf_name, wf_geometry, metadata=metadata)
         return [sr, wf]
 
 

@@ -23,7 +23,7 @@ import torch
 from ..arrays import InvalidInputError
 from ..jobs import STOP, Job, Output, Progress, blocking, is_stop
 from ..params import ParameterError
-from ..results import Geometry, LayerDataTuple, image_layer
+from ..results import Geometry, LayerDataTuple, image_layer, result_name
 from ._decorr import decorrelation_resolution
 from ._input import check_stack
 from ._job import iter_esrrf
@@ -156,7 +156,7 @@ class SweepResult:
         return [
             image_layer(
                 values.astype(np.float32),
-                f"{label} sweep: {name}",
+                result_name(f"{label} sweep", name),
                 grid,
                 metadata={**meta, "intensity_unit": meaning},
                 colormap=colormap,

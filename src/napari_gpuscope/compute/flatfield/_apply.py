@@ -19,7 +19,7 @@ import torch
 
 from ..jobs import Job, Progress, blocking
 from ..params import merge_call
-from ..results import Geometry, LayerDataTuple, image_layer
+from ..results import Geometry, LayerDataTuple, image_layer, result_name
 from ._correct import iter_correct
 from ._params import APPLY_FIELDS, BasicParams
 from ._profile import ShadingProfile
@@ -183,10 +183,15 @@ class CorrectionResult:
         geometry: Geometry | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> list[LayerDataTuple]:
-        """The corrected images as one layer, ``"<name> [flat-field corrected]"``, in the
+        """The corrected images as one layer, ``"flat-field corrected · <name>"``, in the
         input's geometry (no colormap or contrast limits: a viewer shows it like its input)."""
         return [
-            image_layer(self.image, f"{name} [flat-field corrected]", geometry, metadata=metadata)
+            image_layer(
+                self.image,
+                result_name("flat-field corrected", name),
+                geometry,
+                metadata=metadata,
+            )
         ]
 
 

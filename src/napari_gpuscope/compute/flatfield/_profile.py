@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..results import Geometry, LayerDataTuple, image_layer
+from ..results import Geometry, LayerDataTuple, image_layer, result_name
 from ._params import BasicParams
 
 __all__ = ["DARKFIELD_SOURCES", "ShadingProfile"]
@@ -179,7 +179,8 @@ class ShadingProfile:
         geometry: Geometry | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> list[LayerDataTuple]:
-        """The flatfield (ratio, colormap "viridis") and, when used, the darkfield."""
+        """The flatfield (ratio, colormap "viridis"), ``"flatfield · <name> [<settings>]"``,
+        and, when used, the darkfield, ``"darkfield · <name> [<settings>]"``."""
         geometry = None if geometry is None else geometry.trailing(2)
         meta = dict(metadata or {})
         flat_meta = {**meta, "intensity_unit": "ratio", "quantity": "flatfield"}
@@ -187,7 +188,7 @@ class ShadingProfile:
         out = [
             image_layer(
                 self.flatfield,
-                f"{name} [flatfield {label}]",
+                result_name("flatfield", name, label),
                 geometry,
                 metadata=flat_meta,
                 colormap="viridis",
@@ -197,7 +198,7 @@ class ShadingProfile:
             out.append(
                 image_layer(
                     self.darkfield,
-                    f"{name} [darkfield {label}]",
+                    result_name("darkfield", name, label),
                     geometry,
                     metadata={**meta, "quantity": "darkfield"},
                     colormap="magma",

@@ -14,7 +14,7 @@ from ..devices import device_context
 from ..jobs import Job, Output, Progress, blocking, mapped
 from ..memory import check_budget
 from ..params import ParameterError, takes_params
-from ..results import Geometry, LayerDataTuple, image_layer, vectors_layer
+from ..results import Geometry, LayerDataTuple, image_layer, result_name, vectors_layer
 from . import _ops
 from ._estimate import TiltResult, estimate_on_device, tilt_grid
 from ._optics import OpticsCache
@@ -139,13 +139,15 @@ class PhaseResult:
         geometry: Geometry | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> list[LayerDataTuple]:
-        """Phase (radians), absorption, and the tilt vectors (tile centres, direction x zenith)."""
+        """Phase (radians), absorption, and the tilt vectors (tile centres, direction x zenith):
+        ``"phase · <name> [<settings>]"``, ``"absorption · <name> [<settings>]"``,
+        ``"tilt · <name>"``."""
         label = self.params.label
         meta = dict(metadata or {})
         out = [
             image_layer(
                 self.phase,
-                f"{name} [phase {label}]",
+                result_name("phase", name, label),
                 geometry,
                 metadata={**meta, "intensity_unit": "rad", "quantity": "phase"},
                 colormap="gray",
@@ -153,7 +155,7 @@ class PhaseResult:
             ),
             image_layer(
                 self.absorption,
-                f"{name} [absorption {label}]",
+                result_name("absorption", name, label),
                 geometry,
                 metadata={**meta, "intensity_unit": "a.u.", "quantity": "absorption"},
                 colormap="gray",
@@ -166,7 +168,7 @@ class PhaseResult:
             out.append(
                 vectors_layer(
                     vectors,
-                    f"{name} [tilt]",
+                    result_name("tilt", name),
                     geometry,
                     metadata={**meta, "tilt_map": self.tilt_map.summary()},
                     edge_color="yellow",
