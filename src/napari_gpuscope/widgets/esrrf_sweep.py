@@ -1,4 +1,5 @@
-"""The eSRRF dock's "Parameter sweep" panel: radius x sensitivity heatmaps of FRC, RSP, QnR.
+"""The eSRRF dock's "Parameter sweep" panel: radius x sensitivity heatmaps of FRC, RSP, QnR
+and the decorrelation resolution.
 
 The sweep (the registry's ``sweep`` job, :func:`~napari_gpuscope.compute.esrrf.iter_sweep` with
 a :class:`~napari_gpuscope.compute.esrrf.SweepParams`) runs as one job of the
@@ -46,6 +47,8 @@ _MAPS = (
     ("frc_resolution", "FRC resolution ({unit}, lower is better)", "viridis_r"),
     ("rsp", "RSP (higher is better)", "viridis"),
     ("qnr", "QnR (higher is better)", "magma"),
+    # From one image (the whole stack's), where the FRC needs two; not part of QnR.
+    ("decorr_resolution", "Decorrelation resolution ({unit}, lower is better)", "viridis_r"),
 )
 
 
@@ -121,13 +124,13 @@ class SweepPanel(QCollapsible):
         self.colors = theme_colors(dock.viewer)
         self.unit = "px"
         self.figure = Figure(
-            figsize=(3.2, 6.0), layout="constrained", facecolor=self.colors["background"]
+            figsize=(3.2, 8.0), layout="constrained", facecolor=self.colors["background"]
         )
         self.canvas = FigureCanvasQTAgg(self.figure)
-        self.canvas.setMinimumSize(160, 420)
+        self.canvas.setMinimumSize(160, 560)
         # The figure follows the dock's width instead of widening it.
         self.canvas.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
-        self.canvas.setFixedHeight(460)
+        self.canvas.setFixedHeight(610)
         self.canvas.mpl_connect("button_press_event", self._on_click)
         layout.addWidget(self.canvas)
         self.addWidget(body)
@@ -216,7 +219,7 @@ class SweepPanel(QCollapsible):
 
     def _on_done(self, result: SweepResult, elapsed: float) -> None:
         self.result = result
-        self.grids = {"frc_resolution": result.frc_resolution, "rsp": result.rsp, "qnr": result.qnr}
+        self.grids = {name: np.asarray(getattr(result, name)) for name, *_ in _MAPS}
         self._draw()
         self.status.setText(
             f"{result.describe()[:1].upper()}{result.describe()[1:]}. Took {elapsed:.1f} s. "
@@ -249,8 +252,12 @@ class SweepPanel(QCollapsible):
         qnr = self.grids.get("qnr")
         if qnr is not None and np.isfinite(qnr).any():
             best = np.unravel_index(np.nanargmax(qnr), qnr.shape)
-        axes = self.figure.subplots(len(_MAPS), 1, sharex=True)
-        for ax, (name, title, cmap) in zip(axes, _MAPS, strict=True):
+        shown = [entry for entry in _MAPS if entry[0] in self.grids]
+        if not shown:
+            self.canvas.draw_idle()
+            return
+        axes = np.atleast_1d(self.figure.subplots(len(shown), 1, sharex=True))
+        for ax, (name, title, cmap) in zip(axes, shown, strict=True):
             grid = np.ma.masked_invalid(self.grids[name])
             image = ax.imshow(grid, cmap=cmap, origin="lower", aspect="auto")
             if grid.count():  # an empty grid's colorbar would read -0.1 .. 0.1
@@ -281,7 +288,7 @@ class SweepPanel(QCollapsible):
         self.dock.set_param("radius", self.radii[column])
         self.dock.set_param("sensitivity", self.sensitivities[row])
         facts = ", ".join(
-            f"{title} {self.grids[name][row, column]:.3g}"
+            f"{title.format(unit=self.unit)} {self.grids[name][row, column]:.3g}"
             for name, title, _ in _MAPS
             if name in self.grids and np.isfinite(self.grids[name][row, column])
         )
