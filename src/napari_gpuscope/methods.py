@@ -251,7 +251,7 @@ class MethodSpec:
         Examples
         --------
         >>> method("esrrf").job_spec().id, method("esrrf").job_ids
-        ('run', ('run', 'sweep'))
+        ('run', ('run', 'sweep', 'drift'))
         """
         if job_id is None:
             return self.jobs[0]
@@ -360,6 +360,16 @@ METHODS: dict[str, MethodSpec] = {
                     "napari_gpuscope.compute.esrrf:SweepParams",
                     "napari_gpuscope.compute.esrrf:iter_sweep",
                     description="FRC resolution, RSP and QnR of every radius x sensitivity.",
+                ),
+                JobSpec(
+                    "drift",
+                    "Estimate drift",
+                    "napari_gpuscope.compute.esrrf:DriftParams",
+                    "napari_gpuscope.compute.esrrf:iter_estimate_drift",
+                    description=(
+                        "Estimate the sample's drift (a trace per frame) and the drift-corrected "
+                        "mean."
+                    ),
                 ),
             ),
             dock="napari_gpuscope.widgets.esrrf_dock:EsrrfDock",

@@ -172,7 +172,10 @@ def test_a_recipe_names_its_job_and_is_validated_by_that_jobs_model(tmp_path):
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        ({"job": "nope"}, "job: method 'esrrf' has no job 'nope'; its jobs: ['run', 'sweep']"),
+        (
+            {"job": "nope"},
+            "job: method 'esrrf' has no job 'nope'; its jobs: ['run', 'sweep', 'drift']",
+        ),
         ({"job": 3}, "job: Input should be a valid string"),
         ({"params": {"radii": [1.0]}}, "params.radii: EsrrfParams has no parameter(s)"),
         ({"job": "sweep", "params": {"radii": []}}, "params.radii: SweepParams.radii must hold"),
@@ -244,7 +247,7 @@ def test_recipe_command_writes_a_jobs_recipe(tmp_path, capsys):
     recipe = load_recipe(out)
     assert recipe.job == "sweep" and recipe.params_model().radii == (1.0, 2.0)
     assert main(["recipe", "esrrf", "--job", "nope", "-o", str(out)]) == 2
-    assert "has no job 'nope'; its jobs: ['run', 'sweep']" in capsys.readouterr().err
+    assert "has no job 'nope'; its jobs: ['run', 'sweep', 'drift']" in capsys.readouterr().err
 
 
 def test_a_job_that_needs_an_artifact_is_refused_without_it():

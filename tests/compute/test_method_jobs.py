@@ -21,7 +21,7 @@ from napari_gpuscope.sample_data.phase import OPTICS, tilted_brightfield_stack
 # What issue 15 asks each method to declare, main job first.
 DECLARED = {
     "tv": ("denoise",),
-    "esrrf": ("run", "sweep"),
+    "esrrf": ("run", "sweep", "drift"),
     "flatfield": ("fit", "apply"),
     "phase": ("reconstruct", "estimate_tilt"),
 }
@@ -42,7 +42,7 @@ def test_every_method_declares_its_jobs_main_job_first():
 
 
 def test_an_unknown_job_names_the_methods_jobs():
-    with pytest.raises(KeyError, match=r"no job 'fit'.*\['run', 'sweep'\]"):
+    with pytest.raises(KeyError, match=r"no job 'fit'.*\['run', 'sweep', 'drift'\]"):
         methods.method("esrrf").job_spec("fit")
 
 

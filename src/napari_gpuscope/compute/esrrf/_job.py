@@ -14,6 +14,14 @@ from ..jobs import Job, Output, Progress, blocking, is_stop, scaled
 from ..memory import check_budget, plan_chunk, run_in_chunks
 from ..params import ParameterError, takes_params
 from ..results import Geometry, LayerDataTuple, image_layer, result_name
+from ._drift import (
+    DriftResult,
+    check_shifts,
+    correction_bytes_per_frame,
+    drift_blocks,
+    iter_estimate_drift,
+    shift_frames,
+)
 from ._input import check_stack, time_points
 from ._params import EsrrfParams
 from ._pipeline import FramePipeline
@@ -112,6 +120,9 @@ class EsrrfResult:
     stopped_early : bool
     kernel_paths : dict of str to str
         Which implementation ran, and why.
+    drift : DriftResult or None
+        The drift trace the frames were corrected with (estimated over the whole stack, or
+        the one passed as ``drift_shifts``); None without drift correction.
     """
 
     image: np.ndarray
@@ -123,10 +134,12 @@ class EsrrfResult:
     stopped_early: bool = False
     total_time_points: int = 1
     kernel_paths: dict[str, str] = field(default_factory=dict)
+    drift: DriftResult | None = None
 
     def summary(self) -> dict[str, Any]:
-        """JSON-able facts for provenance (everything but the images)."""
-        return {
+        """JSON-able facts for provenance (everything but the images; the drift trace, per
+        frame, under ``"drift"`` when the frames were corrected)."""
+        facts = {
             "params": self.params.to_dict(),
             "output_shape": list(self.image.shape),
             "time_points": [list(r) for r in self.time_points],
@@ -136,6 +149,9 @@ class EsrrfResult:
             "stopped_early": bool(self.stopped_early),
             "kernel_paths": dict(self.kernel_paths),
         }
+        if self.drift is not None:
+            facts["drift"] = self.drift.summary()
+        return facts
 
     def describe(self) -> str:
         """One line in plain words."""
@@ -146,6 +162,8 @@ class EsrrfResult:
             f"{p.temporal} of {self.frames_analysed} frames, M={p.magnification}, "
             f"R={p.radius:g} px, S={p.sensitivity:g}, {grid}"
         )
+        if self.drift is not None:
+            facts += f", drift-corrected (up to {self.drift.max_drift:.2f} px)"
         if self.stopped_early:
             return (
                 f"stopped early by request: {n} of {self.total_time_points} time point(s), "
@@ -182,7 +200,10 @@ class EsrrfResult:
         wf_geometry = output_geometry(geometry, m, placed, super_resolved=False)
         wf_name = result_name("widefield mean", name)
         wf = image_layer(self.widefield, wf_name, wf_geometry, metadata=metadata)
-        return [sr, wf]
+        if self.drift is None:
+            return [sr, wf]
+        # The trace over the widefield image, in the input's coordinates (DriftResult.layers).
+        return [sr, wf, self.drift.tracks_layer(name, geometry, metadata)]
 
 
 def _display_range(image: np.ndarray) -> tuple[float, float]:
@@ -202,6 +223,7 @@ def iter_esrrf(
     frames_per_chunk: int | None = None,
     memory_budget: int | None = None,
     name: str = "stack",
+    drift_shifts: Any = None,
     device: str | torch.device | None = None,
 ) -> Job[EsrrfResult]:
     """eSRRF super-resolution as a job that streams the image while it builds up.
@@ -223,6 +245,11 @@ def iter_esrrf(
         Device bytes to plan with instead of the free memory.
     name : str
         How the input is called in error messages.
+    drift_shifts : array-like, optional
+        A drift trace ``(T, 2)`` (``(dy, dx)`` per frame in input pixels, e.g. loaded with
+        :func:`~napari_gpuscope.compute.esrrf.load_drift_trace`) to correct the frames with
+        instead of estimating one; given, the frames are corrected whatever
+        ``drift_correction`` says.
     device : str or torch.device, optional
         ``None`` = first GPU (raises :class:`~napari_gpuscope.compute.devices.NoGPUError`
         without one); ``"cpu"`` runs the reference path.
@@ -230,7 +257,9 @@ def iter_esrrf(
     Returns
     -------
     generator
-        Yields :class:`~napari_gpuscope.compute.jobs.Progress` after every frame chunk, with the
+        Yields :class:`~napari_gpuscope.compute.jobs.Progress` after every frame chunk (with
+        drift correction, first the drift estimation's updates, its block shifts as metrics
+        ``dy``/``dx``), with the
         lazy output ``"esrrf"``: the running reconstruction of the current time point (one
         plane of the ``(n_timepoints, H M, W M)`` result). Returns an :class:`EsrrfResult`.
         Sending ``STOP`` returns the time points so far (the current one from the frames
@@ -249,7 +278,13 @@ def iter_esrrf(
     Notes
     -----
     The temporal statistics are accumulated online (exact running formulas, float64), so
-    device memory is O(output), whatever the number of frames. ``geometry="nanopyx"`` matches
+    device memory is O(output), whatever the number of frames. With ``drift_correction``
+    the drift is estimated over the whole stack first (one more streamed read,
+    :func:`~napari_gpuscope.compute.esrrf.estimate_drift` with ``drift_reference``,
+    ``drift_time_averaging`` and ``max_drift``), then every frame is moved back by its
+    drift on the device (:func:`~napari_gpuscope.compute.esrrf.correct_drift`'s
+    interpolation) before eSRRF; the output has the same shape, and the trace is
+    :attr:`EsrrfResult.drift`. ``geometry="nanopyx"`` matches
     NanoPyx 2.1.5 ``nanopyx.methods.eSRRF`` (``use_fht=False``); ``"centred"`` puts output
     pixel ``i`` at input pixel ``(i + 0.5) / M - 0.5`` for the intensity and the RGC alike.
 
@@ -273,11 +308,16 @@ def iter_esrrf(
         )
     if not (hasattr(stack, "shape") and hasattr(stack, "dtype")):
         stack = np.asarray(stack)  # a nested list: as NumPy reads it
-    check_stack(stack, params, name=name)
+    n_frames, height, width = check_stack(stack, params, name=name)
+    if drift_shifts is not None:
+        drift_shifts = check_shifts(drift_shifts, n_frames, name="drift_shifts")
+    elif params.drift_correction:
+        drift_blocks(n_frames, params.drift_time_averaging, name=name)
     memory_budget = check_budget(memory_budget)
     if device is None and isinstance(stack, torch.Tensor) and stack.is_cuda:
         device = stack.device
-    return _run(stack, params, frames_per_chunk, memory_budget, name, device)
+    drift = None if drift_shifts is None else DriftResult.from_shifts(drift_shifts, (height, width))
+    return _run(stack, params, frames_per_chunk, memory_budget, name, device, drift)
 
 
 esrrf = blocking(iter_esrrf, unwrap=lambda result: result.image)
@@ -306,15 +346,36 @@ def _run(
     memory_budget: int | None,
     name: str,
     device: Any,
+    drift: DriftResult | None = None,
 ) -> Job[EsrrfResult]:
     n_frames, height, width = (int(s) for s in stack.shape)
     ranges = time_points(n_frames, params, name=name)
+    progress_from = 0.0
+    if drift is None and params.drift_correction:
+        # Over the whole stack, before it is split into time points; a quarter of the bar.
+        estimate = iter_estimate_drift(
+            stack,
+            params=params.drift_params(),
+            frames_per_chunk=frames_per_chunk,
+            memory_budget=memory_budget,
+            name=name,
+            device=device,
+        )
+        drift = yield from scaled(estimate, 0.0, 0.25)
+        progress_from = 0.25
     with torch.no_grad(), device_context(device) as dev, FrameReader(stack) as reader:
+        table = (
+            None
+            if drift is None
+            else torch.as_tensor(drift.shifts, dtype=torch.float64, device=dev)
+        )
         pipeline = FramePipeline(height, width, params, dev, name)
         rows, cols = pipeline.output_shape
         out = np.zeros((len(ranges), rows, cols), np.float32)
         widefield = np.zeros((len(ranges), height, width), np.float32)
         itemsize = int(getattr(stack.dtype, "itemsize", 4))
+        # The drift correction's temporaries (the raw upload is the pipeline's already).
+        extra = 0 if table is None else correction_bytes_per_frame(height, width, 0)
         total = sum(b - a for a, b in ranges)
         state = {"done": 0, "chunks": 0}
         computed: list[tuple[int, int]] = []
@@ -343,6 +404,8 @@ def _run(
             ) -> Job[None]:
                 host = reader.read(first + start, first + end, prefetch_until=stop)
                 frames = pipeline.upload(host, first + start)
+                if table is not None:
+                    frames = shift_frames(frames, table[first + start : first + end])
                 pipeline.stage(frames, acc)
                 acc.stage_widefield(frames)
                 del frames
@@ -372,9 +435,10 @@ def _run(
             n = stop - first
             # A CPU gains nothing from chunks larger than its caches.
             cap = frames_per_chunk or (CPU_CHUNK if dev.type == "cpu" else GPU_CHUNK)
+            per_frame = pipeline.bytes_per_frame(itemsize) + extra
             chunk = plan_chunk(
                 min(n, cap),
-                pipeline.bytes_per_frame(itemsize),
+                per_frame,
                 dev,
                 fixed_bytes=pipeline.fixed_bytes(),
                 budget=memory_budget,
@@ -388,13 +452,13 @@ def _run(
                         min(chunk, n),
                         process,
                         device=dev,
-                        bytes_per_item=pipeline.bytes_per_frame(itemsize),
+                        bytes_per_item=per_frame,
                         fixed_bytes=pipeline.fixed_bytes(),
                         budget=memory_budget,
                         what="eSRRF of one frame chunk",
                     ),
-                    before / total,
-                    (before + n) / total,
+                    progress_from + (1 - progress_from) * before / total,
+                    progress_from + (1 - progress_from) * (before + n) / total,
                 )
             except _Stopped:
                 stopped = True
@@ -420,4 +484,5 @@ def _run(
             stopped_early=stopped,
             total_time_points=len(ranges),
             kernel_paths=pipeline.kernel_paths(),
+            drift=drift,
         )

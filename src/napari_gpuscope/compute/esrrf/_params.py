@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ..params import Params, param
+from ._drift_params import DriftParams
 
 __all__ = ["GEOMETRIES", "TEMPORAL_MODES", "EsrrfParams"]
 
@@ -112,6 +113,53 @@ class EsrrfParams(Params):
             "starts every frame_gap frames, incomplete ones are dropped"
         ),
     )
+    drift_correction: bool = param(
+        False,
+        label="Drift correction",
+        help=(
+            "Estimate the sample's drift over the whole stack (blocks of frames "
+            "cross-correlated) and move every frame back before eSRRF"
+        ),
+    )
+    drift_reference: str = param(
+        "first",
+        label="Drift reference",
+        choices={
+            "first": "First block",
+            "previous": "Previous block (accumulated)",
+            "mean": "Mean of all frames",
+        },
+        advanced=True,
+        help="What each block of frames is correlated with to measure the drift",
+    )
+    drift_time_averaging: int = param(
+        50,
+        label="Frames per drift block",
+        minimum=1,
+        maximum=10_000_000,
+        advanced=True,
+        help=(
+            "Frames averaged into one block before correlating; the stack needs at least two blocks"
+        ),
+    )
+    max_drift: float | None = param(
+        None,
+        label="Maximum drift",
+        unit="px",
+        minimum=0.5,
+        maximum=10_000.0,
+        advanced=True,
+        help="Largest drift (per axis, input pixels) to accept; None = up to half the frame",
+    )
+
+    # Added after recipes were first saved: written (recipes, provenance, settings) only
+    # when they differ from their default, so older recipes keep their hash (--resume).
+    _QUIET_DEFAULTS: ClassVar[dict[str, Any]] = {
+        "drift_correction": False,
+        "drift_reference": "first",
+        "drift_time_averaging": 50,
+        "max_drift": None,
+    }
 
     def validate(self) -> None:
         """A rolling analysis needs a fixed number of frames per time point."""
@@ -121,6 +169,31 @@ class EsrrfParams(Params):
                 f"is {self.frame_gap} (rolling analysis), which needs frames_per_timepoint > 0 "
                 "(how many frames each time point holds)",
             )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able values; the drift fields only where they differ from their default
+        (they came later: a recipe without them reads, and hashes, as before).
+
+        Examples
+        --------
+        >>> "drift_correction" in EsrrfParams().to_dict()
+        False
+        >>> EsrrfParams(drift_correction=True).to_dict()["drift_correction"]
+        True
+        """
+        data = super().to_dict()
+        for name, default in self._QUIET_DEFAULTS.items():
+            if name in data and data[name] == default:
+                del data[name]
+        return data
+
+    def drift_params(self) -> DriftParams:
+        """The drift estimation these parameters ask for."""
+        return DriftParams(
+            reference=self.drift_reference,
+            time_averaging=self.drift_time_averaging,
+            max_drift=self.max_drift,
+        )
 
     @property
     def label(self) -> str:
