@@ -237,6 +237,7 @@ def finished_run(positions, tmp_path_factory):
     return done, positions / "run.zarr"
 
 
+@pytest.mark.slow
 def test_a_cli_run_shuts_its_cluster_down_without_killing_workers(finished_run):
     done, _ = finished_run
     assert done.returncode == 0, done.stderr
@@ -244,6 +245,7 @@ def test_a_cli_run_shuts_its_cluster_down_without_killing_workers(finished_run):
     assert "still alive" not in done.stderr and "killing" not in done.stderr, done.stderr
 
 
+@pytest.mark.slow
 def test_a_run_logged_off_a_terminal_prints_each_progress_line_once(finished_run):
     done, _ = finished_run
     lines = [line for line in done.stderr.splitlines() if "remaining |" in line]
@@ -252,6 +254,7 @@ def test_a_run_logged_off_a_terminal_prints_each_progress_line_once(finished_run
     assert lines[-1].split(" | ")[0].endswith("3 done, 0 failed, 0 remaining")
 
 
+@pytest.mark.slow
 def test_status_of_a_run_imports_no_heavy_module(finished_run, positions):
     _, out = finished_run
     results = _quick([["status", str(out)], ["status", "--help"]], positions)
