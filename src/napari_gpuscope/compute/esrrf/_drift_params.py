@@ -37,8 +37,8 @@ class DriftParams(Params):
         "first",
         choices={
             "first": "First block",
-            "previous": "Previous block (accumulated)",
-            "mean": "Mean of all frames",
+            "previous": "Previous block",
+            "mean": "Mean of frames",
         },
         help=(
             "What each block is correlated with: the first block (no accumulated error), the "

@@ -126,8 +126,8 @@ class EsrrfParams(Params):
         label="Drift reference",
         choices={
             "first": "First block",
-            "previous": "Previous block (accumulated)",
-            "mean": "Mean of all frames",
+            "previous": "Previous block",
+            "mean": "Mean of frames",
         },
         advanced=True,
         help="What each block of frames is correlated with to measure the drift",
