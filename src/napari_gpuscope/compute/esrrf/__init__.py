@@ -13,7 +13,10 @@ lag-1 autocovariance) and corrected for the sub-pixel grid pattern.
   O(output), not O(frames x output)).
 - QnR (quality and resolution, as NanoJ-eSRRF): :func:`frc_resolution`,
   :func:`resolution_scaled_pearson`, :func:`error_map` and :func:`iter_parameter_sweep` /
-  :func:`parameter_sweep`.
+  :func:`parameter_sweep`; :func:`decorrelation_resolution` (Descloux et al. 2019, NanoPyx's
+  algorithm), the resolution of one image and the sweep's third map.
+- :func:`register_channels` / :func:`apply_registration`: channel registration (translation
+  per channel, or a smooth per-block map) before eSRRF of multi-channel data.
 
 Modules: :mod:`._params` (parameters), :mod:`._input` (checks, time points), :mod:`._lattice`
 (sampling geometry, per-phase tap table), :mod:`._ops` (torch twins), :mod:`._qnr` (metrics),
@@ -23,7 +26,8 @@ statistics, macro-pixel correction), :mod:`._reader` (prefetching reads), :mod:`
 and its result), :mod:`._preview` (the dock's live preview of the visible region:
 :func:`preview_job`, :func:`visible_region`), :mod:`._drift` (drift estimation and correction:
 :func:`estimate_drift`, :func:`correct_drift`, :class:`DriftResult`) and
-:mod:`._drift_params` (:class:`DriftParams`).
+:mod:`._drift_params` (:class:`DriftParams`), :mod:`._decorr` (decorrelation analysis) and
+:mod:`._register` (channel registration).
 """
 
 from .._lazy import attach
@@ -42,8 +46,10 @@ __all__ = [
     "EsrrfParams",
     "EsrrfResult",
     "PreviewRegion",
+    "RegistrationResult",
     "SweepParams",
     "SweepResult",
+    "apply_registration",
     "correct_drift",
     "decorrelation_resolution",
     "error_map",
@@ -61,6 +67,7 @@ __all__ = [
     "parameter_sweep",
     "preview_job",
     "qnr_scores",
+    "register_channels",
     "resolution_scaled_pearson",
     "time_points",
     "visible_region",
@@ -81,6 +88,7 @@ __getattr__, __dir__ = attach(
             "load_drift_trace",
         ],
         "._decorr": ["DecorrelationResult", "decorrelation_resolution"],
+        "._register": ["RegistrationResult", "apply_registration", "register_channels"],
         "._drift_params": ["DRIFT_REFERENCES", "DriftParams"],
         "._input": ["time_points"],
         "._job": ["OUTPUT", "EsrrfResult", "esrrf", "iter_esrrf", "output_geometry"],

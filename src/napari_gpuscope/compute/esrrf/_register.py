@@ -1,0 +1,592 @@
+"""Channel registration: the translation (or smooth per-block map) that aligns each channel
+with a reference channel, and its application by resampling.
+
+Conventions, as the drift trace's: ``shifts[c] = (dy, dx)`` in pixels means channel ``c`` shows
+the reference channel's content moved by ``+shifts[c]`` (``shifts[reference_channel]`` is
+``(0, 0)``); :func:`apply_registration` moves channel ``c`` back,
+``out_c[y, x] = channel_c[y + dy, x + dx]``, as ``scipy.ndimage.shift(channel_c, -shifts[c])``.
+
+Estimation: each channel's image (the mean over frames for ``(C, T, Y, X)`` input) is
+mean-subtracted and tapered at its edges (Tukey window), and cross-correlated with the
+reference's by FFT, all channels (or all blocks) in one batch on the device. The integer peak
+is refined by an upsampled matrix DFT around it (Guizar-Sicairos et al., Opt. Lett. 2008; a
+1/20 px grid) and a parabola through its 3 x 3 maximum; the channel is then moved back by that
+estimate and the small residual measured once more, since the window, which stays put while
+the content moves, pulls a single measurement towards zero.
+
+``elastic=True`` measures the same on overlapping blocks (``block_size`` pixels, half a block
+apart), as NanoPyx's and NanoJ's channel registration do: blocks whose normalised correlation
+peak is below ``min_similarity`` take their neighbours' median (or the channel's translation),
+the block map is median-filtered (3 x 3) and interpolated bilinearly between block centres to
+one ``(dy, dx)`` per pixel.
+
+Resampling is separable Catmull-Rom (cubic convolution, exact for integer shifts); samples
+outside the image take the nearest edge pixel.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from scipy import ndimage
+
+from ..arrays import InvalidInputError, validate_image
+from ..devices import device_context
+from ..params import ParameterError
+
+__all__ = [
+    "RegistrationResult",
+    "apply_registration",
+    "register_channels",
+]
+
+UPSAMPLING = 20
+"""Sub-pixel grid of the peak refinement: 1/20 px, then a parabola through its maximum."""
+
+MIN_SIDE = 16
+"""Smallest image (or block) side a correlation is computed on."""
+
+
+@dataclass(frozen=True)
+class RegistrationResult:
+    """How each channel is displaced relative to the reference channel.
+
+    Attributes
+    ----------
+    shifts : numpy.ndarray
+        float64 ``(C, 2)``: ``(dy, dx)`` of each channel's content relative to the reference
+        channel's (``(0, 0)`` for the reference itself).
+    reference_channel : int
+        Index of the reference channel.
+    similarity : numpy.ndarray
+        ``(C,)`` normalised cross-correlation at the peak (1: identical up to the shift).
+    shape : tuple of int
+        ``(Y, X)`` of the registered images.
+    elastic : bool
+        Whether :attr:`fields` holds a per-pixel map.
+    fields : numpy.ndarray or None
+        float32 ``(C, 2, Y, X)`` per-pixel ``(dy, dx)`` (elastic only).
+    block_shifts : numpy.ndarray or None
+        float64 ``(C, 2, n_rows, n_cols)`` smoothed per-block shifts (elastic only).
+    block_similarity : numpy.ndarray or None
+        ``(C, n_rows, n_cols)`` normalised correlation of each block (elastic only).
+    block_centres : tuple of numpy.ndarray or None
+        Row and column centres (pixels) of the blocks (elastic only).
+    block_size : int or None
+        Side of the blocks (elastic only).
+    """
+
+    shifts: np.ndarray
+    reference_channel: int
+    similarity: np.ndarray
+    shape: tuple[int, int]
+    elastic: bool = False
+    fields: np.ndarray | None = None
+    block_shifts: np.ndarray | None = None
+    block_similarity: np.ndarray | None = None
+    block_centres: tuple[np.ndarray, np.ndarray] | None = None
+    block_size: int | None = None
+
+    @property
+    def n_channels(self) -> int:
+        """Number of channels."""
+        return int(self.shifts.shape[0])
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-able facts (the per-pixel map left out: see :attr:`block_shifts`)."""
+        facts: dict[str, Any] = {
+            "reference_channel": self.reference_channel,
+            "shifts": [[float(v) for v in row] for row in self.shifts],
+            "similarity": [float(v) for v in self.similarity],
+            "shape": list(self.shape),
+            "elastic": self.elastic,
+        }
+        if self.elastic and self.block_shifts is not None:
+            facts["block_size"] = self.block_size
+            facts["block_shift_range"] = [
+                [float(self.block_shifts[c, k].min()), float(self.block_shifts[c, k].max())]
+                for c in range(self.n_channels)
+                for k in range(2)
+            ]
+        return facts
+
+    def describe(self) -> str:
+        """One line in plain words."""
+        parts = [
+            f"channel {c}: dy {dy:+.2f}, dx {dx:+.2f} px"
+            for c, (dy, dx) in enumerate(self.shifts)
+            if c != self.reference_channel
+        ]
+        kind = "elastic (per block) registration" if self.elastic else "registration"
+        return f"{kind} to channel {self.reference_channel}: " + "; ".join(parts)
+
+
+def register_channels(
+    channels: Any,
+    *,
+    reference_channel: int = 0,
+    elastic: bool = False,
+    block_size: int = 64,
+    min_similarity: float = 0.5,
+    max_shift: float | None = None,
+    device: str | torch.device | None = None,
+) -> RegistrationResult:
+    """Measure how each channel is displaced relative to a reference channel.
+
+    Parameters
+    ----------
+    channels : array-like or pair of array-likes
+        ``(C, Y, X)`` images, ``(C, T, Y, X)`` stacks (each channel's mean over frames is
+        registered), or a pair ``(moving, reference)`` of ``(Y, X)`` or ``(T, Y, X)`` arrays of
+        one shape (then channel 0 is ``moving``, channel 1 ``reference``, and
+        ``reference_channel`` is 1). Not modified.
+    reference_channel : int
+        The channel the others are aligned to.
+    elastic : bool
+        Also measure a smooth per-pixel map from overlapping blocks (for chromatic or field
+        distortions that a single translation does not remove).
+    block_size : int
+        Block side in pixels (elastic), at least 16 and at most the image's smaller side.
+    min_similarity : float
+        Blocks whose normalised correlation peak is below this take their neighbours' shift
+        (elastic), in ``[0, 1)``.
+    max_shift : float, optional
+        Largest shift searched, in pixels per axis; default up to half the image (block).
+    device : str or torch.device, optional
+        Where the correlations run (default: the first GPU; ``"cpu"`` only when named).
+
+    Returns
+    -------
+    RegistrationResult
+
+    Raises
+    ------
+    InvalidInputError
+        Channels of different shapes, fewer than two channels, images smaller than 16 pixels,
+        NaN or infinity, constant channels.
+    ParameterError
+        ``reference_channel`` out of range, a bad ``block_size``, ``min_similarity`` or
+        ``max_shift``.
+
+    Examples
+    --------
+    >>> from scipy import ndimage
+    >>> rng = np.random.default_rng(0)
+    >>> scene = ndimage.gaussian_filter(rng.random((96, 96)), 2.0)
+    >>> moved = ndimage.shift(scene, (1.5, -2.25), order=3, mode="nearest")
+    >>> result = register_channels(np.stack([scene, moved]), device="cpu")
+    >>> bool(np.abs(result.shifts[1] - (1.5, -2.25)).max() < 0.05)
+    True
+    >>> aligned = apply_registration(np.stack([scene, moved]), result, device="cpu")
+    >>> bool(np.abs(aligned[1] - scene)[8:-8, 8:-8].max() < 0.01)
+    True
+    """
+    images, reference_channel = _channel_images(channels, reference_channel)
+    n_channels, height, width = images.shape
+    _check_options(elastic, block_size, min_similarity, max_shift, (height, width))
+    for c in range(n_channels):
+        if float(np.ptp(images[c])) == 0.0:
+            raise InvalidInputError(
+                f"channel {c} is constant: there is nothing to register it by (channels)"
+            )
+    with torch.no_grad(), device_context(device) as dev:
+        data = torch.as_tensor(images, dtype=torch.float32, device=dev)
+        reference = data[reference_channel].expand_as(data)
+        limit = max_shift if max_shift is not None else None
+        shifts, similarity = _measure(data, reference, limit)
+        shifts[reference_channel] = 0.0
+        similarity[reference_channel] = 1.0
+        if not elastic:
+            return RegistrationResult(
+                shifts=shifts,
+                reference_channel=reference_channel,
+                similarity=similarity,
+                shape=(height, width),
+            )
+        rows = _block_starts(height, block_size)
+        cols = _block_starts(width, block_size)
+        blocks = _blocks(data, rows, cols, block_size)  # (C, R, K, b, b)
+        ref_blocks = blocks[reference_channel].expand_as(blocks)
+        flat = blocks.reshape(-1, block_size, block_size)
+        block_limit = min(limit, block_size / 4) if limit is not None else block_size / 4
+        measured, block_similarity = _measure(
+            flat, ref_blocks.reshape(-1, block_size, block_size), block_limit
+        )
+        grid = (n_channels, len(rows), len(cols))
+        measured = measured.reshape(*grid, 2).transpose(0, 3, 1, 2)  # (C, 2, R, K)
+        block_similarity = block_similarity.reshape(grid)
+        smoothed = _smooth_blocks(measured, block_similarity, shifts, min_similarity)
+        smoothed[reference_channel] = 0.0
+        block_similarity[reference_channel] = 1.0
+        centres = (rows + block_size / 2 - 0.5, cols + block_size / 2 - 0.5)
+        fields = _pixel_fields(smoothed, centres, (height, width))
+        return RegistrationResult(
+            shifts=shifts,
+            reference_channel=reference_channel,
+            similarity=similarity,
+            shape=(height, width),
+            elastic=True,
+            fields=fields,
+            block_shifts=smoothed,
+            block_similarity=block_similarity,
+            block_centres=centres,
+            block_size=int(block_size),
+        )
+
+
+def apply_registration(
+    channels: Any,
+    registration: RegistrationResult,
+    *,
+    device: str | torch.device | None = None,
+) -> np.ndarray:
+    """Move every channel back onto the reference channel.
+
+    Parameters
+    ----------
+    channels : array-like
+        ``(C, Y, X)`` images or ``(C, T, Y, X)`` stacks (every frame of a channel moves by the
+        channel's shift or map), with the ``C``, ``Y`` and ``X`` of ``registration``; or the
+        pair ``(moving, reference)`` it was measured on. Not modified.
+    registration : RegistrationResult
+        From :func:`register_channels`.
+    device : str or torch.device, optional
+        Where the resampling runs.
+
+    Returns
+    -------
+    numpy.ndarray
+        float32, the shape of ``channels`` (a pair gives ``(2, ...)``):
+        ``out[c, ..., y, x] = channels[c, ..., y + dy, x + dx]`` with ``(dy, dx)`` the
+        channel's shift (or its map at ``(y, x)``), separable Catmull-Rom, edge pixels
+        repeated outside the image; the reference channel is copied unchanged.
+    """
+    if not isinstance(registration, RegistrationResult):
+        raise ParameterError(
+            f"registration must be a RegistrationResult, got {type(registration).__name__}"
+        )
+    data = _as_channel_array(channels)
+    if data.shape[0] != registration.n_channels or tuple(data.shape[-2:]) != registration.shape:
+        raise InvalidInputError(
+            f"channels are {data.shape}; the registration was measured on "
+            f"{registration.n_channels} channels of {registration.shape}"
+        )
+    out = np.empty(data.shape, np.float32)
+    with torch.no_grad(), device_context(device) as dev:
+        for c in range(data.shape[0]):
+            planes = torch.as_tensor(
+                np.asarray(data[c], np.float32).reshape(-1, *registration.shape), device=dev
+            )
+            if c == registration.reference_channel:
+                moved = planes
+            elif registration.elastic and registration.fields is not None:
+                field = torch.as_tensor(registration.fields[c], device=dev)
+                moved = _warp(planes, field)
+            else:
+                shift = torch.as_tensor(registration.shifts[c], dtype=torch.float64, device=dev)
+                moved = _translate(planes, shift)
+            out[c] = moved.reshape(data.shape[1:]).cpu().numpy()
+    return out
+
+
+# ------------------------------------------------------------------------------- checks
+def _as_channel_array(channels: Any) -> np.ndarray:
+    if isinstance(channels, (tuple, list)):
+        if len(channels) != 2:
+            raise InvalidInputError(
+                f"channels as a sequence must be a pair (moving, reference), got {len(channels)}"
+            )
+        moving, reference = channels
+        for name, item in (("moving", moving), ("reference", reference)):
+            validate_image(item, name=f"the {name} channel", min_ndim=2, max_ndim=3)
+        if tuple(np.shape(moving)) != tuple(np.shape(reference)):
+            raise InvalidInputError(
+                f"channels of different shapes: moving {tuple(np.shape(moving))}, reference "
+                f"{tuple(np.shape(reference))}; register channels of one shape (crop or "
+                "resample one first)"
+            )
+        return np.stack([np.asarray(moving), np.asarray(reference)])
+    validate_image(channels, name="channels", min_ndim=3, max_ndim=4)
+    return np.asarray(channels)
+
+
+def _channel_images(channels: Any, reference_channel: int) -> tuple[np.ndarray, int]:
+    pair = isinstance(channels, (tuple, list))
+    data = _as_channel_array(channels)
+    if pair:
+        reference_channel = 1
+    if data.shape[0] < 2:
+        raise InvalidInputError(
+            f"channels has {data.shape[0]} channel(s) {data.shape}; registration needs at "
+            "least two (axis 0 is the channel axis)"
+        )
+    if isinstance(reference_channel, bool) or not isinstance(reference_channel, (int, np.integer)):
+        raise ParameterError(f"reference_channel must be an integer, got {reference_channel!r}")
+    if not 0 <= reference_channel < data.shape[0]:
+        raise ParameterError(
+            f"reference_channel must lie within [0, {data.shape[0] - 1}] (the channels), got "
+            f"{reference_channel}"
+        )
+    images = data.astype(np.float64) if data.ndim == 3 else data.astype(np.float64).mean(axis=1)
+    if min(images.shape[1:]) < MIN_SIDE:
+        raise InvalidInputError(
+            f"channels are {images.shape[1:]} pixels; registration needs at least "
+            f"{MIN_SIDE} x {MIN_SIDE}"
+        )
+    return images.astype(np.float32), int(reference_channel)
+
+
+def _check_options(
+    elastic: bool,
+    block_size: int,
+    min_similarity: float,
+    max_shift: float | None,
+    shape: tuple[int, int],
+) -> None:
+    if max_shift is not None and not (
+        isinstance(max_shift, (int, float)) and math.isfinite(max_shift) and max_shift > 0
+    ):
+        raise ParameterError(f"max_shift must be a positive number of pixels, got {max_shift!r}")
+    if not elastic:
+        return
+    if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)):
+        raise ParameterError(f"block_size must be an integer number of pixels, got {block_size!r}")
+    if not MIN_SIDE <= block_size <= min(shape):
+        raise ParameterError(
+            f"block_size must lie within [{MIN_SIDE}, {min(shape)}] (the image's smaller "
+            f"side), got {block_size}"
+        )
+    if not (isinstance(min_similarity, (int, float)) and 0.0 <= min_similarity < 1.0):
+        raise ParameterError(f"min_similarity must lie within [0, 1), got {min_similarity!r}")
+
+
+# --------------------------------------------------------------------------- estimation
+def _window(n: int, device: torch.device) -> torch.Tensor:
+    """Tukey window, an eighth of each side tapered: the image's edges, which the periodic
+    FFT wraps around, do not correlate with themselves at zero shift."""
+    taper = max(1, n // 8)
+    w = torch.ones(n, dtype=torch.float64, device=device)
+    ramp = 0.5 * (1 - torch.cos(math.pi * (torch.arange(taper, device=device) + 0.5) / taper))
+    w[:taper] = ramp
+    w[n - taper :] = ramp.flip(0)
+    return w
+
+
+def _spectra(images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """complex128 FFTs of the windowed, mean-subtracted ``(B, H, W)`` images, and their
+    energies (for the normalised correlation)."""
+    height, width = images.shape[-2:]
+    dev = images.device
+    window = _window(height, dev)[:, None] * _window(width, dev)[None, :]
+    x = images.to(torch.float64)
+    x = (x - x.mean(dim=(-2, -1), keepdim=True)) * window
+    return torch.fft.fft2(x), (x * x).sum(dim=(-2, -1))
+
+
+def _measure(
+    moving: torch.Tensor, reference: torch.Tensor, limit: float | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(B, 2)`` shifts of ``moving`` relative to ``reference`` and ``(B,)`` similarities:
+    a first estimate, then the residual after moving back by it (see the module notes)."""
+    first, similarity = _peaks(moving, reference, limit)
+    table = torch.as_tensor(first, dtype=torch.float64, device=moving.device)
+    back = _shift_batch(moving.to(torch.float32), table)
+    residual, _ = _peaks(back, reference, 2.0)
+    return first + residual, similarity
+
+
+def _peaks(
+    moving: torch.Tensor, reference: torch.Tensor, limit: float | None
+) -> tuple[np.ndarray, np.ndarray]:
+    height, width = moving.shape[-2:]
+    f_moving, e_moving = _spectra(moving)
+    f_reference, e_reference = _spectra(reference)
+    cross = f_moving * f_reference.conj()
+    surface = torch.fft.fftshift(torch.fft.ifft2(cross).real, dim=(-2, -1))
+    cy, cx = height // 2, width // 2
+    if limit is not None:
+        radius = math.ceil(limit)
+        ys = (torch.arange(height, device=surface.device) - cy).abs() <= radius
+        xs = (torch.arange(width, device=surface.device) - cx).abs() <= radius
+        inside = ys[:, None] & xs[None, :]
+        surface = surface.masked_fill(~inside, -math.inf)
+    flat = surface.reshape(surface.shape[0], -1)
+    best, index = flat.max(dim=1)
+    energy = torch.sqrt(e_moving * e_reference)
+    similarity = torch.where(energy > 0, best / energy, torch.zeros_like(best))
+    rows = torch.div(index, width, rounding_mode="floor") - cy
+    cols = index % width - cx
+    coarse = torch.stack([rows, cols], dim=1).to(torch.float64)
+    refined = _upsampled_peaks(cross, coarse)
+    return refined, similarity.cpu().numpy()
+
+
+def _upsampled_peaks(cross: torch.Tensor, coarse: torch.Tensor) -> np.ndarray:
+    """The correlation's maximum near each ``coarse`` peak: a matrix DFT of ``cross`` on a
+    1/UPSAMPLING grid of +-1.5 px (batched), then a parabola through its 3 x 3 maximum."""
+    height, width = cross.shape[-2:]
+    dev = cross.device
+    freq_y = torch.fft.fftfreq(height, device=dev, dtype=torch.float64) * height
+    freq_x = torch.fft.fftfreq(width, device=dev, dtype=torch.float64) * width
+    offsets = (
+        torch.arange(-1.5 * UPSAMPLING, 1.5 * UPSAMPLING + 1, device=dev, dtype=torch.float64)
+        / UPSAMPLING
+    )
+    ys = coarse[:, 0, None] + offsets[None, :]  # (B, n)
+    xs = coarse[:, 1, None] + offsets[None, :]
+    rows = torch.exp(2j * math.pi * ys[:, :, None] * freq_y[None, None, :] / height)
+    cols = torch.exp(2j * math.pi * freq_x[None, :, None] * xs[:, None, :] / width)
+    surface = (rows @ cross @ cols).real  # (B, n, n)
+    n = surface.shape[-1]
+    index = surface.reshape(surface.shape[0], -1).argmax(dim=1)
+    i = (torch.div(index, n, rounding_mode="floor")).clamp(1, n - 2)
+    j = (index % n).clamp(1, n - 2)
+    batch = torch.arange(surface.shape[0], device=dev)
+    centre = surface[batch, i, j]
+    di = _vertex(surface[batch, i - 1, j], centre, surface[batch, i + 1, j])
+    dj = _vertex(surface[batch, i, j - 1], centre, surface[batch, i, j + 1])
+    peak_y = ys[batch, i] + di / UPSAMPLING
+    peak_x = xs[batch, j] + dj / UPSAMPLING
+    return torch.stack([peak_y, peak_x], dim=1).cpu().numpy()
+
+
+def _vertex(before: torch.Tensor, centre: torch.Tensor, after: torch.Tensor) -> torch.Tensor:
+    """Offset (samples, within +-0.5) of the parabola through three samples' vertex; 0 where
+    the samples do not bend down."""
+    curvature = before - 2 * centre + after
+    safe = torch.where(curvature < 0, curvature, -torch.ones_like(curvature))
+    offset = (0.5 * (before - after) / safe).clamp(-0.5, 0.5)
+    return torch.where(curvature < 0, offset, torch.zeros_like(offset))
+
+
+def _block_starts(n: int, size: int) -> np.ndarray:
+    """Block origins half a block apart, the last one flush with the far edge."""
+    step = max(1, size // 2)
+    starts = list(range(0, n - size + 1, step))
+    if starts[-1] != n - size:
+        starts.append(n - size)
+    return np.asarray(starts)
+
+
+def _blocks(data: torch.Tensor, rows: np.ndarray, cols: np.ndarray, size: int) -> torch.Tensor:
+    """``(C, R, K, size, size)`` blocks of ``(C, H, W)`` images."""
+    return torch.stack(
+        [torch.stack([data[:, r : r + size, c : c + size] for c in cols], dim=1) for r in rows],
+        dim=1,
+    )
+
+
+def _smooth_blocks(
+    measured: np.ndarray,
+    similarity: np.ndarray,
+    translation: np.ndarray,
+    min_similarity: float,
+) -> np.ndarray:
+    """Blocks below ``min_similarity`` take their good neighbours' median (the channel's
+    translation where none is good); then a 3 x 3 median filter over the block grid."""
+    out = measured.astype(np.float64).copy()
+    n_channels, _, n_rows, n_cols = out.shape
+    for c in range(n_channels):
+        good = similarity[c] >= min_similarity
+        for r in range(n_rows):
+            for k in range(n_cols):
+                if good[r, k]:
+                    continue
+                near = (slice(max(r - 1, 0), r + 2), slice(max(k - 1, 0), k + 2))
+                usable = good[near]
+                for axis in range(2):
+                    values = out[c, axis][near][usable]
+                    out[c, axis, r, k] = np.median(values) if values.size else translation[c, axis]
+        for axis in range(2):
+            out[c, axis] = ndimage.median_filter(out[c, axis], size=3, mode="nearest")
+    return out
+
+
+def _pixel_fields(
+    blocks: np.ndarray, centres: tuple[np.ndarray, np.ndarray], shape: tuple[int, int]
+) -> np.ndarray:
+    """``(C, 2, H, W)`` bilinear interpolation of the block map between block centres (held
+    constant beyond the outermost centres)."""
+    rows = np.clip(np.arange(shape[0]), centres[0][0], centres[0][-1])
+    cols = np.clip(np.arange(shape[1]), centres[1][0], centres[1][-1])
+    row_pos = np.interp(rows, centres[0], np.arange(len(centres[0])))
+    col_pos = np.interp(cols, centres[1], np.arange(len(centres[1])))
+    grid_r, grid_c = np.meshgrid(row_pos, col_pos, indexing="ij")
+    out = np.empty((*blocks.shape[:2], *shape), np.float32)
+    for c in range(blocks.shape[0]):
+        for axis in range(2):
+            out[c, axis] = ndimage.map_coordinates(
+                blocks[c, axis], [grid_r, grid_c], order=1, mode="nearest"
+            )
+    return out
+
+
+# ---------------------------------------------------------------------------- resampling
+def _catmull_rom(fraction: torch.Tensor) -> torch.Tensor:
+    """``(..., 4)`` weights of the taps at offsets -1, 0, 1, 2 for fractions in [0, 1);
+    exactly ``(0, 1, 0, 0)`` at 0, so integer shifts copy pixels."""
+    f = fraction
+    f2, f3 = f * f, f * f * f
+    return torch.stack(
+        [
+            (-f3 + 2 * f2 - f) / 2,
+            (3 * f3 - 5 * f2 + 2) / 2,
+            (-3 * f3 + 4 * f2 + f) / 2,
+            (f3 - f2) / 2,
+        ],
+        dim=-1,
+    )
+
+
+def _shift_batch(images: torch.Tensor, shifts: torch.Tensor) -> torch.Tensor:
+    """``out[b, y, x] = images[b, y + dy_b, x + dx_b]`` for ``(B, H, W)`` images."""
+    height, width = images.shape[-2:]
+    dev = images.device
+    ys = (
+        torch.arange(height, device=dev, dtype=torch.float64)[None, :, None]
+        + shifts[:, 0, None, None]
+    )
+    xs = (
+        torch.arange(width, device=dev, dtype=torch.float64)[None, None, :]
+        + shifts[:, 1, None, None]
+    )
+    return _sample(images, ys.expand(-1, height, width), xs.expand(-1, height, width))
+
+
+def _translate(planes: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
+    """Every plane of ``(N, H, W)`` moved back by one ``(dy, dx)``."""
+    return _shift_batch(planes, shift[None].expand(planes.shape[0], 2))
+
+
+def _warp(planes: torch.Tensor, field: torch.Tensor) -> torch.Tensor:
+    """Every plane of ``(N, H, W)`` sampled at ``(y + dy(y, x), x + dx(y, x))``."""
+    height, width = planes.shape[-2:]
+    dev = planes.device
+    ys = torch.arange(height, device=dev, dtype=torch.float64)[:, None] + field[0].double()
+    xs = torch.arange(width, device=dev, dtype=torch.float64)[None, :] + field[1].double()
+    count = planes.shape[0]
+    return _sample(planes, ys.expand(count, height, width), xs.expand(count, height, width))
+
+
+def _sample(images: torch.Tensor, ys: torch.Tensor, xs: torch.Tensor) -> torch.Tensor:
+    """Separable Catmull-Rom samples of ``(B, H, W)`` images at float64 positions
+    ``(B, H, W)``; positions beyond the edges take the edge pixels."""
+    height, width = images.shape[-2:]
+    y0, x0 = torch.floor(ys), torch.floor(xs)
+    wy = _catmull_rom(ys - y0).to(images.dtype)  # (B, H, W, 4)
+    wx = _catmull_rom(xs - x0).to(images.dtype)
+    y0, x0 = y0.to(torch.int64), x0.to(torch.int64)
+    flat = images.reshape(images.shape[0], -1)
+    out = torch.zeros_like(images)
+    for ty in range(4):
+        rows = (y0 + (ty - 1)).clamp(0, height - 1)
+        for tx in range(4):
+            cols = (x0 + (tx - 1)).clamp(0, width - 1)
+            index = (rows * width + cols).reshape(images.shape[0], -1)
+            taps = torch.gather(flat, 1, index).reshape(images.shape)
+            out.add_(taps * (wy[..., ty] * wx[..., tx]))
+    return out
