@@ -255,7 +255,9 @@ def test_a_run_logged_off_a_terminal_prints_each_progress_line_once(finished_run
 
 
 @pytest.mark.slow
-def test_status_of_a_run_imports_no_heavy_module(finished_run, positions):
+def test_status_and_validate_of_a_run_import_no_heavy_module(finished_run, positions):
     _, out = finished_run
-    results = _quick([["status", str(out)], ["status", "--help"]], positions)
+    # The store is also an input: a Zarr group of OME-Zarr images (read with zarr, no Dask).
+    commands = [["status", str(out)], ["status", "--help"], ["validate", "run-tv.yaml", str(out)]]
+    results = _quick(commands, positions)
     _assert_light(results)
