@@ -170,3 +170,12 @@ def test_bad_images_are_refused(image, match, cpu_device):
 def test_bad_parameters_are_refused(kwargs, match, cpu_device):
     with pytest.raises(ParameterError, match=match):
         decorrelation_resolution(np.ones((32, 32)), device=cpu_device, **kwargs)
+
+
+@pytest.mark.parametrize("scale", [2.0**-100, 3e-30, 1e30, 3e37])
+def test_the_value_does_not_depend_on_the_image_scale(scale, cpu_device):
+    """Decorrelation is scale-free; values near float32's limits must not overflow."""
+    image = ARRAYS["filaments_200_photons/image"].astype(np.float64)
+    expected = float(ARRAYS["filaments_200_photons/resolution"])
+    result = decorrelation_resolution(image * scale, device=cpu_device)
+    assert result.resolution == pytest.approx(expected, rel=1e-3)

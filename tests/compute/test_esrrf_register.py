@@ -196,3 +196,11 @@ def test_apply_refuses_channels_of_another_shape(cpu_device):
     )
     with pytest.raises(InvalidInputError, match="measured on 2 channels"):
         apply_registration(np.ones((2, 32, 40)), result, device=cpu_device)
+
+
+@pytest.mark.parametrize("scale", [1e-30, 1e36])
+def test_shifts_do_not_depend_on_the_intensity_scale(scene, scale, cpu_device):
+    reference = _image(scene, seed=2).astype(np.float64) * scale
+    moving = _image(scene + np.asarray((1.3, -0.6)), seed=3).astype(np.float64) * scale
+    result = register_channels(np.stack([reference, moving]), device=cpu_device)
+    assert np.abs(result.shifts[1] - (1.3, -0.6)).max() < 0.1

@@ -191,7 +191,7 @@ def decorrelation_resolution(
     """
     _check_parameters(pixel_size, rmin, rmax, n_radii, n_filters)
     validate_image(image, name="image", min_ndim=2, max_ndim=2)
-    host = np.asarray(image, dtype=np.float32)
+    host = _unit_scaled(np.asarray(image, dtype=np.float64)).astype(np.float32)
     if min(host.shape) < 16:
         raise InvalidInputError(
             f"image is {host.shape}; decorrelation analysis needs at least 16 x 16 pixels"
@@ -222,6 +222,19 @@ def _check_parameters(
             raise ParameterError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
         if not low <= value <= high:
             raise ParameterError(f"{name} must lie within [{low}, {high}], got {value}")
+
+
+def _unit_scaled(image: np.ndarray) -> np.ndarray:
+    """``image`` times the power of two that brings its largest magnitude into [0.5, 1).
+
+    The analysis is scale-free and a power of two rescales every float operation exactly, so
+    the result is unchanged, while values near float32's limits (whose squares overflow in the
+    spectra) become safe.
+    """
+    largest = float(np.abs(image).max())
+    if largest == 0.0:
+        return image
+    return np.ldexp(image, -math.frexp(largest)[1])
 
 
 def _padded_side(shape: tuple[int, ...]) -> int:

@@ -332,6 +332,12 @@ def _channel_images(channels: Any, reference_channel: int) -> tuple[np.ndarray, 
             f"{reference_channel}"
         )
     images = data.astype(np.float64) if data.ndim == 3 else data.astype(np.float64).mean(axis=1)
+    # Each channel scaled by a power of two to a largest magnitude in [0.5, 1): shifts do not
+    # depend on scale, and values near float32's limits would overflow the spectra.
+    for c in range(images.shape[0]):
+        largest = float(np.abs(images[c]).max())
+        if largest > 0:
+            images[c] = np.ldexp(images[c], -math.frexp(largest)[1])
     if min(images.shape[1:]) < MIN_SIDE:
         raise InvalidInputError(
             f"channels are {images.shape[1:]} pixels; registration needs at least "

@@ -373,7 +373,7 @@ def _sweep(stack, radii, sensitivities, base, frames, pixel_size, device) -> Job
         rsp[i, j] = error_map(whole, widefield, m).rsp
         _, qnr[...] = qnr_scores(frc, rsp)
         # On the same crop as the FRC: eSRRF's zero band would add an edge of its own.
-        if min(whole[inner].shape) >= _DECORR_MIN_SIDE:
+        if min(whole[inner].shape) >= _DECORR_MIN_SIDE and np.isfinite(whole[inner]).all():
             analysis = decorrelation_resolution(whole[inner], device=device)
             decorr[i, j] = analysis.resolution * pixel_size / m
         command = yield Progress(
