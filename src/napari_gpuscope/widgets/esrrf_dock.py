@@ -10,14 +10,22 @@ Run / Stop & keep / Cancel, streaming, results, provenance, settings, export -- 
   result), shown with its own colormap and contrast (its values are not in the input's units);
 - a live preview of the visible region from a few frames
   (:mod:`napari_gpuscope.compute.esrrf._preview`);
+- the "Drift correction" section (:mod:`.esrrf_drift`): off, estimated in the run, or an
+  estimated or loaded trace, plotted and drawn over the image;
 - the parameter sweep panel (:mod:`.esrrf_sweep`).
 
 A full run streams the reconstruction of the current time point as frames go through, and adds
-the widefield mean (same frames) for comparison.
+the widefield mean (same frames) for comparison. Then, still in the job's worker thread, the
+decorrelation resolution (Descloux et al. 2019,
+:func:`~napari_gpuscope.compute.esrrf.decorrelation_resolution`) of the first time point's
+eSRRF image and of its widefield mean is measured and said in the status line and the
+provenance (:class:`ResolvedResult`), in pixels and, with a physical scale, in its unit.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -34,25 +42,32 @@ from napari_gpuscope.compute.esrrf import (
     time_points,
     visible_region,
 )
-from napari_gpuscope.compute.jobs import Job
+from napari_gpuscope.compute.jobs import Job, Progress
 from napari_gpuscope.compute.preview import PlaneView, PreviewResult
 from napari_gpuscope.compute.results import Geometry
 from napari_gpuscope.widgets._base import MethodDock
+from napari_gpuscope.widgets._controller import RUN
 from napari_gpuscope.widgets._controls import FieldStyle
+from napari_gpuscope.widgets._controls._changes import mark_labels
+from napari_gpuscope.widgets._messages import plain_error_message
+from napari_gpuscope.widgets.esrrf_drift import DriftSection, layer_unit
 from napari_gpuscope.widgets.esrrf_sweep import SweepPanel
 
 if TYPE_CHECKING:
     import napari.layers
 
-    from napari_gpuscope.compute.esrrf import EsrrfResult
-    from napari_gpuscope.compute.results import MethodResult
+    from napari_gpuscope.compute.esrrf import DecorrelationResult, EsrrfResult
+    from napari_gpuscope.compute.results import LayerDataTuple, MethodResult
 
-__all__ = ["EsrrfDock"]
+__all__ = ["EsrrfDock", "ResolvedResult"]
 
 SR_COLORMAP = "magma"
 STREAM_UPDATES = 50
 """About this many image updates per run while frames stream."""
 MAX_STREAM_CHUNK = 32
+DECORRELATION_SIDE = 512
+"""The decorrelation analysis reads at most this many pixels per side (the image's centre):
+its cost grows fast with the padded size, and 512 pixels hold enough structure."""
 
 
 class EsrrfDock(MethodDock):
@@ -75,6 +90,8 @@ class EsrrfDock(MethodDock):
     field_styles = {  # noqa: RUF012 (read-only presentation table)
         "radius": FieldStyle(slider=True, minimum=0.5, maximum=4.0),
         "sensitivity": FieldStyle(slider=True, minimum=0.0, maximum=5.0),
+        # None: any drift up to half the frame (the box's minimum says so).
+        "max_drift": FieldStyle(auto_text="any"),
     }
 
     def __init__(self, viewer: napari.viewer.Viewer) -> None:
@@ -98,6 +115,11 @@ class EsrrfDock(MethodDock):
         self.form.add_row("", self.pixel_label.native, after="magnification")
         self.form.widgets["radius"].changed.connect(self._update_radius_label)
         self.form.widgets["magnification"].changed.connect(self._update_radius_label)
+        # The section's choice stands for the drift_correction checkbox, which it drives.
+        self.drift = DriftSection(self, self.form.widgets["drift_correction"])
+        self.form.add_row("", self.drift, after="drift_correction")
+        self.form.set_row_visible("drift_correction", False)
+        self.runner.progressed.connect(self._on_run_progress)
         self.sweep = SweepPanel(self)  # placed under the run controls once the layout exists
 
     def on_input_changed(self, layer: napari.layers.Image | None) -> None:
@@ -111,7 +133,7 @@ class EsrrfDock(MethodDock):
             return
         radius = float(self.form.value("radius"))
         pixel = float(layer.scale[-1])
-        unit = _unit_of(layer)
+        unit = layer_unit(layer)
         m = int(self.form.value("magnification"))
         rows, cols = (int(n) * m for n in np.shape(layer.data)[-2:])
         self.radius_label.value = f"= {radius * pixel:.3g} {unit}"
@@ -133,13 +155,27 @@ class EsrrfDock(MethodDock):
 
         frames = int(np.shape(layer.data)[0])
         per_chunk = int(np.clip(np.ceil(frames / STREAM_UPDATES), 1, MAX_STREAM_CHUNK))
-        return iter_esrrf(
+        job = iter_esrrf(
             layer.data,
             params=params,
             device=device,
             frames_per_chunk=per_chunk,
             name=f"layer '{layer.name}'",
+            drift_shifts=self.drift.shifts_for(layer),  # None: off, or estimated in the run
         )
+        pixel = abs(float(layer.scale[-1]))
+        unit = layer_unit(layer)
+        return _with_resolution(job, device, None if unit == "px" else (pixel, unit))
+
+    def show_changes(self) -> list[str]:
+        """Mark the drift choice too when drift correction differs from its default."""
+        changed = super().show_changes()
+        mark_labels([self.drift.title], "drift_correction" in changed)
+        return changed
+
+    def _on_run_progress(self, update: Progress) -> None:
+        if self.jobs.kind == RUN and update.metrics:
+            self.drift.on_run_progress(update)
 
     # ---------------------------------------------------------------- layers
     def output_geometry(
@@ -174,6 +210,7 @@ class EsrrfDock(MethodDock):
         """Put the super-resolved image on top (the widefield mean, added after it, would hide
         it) and select it."""
         if not preview:  # once the base has recorded the result's layers
+            self.drift.on_run_result(getattr(result, "drift", None), layer)
             QTimer.singleShot(0, self._raise_result)
 
     def _raise_result(self) -> None:
@@ -194,9 +231,102 @@ class EsrrfDock(MethodDock):
         return preview_job(layer.data, params, device, view, region)
 
 
-def _unit_of(layer: napari.layers.Layer) -> str:
-    units = getattr(layer, "units", None)
-    if units is None or not len(units):
-        return "px"
-    unit = str(units[-1])
-    return {"micrometer": "µm", "um": "µm", "nanometer": "nm", "pixel": "px"}.get(unit, unit)
+@dataclass(frozen=True)
+class ResolvedResult:
+    """An :class:`~napari_gpuscope.compute.esrrf.EsrrfResult` with the decorrelation
+    resolution of its first time point and of that time point's widefield mean.
+
+    Everything else is the eSRRF result's (attributes, ``layers()``); ``summary()`` adds
+    ``"decorrelation"`` and ``describe()`` the resolutions.
+
+    Attributes
+    ----------
+    result : EsrrfResult
+    esrrf, widefield : DecorrelationResult or None
+        The analyses (output pixels, input pixels); None when they could not be made.
+    unit : str
+        The unit of the physical resolutions (``"px"`` without a physical scale).
+    note : str
+        Why the analysis is missing, when it is.
+    """
+
+    result: EsrrfResult
+    esrrf: DecorrelationResult | None
+    widefield: DecorrelationResult | None
+    unit: str = "px"
+    note: str = ""
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "result":  # not set yet (copy, unpickling): no recursion
+            raise AttributeError(name)
+        return getattr(self.result, name)  # the eSRRF result's attributes (image, drift...)
+
+    def summary(self) -> dict[str, Any]:
+        """The eSRRF result's facts and ``"decorrelation"`` (resolutions, unit)."""
+        facts = self.result.summary()
+        facts["decorrelation"] = {
+            "esrrf": None if self.esrrf is None else self.esrrf.summary(),
+            "widefield": None if self.widefield is None else self.widefield.summary(),
+            "unit": self.unit,
+            "note": self.note,
+        }
+        return facts
+
+    def describe(self) -> str:
+        """The eSRRF line, then the decorrelation resolutions."""
+        text = self.result.describe()
+        if self.esrrf is None:
+            return f"{text}; decorrelation resolution not measured ({self.note})"
+        parts = [_resolution_words(self.esrrf, "output", self.unit)]
+        if self.widefield is not None:
+            parts.append(f"widefield mean {_resolution_words(self.widefield, 'input', self.unit)}")
+        return f"{text}; decorrelation resolution {', '.join(parts)}"
+
+    def layers(
+        self, name: str = "stack", geometry: Any = None, metadata: dict[str, Any] | None = None
+    ) -> list[LayerDataTuple]:
+        """The eSRRF result's layers."""
+        return self.result.layers(name, geometry, metadata)
+
+
+def _resolution_words(analysis: DecorrelationResult, pixels: str, unit: str) -> str:
+    if not math.isfinite(analysis.resolution):
+        return "none (no correlation peak)"
+    text = f"{analysis.resolution:.2f} {pixels} px"
+    physical = analysis.resolution_physical
+    if physical is not None and math.isfinite(physical):
+        text += f" ({physical:.3g} {unit})"
+    return text
+
+
+def _centre(image: np.ndarray) -> np.ndarray:
+    rows, cols = image.shape
+    top, left = max(0, (rows - DECORRELATION_SIDE) // 2), max(0, (cols - DECORRELATION_SIDE) // 2)
+    return image[top : top + DECORRELATION_SIDE, left : left + DECORRELATION_SIDE]
+
+
+def _with_resolution(
+    job: Job[EsrrfResult], device: str, pixel: tuple[float, str] | None
+) -> Job[ResolvedResult]:
+    """The run, then the decorrelation analysis of its first time point (in the worker
+    thread: the GUI stays responsive). Commands (Stop & keep) and a cancel reach the run."""
+    from napari_gpuscope.compute.esrrf import decorrelation_resolution
+
+    result = yield from job
+    yield Progress(1.0, "Measuring the decorrelation resolution of the result...")
+    magnification = result.params.magnification
+    analyses: list[DecorrelationResult | None] = []
+    note = ""
+    try:
+        for image, size in (
+            (result.image[0], None if pixel is None else pixel[0] / magnification),
+            (result.widefield[0], None if pixel is None else pixel[0]),
+        ):
+            analyses.append(
+                decorrelation_resolution(_centre(image), pixel_size=size, device=device)
+            )
+    except Exception as exc:  # the reconstruction stands without it; the status says why
+        note = plain_error_message(exc)
+        analyses += [None] * (2 - len(analyses))
+    unit = "px" if pixel is None else pixel[1]
+    return ResolvedResult(result, analyses[0], analyses[1], unit, note)

@@ -1,0 +1,268 @@
+"""The eSRRF dock's drift section and decorrelation summary, on the CPU test device.
+
+Oracles: a simulated blinking stack drawn with known sub-pixel drift (emitters rendered at
+their drifted positions, not by shifting images), NanoPyx 2.1.5's eSRRF of an undrifted stack
+(tests/fixtures/esrrf) against the dock's run of the same frames moved by whole pixels and
+corrected with a loaded trace, and the CSV module reading what "Save trace" wrote.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from napari_gpuscope.compute.esrrf import DriftResult
+from napari_gpuscope.provenance import PROVENANCE_KEY
+from napari_gpuscope.widgets.esrrf_dock import EsrrfDock
+
+FIXTURES = np.load(Path(__file__).parents[1] / "fixtures" / "esrrf" / "nanopyx_esrrf.npz")
+T, SIDE = 120, 48
+
+
+@pytest.fixture
+def dock(viewer, qtbot, cpu_device):
+    widget = EsrrfDock(viewer)
+    qtbot.addWidget(widget)
+    qtbot.waitUntil(lambda: not widget.is_running(), timeout=10_000)  # kernel warm-up
+    return widget
+
+
+def _select(dock, layer_name):
+    dock.reset_choices()
+    dock.input_layer = next(c for c in dock.input.combo.choices if c.name == layer_name)
+
+
+def _true_drift(n=T):
+    """A smooth sub-pixel drift with a little jitter (dy, dx) per frame, 0 at frame 0."""
+    t = np.arange(n) / (n - 1)
+    rng = np.random.default_rng(7)
+    drift = np.stack([1.6 * t + 0.4 * np.sin(3 * t), -2.2 * t**2 + 0.3 * t], axis=1)
+    drift += 0.03 * rng.normal(size=drift.shape)
+    return drift - drift[0]
+
+
+def _blinking_stack(drift, *, seed=3):
+    """Emitters on two crossing lines and scattered points, each frame drawn with the
+    emitters at their drifted positions (Gaussian PSF, sigma 1.3 px), ~30 % of them on,
+    Poisson noise over a background."""
+    rng = np.random.default_rng(seed)
+    s = np.linspace(0, 1, 70)
+    points = np.concatenate(
+        [
+            np.stack([8 + 30 * s, 10 + 26 * s], 1),
+            np.stack([38 - 28 * s, 8 + 32 * s], 1),
+            rng.uniform(10, SIDE - 10, size=(40, 2)),
+        ]
+    )
+    y, x = np.mgrid[:SIDE, :SIDE].astype(np.float64)
+    frames = np.empty((len(drift), SIDE, SIDE), np.float32)
+    for k, (dy, dx) in enumerate(drift):
+        on = points[rng.random(len(points)) < 0.3] + (dy, dx)
+        image = np.zeros((SIDE, SIDE))
+        for py, px in on:
+            image += 300 * np.exp(-((y - py) ** 2 + (x - px) ** 2) / (2 * 1.3**2))
+        frames[k] = rng.poisson(image + 20)
+    return frames
+
+
+@pytest.fixture(scope="module")
+def drifting():
+    drift = _true_drift()
+    return _blinking_stack(drift), drift
+
+
+def test_choice_drives_and_follows_the_drift_correction_parameter(dock):
+    section = dock.drift
+    assert section.current_mode == "off" and dock.params().drift_correction is False
+    section.set_mode("estimate")
+    assert dock.params().drift_correction is True
+    dock.set_param("drift_correction", False)  # a recipe's or restored value
+    assert section.current_mode == "off"
+    dock.set_param("drift_correction", True)
+    assert section.current_mode == "estimate"  # no trace yet: estimated in the run
+    assert "Drift correction" in dock.changes.text.text()
+    dock.reset_to_defaults()
+    assert section.current_mode == "off"
+    assert not section.save_button.isEnabled()
+
+
+def test_estimate_plots_every_frame_and_draws_the_track_over_the_input(
+    viewer, qtbot, dock, drifting
+):
+    stack, truth = drifting
+    layer = viewer.add_image(
+        stack.copy(), name="drifting", scale=(1.0, 0.1, 0.1), translate=(0, 2, 3), units="um"
+    )
+    _select(dock, "drifting")
+    dock.set_param("drift_time_averaging", 20)
+    live = []
+    real_add = dock.drift.plot.add_block
+    dock.drift.plot.add_block = lambda *a: (live.append(a), real_add(*a))
+    dock.drift.set_mode("estimate")
+    assert dock.drift.estimate()
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=60_000)
+
+    assert len(live) == T // 20  # each block plotted as it finished (at its centre frame)
+    plot = dock.drift.plot
+    assert not plot.isHidden() and len(plot.frames) == T == len(plot.dy) == len(plot.dx)
+    # against the drift the frames were drawn with (blocks of 20 follow it to ~0.1 px)
+    error = np.hypot(plot.dy - truth[:, 0], plot.dx - truth[:, 1])
+    assert math.sqrt(np.mean(error**2)) < 0.15, error
+    assert dock.drift.current_mode == "trace"  # a run now uses this trace
+    assert "Drift drift over 120 frames" not in dock.panel.status.text()
+    assert "120 frames" in dock.panel.status.text()
+
+    tracks = [ly for ly in viewer.layers if type(ly).__name__ == "Tracks"]
+    assert len(tracks) == 1
+    track = tracks[0]
+    assert tuple(track.scale[1:]) == pytest.approx(tuple(layer.scale[1:]))
+    assert tuple(track.translate[1:]) == pytest.approx(tuple(layer.translate[1:]))
+    # the path of the frame's centre, in the input's pixels
+    centre = (SIDE - 1) / 2
+    np.testing.assert_allclose(track.data[:, 2:] - centre, np.stack([plot.dy, plot.dx], 1))
+    assert track.metadata[PROVENANCE_KEY]["method"] == "esrrf"
+    assert track.metadata[PROVENANCE_KEY]["parameters"]["time_averaging"] == 20
+    np.testing.assert_array_equal(layer.data, stack)  # the input untouched
+    assert viewer.layers.selection.active.name == "drifting"
+
+    # a second estimate replaces the drawn trace instead of piling up layers
+    assert dock.drift.estimate()
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=60_000)
+    assert sum(type(ly).__name__ == "Tracks" for ly in viewer.layers) == 1
+
+
+def _moved(stack, shifts):
+    """Frame t showing frame t's content moved by +shifts[t] (whole pixels; the edges wrap)."""
+    return np.stack(
+        [
+            np.roll(f, (int(dy), int(dx)), axis=(0, 1))
+            for f, (dy, dx) in zip(stack, shifts, strict=True)
+        ]
+    )
+
+
+def test_a_loaded_trace_is_what_the_run_corrects_with(viewer, qtbot, dock, tmp_path, monkeypatch):
+    stack = FIXTURES["var_m2_r1_s2_noiw/input"]  # 10 frames of 24 x 24
+    reference = FIXTURES["var_m2_r1_s2_noiw/output"][0]  # NanoPyx, no drift
+    shifts = np.array([[0, 0], [1, 0], [1, 1], [0, 1], [-1, 1]] * 2, np.float64)
+    moved = _moved(stack, shifts)
+    layer = viewer.add_image(moved.copy(), name="moved")
+    _select(dock, "moved")
+    settings = {"magnification": 2, "radius": 1.0, "sensitivity": 2.0, "temporal": "VAR"}
+    for name, value in {**settings, "intensity_weighting": False}.items():
+        dock.set_param(name, value)
+    path = DriftResult.from_shifts(shifts).to_csv(tmp_path / "trace.csv")
+    monkeypatch.setattr(
+        "qtpy.QtWidgets.QFileDialog.getOpenFileName", lambda *a, **k: (str(path), "")
+    )
+    dock.drift.load_button.click()
+    assert dock.drift.current_mode == "trace" and dock.params().drift_correction
+    assert "Loaded the drift trace trace.csv" in dock.panel.status.text()
+    assert len(dock.drift.plot.frames) == 10
+
+    assert dock.run()
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=60_000)
+    (result,) = [ly for ly in viewer.layers if ly.name.startswith("eSRRF · moved")]
+    record = result.metadata[PROVENANCE_KEY]
+    assert record["result"]["drift"]["shifts_px"] == shifts.tolist()
+    # Corrected by whole pixels, the frames are the fixture's again away from the edges that
+    # wrapped or were repeated (1 px, plus the radius and interpolation reach); the edges
+    # still move the image-wide macro-pixel correction a little (0.2 % RMS, at any margin).
+    inner = (slice(12, -12), slice(12, -12))
+    scale = reference.max()
+
+    def rms(image):
+        return float(np.sqrt(np.mean((image[inner] - reference[inner]) ** 2))) / scale
+
+    assert rms(result.data[0]) < 0.005
+    np.testing.assert_array_equal(layer.data, moved)
+
+    # without the trace the same frames give another image (14 % RMS): the trace did the work
+    dock.drift.set_mode("off")
+    assert dock.run()
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=60_000)
+    assert rms(dock.last_result_layer.data[0]) > 0.1
+
+
+def test_bad_traces_are_said_in_the_status_and_change_nothing(viewer, qtbot, dock, tmp_path):
+    stack = FIXTURES["var_m2_r1_s2_noiw/input"]
+    layer = viewer.add_image(stack.copy(), name="blink")
+    _select(dock, "blink")
+    garbage = tmp_path / "notes.csv"
+    garbage.write_text("time,x\n0,zero\n", encoding="utf-8")
+    assert not dock.drift.load(garbage)
+    status = dock.panel.status.text()
+    assert status.startswith("Could not load the drift trace") and "dy_px" in status
+    short = DriftResult.from_shifts(np.zeros((7, 2))).to_csv(tmp_path / "short.csv")
+    assert not dock.drift.load(short)
+    assert "7 frames but 'blink' has 10" in dock.panel.status.text()
+    assert dock.drift.trace is None and dock.drift.current_mode == "off"
+    assert not any(type(ly).__name__ == "Tracks" for ly in viewer.layers)
+
+    dock.drift.set_mode("trace")  # a run that would need a trace
+    assert not dock.run()
+    assert "there is none" in dock.panel.status.text()
+    assert not dock.is_running()
+    np.testing.assert_array_equal(layer.data, stack)
+    assert [ly.name for ly in viewer.layers] == ["blink"]
+
+
+def test_save_writes_a_csv_with_units_that_round_trips(viewer, qtbot, dock, tmp_path, monkeypatch):
+    stack = FIXTURES["var_m2_r1_s2_noiw/input"]
+    viewer.add_image(stack.copy(), name="blink", scale=(1, 0.1, 0.1), units="um")
+    _select(dock, "blink")
+    shifts = np.cumsum(np.full((10, 2), (0.125, -0.3)), axis=0)
+    shifts -= shifts[0]
+    dock.drift.set_trace(DriftResult.from_shifts(shifts), "made here")
+    target = tmp_path / "saved.csv"
+    monkeypatch.setattr(
+        "qtpy.QtWidgets.QFileDialog.getSaveFileName", lambda *a, **k: (str(target), "")
+    )
+    dock.drift.save_button.click()
+    assert f"Saved the drift trace to {target}" in dock.panel.status.text()
+    text = target.read_text(encoding="utf-8")
+    assert "# unit: px" in text and "# pixel_size: 0.1 µm" in text
+    rows = list(csv.DictReader(line for line in text.splitlines() if not line.startswith("#")))
+    assert [int(r["frame"]) for r in rows] == list(range(10))
+    np.testing.assert_allclose([[float(r["dy_px"]), float(r["dx_px"])] for r in rows], shifts)
+    np.testing.assert_allclose([[float(r["dy_µm"]), float(r["dx_µm"])] for r in rows], shifts * 0.1)
+    np.testing.assert_array_equal(DriftResult.from_csv(target).shifts, shifts)
+
+
+def test_a_run_estimating_its_drift_draws_it_and_says_the_decorrelation_resolution(
+    viewer, qtbot, dock, drifting
+):
+    from napari_gpuscope.compute.esrrf import decorrelation_resolution
+
+    stack, truth = drifting
+    viewer.add_image(stack.copy(), name="drifting", scale=(1.0, 0.1, 0.1), units="um")
+    _select(dock, "drifting")
+    dock.set_param("magnification", 2)
+    dock.set_param("drift_time_averaging", 20)
+    dock.drift.set_mode("estimate")
+    assert dock.run()
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=120_000)
+
+    result = dock.last_result_layer
+    facts = result.metadata[PROVENANCE_KEY]["result"]
+    shifts = np.array(facts["drift"]["shifts_px"])
+    assert math.sqrt(np.mean(np.sum((shifts - truth) ** 2, axis=1))) < 0.15
+    tracks = [ly for ly in viewer.layers if type(ly).__name__ == "Tracks"]
+    assert len(tracks) == 1 and tuple(tracks[0].scale[1:]) == pytest.approx((0.1, 0.1))
+    plot = dock.drift.plot
+    assert len(plot.frames) == T and "in the run" in plot.title
+    assert dock.drift.save_button.isEnabled()  # the run's trace can be saved
+
+    # the decorrelation analysis of what the dock shows, at the output's pixel size
+    expected = decorrelation_resolution(result.data[0], pixel_size=0.05, device="cpu")
+    measured = facts["decorrelation"]["esrrf"]
+    assert measured["resolution_px"] == pytest.approx(expected.resolution, rel=1e-6)
+    assert facts["decorrelation"]["unit"] == "µm"
+    status = dock.panel.status.text()
+    assert "drift-corrected" in status and "decorrelation resolution" in status
+    assert f"{expected.resolution:.2f} output px ({expected.resolution_physical:.3g} µm)" in status
+    assert "widefield mean" in status and "input px" in status
