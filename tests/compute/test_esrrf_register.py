@@ -4,6 +4,9 @@ scikit-image's phase_cross_correlation and SciPy's shift as independent referenc
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 from scipy import ndimage
@@ -204,3 +207,41 @@ def test_shifts_do_not_depend_on_the_intensity_scale(scene, scale, cpu_device):
     moving = _image(scene + np.asarray((1.3, -0.6)), seed=3).astype(np.float64) * scale
     result = register_channels(np.stack([reference, moving]), device=cpu_device)
     assert np.abs(result.shifts[1] - (1.3, -0.6)).max() < 0.1
+
+
+# NanoPyx 2.1.5's channel registration on committed fixtures (make_register_fixtures.py, run in
+# its own venv): the same data, the true displacement, and what NanoPyx measured.
+NANOPYX = Path(__file__).parents[1] / "fixtures" / "esrrf" / "nanopyx_register.npz"
+
+
+def _nanopyx_cases() -> dict[str, np.ndarray]:
+    with np.load(NANOPYX) as data:
+        return {key: data[key] for key in data.files}
+
+
+@pytest.mark.parametrize("case", ["shift_0", "shift_1", "shift_2"])
+def test_at_least_as_accurate_as_nanopyx_on_its_fixtures(case, cpu_device):
+    data = _nanopyx_cases()
+    channels, truth = data[f"{case}/channels"], data[f"{case}/truth"]
+    ours = register_channels(channels, device=cpu_device).shifts[1]
+    theirs = data[f"{case}/nanopyx"]
+    assert np.abs(ours - truth).max() < 0.1
+    assert np.hypot(*(ours - truth)) <= np.hypot(*(theirs - truth))
+
+
+def test_the_elastic_map_is_at_least_as_accurate_as_nanopyx(cpu_device):
+    data = _nanopyx_cases()
+    meta = json.loads(str(data["meta"]))
+    channels, scale = data["magnification/channels"], float(data["magnification/scale"])
+    result = register_channels(channels, elastic=True, block_size=32, device=cpu_device)
+    shape = channels.shape[-2:]
+    centre = (np.asarray(shape) - 1) / 2
+    rows, cols = np.meshgrid(np.arange(shape[0]), np.arange(shape[1]), indexing="ij")
+    truth_y = (1 - 1 / scale) * (rows - centre[0])
+    truth_x = (1 - 1 / scale) * (cols - centre[1])
+    edge = meta["interior"]
+    inner = (slice(edge, -edge), slice(edge, -edge))
+    error = np.hypot(result.fields[1, 0] - truth_y, result.fields[1, 1] - truth_x)[inner]
+    rms = float(np.sqrt(np.mean(error**2)))
+    assert rms <= float(data["magnification/nanopyx_rms"])
+    assert rms < 0.15
