@@ -63,7 +63,7 @@ def test_the_map_streams_cell_by_cell(swept):
     cells = [u.outputs["decorr_resolution"] for u in updates if u.outputs]
     assert len(cells) == 2
     assert all(c.shape == (1, 2) and c.array().shape == (1, 1) for c in cells)
-    assert "decorrelation" in [u for u in updates if u.outputs][0].message
+    assert "decorrelation" in next(u for u in updates if u.outputs).message
 
 
 def test_layers_summary_and_describe_carry_the_map(swept):
