@@ -245,3 +245,22 @@ def test_the_elastic_map_is_at_least_as_accurate_as_nanopyx(cpu_device):
     rms = float(np.sqrt(np.mean(error**2)))
     assert rms <= float(data["magnification/nanopyx_rms"])
     assert rms < 0.15
+
+
+def test_long_stacks_are_resampled_in_chunks_with_the_same_result(scene, monkeypatch, cpu_device):
+    from napari_gpuscope.compute.esrrf import _register
+
+    frames = np.stack(
+        [
+            np.stack([_image(scene + s, photons=60, seed=7 * t + k) for t in range(5)])
+            for k, s in enumerate([(0.0, 0.0), (0.8, -1.3)])
+        ]
+    )
+    result = register_channels(frames, device=cpu_device)
+    whole = apply_registration(frames, result, device=cpu_device)
+    monkeypatch.setattr(_register, "_CHUNK_PIXELS", 2 * SHAPE[0] * SHAPE[1])  # 2 frames a chunk
+    chunked = apply_registration(frames, result, device=cpu_device)
+    np.testing.assert_array_equal(chunked, whole)
+    np.testing.assert_array_equal(whole[0], frames[0])  # the reference is copied
+    one = apply_registration(frames[:, 3], result, device=cpu_device)
+    np.testing.assert_array_equal(whole[:, 3], one)  # every frame moves by the channel's shift

@@ -50,6 +50,8 @@ UPSAMPLING = 20
 MIN_SIDE = 16
 """Smallest image (or block) side a correlation is computed on."""
 
+_CHUNK_PIXELS = 1 << 24  # pixels resampled at once by apply_registration (64 MB of float32)
+
 
 @dataclass(frozen=True)
 class RegistrationResult:
@@ -276,21 +278,37 @@ def apply_registration(
             f"{registration.n_channels} channels of {registration.shape}"
         )
     out = np.empty(data.shape, np.float32)
+    height, width = registration.shape
+    # Frames go to the device a chunk at a time (a few tens of MB), so a long stack fits.
+    chunk = max(1, _CHUNK_PIXELS // (height * width))
     with torch.no_grad(), device_context(device) as dev:
         for c in range(data.shape[0]):
-            planes = torch.as_tensor(
-                np.asarray(data[c], np.float32).reshape(-1, *registration.shape), device=dev
-            )
+            frames = data[c].reshape(-1, height, width)
+            target = out[c].reshape(-1, height, width)
             if c == registration.reference_channel:
-                moved = planes
-            elif registration.elastic and registration.fields is not None:
-                field = torch.as_tensor(registration.fields[c], device=dev)
-                moved = _warp(planes, field)
-            else:
-                shift = torch.as_tensor(registration.shifts[c], dtype=torch.float64, device=dev)
-                moved = _translate(planes, shift)
-            out[c] = moved.reshape(data.shape[1:]).cpu().numpy()
+                target[...] = frames
+                continue
+            ys, xs = _positions(registration, c, dev)
+            for start in range(0, frames.shape[0], chunk):
+                planes = torch.as_tensor(
+                    np.asarray(frames[start : start + chunk], np.float32), device=dev
+                )
+                target[start : start + chunk] = _sample(planes, ys, xs).cpu().numpy()
     return out
+
+
+def _positions(
+    registration: RegistrationResult, channel: int, dev: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(H, W)`` float64 positions each output pixel of ``channel`` samples."""
+    height, width = registration.shape
+    rows = torch.arange(height, device=dev, dtype=torch.float64)[:, None].expand(height, width)
+    cols = torch.arange(width, device=dev, dtype=torch.float64)[None, :].expand(height, width)
+    if registration.elastic and registration.fields is not None:
+        field = torch.as_tensor(registration.fields[channel], device=dev, dtype=torch.float64)
+        return rows + field[0], cols + field[1]
+    dy, dx = (float(v) for v in registration.shifts[channel])
+    return rows + dy, cols + dx
 
 
 # ------------------------------------------------------------------------------- checks
@@ -563,36 +581,25 @@ def _shift_batch(images: torch.Tensor, shifts: torch.Tensor) -> torch.Tensor:
     return _sample(images, ys.expand(-1, height, width), xs.expand(-1, height, width))
 
 
-def _translate(planes: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
-    """Every plane of ``(N, H, W)`` moved back by one ``(dy, dx)``."""
-    return _shift_batch(planes, shift[None].expand(planes.shape[0], 2))
-
-
-def _warp(planes: torch.Tensor, field: torch.Tensor) -> torch.Tensor:
-    """Every plane of ``(N, H, W)`` sampled at ``(y + dy(y, x), x + dx(y, x))``."""
-    height, width = planes.shape[-2:]
-    dev = planes.device
-    ys = torch.arange(height, device=dev, dtype=torch.float64)[:, None] + field[0].double()
-    xs = torch.arange(width, device=dev, dtype=torch.float64)[None, :] + field[1].double()
-    count = planes.shape[0]
-    return _sample(planes, ys.expand(count, height, width), xs.expand(count, height, width))
-
-
 def _sample(images: torch.Tensor, ys: torch.Tensor, xs: torch.Tensor) -> torch.Tensor:
-    """Separable Catmull-Rom samples of ``(B, H, W)`` images at float64 positions
-    ``(B, H, W)``; positions beyond the edges take the edge pixels."""
-    height, width = images.shape[-2:]
+    """Catmull-Rom samples (the 4 x 4 tensor-product taps) of ``(B, H, W)`` images at float64
+    positions, ``(H, W)`` shared by every image or ``(B, H, W)`` one set each; positions
+    beyond the edges take the edge pixels."""
+    count, height, width = images.shape
+    shared = ys.dim() == 2
     y0, x0 = torch.floor(ys), torch.floor(xs)
-    wy = _catmull_rom(ys - y0).to(images.dtype)  # (B, H, W, 4)
+    wy = _catmull_rom(ys - y0).to(images.dtype)  # (..., H, W, 4)
     wx = _catmull_rom(xs - x0).to(images.dtype)
     y0, x0 = y0.to(torch.int64), x0.to(torch.int64)
-    flat = images.reshape(images.shape[0], -1)
+    flat = images.reshape(count, -1)
     out = torch.zeros_like(images)
     for ty in range(4):
         rows = (y0 + (ty - 1)).clamp(0, height - 1)
         for tx in range(4):
-            cols = (x0 + (tx - 1)).clamp(0, width - 1)
-            index = (rows * width + cols).reshape(images.shape[0], -1)
-            taps = torch.gather(flat, 1, index).reshape(images.shape)
+            index = rows * width + (x0 + (tx - 1)).clamp(0, width - 1)
+            if shared:
+                taps = flat[:, index.reshape(-1)].reshape(images.shape)
+            else:
+                taps = torch.gather(flat, 1, index.reshape(count, -1)).reshape(images.shape)
             out.add_(taps * (wy[..., ty] * wx[..., tx]))
     return out
