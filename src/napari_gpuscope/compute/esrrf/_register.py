@@ -349,7 +349,8 @@ def _channel_images(channels: Any, reference_channel: int) -> tuple[np.ndarray, 
             f"reference_channel must lie within [0, {data.shape[0] - 1}] (the channels), got "
             f"{reference_channel}"
         )
-    images = data.astype(np.float64) if data.ndim == 3 else data.astype(np.float64).mean(axis=1)
+    # (The mean accumulates in float64 without a float64 copy of the stack.)
+    images = data.astype(np.float64) if data.ndim == 3 else data.mean(axis=1, dtype=np.float64)
     # Each channel scaled by a power of two to a largest magnitude in [0.5, 1): shifts do not
     # depend on scale, and values near float32's limits would overflow the spectra.
     for c in range(images.shape[0]):
