@@ -359,7 +359,10 @@ METHODS: dict[str, MethodSpec] = {
                     "Parameter sweep",
                     "napari_gpuscope.compute.esrrf:SweepParams",
                     "napari_gpuscope.compute.esrrf:iter_sweep",
-                    description="FRC resolution, RSP and QnR of every radius x sensitivity.",
+                    description=(
+                        "FRC and decorrelation resolution, RSP and QnR of every radius x "
+                        "sensitivity."
+                    ),
                 ),
                 JobSpec(
                     "drift",
