@@ -72,7 +72,7 @@ def test_run_streams_and_matches_nanopyx_with_aligned_geometry(viewer, qtbot, do
     assert sum("analysed" in message for message in updates) == 10
     assert len(shown) >= 1
     assert all(s[1] == pytest.approx((10.0, 0.05, 0.05)) for s in shown)  # 1 point, 10 frames
-    result = viewer.layers["blink [eSRRF M2 R1 S2 VAR]"]
+    result = viewer.layers["eSRRF · blink [M2 R1 S2 VAR]"]
     reference = FIXTURES["var_m2_r1_s2_noiw/output"]
     assert result.data.shape == reference.shape
     assert np.abs(result.data - reference).max() <= 1e-5 * reference.max()
@@ -81,7 +81,7 @@ def test_run_streams_and_matches_nanopyx_with_aligned_geometry(viewer, qtbot, do
     assert tuple(result.translate) == pytest.approx((4.5, 2 - 0.1 * 0.25, 3 - 0.1 * 0.25))
     qtbot.waitUntil(lambda: viewer.layers[-1].name == result.name)  # over the widefield mean
     assert result.colormap.name == "magma"
-    widefield = viewer.layers["blink [widefield mean]"]
+    widefield = viewer.layers["widefield mean · blink"]
     np.testing.assert_allclose(widefield.data[0], stack.mean(0), rtol=1e-6)
     assert tuple(widefield.scale) == pytest.approx((10.0, 0.1, 0.1))
     record = result.metadata[PROVENANCE_KEY]
@@ -111,7 +111,7 @@ def test_stop_and_keep_returns_the_frames_so_far(viewer, qtbot, dock, shown):
     qtbot.waitUntil(lambda: len(shown) >= 2, timeout=60_000)
     dock.stop()
     qtbot.waitUntil(lambda: not dock.is_running(), timeout=30_000)
-    (result,) = [ly for ly in viewer.layers if "[eSRRF" in ly.name]
+    (result,) = [ly for ly in viewer.layers if ly.name.startswith("eSRRF · ")]
     summary = result.metadata[PROVENANCE_KEY]["result"]
     assert summary["stopped_early"] and summary["frames_analysed"] < 200
     assert "stopped early" in dock.panel.status.text().lower()
@@ -123,9 +123,9 @@ def test_live_preview_shows_the_visible_region_at_its_place(viewer, qtbot, dock)
     _select(dock, "blink")
     dock.set_param("magnification", 2)
     dock.panel.live_preview.setChecked(True)
-    qtbot.waitUntil(lambda: "blink [eSRRF preview]" in viewer.layers, timeout=30_000)
+    qtbot.waitUntil(lambda: "eSRRF preview · blink" in viewer.layers, timeout=30_000)
     qtbot.waitUntil(lambda: not dock.is_running(), timeout=30_000)
-    preview = viewer.layers["blink [eSRRF preview]"]
+    preview = viewer.layers["eSRRF preview · blink"]
     assert preview.data.shape[0] == 1 and preview.data.shape[1:] == (48, 48)  # whole 24 x 24
     assert tuple(preview.scale) == pytest.approx((1.0, 0.05, 0.05))
     assert tuple(preview.translate)[1:] == pytest.approx((-0.025, -0.025))
