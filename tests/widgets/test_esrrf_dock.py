@@ -135,7 +135,7 @@ def test_live_preview_shows_the_visible_region_at_its_place(viewer, qtbot, dock)
 @pytest.mark.parametrize(
     ("data", "words"),
     [
-        (np.zeros((32, 32), np.float32), "3 to 3"),
+        (np.zeros((32, 32), np.float32), "3 to 4"),  # (T, Y, X) or (C, T, Y, X)
         (np.where(np.eye(16)[None] > 0, np.nan, 1.0).repeat(4, 0), "NaN"),
     ],
 )

@@ -266,3 +266,53 @@ def test_a_run_estimating_its_drift_draws_it_and_says_the_decorrelation_resoluti
     assert "drift-corrected" in status and "decorrelation resolution" in status
     assert f"{expected.resolution:.2f} output px ({expected.resolution_physical:.3g} µm)" in status
     assert "widefield mean" in status and "input px" in status
+
+
+def test_channels_are_registered_to_channel_0_before_each_is_reconstructed(viewer, qtbot, dock):
+    from skimage.registration import phase_cross_correlation
+
+    offset = np.array([1.5, -2.0])  # channel 1's content relative to channel 0's
+    frames = 60
+    still = np.zeros((frames, 2))
+    # the same emitters (seed 3 draws the same positions), drawn moved by the offset in
+    # channel 1, whose frames are shuffled (blinking independent of channel 0's)
+    channels = np.stack([_blinking_stack(still, seed=3), _blinking_stack(still + offset, seed=3)])
+    channels[1] = np.random.default_rng(11).permutation(channels[1])
+    viewer.add_image(channels.copy(), name="two colours", scale=(1, 1, 0.1, 0.1))
+    _select(dock, "two colours")
+    assert dock.registration.isVisibleTo(dock)
+    dock.set_param("magnification", 2)
+    dock.registration.value = "translation"
+    assert dock.run()
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=120_000)
+
+    results = sorted(
+        (ly for ly in viewer.layers if ly.name.startswith("eSRRF · two colours ch")),
+        key=lambda ly: ly.name,
+    )
+    assert [ly.colormap.name for ly in results] == ["magenta", "green"]
+    facts = results[0].metadata[PROVENANCE_KEY]["result"]
+    measured = np.array(facts["registration"]["shifts"][1])
+    assert np.abs(measured - offset).max() < 0.1, measured
+    # the reconstructions overlay: what is left between them is well under an output pixel
+    left, _, _ = phase_cross_correlation(results[0].data[0], results[1].data[0], upsample_factor=20)
+    assert np.hypot(*left) < 0.3, left
+    assert len(facts["channels"]) == 2 and "decorrelation" in facts["channels"][1]
+    assert "registration to channel 0" in dock.panel.status.text()
+    np.testing.assert_array_equal(viewer.layers["two colours"].data, channels)
+
+    dock.registration.value = "off"  # the oracle's check: unregistered, they are 2x apart
+    assert dock.run()
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=120_000)
+    plain = sorted(dock.last_results[:2], key=lambda ly: ly.name)
+    apart, _, _ = phase_cross_correlation(plain[0].data[0], plain[1].data[0], upsample_factor=20)
+    np.testing.assert_allclose(apart, -2 * offset, atol=0.3)
+
+    single = viewer.add_image(channels[:1].copy(), name="one colour")
+    _select(dock, "one colour")
+    assert not dock.run()
+    assert "2 to 8 channels" in dock.panel.status.text()
+    viewer.layers.remove(single)
+    viewer.add_image(channels[0].copy(), name="plain")
+    _select(dock, "plain")
+    assert not dock.registration.isVisibleTo(dock)

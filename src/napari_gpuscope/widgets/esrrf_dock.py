@@ -12,20 +12,19 @@ Run / Stop & keep / Cancel, streaming, results, provenance, settings, export -- 
   (:mod:`napari_gpuscope.compute.esrrf._preview`);
 - the "Drift correction" section (:mod:`.esrrf_drift`): off, estimated in the run, or an
   estimated or loaded trace, plotted and drawn over the image;
+- multi-channel input: a 4D layer is read as ``(C, T, Y, X)``; "Register channels" (off,
+  translation, elastic) aligns the channels to channel 0 before each is reconstructed
+  (:mod:`.esrrf_channels`);
 - the parameter sweep panel (:mod:`.esrrf_sweep`).
 
 A full run streams the reconstruction of the current time point as frames go through, and adds
 the widefield mean (same frames) for comparison. Then, still in the job's worker thread, the
-decorrelation resolution (Descloux et al. 2019,
-:func:`~napari_gpuscope.compute.esrrf.decorrelation_resolution`) of the first time point's
-eSRRF image and of its widefield mean is measured and said in the status line and the
-provenance (:class:`ResolvedResult`), in pixels and, with a physical scale, in its unit.
+decorrelation resolution of the first time point's eSRRF image and of its widefield mean is
+measured and said in the status line and the provenance (:mod:`.esrrf_results`).
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -49,15 +48,16 @@ from napari_gpuscope.widgets._base import MethodDock
 from napari_gpuscope.widgets._controller import RUN
 from napari_gpuscope.widgets._controls import FieldStyle
 from napari_gpuscope.widgets._controls._changes import mark_labels
-from napari_gpuscope.widgets._messages import plain_error_message
+from napari_gpuscope.widgets.esrrf_channels import MAX_CHANNELS, RegistrationRow, iter_channels
 from napari_gpuscope.widgets.esrrf_drift import DriftSection, layer_unit
+from napari_gpuscope.widgets.esrrf_results import ResolvedResult, with_resolution
 from napari_gpuscope.widgets.esrrf_sweep import SweepPanel
 
 if TYPE_CHECKING:
     import napari.layers
 
-    from napari_gpuscope.compute.esrrf import DecorrelationResult, EsrrfResult
-    from napari_gpuscope.compute.results import LayerDataTuple, MethodResult
+    from napari_gpuscope.compute.esrrf import EsrrfResult
+    from napari_gpuscope.compute.results import MethodResult
 
 __all__ = ["EsrrfDock", "ResolvedResult"]
 
@@ -65,9 +65,6 @@ SR_COLORMAP = "magma"
 STREAM_UPDATES = 50
 """About this many image updates per run while frames stream."""
 MAX_STREAM_CHUNK = 32
-DECORRELATION_SIDE = 512
-"""The decorrelation analysis reads at most this many pixels per side (the image's centre):
-its cost grows fast with the padded size, and 512 pixels hold enough structure."""
 
 
 class EsrrfDock(MethodDock):
@@ -82,7 +79,7 @@ class EsrrfDock(MethodDock):
     method_id = "esrrf"
     short_title = "eSRRF"
     streamed_outputs = (OUTPUT,)
-    input_dims = (3, 3)
+    input_dims = (3, 4)  # a 4D layer: (C, T, Y, X) channels
     # The form needs 352 px ("Frames per time point", the output-size line) and the sweep
     # panel makes the dock taller than a screen, so its vertical scroll bar needs room too.
     dock_width = 380
@@ -115,6 +112,8 @@ class EsrrfDock(MethodDock):
         self.form.add_row("", self.pixel_label.native, after="magnification")
         self.form.widgets["radius"].changed.connect(self._update_radius_label)
         self.form.widgets["magnification"].changed.connect(self._update_radius_label)
+        self.registration = RegistrationRow()  # shown for 4D (C, T, Y, X) layers only
+        self.form.add_row("", self.registration, after="drift_correction")
         # The section's choice stands for the drift_correction checkbox, which it drives.
         self.drift = DriftSection(self, self.form.widgets["drift_correction"])
         self.form.add_row("", self.drift, after="drift_correction")
@@ -123,8 +122,23 @@ class EsrrfDock(MethodDock):
         self.sweep = SweepPanel(self)  # placed under the run controls once the layout exists
 
     def on_input_changed(self, layer: napari.layers.Image | None) -> None:
-        """Show the radius in the new layer's units."""
+        """Show the radius in the new layer's units; the channel row for a 4D layer."""
         self._update_radius_label()
+        channels = layer is not None and layer.ndim == 4
+        self.registration.setVisible(channels)
+
+    def validate_input(
+        self, layer: napari.layers.Layer | None, *, check_values: bool = True
+    ) -> None:
+        """A (T, Y, X) stack, or (C, T, Y, X) channels (2 to MAX_CHANNELS)."""
+        super().validate_input(layer, check_values=check_values)
+        shape = np.shape(layer.data)
+        if len(shape) == 4 and not 2 <= shape[0] <= MAX_CHANNELS:
+            raise ValueError(
+                f"'{layer.name}' is 4D {tuple(shape)}: eSRRF reads a 4D layer as (C, T, Y, X), "
+                f"2 to {MAX_CHANNELS} channels of blinking frames; a single channel is a "
+                "(T, Y, X) stack"
+            )
 
     def _update_radius_label(self, *_: Any) -> None:
         layer = self.input_layer
@@ -153,8 +167,22 @@ class EsrrfDock(MethodDock):
         updates; fewer frames per chunk when device memory is short)."""
         from napari_gpuscope.compute.esrrf import iter_esrrf
 
-        frames = int(np.shape(layer.data)[0])
+        frames = int(np.shape(layer.data)[-3])
         per_chunk = int(np.clip(np.ceil(frames / STREAM_UPDATES), 1, MAX_STREAM_CHUNK))
+        pixel = abs(float(layer.scale[-1]))
+        unit = layer_unit(layer)
+        physical = None if unit == "px" else (pixel, unit)
+        if layer.ndim == 4:
+            return iter_channels(
+                layer.data,
+                params,
+                device,
+                registration=self.registration.value,
+                drift_shifts=self.drift.shifts_for(layer),
+                frames_per_chunk=per_chunk,
+                name=f"layer '{layer.name}'",
+                pixel=physical,
+            )
         job = iter_esrrf(
             layer.data,
             params=params,
@@ -163,9 +191,7 @@ class EsrrfDock(MethodDock):
             name=f"layer '{layer.name}'",
             drift_shifts=self.drift.shifts_for(layer),  # None: off, or estimated in the run
         )
-        pixel = abs(float(layer.scale[-1]))
-        unit = layer_unit(layer)
-        return _with_resolution(job, device, None if unit == "px" else (pixel, unit))
+        return with_resolution(job, device, physical)
 
     def show_changes(self) -> list[str]:
         """Mark the drift choice too when drift correction differs from its default."""
@@ -225,108 +251,12 @@ class EsrrfDock(MethodDock):
         self, layer: napari.layers.Image, params: EsrrfParams, device: str, view: PlaneView
     ) -> Job[PreviewResult]:
         """A reconstruction of the visible region from the frames at the displayed one."""
+        if layer.ndim == 4:
+            raise ValueError(
+                "Live preview shows one (T, Y, X) stack; Run reconstructs every channel of "
+                f"'{layer.name}'."
+            )
         corners = np.asarray(getattr(layer, "corner_pixels", np.zeros((2, 3))))
         region = visible_region(tuple(np.shape(layer.data)), corners, view.index[0])
         self._preview_region = region
         return preview_job(layer.data, params, device, view, region)
-
-
-@dataclass(frozen=True)
-class ResolvedResult:
-    """An :class:`~napari_gpuscope.compute.esrrf.EsrrfResult` with the decorrelation
-    resolution of its first time point and of that time point's widefield mean.
-
-    Everything else is the eSRRF result's (attributes, ``layers()``); ``summary()`` adds
-    ``"decorrelation"`` and ``describe()`` the resolutions.
-
-    Attributes
-    ----------
-    result : EsrrfResult
-    esrrf, widefield : DecorrelationResult or None
-        The analyses (output pixels, input pixels); None when they could not be made.
-    unit : str
-        The unit of the physical resolutions (``"px"`` without a physical scale).
-    note : str
-        Why the analysis is missing, when it is.
-    """
-
-    result: EsrrfResult
-    esrrf: DecorrelationResult | None
-    widefield: DecorrelationResult | None
-    unit: str = "px"
-    note: str = ""
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "result":  # not set yet (copy, unpickling): no recursion
-            raise AttributeError(name)
-        return getattr(self.result, name)  # the eSRRF result's attributes (image, drift...)
-
-    def summary(self) -> dict[str, Any]:
-        """The eSRRF result's facts and ``"decorrelation"`` (resolutions, unit)."""
-        facts = self.result.summary()
-        facts["decorrelation"] = {
-            "esrrf": None if self.esrrf is None else self.esrrf.summary(),
-            "widefield": None if self.widefield is None else self.widefield.summary(),
-            "unit": self.unit,
-            "note": self.note,
-        }
-        return facts
-
-    def describe(self) -> str:
-        """The eSRRF line, then the decorrelation resolutions."""
-        text = self.result.describe()
-        if self.esrrf is None:
-            return f"{text}; decorrelation resolution not measured ({self.note})"
-        parts = [_resolution_words(self.esrrf, "output", self.unit)]
-        if self.widefield is not None:
-            parts.append(f"widefield mean {_resolution_words(self.widefield, 'input', self.unit)}")
-        return f"{text}; decorrelation resolution {', '.join(parts)}"
-
-    def layers(
-        self, name: str = "stack", geometry: Any = None, metadata: dict[str, Any] | None = None
-    ) -> list[LayerDataTuple]:
-        """The eSRRF result's layers."""
-        return self.result.layers(name, geometry, metadata)
-
-
-def _resolution_words(analysis: DecorrelationResult, pixels: str, unit: str) -> str:
-    if not math.isfinite(analysis.resolution):
-        return "none (no correlation peak)"
-    text = f"{analysis.resolution:.2f} {pixels} px"
-    physical = analysis.resolution_physical
-    if physical is not None and math.isfinite(physical):
-        text += f" ({physical:.3g} {unit})"
-    return text
-
-
-def _centre(image: np.ndarray) -> np.ndarray:
-    rows, cols = image.shape
-    top, left = max(0, (rows - DECORRELATION_SIDE) // 2), max(0, (cols - DECORRELATION_SIDE) // 2)
-    return image[top : top + DECORRELATION_SIDE, left : left + DECORRELATION_SIDE]
-
-
-def _with_resolution(
-    job: Job[EsrrfResult], device: str, pixel: tuple[float, str] | None
-) -> Job[ResolvedResult]:
-    """The run, then the decorrelation analysis of its first time point (in the worker
-    thread: the GUI stays responsive). Commands (Stop & keep) and a cancel reach the run."""
-    from napari_gpuscope.compute.esrrf import decorrelation_resolution
-
-    result = yield from job
-    yield Progress(1.0, "Measuring the decorrelation resolution of the result...")
-    magnification = result.params.magnification
-    analyses: list[DecorrelationResult | None] = []
-    note = ""
-    try:
-        for image, size in (
-            (result.image[0], None if pixel is None else pixel[0] / magnification),
-            (result.widefield[0], None if pixel is None else pixel[0]),
-        ):
-            analyses.append(
-                decorrelation_resolution(_centre(image), pixel_size=size, device=device)
-            )
-    except Exception as exc:  # the reconstruction stands without it; the status says why
-        note = plain_error_message(exc)
-        analyses += [None] * (2 - len(analyses))
-    unit = "px" if pixel is None else pixel[1]
-    return ResolvedResult(result, analyses[0], analyses[1], unit, note)

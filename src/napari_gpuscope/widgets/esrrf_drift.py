@@ -82,8 +82,9 @@ def _pixel_of(layer: napari.layers.Layer | None) -> tuple[float, str] | None:
 
 
 def _frames(layer: napari.layers.Layer | None) -> int | None:
+    """Frames of a (T, Y, X) stack or of each channel of a (C, T, Y, X) one."""
     shape = np.shape(getattr(layer, "data", None)) if layer is not None else ()
-    return int(shape[0]) if len(shape) == 3 else None
+    return int(shape[-3]) if len(shape) in (3, 4) else None
 
 
 class DriftSection(QWidget):
@@ -247,8 +248,10 @@ class DriftSection(QWidget):
             dock.validate_input(layer, check_values=False)
             params: EsrrfParams = dock.params()  # type: ignore[assignment]
             drift = params.drift_params()
+            # Channels drift together: channel 0 (the registration's reference) stands for all.
+            stack = layer.data[0] if layer.ndim == 4 else layer.data
             job = dock.spec.job_spec("drift").job_function()(
-                layer.data, params=drift, device=device, name=f"layer '{layer.name}'"
+                stack, params=drift, device=device, name=f"layer '{layer.name}'"
             )
             self.plot.start(f"Estimating: {layer.name}")
             self.plot.setVisible(True)
@@ -366,9 +369,10 @@ class DriftSection(QWidget):
             if layer_type == "image":
                 kwargs["visible"] = False
                 kwargs.setdefault("colormap", getattr(layer.colormap, "name", "gray"))
-            elif "units" not in kwargs and np.ndim(data) == 2 and len(layer.units) == 3:
-                # The track has the input's axes: the same units keep napari's scale bar on.
-                kwargs["units"] = tuple(str(u) for u in layer.units)
+            elif "units" not in kwargs and np.ndim(data) == 2 and len(layer.units) >= 3:
+                # The track has the input's (t, y, x) axes: the same units keep napari's
+                # scale bar on.
+                kwargs["units"] = tuple(str(u) for u in layer.units)[-3:]
             added = getattr(self.viewer, f"add_{layer_type}")(data, **kwargs)
             self._made.append(added)
         self.viewer.layers.selection.active = layer
