@@ -80,6 +80,8 @@ def split_result_name(name: str) -> tuple[str, str, str] | None:
     ('absorption', 'cells', 'tilt est. reg=0.001')
     >>> split_result_name("widefield mean · frames")
     ('widefield mean', 'frames', '')
+    >>> split_result_name("phase · TV denoised · cells [s=1] [reg=0.001]")  # a result's result
+    ('phase', 'TV denoised · cells [s=1]', 'reg=0.001')
     >>> split_result_name("cells") is None
     True
     """
