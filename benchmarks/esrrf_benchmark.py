@@ -14,6 +14,15 @@ dependency of the plugin)::
         --frames 20 --size 64 --device cpu
 
 Without NanoPyx installed only our side runs.
+
+``--drift-frames N`` adds drift estimation and correction (issue 19) on an N-frame stack of
+``--drift-size`` pixels (default 512): ms per frame of ``estimate_drift`` (blocks of
+``--drift-averaging`` frames, reference "first") and of ``correct_drift`` on ``--device``, and
+of NanoPyx's ``DriftEstimator.estimate`` (same block size, ``ref_option=0``, threaded) and its
+``DriftCorrector.apply_correction`` (OpenCV) when NanoPyx is installed::
+
+    PYTHONPATH=src /work/peers/nanopyx/venv/bin/python benchmarks/esrrf_benchmark.py \\
+        --frames 4 --size 32 --device cpu --drift-frames 200
 """
 
 from __future__ import annotations
@@ -125,6 +134,63 @@ def nanopyx(stack: np.ndarray, args: argparse.Namespace) -> dict | None:
     }
 
 
+def drift(args: argparse.Namespace) -> dict:
+    """ms per frame of drift estimation and correction, ours and (if installed) NanoPyx's."""
+    from napari_gpuscope.compute import esrrf
+
+    stack = blinking(args.drift_frames, args.drift_size)
+    device = torch.device(args.device)
+    averaging = args.drift_averaging
+    esrrf.estimate_drift(stack[: 2 * averaging], time_averaging=averaging, device=device)
+
+    def timed(run) -> tuple[float, object]:
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        out = run()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        return 1e3 * (time.perf_counter() - start) / len(stack), out
+
+    estimate_ms, result = timed(
+        lambda: esrrf.estimate_drift(stack, time_averaging=averaging, device=device)
+    )
+    correct_ms, _ = timed(lambda: esrrf.correct_drift(stack, result.shifts, device=device))
+    report: dict[str, object] = {
+        "stack": list(stack.shape),
+        "time_averaging": averaging,
+        "ours": {
+            "estimate_ms_per_frame": round(estimate_ms, 3),
+            "correct_ms_per_frame": round(correct_ms, 3),
+        },
+    }
+    try:
+        from nanopyx.methods.drift_alignment.corrector import DriftCorrector
+        from nanopyx.methods.drift_alignment.estimator import DriftEstimator
+    except ImportError:
+        return report
+    estimator = DriftEstimator(verbose=False)
+    start = time.perf_counter()
+    estimator.estimate(
+        stack.astype(np.float32),
+        time_averaging=averaging,
+        max_expected_drift=0,
+        ref_option=0,
+        apply=False,
+    )
+    theirs_estimate = 1e3 * (time.perf_counter() - start) / len(stack)
+    corrector = DriftCorrector()
+    corrector.estimator_table = estimator.estimator_table
+    start = time.perf_counter()
+    corrector.apply_correction(stack)
+    theirs_correct = 1e3 * (time.perf_counter() - start) / len(stack)
+    report["nanopyx"] = {
+        "estimate_ms_per_frame": round(theirs_estimate, 3),
+        "correct_ms_per_frame": round(theirs_correct, 3),
+    }
+    return report
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=20)
@@ -133,6 +199,9 @@ def main() -> None:
     parser.add_argument("--radius", type=float, default=1.5)
     parser.add_argument("--device", default="cuda:0" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    parser.add_argument("--drift-frames", type=int, default=0, help="0: no drift section")
+    parser.add_argument("--drift-size", type=int, default=512)
+    parser.add_argument("--drift-averaging", type=int, default=50)
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -157,6 +226,8 @@ def main() -> None:
         report["max_abs_diff_over_max"] = float(
             np.abs(out_mine - out_theirs).max() / np.abs(out_theirs).max()
         )
+    if args.drift_frames:
+        report["drift"] = drift(args)
     print(json.dumps(report, indent=1))
 
 

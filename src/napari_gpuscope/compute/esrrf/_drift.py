@@ -79,37 +79,41 @@ def _catmull_rom(fraction: torch.Tensor) -> torch.Tensor:
     )
 
 
-def _shift_axis(frames: torch.Tensor, shift: torch.Tensor, axis: int) -> torch.Tensor:
-    """``out[..., i, ...] = frames[..., i + shift, ...]`` along ``axis`` (1 or 2) of
-    ``(B, H, W)``, Catmull-Rom, edge pixels repeated outside the frame."""
+def _shift_axis(frames: torch.Tensor, shift: np.ndarray, axis: int) -> torch.Tensor:
+    """``out[b, ..., i, ...] = frames[b, ..., i + shift[b], ...]`` along ``axis`` (1 or 2)
+    of ``(B, H, W)``, Catmull-Rom, edge pixels repeated outside the frame.
+
+    The shift is one number per frame, so each tap is a slice of the edge-padded frames times
+    one weight (no per-pixel index tensor: 8 bytes an element that a gather would read)."""
     n = frames.shape[axis]
-    base = torch.floor(shift)
-    weights = _catmull_rom(shift - base).to(frames.dtype)  # (B, 4)
-    start = base.to(torch.int64)
-    positions = torch.arange(n, device=frames.device)
+    # Beyond the frame every tap reads the edge pixel, so larger shifts change nothing.
+    base = np.clip(np.floor(shift), -(n + 1), n + 1).astype(np.int64)
+    weights = _catmull_rom(torch.as_tensor(shift - np.floor(shift))).numpy()  # (B, 4)
+    pad = int(np.abs(base).max()) + 2
+    padding = (0, 0, pad, pad) if axis == 1 else (pad, pad, 0, 0)
+    padded = torch.nn.functional.pad(frames[None], padding, mode="replicate")[0]
     out = torch.zeros_like(frames)
-    for tap in range(4):
-        if bool((weights[:, tap] == 0).all()):
-            continue  # integer shifts: three of the four taps are zero
-        index = (positions[None, :] + start[:, None] + (tap - 1)).clamp_(0, n - 1)  # (B, n)
-        if axis == 1:
-            gathered = torch.gather(frames, 1, index[:, :, None].expand_as(frames))
-            out.add_(gathered * weights[:, tap, None, None])
-        else:
-            gathered = torch.gather(frames, 2, index[:, None, :].expand_as(frames))
-            out.add_(gathered * weights[:, tap, None, None])
+    for b in range(frames.shape[0]):
+        for tap in range(4):
+            weight = float(weights[b, tap])
+            if weight == 0.0:
+                continue  # integer shifts: three of the four taps are zero
+            first = pad + int(base[b]) + tap - 1
+            part = padded[b].narrow(axis - 1, first, n)
+            out[b].add_(part, alpha=weight)
     return out
 
 
-def shift_frames(frames: torch.Tensor, shifts: torch.Tensor) -> torch.Tensor:
+def shift_frames(frames: torch.Tensor, shifts: Any) -> torch.Tensor:
     """Frames moved back by their drift: ``out[b, y, x] = frames[b, y + dy_b, x + dx_b]``.
 
     Parameters
     ----------
     frames : torch.Tensor
         float32 ``(B, H, W)``.
-    shifts : torch.Tensor
-        float64 ``(B, 2)`` ``(dy, dx)`` per frame, on the frames' device.
+    shifts : array-like
+        ``(B, 2)`` ``(dy, dx)`` per frame, on the host (NumPy: the weights and slices are
+        planned there, so a GPU never waits for a copy back).
 
     Returns
     -------
@@ -120,9 +124,10 @@ def shift_frames(frames: torch.Tensor, shifts: torch.Tensor) -> torch.Tensor:
     Examples
     --------
     >>> f = torch.arange(16.0).reshape(1, 4, 4)
-    >>> shift_frames(f, torch.tensor([[0.0, 1.0]], dtype=torch.float64))[0, 0].tolist()
+    >>> shift_frames(f, [[0.0, 1.0]])[0, 0].tolist()
     [1.0, 2.0, 3.0, 3.0]
     """
+    shifts = np.asarray(shifts, dtype=np.float64).reshape(-1, 2)
     out = _shift_axis(frames, shifts[:, 0], 1)
     return _shift_axis(out, shifts[:, 1], 2)
 
@@ -243,11 +248,10 @@ def _correct(
         chunk = plan_chunk(
             min(n, cap), per_frame, dev, budget=memory_budget, what="drift correction"
         )
-        table = torch.as_tensor(shifts, dtype=torch.float64, device=dev)
 
         def process(start: int, stop: int) -> Job[None]:
             frames = _frames_on_device(reader.read(start, stop, prefetch_until=n), dev, name, start)
-            download_into(out[start:stop], shift_frames(frames, table[start:stop]))
+            download_into(out[start:stop], shift_frames(frames, shifts[start:stop]))
             del frames
             yield Progress(1.0, f"drift correction: frames {start}-{stop - 1} of {n}")
 
@@ -264,9 +268,9 @@ def _correct(
 
 
 def correction_bytes_per_frame(height: int, width: int, itemsize: int) -> int:
-    """Device bytes one more frame costs in :func:`shift_frames` (raw upload, float32 frame,
-    the row pass, the output and one gathered temporary, the int64 gather index)."""
-    return height * width * (itemsize + 4 * 4 + 8)
+    """Device bytes one more frame costs in :func:`shift_frames`: the raw upload, the float32
+    frame, its edge-padded copy (drifts up to a frame's side), the row pass and the output."""
+    return height * width * (itemsize + 4 * 5)
 
 
 correct_drift = blocking(iter_correct_drift)
@@ -379,8 +383,7 @@ class _Correlator:
         measured again, where the window is symmetric about the content.
         """
         first, on_edge = self.peak(self.spectrum(image), reference, limit)
-        table = torch.as_tensor(first[None], dtype=torch.float64, device=self.device)
-        back = shift_frames(image.to(torch.float32)[None], table)[0]
+        back = shift_frames(image.to(torch.float32)[None], first[None])[0]
         residual, _ = self.peak(self.spectrum(back), reference, 2.0)
         return first + residual, on_edge
 
@@ -909,8 +912,7 @@ def _estimate(
                 halves = (sums.even / n_even, sums.odd / (count - n_even))
                 between, _ = correlator.measure(halves[0], correlator.spectrum(halves[1]), None)
                 uncertainty[k] = np.abs(between) / 2
-            table = torch.as_tensor(measured[k : k + 1], dtype=torch.float64, device=dev)
-            aligned += shift_frames(mean.to(torch.float32)[None], table) * (count / n)
+            aligned += shift_frames(mean.to(torch.float32)[None], measured[k : k + 1]) * (count / n)
             del sums, spectrum, mean
             centre = (first + stop - 1) / 2
             yield Progress(
@@ -936,9 +938,7 @@ def _estimate(
                     "raise max_drift (or None)"
                 )
         # The aligned mean is in the reference's coordinates; frame 0's are ``origin`` away.
-        moved = shift_frames(
-            aligned, torch.as_tensor(-origin[None], dtype=torch.float64, device=dev)
-        )
+        moved = shift_frames(aligned, -origin[None])
         aligned_mean = moved[0].cpu().numpy().astype(np.float32)
         path = "torch FFT + matrix-DFT refinement on " + str(dev)
     return DriftResult(

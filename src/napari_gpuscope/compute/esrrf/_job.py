@@ -364,11 +364,7 @@ def _run(
         drift = yield from scaled(estimate, 0.0, 0.25)
         progress_from = 0.25
     with torch.no_grad(), device_context(device) as dev, FrameReader(stack) as reader:
-        table = (
-            None
-            if drift is None
-            else torch.as_tensor(drift.shifts, dtype=torch.float64, device=dev)
-        )
+        table = None if drift is None else drift.shifts  # host: shift_frames plans there
         pipeline = FramePipeline(height, width, params, dev, name)
         rows, cols = pipeline.output_shape
         out = np.zeros((len(ranges), rows, cols), np.float32)
