@@ -17,6 +17,8 @@
   - ``host_syncs``: ``torch.cuda.set_sync_debug_mode`` warnings per job, frame and chunk, for
     each input kind;
   - ``peak_gib_vs_frames``: peak device memory at 48 and 192 frames.
+  - ``drift``: ms per frame of drift estimation (blocks of 48) and correction, and of eSRRF
+    with and without ``drift_correction`` (issue 19: drift well under eSRRF's own time).
 - ``exercise(device)``: every eSRRF kernel once at a small size, the accumulating one with each
   statistic (fresh and continuing), and a small job through the upload stream (what
   compute-sanitizer memcheck, racecheck and initcheck run).
@@ -438,6 +440,36 @@ def _peaks(device: torch.device, stack: np.ndarray) -> dict:
     return peaks
 
 
+def _drift_times(device: torch.device, stack: np.ndarray) -> dict:
+    """ms per frame of drift estimation (blocks of 48) and correction on the stack, and of
+    eSRRF with and without drift correction (issue 19: both well under eSRRF's own time)."""
+    from napari_gpuscope.compute import esrrf
+
+    blocks = 48
+    esrrf.estimate_drift(stack[: 2 * blocks], time_averaging=blocks, device=device)  # warm-up
+    n = len(stack)
+    out: dict[str, object] = {"frames": n, "time_averaging": blocks}
+    drift = None
+
+    def estimate() -> None:
+        nonlocal drift
+        drift = esrrf.estimate_drift(stack, time_averaging=blocks, device=device)
+
+    out["estimate_ms_per_frame"] = round(1e3 * _timed_s(estimate) / n, 4)
+    out["correct_ms_per_frame"] = round(
+        1e3 * _timed_s(lambda: esrrf.correct_drift(stack, drift.shifts, device=device)) / n, 4
+    )
+    plain = _timed_s(lambda: esrrf.esrrf(stack, device=device))
+    corrected = _timed_s(
+        lambda: esrrf.esrrf(
+            stack, drift_correction=True, drift_time_averaging=blocks, device=device
+        )
+    )
+    out["esrrf_ms_per_frame"] = round(1e3 * plain / n, 4)
+    out["esrrf_with_drift_ms_per_frame"] = round(1e3 * corrected / n, 4)
+    return out
+
+
 def bench(device: torch.device) -> dict:
     """eSRRF at 512 x 512, M 5, R 1.5 (see the module docstring); target <= 0.3 ms per frame."""
     started = time.perf_counter()
@@ -470,5 +502,6 @@ def bench(device: torch.device) -> dict:
     measure("overlap", lambda: _overlap(device, stack()))
     measure("host_syncs", lambda: _host_syncs(device, stack()))
     measure("peak_gib_vs_frames", lambda: _peaks(device, stack()))
+    measure("drift", lambda: _drift_times(device, stack()))
     result["seconds"] = seconds
     return result
