@@ -273,3 +273,36 @@ def test_the_aligned_mean_is_sharper_than_the_plain_mean(drifting):
     plain = stack.astype(np.float64).mean(0)
     # Sharpness: the variance of the Laplacian (a drift blur lowers it).
     assert ndimage.laplace(result.aligned_mean).var() > 1.2 * ndimage.laplace(plain).var()
+
+
+@pytest.mark.parametrize(
+    "stack",
+    [
+        np.full((20, 16, 16), 1e300),  # float64 beyond float32
+        np.random.default_rng(0).uniform(0, 3.3e38, (20, 16, 16)).astype(np.float32),
+        np.zeros((20, 16, 16), np.uint16),  # featureless: no drift to see
+        np.full((20, 16, 16), 2**61, np.int64),
+    ],
+    ids=["float64-huge", "float32-near-max", "zeros", "int64-huge"],
+)
+def test_hostile_values_give_a_clear_error_or_a_finite_result(stack):
+    shifts = np.random.default_rng(1).normal(0, 1, (20, 2))
+    for run in (
+        lambda: estimate_drift(stack, time_averaging=10, device="cpu"),
+        lambda: correct_drift(stack, shifts, device="cpu"),
+    ):
+        try:
+            result = run()
+        except ValueError as error:
+            assert "float32" in str(error)
+            continue
+        arrays = (
+            [result] if isinstance(result, np.ndarray) else [result.shifts, result.aligned_mean]
+        )
+        assert all(np.isfinite(a).all() for a in arrays)
+
+
+def test_a_nested_list_is_read_as_numpy_reads_it():
+    stack = [[[float(x + y) for x in range(16)] for y in range(16)]] * 3
+    out = correct_drift(stack, np.zeros((3, 2)), device="cpu")
+    np.testing.assert_array_equal(out, np.asarray(stack, np.float32))

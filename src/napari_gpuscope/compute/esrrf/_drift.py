@@ -178,6 +178,13 @@ def _frames_on_device(host: Any, device: torch.device, name: str, first: int) ->
     frames = to_device(host, device)
     if not bool(torch.isfinite(frames).all()):
         bad = int(torch.nonzero(~torch.isfinite(frames).flatten(1).all(1))[0, 0])
+        if np.isfinite(
+            np.asarray(host[bad] if not isinstance(host, torch.Tensor) else host[bad].cpu())
+        ).all():
+            raise InvalidInputError(
+                f"{name} frame {first + bad} holds values beyond float32's range (|value| > "
+                "3.4e38); drift is computed in float32: divide the stack by a constant first"
+            )
         raise InvalidInputError(
             f"{name} frame {first + bad} holds NaN or infinite values; drift needs finite "
             "intensities (replace them, e.g. numpy.nan_to_num)"
@@ -226,6 +233,8 @@ def iter_correct_drift(
     smooths the frame. Pixels whose source lies outside the frame repeat the nearest edge
     pixel (a band as wide as the drift along the edges holds no new information).
     """
+    if not (hasattr(stack, "shape") and hasattr(stack, "dtype")):
+        stack = np.asarray(stack)  # a nested list: as NumPy reads it
     n = _check_stack(stack, name)[0]
     shifts = check_shifts(shifts, n)
     memory_budget = check_budget(memory_budget)
@@ -253,6 +262,11 @@ def _correct(
             frames = _frames_on_device(reader.read(start, stop, prefetch_until=n), dev, name, start)
             download_into(out[start:stop], shift_frames(frames, shifts[start:stop]))
             del frames
+            if not np.isfinite(out[start:stop]).all():
+                raise InvalidInputError(
+                    f"{name} frames {start}-{stop - 1}: the interpolation overflowed float32 "
+                    "(intensities near 3.4e38); divide the stack by a constant first"
+                )
             yield Progress(1.0, f"drift correction: frames {start}-{stop - 1} of {n}")
 
         yield from run_in_chunks(
@@ -881,7 +895,7 @@ def _estimate(
 
         measured = np.zeros((len(blocks), 2), np.float64)
         uncertainty = np.full((len(blocks), 2), np.nan)
-        aligned = torch.zeros((1, height, width), dtype=torch.float32, device=dev)
+        aligned = torch.zeros((1, height, width), dtype=torch.float64, device=dev)
         previous = None
         for k, (first, stop) in enumerate(blocks):
             sums = _BlockSums((height, width), dev)
@@ -912,7 +926,7 @@ def _estimate(
                 halves = (sums.even / n_even, sums.odd / (count - n_even))
                 between, _ = correlator.measure(halves[0], correlator.spectrum(halves[1]), None)
                 uncertainty[k] = np.abs(between) / 2
-            aligned += shift_frames(mean.to(torch.float32)[None], measured[k : k + 1]) * (count / n)
+            aligned += shift_frames(mean[None], measured[k : k + 1]) * (count / n)
             del sums, spectrum, mean
             centre = (first + stop - 1) / 2
             yield Progress(
