@@ -169,6 +169,9 @@ def test_a_loaded_trace_is_what_the_run_corrects_with(viewer, qtbot, dock, tmp_p
     (result,) = [ly for ly in viewer.layers if ly.name.startswith("eSRRF · moved")]
     record = result.metadata[PROVENANCE_KEY]
     assert record["result"]["drift"]["shifts_px"] == shifts.tolist()
+    # the run's track replaces the one drawn when the trace was loaded
+    (track,) = [ly for ly in viewer.layers if type(ly).__name__ == "Tracks"]
+    assert track.metadata[PROVENANCE_KEY]["parameters"]["magnification"] == 2
     # Corrected by whole pixels, the frames are the fixture's again away from the edges that
     # wrapped or were repeated (1 px, plus the radius and interpolation reach); the edges
     # still move the image-wide macro-pixel correction a little (0.2 % RMS, at any margin).
@@ -253,6 +256,8 @@ def test_a_run_estimating_its_drift_draws_it_and_says_the_decorrelation_resoluti
     assert math.sqrt(np.mean(np.sum((shifts - truth) ** 2, axis=1))) < 0.15
     tracks = [ly for ly in viewer.layers if type(ly).__name__ == "Tracks"]
     assert len(tracks) == 1 and tuple(tracks[0].scale[1:]) == pytest.approx((0.1, 0.1))
+    assert tracks[0].units == viewer.layers["drifting"].units  # napari keeps units on
+    assert tracks[0].color_by == "frame"
     plot = dock.drift.plot
     assert len(plot.frames) == T and "in the run" in plot.title
     assert dock.drift.save_button.isEnabled()  # the run's trace can be saved

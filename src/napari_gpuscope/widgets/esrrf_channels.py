@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from qtpy.QtWidgets import QComboBox, QFormLayout, QLabel, QSizePolicy, QWidget
+from qtpy.QtWidgets import QComboBox, QSizePolicy, QWidget
 
 from napari_gpuscope.compute.jobs import Job, Progress, mapped
 from napari_gpuscope.widgets.esrrf_results import ResolvedResult, with_resolution
@@ -49,42 +49,45 @@ CHANNEL_COLORMAPS = ("magenta", "green", "cyan", "yellow", "red", "blue", "orang
 MAX_CHANNELS = len(CHANNEL_COLORMAPS)
 
 
-class RegistrationRow(QWidget):
-    """ "Register channels: [Off | Translation | Elastic (per block)]", a form row of its own
-    (label included, so the dock hides both for a (T, Y, X) stack)."""
-
-    spans_form = True
+class RegistrationRow(QComboBox):
+    """The choice "Register channels: Off | Translation | Elastic (per block)": :meth:`add_to`
+    makes it a row of the dock's form (lined up with the others), :meth:`show_row` shows or
+    hides it with its label (it applies to (C, T, Y, X) layers only)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.title = QLabel("Register channels")
-        self.combo = QComboBox()
         for value, text in REGISTRATIONS.items():
-            self.combo.addItem(text, value)
-        tooltip = (
+            self.addItem(text, value)
+        self.setToolTip(
             "For a 4D (C, T, Y, X) layer: align every channel to channel 0 before eSRRF, by a "
             "sub-pixel translation or an elastic per-block map (chromatic or field distortion), "
             "measured on the channels' means (drift-corrected when drift is estimated)"
         )
-        self.title.setToolTip(tooltip)
-        self.combo.setToolTip(tooltip)
-        self.combo.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
-        self.combo.setMinimumWidth(80)
-        layout = QFormLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
-        layout.addRow(self.title, self.combo)
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+        self.setMinimumWidth(80)
+        self.title: QWidget | None = None
+
+    def add_to(self, form: Any, after: str) -> None:
+        """A row of ``form`` (a ParamForm) under field ``after``."""
+        form.add_row("Register channels", self, self.toolTip(), after=after)
+        self.title = form.main.labels[id(self)]
+
+    def show_row(self, visible: bool) -> None:
+        """Show or hide the row, label included."""
+        self.setVisible(visible)
+        if self.title is not None:
+            self.title.setVisible(visible)
 
     @property
     def value(self) -> str:
         """``"off"``, ``"translation"`` or ``"elastic"``."""
-        return str(self.combo.currentData())
+        return str(self.currentData())
 
     @value.setter
     def value(self, value: str) -> None:
         if value not in REGISTRATIONS:
             raise ValueError(f"registration must be one of {list(REGISTRATIONS)}: {value!r}")
-        self.combo.setCurrentIndex(list(REGISTRATIONS).index(value))
+        self.setCurrentIndex(list(REGISTRATIONS).index(value))
 
 
 @dataclass(frozen=True)
@@ -99,11 +102,14 @@ class ChannelsResult:
         None when the channels were not registered.
     n_channels : int
         The input's channels.
+    estimate : DriftResult or None
+        Channel 0's drift as estimated in the run (None when a trace was given, or none).
     """
 
     channels: tuple[ResolvedResult, ...]
     registration: RegistrationResult | None
     n_channels: int
+    estimate: DriftResult | None = None
 
     @property
     def stopped_early(self) -> bool:
@@ -114,6 +120,8 @@ class ChannelsResult:
     @property
     def drift(self) -> DriftResult | None:
         """The reference channel's drift trace (None without drift correction)."""
+        if self.estimate is not None:
+            return self.estimate
         return self.channels[0].drift if self.channels else None
 
     def summary(self) -> dict[str, Any]:
@@ -201,6 +209,7 @@ def iter_channels(
     estimate = drift_shifts is None and params.drift_correction
     drifts: list[np.ndarray | None] = [drift_shifts] * n_channels
     aligned_means = []
+    estimates: list[DriftResult] = []
     first = 0.0
     if estimate:  # 20 % of the bar
         for c in range(n_channels):
@@ -216,6 +225,7 @@ def iter_channels(
                 _quiet(*span, f"channel {c} drift: "),
             )
             drifts[c] = trace.shifts
+            estimates.append(trace)
             aligned_means.append(trace.aligned_mean)
         first = 0.2
     registered = None
@@ -249,4 +259,6 @@ def iter_channels(
         results.append(result)
         if result.stopped_early:  # Stop & keep: the channels so far
             break
-    return ChannelsResult(tuple(results), registered, n_channels)
+    return ChannelsResult(
+        tuple(results), registered, n_channels, estimates[0] if estimates else None
+    )

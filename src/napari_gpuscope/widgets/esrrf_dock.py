@@ -108,15 +108,18 @@ class EsrrfDock(MethodDock):
         self.form.add_row("", self.radius_label.native, after="radius")
         self.pixel_label = Label(value="")
         self.pixel_label.tooltip = "The output's pixel size and shape at this magnification."
-        self.pixel_label.native.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+        self.pixel_label.native.setSizePolicy(
+            QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred
+        )
+        self.pixel_label.native.setWordWrap(True)  # "→ 192×192, 0.0333 µm pixels" was cut
         self.form.add_row("", self.pixel_label.native, after="magnification")
         self.form.widgets["radius"].changed.connect(self._update_radius_label)
         self.form.widgets["magnification"].changed.connect(self._update_radius_label)
         self.registration = RegistrationRow()  # shown for 4D (C, T, Y, X) layers only
-        self.form.add_row("", self.registration, after="drift_correction")
+        self.registration.add_to(self.form, after="drift_correction")
         # The section's choice stands for the drift_correction checkbox, which it drives.
         self.drift = DriftSection(self, self.form.widgets["drift_correction"])
-        self.form.add_row("", self.drift, after="drift_correction")
+        self.drift.add_to(self.form, after="drift_correction")
         self.form.set_row_visible("drift_correction", False)
         self.runner.progressed.connect(self._on_run_progress)
         self.sweep = SweepPanel(self)  # placed under the run controls once the layout exists
@@ -125,7 +128,7 @@ class EsrrfDock(MethodDock):
         """Show the radius in the new layer's units; the channel row for a 4D layer."""
         self._update_radius_label()
         channels = layer is not None and layer.ndim == 4
-        self.registration.setVisible(channels)
+        self.registration.show_row(channels)
 
     def validate_input(
         self, layer: napari.layers.Layer | None, *, check_values: bool = True

@@ -5,7 +5,7 @@ A view of drift estimation (the registry's ``drift`` job of eSRRF,
 :class:`~napari_gpuscope.widgets._context.DockContext` as the sweep panel is:
 
 - a choice that drives the params model's ``drift_correction`` (so settings, recipes and
-  provenance carry it): *Off*, *Estimate during the run* (the run estimates over the whole
+  provenance carry it): *Off*, *Estimate in the run* (the run estimates over the whole
   stack first) or *Use the trace below* (the run is corrected with the estimated or loaded
   trace, passed as ``drift_shifts``); the estimate's options are the model's advanced
   ``drift_*`` fields, in the dock's Advanced section;
@@ -28,7 +28,6 @@ import numpy as np
 from qtpy.QtWidgets import (
     QComboBox,
     QFileDialog,
-    QFormLayout,
     QHBoxLayout,
     QLabel,
     QPushButton,
@@ -52,11 +51,11 @@ if TYPE_CHECKING:
     from napari_gpuscope.compute.jobs import Progress
     from napari_gpuscope.widgets._context import DockContext
 
-__all__ = ["MODES", "DriftSection", "layer_unit"]
+__all__ = ["MODES", "DriftSection", "layer_unit", "track_style"]
 
 MODES = {
     "off": "Off",
-    "estimate": "Estimate during the run",
+    "estimate": "Estimate in the run",
     "trace": "Use the trace below",
 }
 """The section's choices: value -> what the combo says."""
@@ -70,6 +69,21 @@ def layer_unit(layer: napari.layers.Layer | None) -> str:
         return "px"
     unit = str(units[-1])
     return {"micrometer": "µm", "um": "µm", "nanometer": "nm", "pixel": "px"}.get(unit, unit)
+
+
+def track_style(data: np.ndarray) -> dict[str, Any]:
+    """How a drift track is drawn: coloured by frame (blue at frame 0 to red at the last, so
+    the path says which way the sample went) and wide enough to see over an image; one
+    track coloured by its id took turbo's darkest blue, invisible on a dark image."""
+    frames = np.asarray(data)[:, 1]
+    return {
+        "properties": {"frame": frames},
+        "color_by": "frame",
+        "colormap": "turbo",
+        "tail_width": 4,
+        "tail_length": max(1, len(frames)),
+        "head_length": 0,
+    }
 
 
 def _pixel_of(layer: napari.layers.Layer | None) -> tuple[float, str] | None:
@@ -88,7 +102,9 @@ def _frames(layer: napari.layers.Layer | None) -> int | None:
 
 
 class DriftSection(QWidget):
-    """Drift correction rows of the eSRRF dock (a form row spanning both columns).
+    """Drift correction rows of the eSRRF dock: :attr:`mode` (a form row of its own, so that
+    it lines up with the other fields: :meth:`add_to` places both) and the buttons, trace and
+    plot (a row spanning both columns).
 
     Parameters
     ----------
@@ -115,7 +131,7 @@ class DriftSection(QWidget):
         self._syncing = False
         # The layers of the latest trace shown (held, not weakly: napari's public-only proxy
         # hands out a new wrapper per call, which a weak reference would lose at once).
-        self._made: list[Any] = []
+        self._made: list[tuple[str, Any]] = []  # (layer type, layer)
         self.title = QLabel("Drift correction")
         self.title.setToolTip(
             "Move every frame back by the sample's drift before eSRRF (a drifting stack smears "
@@ -149,17 +165,12 @@ class DriftSection(QWidget):
         self.info.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.plot = DriftPlot(theme_colors(self.viewer))
         self.plot.setVisible(False)
-        top = QFormLayout()
-        top.setContentsMargins(0, 0, 0, 0)
-        top.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
-        top.addRow(self.title, self.mode)
         buttons = QHBoxLayout()
         for button in (self.estimate_button, self.load_button, self.save_button):
             button.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
             buttons.addWidget(button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addLayout(top)
         layout.addLayout(buttons)
         layout.addWidget(self.info)
         layout.addWidget(self.plot)
@@ -170,6 +181,14 @@ class DriftSection(QWidget):
         self.save_button.clicked.connect(self._ask_save)
         self._on_switch()
         self._update_buttons()
+
+    def add_to(self, form: Any, after: str) -> None:
+        """Put the choice and the section under field ``after`` of a
+        :class:`~napari_gpuscope.widgets._controls.ParamForm`; :attr:`title` becomes the
+        choice's label there (the dock marks it when drift correction is changed)."""
+        form.add_row("", self, after=after)  # inserted under ``after``: the choice goes above
+        form.add_row(self.title.text(), self.mode, self.title.toolTip(), after=after)
+        self.title = form.main.labels[id(self.mode)]
 
     # ---------------------------------------------------------------- the mode
     @property
@@ -220,7 +239,7 @@ class DriftSection(QWidget):
         if self.trace is None:
             raise ValueError(
                 "Drift correction is set to use a trace, but there is none: click 'Estimate "
-                "drift', load a saved trace, or choose 'Estimate during the run'."
+                "drift', load a saved trace, or choose 'Estimate in the run'."
             )
         self._check_frames(self.trace, layer)
         return np.array(self.trace.shifts, copy=True)
@@ -359,7 +378,7 @@ class DriftSection(QWidget):
     ) -> None:
         """The track over the input (and the drift-corrected mean, hidden: it would cover the
         stack), replacing the previous trace's; the input stays selected."""
-        for old in self._made:
+        for _, old in self._made:
             if old in self.viewer.layers:
                 self.viewer.layers.remove(old)
         self._made = []
@@ -369,12 +388,14 @@ class DriftSection(QWidget):
             if layer_type == "image":
                 kwargs["visible"] = False
                 kwargs.setdefault("colormap", getattr(layer.colormap, "name", "gray"))
-            elif "units" not in kwargs and np.ndim(data) == 2 and len(layer.units) >= 3:
-                # The track has the input's (t, y, x) axes: the same units keep napari's
-                # scale bar on.
-                kwargs["units"] = tuple(str(u) for u in layer.units)[-3:]
+            elif layer_type == "tracks":
+                kwargs.update(track_style(data))
+                if "units" not in kwargs and len(layer.units) >= 3:
+                    # The track has the input's (t, y, x) axes: the same units keep napari's
+                    # scale bar on.
+                    kwargs["units"] = tuple(str(u) for u in layer.units)[-3:]
             added = getattr(self.viewer, f"add_{layer_type}")(data, **kwargs)
-            self._made.append(added)
+            self._made.append((layer_type, added))
         self.viewer.layers.selection.active = layer
 
     def load(self, path: str | Path) -> bool:
@@ -447,11 +468,16 @@ class DriftSection(QWidget):
             self._on_progress(update)
 
     def on_run_result(self, trace: DriftResult | None, layer: napari.layers.Image) -> None:
-        """A run's trace (estimated in it, or the one given): keep and plot it (the run's
-        result layers draw its track)."""
+        """A run's trace (estimated in it, or the one given): keep and plot it. The run's
+        result layers draw its track, so the section's drawn track goes (one path, not
+        two over each other)."""
         if trace is None:
             return
-        if trace is not self.trace and trace.params is not None:
+        for kind, old in self._made:
+            if kind == "tracks" and old in self.viewer.layers:
+                self.viewer.layers.remove(old)
+        same = self.trace is not None and np.array_equal(trace.shifts, self.trace.shifts)
+        if not same:  # estimated in the run: the trace to save or reuse now
             self.trace, self.trace_source = trace, f"estimated in the run on '{layer.name}'"
             self.info.setText(f"Trace {self.trace_source}: {trace.describe()}.")
         self.plot.show_trace(trace, self._plot_title(), _pixel_of(layer))
