@@ -45,10 +45,11 @@ def _true_drift(n=T):
     return drift - drift[0]
 
 
-def _blinking_stack(drift, *, seed=3):
+def _blinking_stack(drift, *, seed=3, blink_seed=None):
     """Emitters on two crossing lines and scattered points, each frame drawn with the
     emitters at their drifted positions (Gaussian PSF, sigma 1.3 px), ~30 % of them on,
-    Poisson noise over a background."""
+    Poisson noise over a background. ``seed`` places the emitters; ``blink_seed`` (default:
+    the same generator) draws the blinking and the noise."""
     rng = np.random.default_rng(seed)
     s = np.linspace(0, 1, 70)
     points = np.concatenate(
@@ -58,6 +59,8 @@ def _blinking_stack(drift, *, seed=3):
             rng.uniform(10, SIDE - 10, size=(40, 2)),
         ]
     )
+    if blink_seed is not None:
+        rng = np.random.default_rng(blink_seed)
     y, x = np.mgrid[:SIDE, :SIDE].astype(np.float64)
     frames = np.empty((len(drift), SIDE, SIDE), np.float32)
     for k, (dy, dx) in enumerate(drift):
@@ -321,3 +324,36 @@ def test_channels_are_registered_to_channel_0_before_each_is_reconstructed(viewe
     viewer.add_image(channels[0].copy(), name="plain")
     _select(dock, "plain")
     assert not dock.registration.isVisibleTo(dock)
+
+
+def test_elastic_registration_and_the_drift_of_channels(viewer, qtbot, dock):
+    from skimage.registration import phase_cross_correlation
+
+    offset = np.array([-1.25, 0.75])
+    drift = _true_drift(100)
+    # the same emitters, moved by the offset in channel 1, blinking independently; both
+    # channels drift together
+    channels = np.stack(
+        [_blinking_stack(drift, seed=5), _blinking_stack(drift + offset, seed=5, blink_seed=9)]
+    )
+    viewer.add_image(channels.copy(), name="two colours", scale=(1, 1, 0.1, 0.1))
+    _select(dock, "two colours")
+    dock.set_param("magnification", 2)
+    dock.set_param("drift_time_averaging", 20)
+    assert dock.drift.estimate()  # on channel 0, which the others are registered to
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=60_000)
+    assert len(dock.drift.plot.frames) == 100
+    error = np.hypot(dock.drift.plot.dy - drift[:, 0], dock.drift.plot.dx - drift[:, 1])
+    assert math.sqrt(np.mean(error**2)) < 0.15
+
+    dock.drift.set_mode("estimate")  # each channel's drift, then the registration of the means
+    dock.registration.value = "elastic"
+    assert dock.run()
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=120_000)
+    results = sorted(dock.last_results[:2], key=lambda ly: ly.name)
+    facts = results[0].metadata[PROVENANCE_KEY]["result"]
+    assert facts["registration"]["elastic"] is True
+    assert np.abs(np.array(facts["registration"]["shifts"][1]) - offset).max() < 0.1
+    left, _, _ = phase_cross_correlation(results[0].data[0], results[1].data[0], upsample_factor=20)
+    assert np.hypot(*left) < 0.3, left
+    assert "elastic (per block) registration to channel 0" in dock.panel.status.text()

@@ -233,7 +233,11 @@ def iter_channels(
     if registration != "off":
         yield Progress(first, "registering the channels to channel 0...")
         images = np.stack(aligned_means) if aligned_means else data
-        registered = register_channels(images, elastic=registration == "elastic", device=device)
+        # compute's 64 px blocks, smaller on small frames (a block must fit the frame)
+        block = int(min(64, max(16, min(int(data.shape[-2]), int(data.shape[-1])) // 2)))
+        registered = register_channels(
+            images, elastic=registration == "elastic", block_size=block, device=device
+        )
         if registered.elastic:
             yield Progress(first, "applying the elastic registration to every frame...")
             source = apply_registration(data, registered, device=device)
