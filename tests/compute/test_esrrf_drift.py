@@ -77,7 +77,9 @@ def test_at_least_as_accurate_as_nanopyx_on_its_fixture():
 def test_block_shifts_match_scikit_image_phase_cross_correlation(drifting):
     """Each block's shift from the first block, as scikit-image's upsampled cross-correlation
     (Guizar-Sicairos) measures it on the same block means, within 0.05 px."""
-    from skimage.registration import phase_cross_correlation
+    # The GPU kit runs this folder where scikit-image may be missing: skip there, not fail.
+    registration = pytest.importorskip("skimage.registration")
+    phase_cross_correlation = registration.phase_cross_correlation
 
     stack, _, _ = drifting
     result = estimate_drift(stack, time_averaging=100, device="cpu")
