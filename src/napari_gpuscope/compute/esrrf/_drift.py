@@ -602,8 +602,9 @@ class DriftResult:
             for key, pad in (("scale", 1.0), ("translate", 0.0)):
                 if key in g and len(g[key]) == 2:
                     g[key] = (pad, *g[key])
-            g.pop("units", None)
-            g.pop("axis_labels", None)
+            for key in ("units", "axis_labels"):  # kept only when they name (t, y, x)
+                if key in g and len(g[key]) != 3:
+                    del g[key]
             kwargs.update(g)
         kwargs.update(
             {
