@@ -357,3 +357,26 @@ def test_elastic_registration_and_the_drift_of_channels(viewer, qtbot, dock):
     left, _, _ = phase_cross_correlation(results[0].data[0], results[1].data[0], upsample_factor=20)
     assert np.hypot(*left) < 0.3, left
     assert "elastic (per block) registration to channel 0" in dock.panel.status.text()
+
+
+def test_one_job_at_a_time_and_a_cancelled_estimate_keeps_the_trace(viewer, qtbot, dock, drifting):
+    stack, _ = drifting
+    viewer.add_image(stack.copy(), name="drifting")
+    _select(dock, "drifting")
+    dock.set_param("drift_time_averaging", 20)
+    kept = DriftResult.from_shifts(np.zeros((T, 2)))
+    dock.drift.set_trace(kept, "made here")
+    assert dock.run()
+    assert not dock.drift.estimate()  # the run holds the device: refused, said
+    assert "running" in dock.panel.status.text().lower()
+    dock.cancel()
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=30_000)
+
+    assert dock.drift.estimate()
+    assert not dock.drift.estimate_button.isEnabled()
+    dock.cancel()
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=30_000)
+    assert dock.drift.estimate_button.isEnabled()
+    assert dock.drift.trace is kept
+    assert dock.drift.plot.title == "Drift trace: made here"
+    np.testing.assert_array_equal(dock.drift.plot.dy, np.zeros(T))
