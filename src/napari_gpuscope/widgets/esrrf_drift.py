@@ -63,7 +63,16 @@ _NO_TRACE = "No trace yet: Estimate drift, or load a saved trace (CSV)."
 
 
 def layer_unit(layer: napari.layers.Layer | None) -> str:
-    """The unit of a layer's last axis as a short symbol (``"µm"``), ``"px"`` without one."""
+    """The unit of a layer's last axis as a short symbol (``"µm"``), ``"px"`` without one.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> layer_unit(SimpleNamespace(units=("second", "micrometer", "micrometer")))
+    'µm'
+    >>> layer_unit(None)
+    'px'
+    """
     units = getattr(layer, "units", None)
     if units is None or not len(units):
         return "px"
@@ -74,7 +83,14 @@ def layer_unit(layer: napari.layers.Layer | None) -> str:
 def track_style(data: np.ndarray) -> dict[str, Any]:
     """How a drift track is drawn: coloured by frame (blue at frame 0 to red at the last, so
     the path says which way the sample went) and wide enough to see over an image; one
-    track coloured by its id took turbo's darkest blue, invisible on a dark image."""
+    track coloured by its id took turbo's darkest blue, invisible on a dark image.
+
+    Examples
+    --------
+    >>> style = track_style(np.array([[0, 0, 5.0, 5.0], [0, 1, 5.5, 4.0]]))
+    >>> style["color_by"], style["properties"]["frame"].tolist(), style["tail_length"]
+    ('frame', [0.0, 1.0], 2)
+    """
     frames = np.asarray(data)[:, 1]
     return {
         "properties": {"frame": frames},
