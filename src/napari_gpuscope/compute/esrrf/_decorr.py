@@ -45,6 +45,7 @@ __all__ = ["APODISATION_PIXELS", "DecorrelationResult", "decorrelation_resolutio
 APODISATION_PIXELS = 20
 """Width of NanoPyx's raised-cosine edge taper, in pixels."""
 
+_BATCH_PIXELS = 1 << 22  # high-pass images transformed together (4 of 1024 x 1024)
 _SIGMA_MIN = 0.14  # NanoPyx's smallest high-pass sigma, in pixels
 _PEAK_MARGIN = np.float32(0.001)  # NanoPyx: a peak must stand this far above what follows
 
@@ -302,26 +303,63 @@ def _fold(index: np.ndarray, n: int) -> np.ndarray:
     return np.where(m >= n, period - 1 - m, m)
 
 
+_DIRECT_RADIUS = 16
+"""Kernels up to this radius are summed tap by tap (SciPy's own order); longer ones, by FFT."""
+
+
+def _gaussian_weights(sigma: float) -> tuple[np.ndarray, int]:
+    """SciPy's ``_gaussian_kernel1d`` (truncate 4): the same float64 weights, to the bit."""
+    radius = int(4.0 * sigma + 0.5)
+    taps = np.arange(-radius, radius + 1)
+    weights = np.exp(-0.5 / (sigma * sigma) * taps**2)
+    return weights / weights.sum(), radius
+
+
+def _blur_rows(rows: torch.Tensor, weights: np.ndarray, radius: int) -> torch.Tensor:
+    """Each row of the float64 ``rows`` ``(M, n)`` filtered with ``weights`` (``reflect``).
+
+    Short kernels sum ``w0 x[i] + sum_j wj (x[i-j] + x[i+j])``, j from ``radius`` down, as
+    SciPy's ``correlate1d`` does for a symmetric kernel: the float64 sums round as SciPy's do,
+    which matters where the high-pass is mostly the float32 rounding of the blur. Longer
+    kernels use the reflected row's period ``2n``: the row extended by its mirror image is
+    periodic, so the filter is a circular convolution with the kernel folded onto ``2n``
+    points, one real FFT each way. The memory is then that of two copies of the rows whatever
+    the kernel's length (``conv1d``'s unfolded input grew as ``M n (2 radius + 1)``: 34 GB for
+    a 1024 x 1024 image and sigma 512).
+    """
+    n = rows.shape[-1]
+    if radius <= _DIRECT_RADIUS:
+        index = torch.as_tensor(_fold(np.arange(-radius, n + radius), n), device=rows.device)
+        padded = rows[:, index]
+        out = padded[:, radius : radius + n] * float(weights[radius])
+        for j in range(radius, 0, -1):
+            out += (
+                padded[:, radius - j : radius - j + n] + padded[:, radius + j : radius + j + n]
+            ) * float(weights[radius + j])
+        return out
+    period = 2 * n
+    folded = np.zeros(period)
+    np.add.at(folded, np.arange(-radius, radius + 1) % period, weights)
+    # The folded kernel is even (w[m] == w[-m mod 2n]), so its spectrum is real.
+    response = torch.as_tensor(np.fft.rfft(folded).real, device=rows.device)
+    extended = torch.cat([rows, rows.flip(-1)], dim=-1)
+    spectrum = torch.fft.rfft(extended, dim=-1)
+    spectrum *= response
+    return torch.fft.irfft(spectrum, n=period, dim=-1)[:, :n]
+
+
 def _gaussian_blur(image: torch.Tensor, sigma: float) -> torch.Tensor:
-    """``scipy.ndimage.gaussian_filter(image, sigma)`` (truncate 4, ``reflect``) of a square
-    float32 image, as two 1D convolutions over reflected copies.
+    """``scipy.ndimage.gaussian_filter(image, sigma)`` (truncate 4, ``reflect``) of a 2D
+    float32 image, one axis after the other.
 
     In float64 rounded to float32 between and after the passes, as SciPy does: for the
     smallest sigmas the high-pass ``image - blurred`` is mostly that rounding, and NanoPyx's
     curves for them are made of it."""
-    n = image.shape[-1]
-    radius = int(4.0 * sigma + 0.5)
-    taps = np.arange(-radius, radius + 1, dtype=np.float64)
-    weights = np.exp(-0.5 * (taps / sigma) ** 2)
-    kernel = torch.as_tensor(weights / weights.sum(), dtype=torch.float64, device=image.device)
-    kernel = kernel.view(1, 1, -1)
-    index = torch.as_tensor(_fold(np.arange(-radius, n + radius), n), device=image.device)
+    weights, radius = _gaussian_weights(sigma)
     wide = image.to(torch.float64)
-    rows = wide[index, :].T.unsqueeze(1)  # columns as a batch of (padded) sequences
-    blurred = torch.nn.functional.conv1d(rows, kernel).squeeze(1).T
+    blurred = _blur_rows(wide.T, weights, radius).T  # along Y (SciPy's first axis) first
     blurred = blurred.to(torch.float32).to(torch.float64)
-    cols = blurred[:, index].unsqueeze(1)
-    return torch.nn.functional.conv1d(cols, kernel).squeeze(1).to(torch.float32)
+    return _blur_rows(blurred, weights, radius).to(torch.float32)
 
 
 @dataclass(frozen=True)
@@ -380,6 +418,26 @@ def _curves(spectra: torch.Tensor, rings: _Rings, disc: torch.Tensor, n_radii: i
     d[(norm == 0) | (denominator == 0)] = np.nan
     d[np.isnan(d[:, 0]), 0] = 0.0
     return d.astype(np.float32)
+
+
+def _high_pass_curves(
+    image: torch.Tensor, sigmas: np.ndarray, rings: _Rings, disc: torch.Tensor, n_radii: int
+) -> np.ndarray:
+    """``d(r)`` of ``image - G_sigma * image`` for each sigma: ``(len(sigmas), n_radii)``.
+
+    The high-passes are transformed a few at a time, at most :data:`_BATCH_PIXELS` pixels
+    together: one batched FFT for the usual sizes (512 x 512: all ten filters), while a
+    2048 x 2048 image does not hold ten complex spectra and their copies at once.
+    """
+    per_batch = max(1, _BATCH_PIXELS // image.numel())
+    curves = []
+    for first in range(0, len(sigmas), per_batch):
+        chunk = sigmas[first : first + per_batch]
+        high = torch.stack([image - _gaussian_blur(image, float(s)) for s in chunk])
+        spectra = torch.fft.fftshift(torch.fft.fft2(high), dim=(-2, -1))
+        del high
+        curves.append(_curves(spectra, rings, disc, n_radii))
+    return np.concatenate(curves)
 
 
 def _first_max(values: np.ndarray, start: int, stop: int) -> tuple[int, float]:
@@ -475,9 +533,7 @@ def _analyse(
     final: tuple[tuple[float, float, int] | None, tuple[float, float, int] | None] = (None, None)
     for refine in range(2):
         sigmas = _sigmas(float(np.float32(g_min)), float(np.float32(g_max)), n_filters)
-        high = torch.stack([image - _gaussian_blur(image, float(s)) for s in sigmas])
-        spectra = torch.fft.fftshift(torch.fft.fft2(high), dim=(-2, -1))
-        curves = _curves(spectra, rings, disc, n_radii)
+        curves = _high_pass_curves(image, sigmas, rings, disc, n_radii)
         found = [_peak(curve, crmin, crmax) for curve in curves]
         kc = np.array([p[0] for p in found], np.float32)
         a = np.array([p[1] for p in found], np.float32)
