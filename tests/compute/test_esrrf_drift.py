@@ -269,6 +269,48 @@ def test_summary_describe_and_layers(drifting):
     assert kwargs2d["scale"] == (1.0, 0.1, 0.1)
 
 
+@pytest.mark.parametrize(
+    "geometry",
+    [
+        Geometry(scale=(2.0, 0.1, 0.1), units=("s", "µm", "µm"), axis_labels=("t", "y", "x")),
+        Geometry(  # (C, T, Y, X): the track takes the last three axes
+            scale=(1.0, 2.0, 0.1, 0.1),
+            units=("pixel", "s", "µm", "µm"),
+            axis_labels=("c", "t", "y", "x"),
+        ),
+        Geometry(scale=(0.1, 0.1), units=("µm", "µm"), axis_labels=("y", "x")),  # a frame's
+    ],
+    ids=["tyx", "ctyx", "yx"],
+)
+def test_the_track_keeps_units_and_is_coloured_by_frame(geometry):
+    """napari builds the layer with the input's units (a layer list with one unit per
+    dimension: no warning, the scale bar stays in µm), a wide track, coloured from frame 0's
+    to the last frame's end of turbo."""
+    napari = pytest.importorskip("napari")
+    from napari.components import LayerList
+
+    shifts = np.cumsum(np.full((40, 2), 0.05), axis=0)
+    trace = DriftResult.from_shifts(shifts, frame_shape=(64, 64))
+    data, kwargs, kind = trace.tracks_layer("cells", geometry)
+    assert kind == "tracks"
+    track = napari.layers.Tracks(data, **kwargs)
+    frame = geometry.trailing(3)
+    assert [str(u) for u in track.units[-2:]] == ["micrometer", "micrometer"]
+    assert tuple(track.axis_labels[-2:]) == frame.axis_labels[-2:]
+    np.testing.assert_allclose(track.scale[-2:], frame.scale[-2:])
+    if len(frame.units) == 3:
+        assert str(track.units[0]) == "second" and track.scale[0] == 2.0
+    image = napari.layers.Image(np.zeros((40, 64, 64)[-len(frame.scale) :]), **frame.as_kwargs())
+    layers = LayerList([image, track])
+    assert layers._get_units([layer.extent for layer in layers]) is not None
+    assert track.color_by == "frame" and track.tail_width == 4 and track.tail_length >= 40
+    colours = np.asarray(track.track_colors)
+    # turbo runs from dark blue-violet (frame 0) to dark red (the last): hue changes, and the
+    # middle frames are bright (green-yellow), not one id colour for the whole path.
+    assert np.abs(colours[0, :3] - colours[-1, :3]).max() > 0.2
+    assert colours[20, :3].sum() > 1.5 * colours[0, :3].sum()
+
+
 def test_the_aligned_mean_is_sharper_than_the_plain_mean(drifting):
     stack, _, _ = drifting
     result = estimate_drift(stack, time_averaging=50, device="cpu")

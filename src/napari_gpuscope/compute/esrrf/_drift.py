@@ -595,26 +595,47 @@ class DriftResult:
         geometry: Geometry | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> LayerDataTuple:
-        """The Tracks layer of :meth:`layers`."""
+        """The Tracks layer of :meth:`layers`.
+
+        Coloured by frame (turbo: blue at frame 0 to red at the last, so the path says which
+        way the sample went) and 4 px wide with the whole path shown: one track coloured by
+        its id takes turbo's darkest blue, invisible over a dark image. The geometry is the
+        input's ``(t, y, x)`` (its last three axes), units and axis labels included, so that
+        napari keeps its units and scale bar on; a 2D geometry (a frame's) gives the ``y, x``
+        axes and a time axis of scale 1 in frames.
+
+        Examples
+        --------
+        >>> trace = DriftResult.from_shifts([[0.0, 0.0], [0.5, -1.0]], frame_shape=(8, 8))
+        >>> geometry = Geometry(scale=(2.0, 0.1, 0.1), units=("s", "µm", "µm"))
+        >>> data, kwargs, kind = trace.tracks_layer("cells", geometry)
+        >>> kind, kwargs["color_by"], kwargs["properties"]["frame"].tolist(), kwargs["units"]
+        ('tracks', 'frame', [0.0, 1.0], ('s', 'µm', 'µm'))
+        """
         kwargs: dict[str, Any] = {"name": result_name("drift", name)}
         if geometry is not None:
             g = geometry.trailing(3).as_kwargs()
-            for key, pad in (("scale", 1.0), ("translate", 0.0)):
-                if key in g and len(g[key]) == 2:
+            pads = {"scale": 1.0, "translate": 0.0, "units": "pixel", "axis_labels": "t"}
+            for key, pad in pads.items():
+                if key in g and len(g[key]) == 2:  # a frame's geometry: the track adds time
                     g[key] = (pad, *g[key])
-            for key in ("units", "axis_labels"):  # kept only when they name (t, y, x)
-                if key in g and len(g[key]) != 3:
+                elif key in g and len(g[key]) != 3:
                     del g[key]
             kwargs.update(g)
+        data = self.tracks_data()
+        n = data.shape[0]
         kwargs.update(
             {
                 "metadata": {**dict(metadata or {}), "quantity": "drift", "unit": "px"},
-                "tail_length": min(300, max(1, self.shifts.shape[0])),
-                "tail_width": 2,
+                "properties": {"frame": data[:, 1].copy()},
+                "color_by": "frame",
                 "colormap": "turbo",
+                "tail_width": 4,
+                "tail_length": max(1, n),
+                "head_length": 0,
             }
         )
-        return self.tracks_data(), kwargs, "tracks"
+        return data, kwargs, "tracks"
 
     # ------------------------------------------------------------------ CSV
     def to_csv(
