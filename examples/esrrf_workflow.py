@@ -64,7 +64,13 @@ def filaments(rng: np.random.Generator, n: int = 6) -> list[np.ndarray]:
         bend = rng.uniform(-8, 8)
         line = start + (t - 0.5) * length * direction + bend * np.sin(np.pi * t) * normal
         inside = np.all((line > 4) & (line < np.array(SHAPE) - 5), axis=1)
-        lines.append(line[inside])
+        # The longest stretch inside the frame: a curve that leaves and comes back would
+        # otherwise join its two parts by a straight line of emitters.
+        edges = np.flatnonzero(np.diff(np.concatenate([[0], inside.astype(np.int8), [0]])))
+        starts, stops = edges[::2], edges[1::2]
+        if len(starts) and (stops - starts).max() > 1:
+            k = int(np.argmax(stops - starts))
+            lines.append(line[starts[k] : stops[k]])
     return lines
 
 
