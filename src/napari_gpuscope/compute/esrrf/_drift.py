@@ -10,8 +10,10 @@ reference at once (FFTs), so device and host memory are O(frame), whatever the n
 frames. The correlation peak is refined by an upsampled DFT around the integer peak
 (Guizar-Sicairos et al., Opt. Lett. 2008; 1/20 px grid) and a parabola through the finest
 grid's 3 x 3 maximum. Block shifts are placed at the blocks' centre frames and interpolated
-to every frame by a cubic spline (linear for fewer than 4 blocks; before the first and after
-the last centre, the end segments are continued as straight lines).
+to every frame by a cubic spline (a parabola for 3 blocks, a line for 2); before the first and
+after the last centre the trace goes on straight, with the slope at that centre of a
+least-squares parabola through the nearest blocks (3 to 5 of them), or of a line through them
+where the parabola's curvature is within their noise.
 """
 
 from __future__ import annotations
@@ -740,12 +742,20 @@ def _json_floats(values: np.ndarray) -> list[list[float | None]]:
 
 
 def _interpolate(
-    centres: np.ndarray, values: np.ndarray, n_frames: int, smoothing: float
+    centres: np.ndarray,
+    values: np.ndarray,
+    n_frames: int,
+    smoothing: float,
+    errors: np.ndarray | None = None,
 ) -> np.ndarray:
     """Per-frame trace from block values at ``centres``: optional Gaussian smoothing (sigma
-    in blocks), a cubic spline between the centres (linear for fewer than 4 blocks), straight
-    lines beyond them."""
+    in blocks), a cubic spline between the centres (not-a-knot: a parabola through 3 blocks;
+    linear between 2), and beyond the first and last centres a straight line with the slope
+    of :func:`_end_slope` (``errors``: the blocks' standard errors, ``(B, 2)``, NaN where
+    unknown)."""
     values = values.copy()
+    if errors is None:
+        errors = np.full(values.shape, np.nan)
     if smoothing > 0 and len(values) > 1:
         from scipy.ndimage import gaussian_filter1d
 
@@ -753,7 +763,7 @@ def _interpolate(
     frames = np.arange(n_frames, dtype=np.float64)
     out = np.empty((n_frames, 2), np.float64)
     inside = (frames >= centres[0]) & (frames <= centres[-1])
-    if len(centres) >= 4:
+    if len(centres) >= 3:
         from scipy.interpolate import CubicSpline
 
         spline = CubicSpline(centres, values, axis=0)
@@ -761,13 +771,58 @@ def _interpolate(
     else:
         for axis in range(2):
             out[inside, axis] = np.interp(frames[inside], centres, values[:, axis])
-    for end, (a, b) in (("low", (0, 1)), ("high", (-2, -1))):
-        mask = frames < centres[0] if end == "low" else frames > centres[-1]
+    low, high = frames < centres[0], frames > centres[-1]
+    for mask, order in ((low, slice(None)), (high, slice(None, None, -1))):
         if mask.any():
-            slope = (values[b] - values[a]) / (centres[b] - centres[a])
-            anchor = 0 if end == "low" else -1
-            out[mask] = values[anchor] + (frames[mask, None] - centres[anchor]) * slope
+            ends, at_end = centres[order], values[order]
+            slope = _end_slope(ends - ends[0], at_end, errors[order])
+            out[mask] = at_end[0] + (frames[mask, None] - ends[0]) * slope
     return out
+
+
+_CURVATURE_SE = 2.0
+"""A parabola's curvature counts beyond this many standard errors. The blocks' reported
+errors run low on real stacks (a linear drift's curvature came out 1.6 of them, median),
+but 3 or 4 lost more on curved drifts than they gained on linear ones (simulated stacks)."""
+
+
+def _end_slope(offsets: np.ndarray, values: np.ndarray, errors: np.ndarray) -> np.ndarray:
+    """``(2,)`` slope at the end centre (``offsets[0] == 0``; the others run inwards) with
+    which the trace is continued beyond it.
+
+    A least-squares parabola through the nearest ``k = clip(B // 2, 3, 5)`` of the ``B``
+    block values (the secant for 2 blocks) gives the slope at 0 where its curvature stands
+    out of the blocks' noise (beyond twice its standard error, from the RMS of their
+    ``errors``; always when these are unknown), else the least-squares line through the same
+    blocks does. The secant of the last two blocks (the old rule) gives the rate half a
+    block further in: a drift ``a t^2`` in blocks of ``w`` frames was 0.75 a w^2 off half a
+    block beyond the end; the parabola follows the changing rate, the line averages the
+    noise of a steady one, and neither extrapolates the curvature, which the noise makes
+    unreliable. Measured on smooth drifts (quadratic, oscillating, exponential settling,
+    linear; jitter 0.03 px a frame, block noise 0.01 to 0.06 px; 3 to 20 blocks): the
+    trace's RMS error against the drift falls by 40 to 55 % for 3 blocks, 20 to 50 % for 4
+    or 5, 8 to 36 % for 6 to 9 and ~10 % for more (the most where the noise is lowest); a
+    linear drift's changes by 0.01 px at most. On simulated blinking stacks (96 x 96 px, 5
+    of each): from 0.28 to 0.09 px for a quadratic drift in 3 blocks, 0.22 to 0.09 px for
+    an oscillating one in 5, 0.31 to 0.16 px for a settling one in 5, 0.07 to 0.06 px for a
+    quadratic in 8; a linear drift in 5 blocks went from 0.043 to 0.056 px.
+    """
+    if len(values) < 3:
+        return (values[1] - values[0]) / (offsets[1] - offsets[0])
+    k = int(np.clip(len(values) // 2, 3, 5))
+    scale = float(abs(offsets[k - 1]))
+    x = offsets[:k] / scale
+    design = np.column_stack([x**2, x, np.ones(k)])
+    (curvature, slope, _), *_ = np.linalg.lstsq(design, values[:k], rcond=None)
+    line = np.linalg.lstsq(design[:, 1:], values[:k], rcond=None)[0][0]
+    known = np.isfinite(errors[:k])
+    count = known.sum(axis=0)
+    squares = np.where(known, errors[:k], 0.0) ** 2
+    sigma = np.sqrt(squares.sum(axis=0) / np.maximum(count, 1))
+    sigma[count == 0] = np.nan  # blocks of one frame have no error estimate
+    spread = sigma * math.sqrt(np.linalg.inv(design.T @ design)[0, 0])
+    curved = ~(np.abs(curvature) <= _CURVATURE_SE * spread)  # NaN (errors unknown): curved
+    return np.where(curved, slope, line) / scale
 
 
 @takes_params(DriftParams)
@@ -959,7 +1014,7 @@ def _estimate(
                 metrics={"dy": float(measured[k, 0]), "dx": float(measured[k, 1])},
             )
         centres = np.array([(a + b - 1) / 2 for a, b in blocks], np.float64)
-        trace = _interpolate(centres, measured, n, params.smoothing)
+        trace = _interpolate(centres, measured, n, params.smoothing, uncertainty)
         origin = trace[0].copy()
         shifts = trace - origin
         shifts[0] = 0.0  # exactly, whatever the rounding of the subtraction
