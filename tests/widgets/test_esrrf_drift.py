@@ -353,7 +353,9 @@ def test_elastic_registration_and_the_drift_of_channels(viewer, qtbot, dock):
     results = sorted(dock.last_results[:2], key=lambda ly: ly.name)
     facts = results[0].metadata[PROVENANCE_KEY]["result"]
     assert facts["registration"]["elastic"] is True
-    assert np.abs(np.array(facts["registration"]["shifts"][1]) - offset).max() < 0.1
+    # Measured on the drift-corrected means: each channel's own trace sets where its mean
+    # sits (within the drift bound above, 0.15 px), so the offset is known to about that.
+    assert np.abs(np.array(facts["registration"]["shifts"][1]) - offset).max() < 0.15
     left, _, _ = phase_cross_correlation(results[0].data[0], results[1].data[0], upsample_factor=20)
     assert np.hypot(*left) < 0.3, left
     assert "elastic (per block) registration to channel 0" in dock.panel.status.text()
