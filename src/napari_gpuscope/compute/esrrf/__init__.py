@@ -24,10 +24,11 @@ Modules: :mod:`._params` (parameters), :mod:`._input` (checks, time points), :mo
 ``esrrf.cu`` (fused kernels), :mod:`._pipeline` (one frame chunk), :mod:`._temporal` (online
 statistics, macro-pixel correction), :mod:`._reader` (prefetching reads), :mod:`._job` (the job
 and its result), :mod:`._preview` (the dock's live preview of the visible region:
-:func:`preview_job`, :func:`visible_region`), :mod:`._drift` (drift estimation and correction:
-:func:`estimate_drift`, :func:`correct_drift`, :class:`DriftResult`) and
-:mod:`._drift_params` (:class:`DriftParams`), :mod:`._decorr` (decorrelation analysis) and
-:mod:`._register` (channel registration).
+:func:`preview_job`, :func:`visible_region`), :mod:`._drift` (drift estimation:
+:func:`estimate_drift`), :mod:`._drift_correct` (:func:`correct_drift`), :mod:`._drift_result`
+(:class:`DriftResult`, the trace's CSV file), :mod:`._drift_params` (:class:`DriftParams`),
+:mod:`._resample` (Catmull-Rom taps and the correlation window that drift and registration
+share), :mod:`._decorr` (decorrelation analysis) and :mod:`._register` (channel registration).
 """
 
 from .._lazy import attach
@@ -79,14 +80,9 @@ __getattr__, __dir__ = attach(
     __name__,
     globals(),
     {
-        "._drift": [
-            "DriftResult",
-            "correct_drift",
-            "estimate_drift",
-            "iter_correct_drift",
-            "iter_estimate_drift",
-            "load_drift_trace",
-        ],
+        "._drift": ["estimate_drift", "iter_estimate_drift"],
+        "._drift_correct": ["correct_drift", "iter_correct_drift"],
+        "._drift_result": ["DriftResult", "load_drift_trace"],
         "._decorr": ["DecorrelationResult", "decorrelation_resolution"],
         "._register": ["RegistrationResult", "apply_registration", "register_channels"],
         "._drift_params": ["DRIFT_REFERENCES", "DriftParams"],

@@ -7,9 +7,22 @@ from typing import Any
 import numpy as np
 
 from ..arrays import InvalidInputError, validate_image
+from ..params import ParameterError
 from ._params import EsrrfParams
 
-__all__ = ["check_stack", "time_points"]
+__all__ = ["check_frames_per_chunk", "check_stack", "time_points"]
+
+
+def check_frames_per_chunk(frames_per_chunk: Any) -> None:
+    """Refuse a ``frames_per_chunk`` that is not ``None`` or a positive integer."""
+    if frames_per_chunk is not None and (
+        isinstance(frames_per_chunk, bool)
+        or int(frames_per_chunk) != frames_per_chunk
+        or frames_per_chunk < 1
+    ):
+        raise ParameterError(
+            f"frames_per_chunk must be a positive integer, got {frames_per_chunk!r}"
+        )
 
 
 def check_stack(stack: Any, params: EsrrfParams, *, name: str = "stack") -> tuple[int, int, int]:

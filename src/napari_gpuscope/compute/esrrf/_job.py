@@ -12,17 +12,12 @@ from ..arrays import download_into
 from ..devices import device_context
 from ..jobs import Job, Output, Progress, blocking, is_stop, scaled
 from ..memory import check_budget, plan_chunk, run_in_chunks
-from ..params import ParameterError, takes_params
+from ..params import takes_params
 from ..results import Geometry, LayerDataTuple, image_layer, result_name
-from ._drift import (
-    DriftResult,
-    check_shifts,
-    correction_bytes_per_frame,
-    drift_blocks,
-    iter_estimate_drift,
-    shift_frames,
-)
-from ._input import check_stack, time_points
+from ._drift import drift_blocks, iter_estimate_drift
+from ._drift_correct import check_shifts, correction_bytes_per_frame, shift_frames
+from ._drift_result import DriftResult
+from ._input import check_frames_per_chunk, check_stack, time_points
 from ._params import EsrrfParams
 from ._pipeline import FramePipeline
 from ._reader import FrameReader
@@ -298,14 +293,7 @@ def iter_esrrf(
     >>> result.image.shape
     (1, 32, 32)
     """
-    if frames_per_chunk is not None and (
-        isinstance(frames_per_chunk, bool)
-        or int(frames_per_chunk) != frames_per_chunk
-        or frames_per_chunk < 1
-    ):
-        raise ParameterError(
-            f"frames_per_chunk must be a positive integer, got {frames_per_chunk!r}"
-        )
+    check_frames_per_chunk(frames_per_chunk)
     if not (hasattr(stack, "shape") and hasattr(stack, "dtype")):
         stack = np.asarray(stack)  # a nested list: as NumPy reads it
     n_frames, height, width = check_stack(stack, params, name=name)

@@ -37,6 +37,7 @@ from scipy import ndimage
 from ..arrays import InvalidInputError, validate_image
 from ..devices import device_context
 from ..params import ParameterError
+from ._resample import catmull_rom_weights, tukey_window
 
 __all__ = [
     "RegistrationResult",
@@ -390,23 +391,12 @@ def _check_options(
 
 
 # --------------------------------------------------------------------------- estimation
-def _window(n: int, device: torch.device) -> torch.Tensor:
-    """Tukey window, an eighth of each side tapered: the image's edges, which the periodic
-    FFT wraps around, do not correlate with themselves at zero shift."""
-    taper = max(1, n // 8)
-    w = torch.ones(n, dtype=torch.float64, device=device)
-    ramp = 0.5 * (1 - torch.cos(math.pi * (torch.arange(taper, device=device) + 0.5) / taper))
-    w[:taper] = ramp
-    w[n - taper :] = ramp.flip(0)
-    return w
-
-
 def _spectra(images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """complex128 FFTs of the windowed, mean-subtracted ``(B, H, W)`` images, and their
     energies (for the normalised correlation)."""
     height, width = images.shape[-2:]
     dev = images.device
-    window = _window(height, dev)[:, None] * _window(width, dev)[None, :]
+    window = tukey_window(height, dev)[:, None] * tukey_window(width, dev)[None, :]
     x = images.to(torch.float64)
     x = (x - x.mean(dim=(-2, -1), keepdim=True)) * window
     return torch.fft.fft2(x), (x * x).sum(dim=(-2, -1))
@@ -551,22 +541,6 @@ def _pixel_fields(
 
 
 # ---------------------------------------------------------------------------- resampling
-def _catmull_rom(fraction: torch.Tensor) -> torch.Tensor:
-    """``(..., 4)`` weights of the taps at offsets -1, 0, 1, 2 for fractions in [0, 1);
-    exactly ``(0, 1, 0, 0)`` at 0, so integer shifts copy pixels."""
-    f = fraction
-    f2, f3 = f * f, f * f * f
-    return torch.stack(
-        [
-            (-f3 + 2 * f2 - f) / 2,
-            (3 * f3 - 5 * f2 + 2) / 2,
-            (-3 * f3 + 4 * f2 + f) / 2,
-            (f3 - f2) / 2,
-        ],
-        dim=-1,
-    )
-
-
 def _shift_batch(images: torch.Tensor, shifts: torch.Tensor) -> torch.Tensor:
     """``out[b, y, x] = images[b, y + dy_b, x + dx_b]`` for ``(B, H, W)`` images."""
     height, width = images.shape[-2:]
@@ -589,8 +563,8 @@ def _sample(images: torch.Tensor, ys: torch.Tensor, xs: torch.Tensor) -> torch.T
     count, height, width = images.shape
     shared = ys.dim() == 2
     y0, x0 = torch.floor(ys), torch.floor(xs)
-    wy = _catmull_rom(ys - y0).to(images.dtype)  # (..., H, W, 4)
-    wx = _catmull_rom(xs - x0).to(images.dtype)
+    wy = catmull_rom_weights(ys - y0).to(images.dtype)  # (..., H, W, 4)
+    wx = catmull_rom_weights(xs - x0).to(images.dtype)
     y0, x0 = y0.to(torch.int64), x0.to(torch.int64)
     flat = images.reshape(count, -1)
     out = torch.zeros_like(images)

@@ -1,0 +1,327 @@
+"""The drift estimate as a result: the trace, its blocks and uncertainty, layers, and the
+CSV file a trace is saved to and loaded from."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..params import ParameterError
+from ..results import Geometry, LayerDataTuple, image_layer, result_name
+from ._drift_correct import check_shifts
+from ._drift_params import DriftParams
+
+__all__ = ["DriftResult", "load_drift_trace"]
+
+
+@dataclass(frozen=True)
+class DriftResult:
+    """A drift trace and how it was estimated.
+
+    Attributes
+    ----------
+    shifts : numpy.ndarray
+        float64 ``(T, 2)``: ``(dy, dx)`` of every frame relative to frame 0, in input pixels;
+        frame ``t`` shows frame 0's content moved by ``+shifts[t]``; ``shifts[0]`` is exactly
+        ``(0, 0)``.
+    block_shifts : numpy.ndarray
+        float64 ``(B, 2)``: the measured shift of each block (its frames' mean), relative to
+        frame 0 as ``shifts`` (the value of the interpolated trace at frame 0 subtracted).
+    uncertainty : numpy.ndarray
+        float64 ``(B, 2)``: a one-sample estimate of each block shift's standard error per
+        axis, ``|shift(even frames) - shift(odd frames)| / 2`` (the two halves' noise is
+        independent, and each half's error is ``sqrt(2)`` times the whole block's); its RMS
+        over blocks (:attr:`rms_uncertainty`) estimates the typical error. NaN for blocks of
+        one frame, and for a loaded trace.
+    block_frames : list of (int, int)
+        Frame range ``[start, stop)`` of each block.
+    params : DriftParams or None
+        None for a trace loaded from a file.
+    aligned_mean : numpy.ndarray or None
+        float32 ``(Y, X)``: the mean of all frames, each block moved back by its shift (in
+        frame 0's coordinates); None for a loaded trace.
+    frame_shape : tuple of int
+        ``(Y, X)`` of the frames.
+    """
+
+    shifts: np.ndarray
+    block_shifts: np.ndarray
+    uncertainty: np.ndarray
+    block_frames: list[tuple[int, int]]
+    params: DriftParams | None = None
+    aligned_mean: np.ndarray | None = None
+    frame_shape: tuple[int, int] | None = None
+    stopped_early: bool = False
+    kernel_paths: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def rms_uncertainty(self) -> float:
+        """RMS of :attr:`uncertainty` over blocks and axes (NaN when unknown)."""
+        values = self.uncertainty[np.isfinite(self.uncertainty)]
+        return float(np.sqrt(np.mean(values**2))) if values.size else float("nan")
+
+    @property
+    def max_drift(self) -> float:
+        """Largest displacement from frame 0 (Euclidean, input pixels)."""
+        return float(np.hypot(self.shifts[:, 0], self.shifts[:, 1]).max())
+
+    @classmethod
+    def from_shifts(cls, shifts: Any, frame_shape: tuple[int, int] | None = None) -> DriftResult:
+        """A result holding a given (e.g. loaded) trace.
+
+        Examples
+        --------
+        >>> DriftResult.from_shifts([[0, 0], [0.5, 1.0]]).max_drift
+        1.118033988749895
+        """
+        array = check_shifts(shifts, len(np.asarray(shifts)))
+        n = array.shape[0]
+        return cls(
+            shifts=array,
+            block_shifts=array.copy(),
+            uncertainty=np.full_like(array, np.nan),
+            block_frames=[(t, t + 1) for t in range(n)],
+            frame_shape=frame_shape,
+        )
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-able facts for provenance, the trace included (per frame, in pixels)."""
+        return {
+            "params": None if self.params is None else self.params.to_dict(),
+            "frames": int(self.shifts.shape[0]),
+            "shifts_px": [[float(dy), float(dx)] for dy, dx in self.shifts],
+            "block_frames": [list(r) for r in self.block_frames] if self.params else None,
+            "block_shifts_px": self.block_shifts.tolist() if self.params else None,
+            "uncertainty_px": _json_floats(self.uncertainty) if self.params else None,
+            "rms_uncertainty_px": _json_float(self.rms_uncertainty),
+            "max_drift_px": self.max_drift,
+            "stopped_early": bool(self.stopped_early),
+            "kernel_paths": dict(self.kernel_paths),
+        }
+
+    @classmethod
+    def from_summary(cls, summary: Mapping[str, Any]) -> DriftResult:
+        """The trace back from :meth:`summary` (e.g. a batch result's provenance).
+
+        Examples
+        --------
+        >>> r = DriftResult.from_shifts([[0, 0], [0.25, -1.5]])
+        >>> DriftResult.from_summary(r.summary()).shifts.tolist()
+        [[0.0, 0.0], [0.25, -1.5]]
+        """
+        return cls.from_shifts(summary["shifts_px"])
+
+    def describe(self) -> str:
+        """One line in plain words."""
+        last = self.shifts[-1]
+        text = (
+            f"drift over {self.shifts.shape[0]} frames: up to {self.max_drift:.2f} px from "
+            f"frame 0 (last frame dy {last[0]:+.2f}, dx {last[1]:+.2f} px)"
+        )
+        if self.params is None:
+            return text + ", loaded trace"
+        p = self.params
+        error = self.rms_uncertainty
+        noise = f", block error ~{error:.3f} px RMS" if math.isfinite(error) else ""
+        return (
+            f"{text}; {len(self.block_frames)} blocks of {p.time_averaging} frames vs the "
+            f"{p.reference} {'frames' if p.reference == 'mean' else 'block'}{noise}"
+        )
+
+    def tracks_data(self, anchor: tuple[float, float] | None = None) -> np.ndarray:
+        """napari Tracks data ``(T, 4)``: ``[track 0, frame, y, x]``, the path of frame 0's
+        content at ``anchor`` (input pixels; default the frame's centre)."""
+        if anchor is None:
+            rows, cols = self.frame_shape or (1, 1)
+            anchor = ((rows - 1) / 2, (cols - 1) / 2)
+        n = self.shifts.shape[0]
+        data = np.zeros((n, 4), np.float64)
+        data[:, 1] = np.arange(n)
+        data[:, 2] = anchor[0] + self.shifts[:, 0]
+        data[:, 3] = anchor[1] + self.shifts[:, 1]
+        return data
+
+    def layers(
+        self,
+        name: str = "stack",
+        geometry: Geometry | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> list[LayerDataTuple]:
+        """The aligned mean (``"drift-corrected mean · <name>"``, when estimated) and the
+        trace as a Tracks layer (``"drift · <name>"``).
+
+        The track is the path of the content that frame 0 shows at the frame's centre, drawn
+        at true size in the input's coordinates (its ``t`` axis is the frame index, at the
+        input's time scale), so it sits over the middle of the widefield image and a drift
+        of a few pixels is a short path there.
+        """
+        metadata = dict(metadata or {})
+        layers: list[LayerDataTuple] = []
+        if self.aligned_mean is not None:
+            layers.append(
+                image_layer(
+                    self.aligned_mean,
+                    result_name("drift-corrected mean", name),
+                    geometry,
+                    metadata=metadata,
+                )
+            )
+        layers.append(self.tracks_layer(name, geometry, metadata))
+        return layers
+
+    def tracks_layer(
+        self,
+        name: str = "stack",
+        geometry: Geometry | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> LayerDataTuple:
+        """The Tracks layer of :meth:`layers`.
+
+        Coloured by frame (turbo: blue at frame 0 to red at the last, so the path says which
+        way the sample went) and 4 px wide with the whole path shown: one track coloured by
+        its id takes turbo's darkest blue, invisible over a dark image. The geometry is the
+        input's ``(t, y, x)`` (its last three axes), units and axis labels included, so that
+        napari keeps its units and scale bar on; a 2D geometry (a frame's) gives the ``y, x``
+        axes and a time axis of scale 1 in frames.
+
+        Examples
+        --------
+        >>> trace = DriftResult.from_shifts([[0.0, 0.0], [0.5, -1.0]], frame_shape=(8, 8))
+        >>> geometry = Geometry(scale=(2.0, 0.1, 0.1), units=("s", "µm", "µm"))
+        >>> data, kwargs, kind = trace.tracks_layer("cells", geometry)
+        >>> kind, kwargs["color_by"], kwargs["properties"]["frame"].tolist(), kwargs["units"]
+        ('tracks', 'frame', [0.0, 1.0], ('s', 'µm', 'µm'))
+        """
+        kwargs: dict[str, Any] = {"name": result_name("drift", name)}
+        if geometry is not None:
+            g = geometry.trailing(3).as_kwargs()
+            pads = {"scale": 1.0, "translate": 0.0, "units": "pixel", "axis_labels": "t"}
+            for key, pad in pads.items():
+                if key in g and len(g[key]) == 2:  # a frame's geometry: the track adds time
+                    g[key] = (pad, *g[key])
+                elif key in g and len(g[key]) != 3:
+                    del g[key]
+            kwargs.update(g)
+        data = self.tracks_data()
+        n = data.shape[0]
+        kwargs.update(
+            {
+                "metadata": {**dict(metadata or {}), "quantity": "drift", "unit": "px"},
+                "properties": {"frame": data[:, 1].copy()},
+                "color_by": "frame",
+                "colormap": "turbo",
+                "tail_width": 4,
+                "tail_length": max(1, n),
+                "head_length": 0,
+            }
+        )
+        return data, kwargs, "tracks"
+
+    # ------------------------------------------------------------------ CSV
+    def to_csv(
+        self, path: str | Path, *, pixel_size: float | None = None, unit: str = "µm"
+    ) -> Path:
+        """Write the trace: ``frame, dy_px, dx_px`` (and ``dy_<unit>, dx_<unit>`` with a pixel
+        size), after ``#`` header lines naming the convention and units.
+
+        Examples
+        --------
+        >>> import tempfile, os
+        >>> r = DriftResult.from_shifts([[0, 0], [0.5, -0.25]])
+        >>> p = r.to_csv(os.path.join(tempfile.mkdtemp(), "drift.csv"), pixel_size=0.1)
+        >>> DriftResult.from_csv(p).shifts.tolist()
+        [[0.0, 0.0], [0.5, -0.25]]
+        """
+        if pixel_size is not None and not (
+            isinstance(pixel_size, (int, float)) and math.isfinite(pixel_size) and pixel_size > 0
+        ):
+            raise ParameterError(f"pixel_size must be a positive number, got {pixel_size!r}")
+        path = Path(path)
+        buffer = io.StringIO()
+        buffer.write("# napari-gpuscope drift trace\n")
+        buffer.write(
+            "# (dy, dx) of each frame relative to frame 0: frame t shows frame 0's content "
+            "moved by +(dy, dx); correct by moving frame t by -(dy, dx)\n"
+        )
+        buffer.write("# unit: px (input pixels)\n")
+        if pixel_size is not None:
+            buffer.write(f"# pixel_size: {float(pixel_size)!r} {unit}\n")
+        if self.params is not None:
+            buffer.write(f"# estimated with: {self.params.to_json(indent=None)}\n")
+        writer = csv.writer(buffer, lineterminator="\n")
+        header = ["frame", "dy_px", "dx_px"]
+        if pixel_size is not None:
+            header += [f"dy_{unit}", f"dx_{unit}"]
+        writer.writerow(header)
+        for t, (dy, dx) in enumerate(self.shifts):
+            row = [t, repr(float(dy)), repr(float(dx))]
+            if pixel_size is not None:
+                row += [repr(float(dy) * pixel_size), repr(float(dx) * pixel_size)]
+            writer.writerow(row)
+        path.write_text(buffer.getvalue(), encoding="utf-8")
+        return path
+
+    @classmethod
+    def from_csv(cls, path: str | Path) -> DriftResult:
+        """Read a trace written by :meth:`to_csv` (or any CSV with ``dy_px, dx_px`` columns,
+        or ``dy_<unit>, dx_<unit>`` and a ``# pixel_size: <value> <unit>`` line)."""
+        return cls.from_shifts(load_drift_trace(path))
+
+
+def load_drift_trace(path: str | Path) -> np.ndarray:
+    """float64 ``(T, 2)`` ``(dy, dx)`` in pixels from a drift-trace CSV.
+
+    Raises
+    ------
+    ValueError
+        For a file without the columns, or with a frame missing or out of order.
+    """
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    pixel_size, size_unit = None, None
+    lines = []
+    for line in text.splitlines():
+        if line.startswith("#"):
+            match = re.match(r"#\s*pixel_size:\s*(\S+)\s*(\S*)", line)
+            if match:
+                pixel_size, size_unit = float(match.group(1)), match.group(2)
+        elif line.strip():
+            lines.append(line)
+    rows = list(csv.DictReader(lines))
+    if not rows:
+        raise ValueError(f"{path}: no drift trace rows (expected columns frame, dy_px, dx_px)")
+    columns = rows[0].keys()
+    if {"dy_px", "dx_px"} <= columns:
+        keys, factor = ("dy_px", "dx_px"), 1.0
+    elif pixel_size and size_unit and {f"dy_{size_unit}", f"dx_{size_unit}"} <= columns:
+        keys, factor = (f"dy_{size_unit}", f"dx_{size_unit}"), 1.0 / pixel_size
+    else:
+        raise ValueError(
+            f"{path}: columns {list(columns)}; a drift trace needs dy_px and dx_px (or "
+            "dy_<unit>, dx_<unit> with a '# pixel_size: <value> <unit>' line)"
+        )
+    try:
+        shifts = np.array([[float(r[keys[0]]), float(r[keys[1]])] for r in rows]) * factor
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{path}: a {keys} value is not a number ({error})") from None
+    if "frame" in columns:
+        frames = [int(float(r["frame"])) for r in rows]
+        if frames != list(range(len(frames))):
+            raise ValueError(f"{path}: frames must be 0, 1, 2, ... in order, one row each")
+    return check_shifts(shifts, shifts.shape[0], name=str(path))
+
+
+def _json_float(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None
+
+
+def _json_floats(values: np.ndarray) -> list[list[float | None]]:
+    return [[_json_float(v) for v in row] for row in values]
