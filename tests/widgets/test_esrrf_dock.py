@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from dock_helpers import open_dock, select_input
 from matplotlib.colors import to_hex
 
 from napari_gpuscope.provenance import PROVENANCE_KEY
@@ -21,15 +22,7 @@ FIXTURES = np.load(Path(__file__).parents[1] / "fixtures" / "esrrf" / "nanopyx_e
 
 @pytest.fixture
 def dock(viewer, qtbot, cpu_device):
-    widget = EsrrfDock(viewer)
-    qtbot.addWidget(widget)
-    qtbot.waitUntil(lambda: not widget.is_running(), timeout=10_000)  # kernel warm-up
-    return widget
-
-
-def _select(dock, layer_name):
-    dock.reset_choices()
-    dock.input_layer = next(c for c in dock.input.combo.choices if c.name == layer_name)
+    return open_dock(EsrrfDock, viewer, qtbot)
 
 
 @pytest.fixture
@@ -56,7 +49,7 @@ def test_run_streams_and_matches_nanopyx_with_aligned_geometry(viewer, qtbot, do
         translate=(0, 2, 3),
         units=("s", "um", "um"),
     )
-    _select(dock, "blink")
+    select_input(dock, "blink")
     settings = {"magnification": 2, "radius": 1.0, "sensitivity": 2.0, "temporal": "VAR"}
     for name, value in {**settings, "intensity_weighting": False}.items():
         dock.set_param(name, value)
@@ -94,7 +87,7 @@ def test_run_streams_and_matches_nanopyx_with_aligned_geometry(viewer, qtbot, do
 def test_cancel_removes_the_streaming_layer(viewer, qtbot, dock, shown):
     stack = np.random.default_rng(0).poisson(100, (200, 32, 32)).astype(np.uint16)
     viewer.add_image(stack, name="long")
-    _select(dock, "long")
+    select_input(dock, "long")
     assert dock.run()
     qtbot.waitUntil(lambda: len(shown) >= 2, timeout=60_000)
     dock.cancel()
@@ -106,7 +99,7 @@ def test_cancel_removes_the_streaming_layer(viewer, qtbot, dock, shown):
 def test_stop_and_keep_returns_the_frames_so_far(viewer, qtbot, dock, shown):
     stack = np.random.default_rng(1).poisson(100, (200, 32, 32)).astype(np.uint16)
     viewer.add_image(stack, name="long")
-    _select(dock, "long")
+    select_input(dock, "long")
     assert dock.run()
     qtbot.waitUntil(lambda: len(shown) >= 2, timeout=60_000)
     dock.stop()
@@ -120,7 +113,7 @@ def test_stop_and_keep_returns_the_frames_so_far(viewer, qtbot, dock, shown):
 def test_live_preview_shows_the_visible_region_at_its_place(viewer, qtbot, dock):
     stack = FIXTURES["default/input"]
     viewer.add_image(stack.copy(), name="blink", scale=(1.0, 0.1, 0.1))
-    _select(dock, "blink")
+    select_input(dock, "blink")
     dock.set_param("magnification", 2)
     dock.panel.live_preview.setChecked(True)
     qtbot.waitUntil(lambda: "eSRRF preview · blink" in viewer.layers, timeout=30_000)
@@ -141,7 +134,7 @@ def test_live_preview_shows_the_visible_region_at_its_place(viewer, qtbot, dock)
 )
 def test_bad_input_is_reported_not_raised(viewer, dock, errors, data, words):
     viewer.add_image(data, name="bad")
-    _select(dock, "bad")
+    select_input(dock, "bad")
     assert dock.run() is False
     assert len(errors) == 1 and "'bad'" in errors[0] and words in errors[0], errors
 
@@ -157,7 +150,7 @@ def test_sweep_panel_streams_cells_and_a_click_applies_the_setting(viewer, qtbot
 
     stack, _ = blinking_filaments_stack(16, (32, 32), density=1.0, photons=60.0, background=60.0)
     viewer.add_image(stack, name="blink", scale=(1.0, 0.1, 0.1), units=("s", "um", "um"))
-    _select(dock, "blink")
+    select_input(dock, "blink")
     dock.set_param("magnification", 2)
     panel = dock.sweep
     panel.radii_edit.setText("1, 2")
@@ -190,7 +183,7 @@ def test_the_sweep_runs_on_the_dock_runner_one_job_at_a_time(viewer, qtbot, dock
 
     stack, _ = blinking_filaments_stack(16, (32, 32), density=1.0, photons=60.0, background=60.0)
     viewer.add_image(stack, name="blink", scale=(1.0, 0.1, 0.1))
-    _select(dock, "blink")
+    select_input(dock, "blink")
     panel = dock.sweep
     panel.radii_edit.setText("1, 2")
     panel.sensitivities_edit.setText("1, 3")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from dock_helpers import open_dock, select_input
 
 from napari_gpuscope.compute.esrrf import DriftResult
 from napari_gpuscope.provenance import PROVENANCE_KEY
@@ -25,15 +26,7 @@ T, SIDE = 120, 48
 
 @pytest.fixture
 def dock(viewer, qtbot, cpu_device):
-    widget = EsrrfDock(viewer)
-    qtbot.addWidget(widget)
-    qtbot.waitUntil(lambda: not widget.is_running(), timeout=10_000)  # kernel warm-up
-    return widget
-
-
-def _select(dock, layer_name):
-    dock.reset_choices()
-    dock.input_layer = next(c for c in dock.input.combo.choices if c.name == layer_name)
+    return open_dock(EsrrfDock, viewer, qtbot)
 
 
 def _true_drift(n=T):
@@ -100,7 +93,7 @@ def test_estimate_plots_every_frame_and_draws_the_track_over_the_input(
     layer = viewer.add_image(
         stack.copy(), name="drifting", scale=(1.0, 0.1, 0.1), translate=(0, 2, 3), units="um"
     )
-    _select(dock, "drifting")
+    select_input(dock, "drifting")
     dock.set_param("drift_time_averaging", 20)
     live = []
     real_add = dock.drift.plot.add_block
@@ -154,7 +147,7 @@ def test_a_loaded_trace_is_what_the_run_corrects_with(viewer, qtbot, dock, tmp_p
     shifts = np.array([[0, 0], [1, 0], [1, 1], [0, 1], [-1, 1]] * 2, np.float64)
     moved = _moved(stack, shifts)
     layer = viewer.add_image(moved.copy(), name="moved")
-    _select(dock, "moved")
+    select_input(dock, "moved")
     settings = {"magnification": 2, "radius": 1.0, "sensitivity": 2.0, "temporal": "VAR"}
     for name, value in {**settings, "intensity_weighting": False}.items():
         dock.set_param(name, value)
@@ -197,7 +190,7 @@ def test_a_loaded_trace_is_what_the_run_corrects_with(viewer, qtbot, dock, tmp_p
 def test_bad_traces_are_said_in_the_status_and_change_nothing(viewer, qtbot, dock, tmp_path):
     stack = FIXTURES["var_m2_r1_s2_noiw/input"]
     layer = viewer.add_image(stack.copy(), name="blink")
-    _select(dock, "blink")
+    select_input(dock, "blink")
     garbage = tmp_path / "notes.csv"
     garbage.write_text("time,x\n0,zero\n", encoding="utf-8")
     assert not dock.drift.load(garbage)
@@ -220,7 +213,7 @@ def test_bad_traces_are_said_in_the_status_and_change_nothing(viewer, qtbot, doc
 def test_save_writes_a_csv_with_units_that_round_trips(viewer, qtbot, dock, tmp_path, monkeypatch):
     stack = FIXTURES["var_m2_r1_s2_noiw/input"]
     viewer.add_image(stack.copy(), name="blink", scale=(1, 0.1, 0.1), units="um")
-    _select(dock, "blink")
+    select_input(dock, "blink")
     shifts = np.cumsum(np.full((10, 2), (0.125, -0.3)), axis=0)
     shifts -= shifts[0]
     dock.drift.set_trace(DriftResult.from_shifts(shifts), "made here")
@@ -246,7 +239,7 @@ def test_a_run_estimating_its_drift_draws_it_and_says_the_decorrelation_resoluti
 
     stack, truth = drifting
     viewer.add_image(stack.copy(), name="drifting", scale=(1.0, 0.1, 0.1), units="um")
-    _select(dock, "drifting")
+    select_input(dock, "drifting")
     dock.set_param("magnification", 2)
     dock.set_param("drift_time_averaging", 20)
     dock.drift.set_mode("estimate")
@@ -287,7 +280,7 @@ def test_channels_are_registered_to_channel_0_before_each_is_reconstructed(viewe
     channels = np.stack([_blinking_stack(still, seed=3), _blinking_stack(still + offset, seed=3)])
     channels[1] = np.random.default_rng(11).permutation(channels[1])
     viewer.add_image(channels.copy(), name="two colours", scale=(1, 1, 0.1, 0.1))
-    _select(dock, "two colours")
+    select_input(dock, "two colours")
     assert dock.registration.isVisibleTo(dock)
     dock.set_param("magnification", 2)
     dock.registration.value = "translation"
@@ -317,12 +310,12 @@ def test_channels_are_registered_to_channel_0_before_each_is_reconstructed(viewe
     np.testing.assert_allclose(apart, -2 * offset, atol=0.3)
 
     single = viewer.add_image(channels[:1].copy(), name="one colour")
-    _select(dock, "one colour")
+    select_input(dock, "one colour")
     assert not dock.run()
     assert "2 to 8 channels" in dock.panel.status.text()
     viewer.layers.remove(single)
     viewer.add_image(channels[0].copy(), name="plain")
-    _select(dock, "plain")
+    select_input(dock, "plain")
     assert not dock.registration.isVisibleTo(dock)
 
 
@@ -337,7 +330,7 @@ def test_elastic_registration_and_the_drift_of_channels(viewer, qtbot, dock):
         [_blinking_stack(drift, seed=5), _blinking_stack(drift + offset, seed=5, blink_seed=9)]
     )
     viewer.add_image(channels.copy(), name="two colours", scale=(1, 1, 0.1, 0.1))
-    _select(dock, "two colours")
+    select_input(dock, "two colours")
     dock.set_param("magnification", 2)
     dock.set_param("drift_time_averaging", 20)
     assert dock.drift.estimate()  # on channel 0, which the others are registered to
@@ -364,7 +357,7 @@ def test_elastic_registration_and_the_drift_of_channels(viewer, qtbot, dock):
 def test_one_job_at_a_time_and_a_cancelled_estimate_keeps_the_trace(viewer, qtbot, dock, drifting):
     stack, _ = drifting
     viewer.add_image(stack.copy(), name="drifting")
-    _select(dock, "drifting")
+    select_input(dock, "drifting")
     dock.set_param("drift_time_averaging", 20)
     kept = DriftResult.from_shifts(np.zeros((T, 2)))
     dock.drift.set_trace(kept, "made here")

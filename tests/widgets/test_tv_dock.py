@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from dock_helpers import open_dock, select_input
 from skimage.restoration import denoise_tv_chambolle
 
 from napari_gpuscope.compute.tv import TVParams, _preview
@@ -23,15 +24,7 @@ def _noisy(shape, sigma=0.1, seed=0):
 
 @pytest.fixture
 def dock(viewer, qtbot, cpu_device):
-    widget = TVDenoiseDock(viewer)
-    qtbot.addWidget(widget)
-    qtbot.waitUntil(lambda: not widget.is_running(), timeout=10_000)  # kernel warm-up
-    return widget
-
-
-def _select(dock, layer_name):
-    dock.reset_choices()
-    dock.input_layer = next(c for c in dock.input.combo.choices if c.name == layer_name)
+    return open_dock(TVDenoiseDock, viewer, qtbot)
 
 
 def _field(dock, name):
@@ -44,7 +37,7 @@ def _spacing(dock):
 
 def test_spacing_from_layer_scale(viewer, dock):
     viewer.add_image(np.zeros((4, 8, 8), np.float32), name="vol", scale=(0.5, 0.1, 0.1))
-    _select(dock, "vol")
+    select_input(dock, "vol")
     assert _spacing(dock) == pytest.approx([0.2, 1.0, 1.0])
     movie = viewer.add_image(
         _noisy((3, 4, 8, 8)),
@@ -53,7 +46,7 @@ def test_spacing_from_layer_scale(viewer, dock):
         axis_labels=("t", "z", "y", "x"),
     )
     assert spacing_from_layer(movie) == pytest.approx((0.0, 1 / 3, 1.0, 1.0))
-    _select(dock, "movie")
+    select_input(dock, "movie")
     assert _spacing(dock) == pytest.approx([0.0, 1 / 3, 1.0, 1.0], abs=1e-3)
     dock.spacing_row.boxes[1].value = 0.5  # editable
     assert dock.params().spacing == pytest.approx((0.0, 0.5, 1.0, 1.0))
@@ -96,13 +89,13 @@ def test_noise_level_comes_from_the_preview_job_never_the_gui(viewer, qtbot, doc
     data = _noisy((128, 128), sigma=0.1)
     viewer.add_image(data, name="img")
     viewer.add_image(_noisy((64, 64), sigma=0.3, seed=1), name="other")
-    _select(dock, "img")
+    select_input(dock, "img")
     _field(dock, "strength").value = 2.0
     params = dock.params()
     assert params.weight is None and params.strength == 2.0  # the job derives the weight
     assert dock.weight_label.value == "noise σ: not estimated yet"
-    _select(dock, "other")
-    _select(dock, "img")
+    select_input(dock, "other")
+    select_input(dock, "img")
     assert resolutions == []  # input and strength changes estimate nothing (preview is off)
 
     dock.panel.live_preview.setChecked(True)
@@ -138,7 +131,7 @@ def test_an_array_edited_in_place_is_estimated_again(viewer, qtbot, dock, resolu
     # object, new content) must not keep the old estimate.
     data = _noisy((128, 128), sigma=0.05)
     layer = viewer.add_image(data, name="img")
-    _select(dock, "img")
+    select_input(dock, "img")
     dock.panel.live_preview.setChecked(True)
     qtbot.waitUntil(lambda: "TV preview · img" in viewer.layers, timeout=10_000)
     qtbot.waitUntil(lambda: not dock.is_running(), timeout=10_000)
@@ -166,7 +159,7 @@ def test_an_array_edited_in_place_is_estimated_again(viewer, qtbot, dock, resolu
 
 def test_a_typed_gain_previews_without_estimating(viewer, qtbot, dock, resolutions):
     viewer.add_image(_noisy((64, 64)) * 50 + 100, name="img")
-    _select(dock, "img")
+    select_input(dock, "img")
     _field(dock, "noise_model").value = "poisson"
     _field(dock, "gain").value = 2.0
     _field(dock, "offset").value = 100.0
@@ -189,7 +182,7 @@ def test_preview_matches_the_run_within_its_tolerance(viewer, qtbot, dock):
     # that distance of the one exact solution; P is recomputed here in NumPy.
     data = _noisy((96, 96))
     viewer.add_image(data, name="img")
-    _select(dock, "img")
+    select_input(dock, "img")
     _field(dock, "tolerance").value = 1e-4
     dock.panel.live_preview.setChecked(True)
     qtbot.waitUntil(lambda: "TV preview · img" in viewer.layers, timeout=10_000)
@@ -220,7 +213,7 @@ def test_preview_matches_the_run_within_its_tolerance(viewer, qtbot, dock):
 def test_full_run_matches_scikit_image_and_has_provenance(viewer, qtbot, dock):
     data = _noisy((48, 48))
     layer = viewer.add_image(data.copy(), name="img", scale=(0.2, 0.2), units=("um", "um"))
-    _select(dock, "img")
+    select_input(dock, "img")
     _field(dock, "method").value = "chambolle"
     _field(dock, "tolerance").value = 2e-4
     _field(dock, "max_iterations").value = 200  # scikit-image's default
@@ -243,7 +236,7 @@ def test_full_run_matches_scikit_image_and_has_provenance(viewer, qtbot, dock):
 
 def test_live_preview_of_a_volume_shows_the_current_plane(viewer, qtbot, dock):
     viewer.add_image(_noisy((12, 32, 32)), name="vol")
-    _select(dock, "vol")
+    select_input(dock, "vol")
     viewer.dims.set_current_step(0, 5)
     dock.panel.live_preview.setChecked(True)
     qtbot.waitUntil(lambda: "TV preview · vol" in viewer.layers, timeout=10_000)
@@ -272,7 +265,7 @@ def test_live_preview_of_a_volume_shows_the_current_plane(viewer, qtbot, dock):
 )
 def test_bad_inputs_are_reported_not_raised(viewer, dock, errors, make, expected):
     make(viewer)
-    _select(dock, "bad")
+    select_input(dock, "bad")
     assert dock.run() is False
     assert len(errors) == 1
     assert "'bad'" in errors[0] and expected in errors[0] and "Image layer with 2 to 4" in errors[0]
@@ -291,7 +284,7 @@ def test_preview_of_a_time_lapse_volume_solves_one_frame(viewer, qtbot, dock, mo
     from napari_gpuscope.compute import tv
 
     viewer.add_image(_noisy((3, 10, 16, 16)), name="movie", axis_labels=("t", "z", "y", "x"))
-    _select(dock, "movie")
+    select_input(dock, "movie")
     viewer.dims.set_current_step(0, 2)
     viewer.dims.set_current_step(1, 9)
     solved = []
@@ -315,7 +308,7 @@ def test_preview_of_a_time_lapse_volume_solves_one_frame(viewer, qtbot, dock, mo
 def test_cancelling_a_real_tv_run_keeps_the_previous_result(viewer, qtbot, dock):
     data = _noisy((192, 192))
     layer = viewer.add_image(data.copy(), name="img")
-    _select(dock, "img")
+    select_input(dock, "img")
     assert dock.run()
     qtbot.waitUntil(lambda: not dock.is_running(), timeout=30_000)
     result = viewer.layers["TV denoised · img [s=1]"]
@@ -345,19 +338,19 @@ def _spacing_axis_names(dock):
 
 def test_spacing_boxes_are_labelled_with_their_axes(viewer, dock):
     viewer.add_image(np.zeros((4, 8, 8), np.float32), name="vol")  # napari's default labels
-    _select(dock, "vol")
+    select_input(dock, "vol")
     assert _spacing_axis_names(dock) == ["z", "y", "x"]
     viewer.add_image(
         np.zeros((2, 4, 8, 8), np.float32), name="movie", axis_labels=("t", "z", "y", "x")
     )
-    _select(dock, "movie")
+    select_input(dock, "movie")
     assert _spacing_axis_names(dock) == ["t", "z", "y", "x"]
     assert "independently" in dock.spacing_row.boxes[0].tooltip  # t defaults to 0
 
 
 def test_every_control_explains_itself(viewer, dock):
     viewer.add_image(np.zeros((4, 8, 8), np.float32), name="vol")
-    _select(dock, "vol")
+    select_input(dock, "vol")
     controls = [dock.input.combo, *dock.form.widgets.values(), *dock.spacing_row.boxes]
     assert all(len(control.tooltip or "") > 20 for control in controls)
     assert "noise" in _field(dock, "strength").tooltip
@@ -368,7 +361,7 @@ def test_every_control_explains_itself(viewer, dock):
 
 def test_poisson_camera_fields_say_what_is_estimated(viewer, dock):
     viewer.add_image(_noisy((32, 32)) + 2.0, name="img")
-    _select(dock, "img")
+    select_input(dock, "img")
     _field(dock, "noise_model").value = "poisson"
     gain, offset, read_noise = (_field(dock, n) for n in ("gain", "offset", "read_noise"))
     assert gain.native.text() == offset.native.text() == read_noise.native.text() == "auto"
@@ -387,7 +380,7 @@ def test_poisson_camera_fields_say_what_is_estimated(viewer, dock):
 
 def test_status_line_says_whether_the_run_converged(viewer, qtbot, dock):
     viewer.add_image(_noisy((48, 48)), name="img")
-    _select(dock, "img")
+    select_input(dock, "img")
     _field(dock, "max_iterations").value = 3  # far too few for 1e-3 on any solver
     assert dock.run()
     qtbot.waitUntil(lambda: not dock.is_running(), timeout=30_000)
@@ -414,7 +407,7 @@ def test_live_preview_follows_the_displayed_axes(viewer, qtbot, dock, monkeypatc
     clean = ((z - 5) ** 2 + (x - 8) ** 2 < 12).astype(np.float32) * (1 + (y > 12))
     noisy = (clean + rng.normal(0, 0.1, clean.shape)).astype(np.float32)
     viewer.add_image(noisy, name="vol", scale=(0.5, 0.1, 0.1))
-    _select(dock, "vol")
+    select_input(dock, "vol")
     solved = []
     real = tv.iter_denoise
 
@@ -444,7 +437,7 @@ def test_estimated_camera_is_shown_and_can_be_kept(viewer, qtbot, dock):
 
     data = samples.noisy_cells_2d()[0][0]
     viewer.add_image(data[:256, :256], name="cells")
-    _select(dock, "cells")
+    select_input(dock, "cells")
     _field(dock, "noise_model").value = "poisson"
     assert dock.camera.row.isHidden()  # nothing estimated yet
     assert dock.run()
