@@ -269,6 +269,28 @@ def test_a_run_estimating_its_drift_draws_it_and_says_the_decorrelation_resoluti
     assert "widefield mean" in status and "input px" in status
 
 
+def test_a_large_result_is_measured_on_its_centre_and_the_status_says_so(
+    viewer, qtbot, dock, drifting, monkeypatch
+):
+    from napari_gpuscope.compute.esrrf import decorrelation_resolution
+    from napari_gpuscope.widgets import esrrf_results
+
+    monkeypatch.setattr(esrrf_results, "DECORRELATION_SIDE", 64)  # the output is 96 x 96
+    stack, _ = drifting
+    viewer.add_image(stack.copy(), name="drifting")
+    select_input(dock, "drifting")
+    dock.set_param("magnification", 2)
+    assert dock.run()
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=120_000)
+    result = dock.last_result_layer
+    facts = result.metadata[PROVENANCE_KEY]["result"]["decorrelation"]
+    centre = result.data[0][16:80, 16:80]
+    expected = decorrelation_resolution(centre, device="cpu").resolution
+    assert facts["esrrf"]["resolution_px"] == pytest.approx(expected, rel=1e-6)
+    assert facts["region"] == "central 64 x 64 px"
+    assert "decorrelation resolution (central 64 x 64 px)" in dock.panel.status.text()
+
+
 def test_channels_are_registered_to_channel_0_before_each_is_reconstructed(viewer, qtbot, dock):
     from skimage.registration import phase_cross_correlation
 
