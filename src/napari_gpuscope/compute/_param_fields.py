@@ -61,6 +61,10 @@ class ParamInfo:
         Belongs in a dock's collapsed "Advanced" section.
     step : float or None
         Suggested step of a spin box or slider.
+    added_later : bool
+        The field came after recipes of its model were first saved: it is written (recipes,
+        provenance, settings) only when it differs from its default, so an older recipe reads,
+        and hashes, as before.
     """
 
     name: str
@@ -76,6 +80,7 @@ class ParamInfo:
     choices: Mapping[str, str] | None = None
     advanced: bool = False
     step: float | None = None
+    added_later: bool = False
 
     def range_text(self) -> str:
         """The valid range in words, e.g. ``">= 0"``, ``"in [1, 1000000]"``."""
@@ -203,6 +208,7 @@ def param(
     choices: Mapping[str, str] | Sequence[str] | None = None,
     advanced: bool = False,
     step: float | None = None,
+    added_later: bool = False,
 ) -> Any:
     """Declare a parameter field of a :class:`Params` model.
 
@@ -226,6 +232,8 @@ def param(
         Belongs in a dock's "Advanced" section.
     step : float, optional
         Suggested step of a spin box or slider.
+    added_later : bool
+        Written only when it differs from its default (see :class:`ParamInfo`).
 
     Returns
     -------
@@ -244,6 +252,7 @@ def param(
         "choices": None if choices is None else dict(choices),
         "advanced": advanced,
         "step": step,
+        "added_later": added_later,
     }
     return _Declared(default, meta)
 

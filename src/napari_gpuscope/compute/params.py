@@ -173,8 +173,13 @@ class Params(BaseModel):
 
     # -- (de)serialisation ---------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-able values (tuples become lists)."""
-        return self.model_dump(mode="json")
+        """Plain JSON-able values (tuples become lists); a field declared ``added_later`` only
+        where it differs from its default."""
+        data = self.model_dump(mode="json")
+        for info in self.param_info():
+            if info.added_later and getattr(self, info.name) == info.default:
+                del data[info.name]
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Self:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from ..params import Params, param
 from ._drift_params import DriftParams
@@ -25,6 +25,8 @@ class EsrrfParams(Params):
     >>> p = EsrrfParams(magnification=4, temporal="VAR")
     >>> EsrrfParams.from_json(p.to_json()) == p
     True
+    >>> "drift_correction" in p.to_dict()  # added later: written once it differs
+    False
     >>> EsrrfParams(radius=0)
     Traceback (most recent call last):
     ...
@@ -120,6 +122,7 @@ class EsrrfParams(Params):
             "Estimate the sample's drift over the whole stack (blocks of frames "
             "cross-correlated) and move every frame back before eSRRF"
         ),
+        added_later=True,
     )
     drift_reference: str = param(
         "first",
@@ -131,6 +134,7 @@ class EsrrfParams(Params):
         },
         advanced=True,
         help="What each block of frames is correlated with to measure the drift",
+        added_later=True,
     )
     drift_time_averaging: int = param(
         50,
@@ -141,6 +145,7 @@ class EsrrfParams(Params):
         help=(
             "Frames averaged into one block before correlating; the stack needs at least two blocks"
         ),
+        added_later=True,
     )
     max_drift: float | None = param(
         None,
@@ -150,16 +155,8 @@ class EsrrfParams(Params):
         maximum=10_000.0,
         advanced=True,
         help="Largest drift (per axis, input pixels) to accept; None = up to half the frame",
+        added_later=True,
     )
-
-    # Added after recipes were first saved: written (recipes, provenance, settings) only
-    # when they differ from their default, so older recipes keep their hash (--resume).
-    _QUIET_DEFAULTS: ClassVar[dict[str, Any]] = {
-        "drift_correction": False,
-        "drift_reference": "first",
-        "drift_time_averaging": 50,
-        "max_drift": None,
-    }
 
     def validate(self) -> None:
         """A rolling analysis needs a fixed number of frames per time point."""
@@ -169,23 +166,6 @@ class EsrrfParams(Params):
                 f"is {self.frame_gap} (rolling analysis), which needs frames_per_timepoint > 0 "
                 "(how many frames each time point holds)",
             )
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-able values; the drift fields only where they differ from their default
-        (they came later: a recipe without them reads, and hashes, as before).
-
-        Examples
-        --------
-        >>> "drift_correction" in EsrrfParams().to_dict()
-        False
-        >>> EsrrfParams(drift_correction=True).to_dict()["drift_correction"]
-        True
-        """
-        data = super().to_dict()
-        for name, default in self._QUIET_DEFAULTS.items():
-            if name in data and data[name] == default:
-                del data[name]
-        return data
 
     def drift_params(self) -> DriftParams:
         """The drift estimation these parameters ask for."""
