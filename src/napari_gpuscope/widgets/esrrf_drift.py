@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from napari_gpuscope.compute.jobs import Progress
     from napari_gpuscope.widgets._context import DockContext
 
-__all__ = ["MODES", "DriftSection", "layer_unit", "track_style"]
+__all__ = ["MODES", "DriftSection", "layer_unit"]
 
 MODES = {
     "off": "Off",
@@ -78,28 +78,6 @@ def layer_unit(layer: napari.layers.Layer | None) -> str:
         return "px"
     unit = str(units[-1])
     return {"micrometer": "µm", "um": "µm", "nanometer": "nm", "pixel": "px"}.get(unit, unit)
-
-
-def track_style(data: np.ndarray) -> dict[str, Any]:
-    """How a drift track is drawn: coloured by frame (blue at frame 0 to red at the last, so
-    the path says which way the sample went) and wide enough to see over an image; one
-    track coloured by its id took turbo's darkest blue, invisible on a dark image.
-
-    Examples
-    --------
-    >>> style = track_style(np.array([[0, 0, 5.0, 5.0], [0, 1, 5.5, 4.0]]))
-    >>> style["color_by"], style["properties"]["frame"].tolist(), style["tail_length"]
-    ('frame', [0.0, 1.0], 2)
-    """
-    frames = np.asarray(data)[:, 1]
-    return {
-        "properties": {"frame": frames},
-        "color_by": "frame",
-        "colormap": "turbo",
-        "tail_width": 4,
-        "tail_length": max(1, len(frames)),
-        "head_length": 0,
-    }
 
 
 def _pixel_of(layer: napari.layers.Layer | None) -> tuple[float, str] | None:
@@ -404,12 +382,6 @@ class DriftSection(QWidget):
             if layer_type == "image":
                 kwargs["visible"] = False
                 kwargs.setdefault("colormap", getattr(layer.colormap, "name", "gray"))
-            elif layer_type == "tracks":
-                kwargs.update(track_style(data))
-                if "units" not in kwargs and len(layer.units) >= 3:
-                    # The track has the input's (t, y, x) axes: the same units keep napari's
-                    # scale bar on.
-                    kwargs["units"] = tuple(str(u) for u in layer.units)[-3:]
             added = getattr(self.viewer, f"add_{layer_type}")(data, **kwargs)
             self._made.append((layer_type, added))
         self.viewer.layers.selection.active = layer

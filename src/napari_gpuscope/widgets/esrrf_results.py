@@ -18,7 +18,6 @@ import numpy as np
 
 from napari_gpuscope.compute.jobs import Job, Progress
 from napari_gpuscope.widgets._messages import plain_error_message
-from napari_gpuscope.widgets.esrrf_drift import track_style
 
 if TYPE_CHECKING:
     from napari_gpuscope.compute.esrrf import DecorrelationResult, EsrrfResult
@@ -92,17 +91,9 @@ class ResolvedResult:
     def layers(
         self, name: str = "stack", geometry: Any = None, metadata: dict[str, Any] | None = None
     ) -> list[LayerDataTuple]:
-        """The eSRRF result's layers; its drift track drawn as the dock draws an estimate's
-        (:func:`~.esrrf_drift.track_style`), with the input's units (without them napari
-        turned units off for every layer, with a warning)."""
-        tuples = self.result.layers(name, geometry, metadata)
-        for data, kwargs, kind in tuples:
-            if kind == "tracks":
-                kwargs.update(track_style(data))
-                units = getattr(geometry, "units", None)
-                if "units" not in kwargs and units is not None and len(units) >= 3:
-                    kwargs["units"] = tuple(units)[-3:]
-        return tuples
+        """The eSRRF result's layers (its drift track styled and with the input's units by
+        :meth:`~napari_gpuscope.compute.esrrf.DriftResult.layers`)."""
+        return self.result.layers(name, geometry, metadata)
 
 
 def _resolution_words(analysis: DecorrelationResult, pixels: str, unit: str) -> str:
