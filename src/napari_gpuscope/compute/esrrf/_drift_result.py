@@ -229,8 +229,7 @@ class DriftResult:
     def to_csv(
         self, path: str | Path, *, pixel_size: float | None = None, unit: str = "µm"
     ) -> Path:
-        """Write the trace: ``frame, dy_px, dx_px`` (and ``dy_<unit>, dx_<unit>`` with a pixel
-        size), after ``#`` header lines naming the convention and units.
+        """Write the trace (:meth:`csv_text`) to ``path``; returns the path.
 
         Examples
         --------
@@ -240,11 +239,23 @@ class DriftResult:
         >>> DriftResult.from_csv(p).shifts.tolist()
         [[0.0, 0.0], [0.5, -0.25]]
         """
+        path = Path(path)
+        path.write_text(self.csv_text(pixel_size=pixel_size, unit=unit), encoding="utf-8")
+        return path
+
+    def csv_text(self, *, pixel_size: float | None = None, unit: str = "µm") -> str:
+        """The trace as CSV: ``frame, dy_px, dx_px`` (and ``dy_<unit>, dx_<unit>`` with a
+        pixel size), after ``#`` header lines naming the convention and units.
+
+        Examples
+        --------
+        >>> print(DriftResult.from_shifts([[0, 0], [0.5, -0.25]]).csv_text().splitlines()[-1])
+        1,0.5,-0.25
+        """
         if pixel_size is not None and not (
             isinstance(pixel_size, (int, float)) and math.isfinite(pixel_size) and pixel_size > 0
         ):
             raise ParameterError(f"pixel_size must be a positive number, got {pixel_size!r}")
-        path = Path(path)
         buffer = io.StringIO()
         buffer.write("# napari-gpuscope drift trace\n")
         buffer.write(
@@ -266,8 +277,7 @@ class DriftResult:
             if pixel_size is not None:
                 row += [repr(float(dy) * pixel_size), repr(float(dx) * pixel_size)]
             writer.writerow(row)
-        path.write_text(buffer.getvalue(), encoding="utf-8")
-        return path
+        return buffer.getvalue()
 
     @classmethod
     def from_csv(cls, path: str | Path) -> DriftResult:

@@ -167,6 +167,12 @@ class EsrrfResult:
             )
         return f"{n} super-resolved time point(s) ({facts})"
 
+    def files(self, geometry: Geometry | None = None) -> dict[str, str]:
+        """Text files a batch run writes beside the position's images: the drift trace as
+        ``"drift.csv"`` (:meth:`DriftResult.csv_text`, with the physical unit of the input's
+        last axis when it has one); nothing without drift correction."""
+        return drift_files(self.drift, geometry)
+
     def layers(
         self,
         name: str = "stack",
@@ -199,6 +205,19 @@ class EsrrfResult:
             return [sr, wf]
         # The trace over the widefield image, in the input's coordinates (DriftResult.layers).
         return [sr, wf, self.drift.tracks_layer(name, geometry, metadata)]
+
+
+def drift_files(drift: DriftResult | None, geometry: Geometry | None) -> dict[str, str]:
+    """``{"drift.csv": ...}`` for a trace (in the unit of ``geometry``'s last axis when it has a
+    physical one), ``{}`` for None."""
+    if drift is None:
+        return {}
+    pixel, unit = None, "px"
+    if geometry is not None and geometry.scale and geometry.units:
+        pixel, unit = abs(float(geometry.scale[-1])), str(geometry.units[-1] or "px")
+    if unit in ("px", "pixel", "") or not (pixel and np.isfinite(pixel)):
+        return {"drift.csv": drift.csv_text()}
+    return {"drift.csv": drift.csv_text(pixel_size=pixel, unit=unit)}
 
 
 def _display_range(image: np.ndarray) -> tuple[float, float]:
