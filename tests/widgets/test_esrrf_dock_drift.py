@@ -303,9 +303,9 @@ def test_channels_are_registered_to_channel_0_before_each_is_reconstructed(viewe
     channels[1] = np.random.default_rng(11).permutation(channels[1])
     viewer.add_image(channels.copy(), name="two colours", scale=(1, 1, 0.1, 0.1))
     select_input(dock, "two colours")
-    assert dock.registration.isVisibleTo(dock)
+    assert _registration(dock).native.isVisibleTo(dock)
     dock.set_param("magnification", 2)
-    dock.registration.value = "translation"
+    _registration(dock).value = "translation"
     assert dock.run()
     qtbot.waitUntil(lambda: not dock.is_running(), timeout=120_000)
 
@@ -324,7 +324,7 @@ def test_channels_are_registered_to_channel_0_before_each_is_reconstructed(viewe
     assert "registration to channel 0" in dock.panel.status.text()
     np.testing.assert_array_equal(viewer.layers["two colours"].data, channels)
 
-    dock.registration.value = "off"  # the oracle's check: unregistered, they are 2x apart
+    _registration(dock).value = "off"  # the oracle's check: unregistered, they are 2x apart
     assert dock.run()
     qtbot.waitUntil(lambda: not dock.is_running(), timeout=120_000)
     plain = sorted(dock.last_results[:2], key=lambda ly: ly.name)
@@ -338,7 +338,7 @@ def test_channels_are_registered_to_channel_0_before_each_is_reconstructed(viewe
     viewer.layers.remove(single)
     viewer.add_image(channels[0].copy(), name="plain")
     select_input(dock, "plain")
-    assert not dock.registration.isVisibleTo(dock)
+    assert not _registration(dock).native.isVisibleTo(dock)
 
 
 def test_elastic_registration_and_the_drift_of_channels(viewer, qtbot, dock):
@@ -362,7 +362,7 @@ def test_elastic_registration_and_the_drift_of_channels(viewer, qtbot, dock):
     assert math.sqrt(np.mean(error**2)) < 0.15
 
     dock.drift.set_mode("estimate")  # each channel's drift, then the registration of the means
-    dock.registration.value = "elastic"
+    _registration(dock).value = "elastic"
     assert dock.run()
     qtbot.waitUntil(lambda: not dock.is_running(), timeout=120_000)
     results = sorted(dock.last_results[:2], key=lambda ly: ly.name)
@@ -397,3 +397,8 @@ def test_one_job_at_a_time_and_a_cancelled_estimate_keeps_the_trace(viewer, qtbo
     assert dock.drift.trace is kept
     assert dock.drift.plot.title == "Drift trace: made here"
     np.testing.assert_array_equal(dock.drift.plot.dy, np.zeros(T))
+
+
+def _registration(dock):
+    """The form's "Register channels" control (the model's channel_registration)."""
+    return dock.form.widgets["channel_registration"]

@@ -167,6 +167,44 @@ class Params(BaseModel):
             raise KeyError(f"{cls.__name__} has no parameter {name!r}") from None
 
     @classmethod
+    def declaration(cls, name: str, **overrides: Any) -> Any:
+        """Field ``name``'s :func:`param` declaration, for another model that offers the same
+        parameter (default, bounds, choices, unit and help stay declared once); keywords of
+        :func:`param` override the copy's (e.g. ``label``, ``advanced``, ``added_later``).
+
+        Examples
+        --------
+        >>> class Blur(Params):
+        ...     sigma: float = param(1.0, minimum=0.0, unit="px", help="Gaussian sigma")
+        >>> class Pipeline(Params):
+        ...     blur_sigma: float = Blur.declaration("sigma", label="Blur sigma")
+        >>> info = Pipeline.info("blur_sigma")
+        >>> info.default, info.minimum, info.unit, info.label, info.help
+        (1.0, 0.0, 'px', 'Blur sigma', 'Gaussian sigma')
+        """
+        info = cls.info(name)
+        meta = {
+            key: getattr(info, key)
+            for key in (
+                "help",
+                "label",
+                "unit",
+                "minimum",
+                "maximum",
+                "exclusive_minimum",
+                "choices",
+                "advanced",
+                "step",
+                "added_later",
+            )
+        }
+        unknown = sorted(set(overrides) - set(meta))
+        if unknown:
+            raise TypeError(f"{cls.__name__}.declaration() got unknown keyword(s) {unknown}")
+        meta["choices"] = None if meta["choices"] is None else dict(meta["choices"])
+        return param(info.default, **{**meta, **overrides})
+
+    @classmethod
     def names(cls) -> tuple[str, ...]:
         """Field names in declaration order."""
         return tuple(cls.__param_infos__)

@@ -12,9 +12,11 @@ Run / Stop & keep / Cancel, streaming, results, provenance, settings, export -- 
   (:mod:`napari_gpuscope.compute.esrrf._preview`);
 - the "Drift correction" section (:mod:`.esrrf_drift`): off, estimated in the run, or an
   estimated or loaded trace, plotted and drawn over the image;
-- multi-channel input: a 4D layer is read as ``(C, T, Y, X)``; "Register channels" (off,
-  translation, elastic) aligns the channels to channel 0 before each is reconstructed
-  (:mod:`.esrrf_channels`);
+- multi-channel input: a 4D layer is read as ``(C, T, Y, X)``; "Register channels" (the
+  model's ``channel_registration``: off, translation, elastic; shown for 4D layers only)
+  aligns the channels to channel 0 before each is reconstructed
+  (:func:`~napari_gpuscope.compute.esrrf.iter_channels`, each channel's decorrelation
+  resolution measured after it);
 - the parameter sweep panel (:mod:`.esrrf_sweep`).
 
 A full run streams the reconstruction of the current time point as frames go through, and adds
@@ -33,6 +35,7 @@ from qtpy.QtCore import QTimer
 from qtpy.QtWidgets import QSizePolicy
 
 from napari_gpuscope.compute.esrrf import (
+    MAX_CHANNELS,
     OUTPUT,
     EsrrfParams,
     PreviewRegion,
@@ -48,7 +51,6 @@ from napari_gpuscope.widgets._base import MethodDock
 from napari_gpuscope.widgets._controller import RUN
 from napari_gpuscope.widgets._controls import FieldStyle
 from napari_gpuscope.widgets._controls._changes import mark_labels
-from napari_gpuscope.widgets.esrrf_channels import MAX_CHANNELS, RegistrationRow, iter_channels
 from napari_gpuscope.widgets.esrrf_drift import DriftSection, layer_unit
 from napari_gpuscope.widgets.esrrf_results import ResolvedResult, with_resolution
 from napari_gpuscope.widgets.esrrf_sweep import SweepPanel
@@ -115,8 +117,6 @@ class EsrrfDock(MethodDock):
         self.form.add_row("", self.pixel_label.native, after="magnification")
         self.form.widgets["radius"].changed.connect(self._update_radius_label)
         self.form.widgets["magnification"].changed.connect(self._update_radius_label)
-        self.registration = RegistrationRow()  # shown for 4D (C, T, Y, X) layers only
-        self.registration.add_to(self.form, after="drift_correction")
         # The section's choice stands for the drift_correction checkbox, which it drives.
         self.drift = DriftSection(self, self.form.widgets["drift_correction"])
         self.drift.add_to(self.form, after="drift_correction")
@@ -128,7 +128,7 @@ class EsrrfDock(MethodDock):
         """Show the radius in the new layer's units; the channel row for a 4D layer."""
         self._update_radius_label()
         channels = layer is not None and layer.ndim == 4
-        self.registration.show_row(channels)
+        self.form.set_row_visible("channel_registration", channels)
 
     def validate_input(
         self, layer: napari.layers.Layer | None, *, check_values: bool = True
@@ -168,7 +168,7 @@ class EsrrfDock(MethodDock):
     ) -> Job[EsrrfResult]:
         """The full run, in chunks small enough that the image visibly builds up (about 50
         updates; fewer frames per chunk when device memory is short)."""
-        from napari_gpuscope.compute.esrrf import iter_esrrf
+        from napari_gpuscope.compute.esrrf import iter_channels, iter_esrrf
 
         frames = int(np.shape(layer.data)[-3])
         per_chunk = int(np.clip(np.ceil(frames / STREAM_UPDATES), 1, MAX_STREAM_CHUNK))
@@ -179,12 +179,11 @@ class EsrrfDock(MethodDock):
             return iter_channels(
                 layer.data,
                 params,
-                device,
-                registration=self.registration.value,
                 drift_shifts=self.drift.shifts_for(layer),
                 frames_per_chunk=per_chunk,
                 name=f"layer '{layer.name}'",
-                pixel=physical,
+                device=device,
+                finish=lambda job: with_resolution(job, device, physical),
             )
         job = iter_esrrf(
             layer.data,

@@ -16,7 +16,9 @@ lag-1 autocovariance) and corrected for the sub-pixel grid pattern.
   :func:`parameter_sweep`; :func:`decorrelation_resolution` (Descloux et al. 2019, NanoPyx's
   algorithm), the resolution of one image and the sweep's third map.
 - :func:`register_channels` / :func:`apply_registration`: channel registration (translation
-  per channel, or a smooth per-block map) before eSRRF of multi-channel data.
+  per channel, or a smooth per-block map) before eSRRF of multi-channel data;
+  :func:`iter_channels` (what :func:`iter_esrrf` does with 4D input): drift, registration and
+  eSRRF of each channel.
 
 Modules: :mod:`._params` (parameters), :mod:`._input` (checks, time points), :mod:`._lattice`
 (sampling geometry, per-phase tap table), :mod:`._ops` (torch twins), :mod:`._qnr` (metrics),
@@ -28,18 +30,25 @@ and its result), :mod:`._preview` (the dock's live preview of the visible region
 :func:`estimate_drift`), :mod:`._drift_correct` (:func:`correct_drift`), :mod:`._drift_result`
 (:class:`DriftResult`, the trace's CSV file), :mod:`._drift_params` (:class:`DriftParams`),
 :mod:`._resample` (Catmull-Rom taps and the correlation window that drift and registration
-share), :mod:`._decorr` (decorrelation analysis) and :mod:`._register` (channel registration).
+share), :mod:`._decorr` (decorrelation analysis), :mod:`._register` (channel registration) and
+:mod:`._channels` (multi-channel input).
 """
 
 from .._lazy import attach
 
 __all__ = [
+    "CHANNEL_COLORMAPS",
+    "DRIFT_FIELDS",
     "DRIFT_REFERENCES",
     "FRC_THRESHOLD",
     "GEOMETRIES",
+    "MAX_CHANNELS",
     "OUTPUT",
+    "REGISTRATIONS",
     "SWEEP_OUTPUTS",
     "TEMPORAL_MODES",
+    "ChannelView",
+    "ChannelsResult",
     "DecorrelationResult",
     "DriftParams",
     "DriftResult",
@@ -58,6 +67,7 @@ __all__ = [
     "estimate_drift",
     "frc_curve",
     "frc_resolution",
+    "iter_channels",
     "iter_correct_drift",
     "iter_esrrf",
     "iter_estimate_drift",
@@ -88,7 +98,20 @@ __getattr__, __dir__ = attach(
         "._drift_params": ["DRIFT_REFERENCES", "DriftParams"],
         "._input": ["time_points"],
         "._job": ["OUTPUT", "EsrrfResult", "esrrf", "iter_esrrf", "output_geometry"],
-        "._params": ["GEOMETRIES", "TEMPORAL_MODES", "EsrrfParams"],
+        "._params": [
+            "DRIFT_FIELDS",
+            "GEOMETRIES",
+            "REGISTRATIONS",
+            "TEMPORAL_MODES",
+            "EsrrfParams",
+        ],
+        "._channels": [
+            "CHANNEL_COLORMAPS",
+            "MAX_CHANNELS",
+            "ChannelView",
+            "ChannelsResult",
+            "iter_channels",
+        ],
         "._preview": ["PreviewRegion", "preview_job", "visible_region"],
         "._qnr": [
             "FRC_THRESHOLD",

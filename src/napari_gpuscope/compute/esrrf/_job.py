@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -17,6 +17,9 @@ from ..results import Geometry, LayerDataTuple, image_layer, result_name
 from ._drift import drift_blocks, iter_estimate_drift
 from ._drift_correct import check_shifts, correction_bytes_per_frame, shift_frames
 from ._drift_result import DriftResult
+
+if TYPE_CHECKING:
+    from ._channels import ChannelsResult
 from ._input import check_frames_per_chunk, check_stack, time_points
 from ._params import EsrrfParams
 from ._pipeline import FramePipeline
@@ -238,8 +241,9 @@ def iter_esrrf(
     memory_budget: int | None = None,
     name: str = "stack",
     drift_shifts: Any = None,
+    channel_axis: int | None = None,
     device: str | torch.device | None = None,
-) -> Job[EsrrfResult]:
+) -> Job[EsrrfResult | ChannelsResult]:
     """eSRRF super-resolution as a job that streams the image while it builds up.
 
     Parameters
@@ -247,7 +251,11 @@ def iter_esrrf(
     stack : array-like
         ``(T, Y, X)`` frames of blinking fluorophores, any real dtype (uint16 camera frames are
         uploaded as uint16 and converted on the device); NumPy, dask, zarr, a memory-mapped TIFF
-        or a torch tensor, read chunk by chunk. Never modified.
+        or a torch tensor, read chunk by chunk. Never modified. A 4D array holds 2 to 8
+        channels, ``(C, T, Y, X)`` (or ``(T, C, Y, X)`` with ``channel_axis=1``): each is
+        drift-corrected, registered to channel 0 (``channel_registration``) and reconstructed
+        (:func:`~napari_gpuscope.compute.esrrf.iter_channels`; the result is then a
+        :class:`~napari_gpuscope.compute.esrrf.ChannelsResult`).
     {params}
     params : EsrrfParams, optional
         All parameters at once (keywords given as well override its fields).
@@ -264,6 +272,8 @@ def iter_esrrf(
         :func:`~napari_gpuscope.compute.esrrf.load_drift_trace`) to correct the frames with
         instead of estimating one; given, the frames are corrected whatever
         ``drift_correction`` says.
+    channel_axis : int, optional
+        The channel axis of a 4D ``stack`` (0 when not given); an error for 3D input.
     device : str or torch.device, optional
         ``None`` = first GPU (raises :class:`~napari_gpuscope.compute.devices.NoGPUError`
         without one); ``"cpu"`` runs the reference path.
@@ -315,6 +325,18 @@ def iter_esrrf(
     check_frames_per_chunk(frames_per_chunk)
     if not (hasattr(stack, "shape") and hasattr(stack, "dtype")):
         stack = np.asarray(stack)  # a nested list: as NumPy reads it
+    if len(stack.shape) == 4 or channel_axis is not None:
+        from ._channels import iter_channels
+
+        return iter_channels(
+            stack,
+            params,
+            channel_axis=0 if channel_axis is None else channel_axis,
+            drift_shifts=drift_shifts,
+            frames_per_chunk=frames_per_chunk,
+            name=name,
+            device=device,
+        )
     n_frames, height, width = check_stack(stack, params, name=name)
     if drift_shifts is not None:
         drift_shifts = check_shifts(drift_shifts, n_frames, name="drift_shifts")
@@ -334,7 +356,7 @@ parameters).
 Returns
 -------
 numpy.ndarray
-    float32 ``(n_timepoints, H M, W M)``.
+    float32 ``(n_timepoints, H M, W M)`` (``(C, n_timepoints, H M, W M)`` of 4D input).
 
 Examples
 --------

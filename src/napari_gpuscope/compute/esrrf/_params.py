@@ -7,10 +7,17 @@ from typing import ClassVar
 from ..params import Params, param
 from ._drift_params import DriftParams
 
-__all__ = ["GEOMETRIES", "TEMPORAL_MODES", "EsrrfParams"]
+__all__ = ["DRIFT_FIELDS", "GEOMETRIES", "REGISTRATIONS", "TEMPORAL_MODES", "EsrrfParams"]
 
 TEMPORAL_MODES = ("AVG", "VAR", "TAC2")
 GEOMETRIES = ("nanopyx", "centred")
+DRIFT_FIELDS = {
+    "drift_reference": "reference",
+    "drift_time_averaging": "time_averaging",
+    "max_drift": "max_drift",
+    "drift_smoothing": "smoothing",
+}
+"""eSRRF's drift fields -> the :class:`DriftParams` field each one is (declared there once)."""
 
 
 class EsrrfParams(Params):
@@ -124,38 +131,32 @@ class EsrrfParams(Params):
         ),
         added_later=True,
     )
-    drift_reference: str = param(
-        "first",
-        label="Drift reference",
+    channel_registration: str = param(
+        "off",
+        label="Register channels",
         choices={
-            "first": "First block",
-            "previous": "Previous block",
-            "mean": "Mean of frames",
+            "off": "Off",
+            "translation": "Translation",
+            "elastic": "Elastic (per block)",
         },
-        advanced=True,
-        help="What each block of frames is correlated with to measure the drift",
-        added_later=True,
-    )
-    drift_time_averaging: int = param(
-        50,
-        label="Frames per drift block",
-        minimum=1,
-        maximum=10_000_000,
-        advanced=True,
         help=(
-            "Frames averaged into one block before correlating; the stack needs at least two blocks"
+            "For (C, T, Y, X) input: align every channel to channel 0 before eSRRF, by a "
+            "sub-pixel translation or an elastic per-block map (chromatic or field "
+            "distortion), measured on the channels' means (drift-corrected with drift "
+            "correction); no effect on a single (T, Y, X) stack"
         ),
         added_later=True,
     )
-    max_drift: float | None = param(
-        None,
-        label="Maximum drift",
-        unit="px",
-        minimum=0.5,
-        maximum=10_000.0,
-        advanced=True,
-        help="Largest drift (per axis, input pixels) to accept; None = up to half the frame",
-        added_later=True,
+    # The drift estimate's options, declared once in DriftParams (see DRIFT_FIELDS).
+    drift_reference: str = DriftParams.declaration(
+        "reference", label="Drift reference", advanced=True, added_later=True
+    )
+    drift_time_averaging: int = DriftParams.declaration(
+        "time_averaging", label="Frames per drift block", advanced=True, added_later=True
+    )
+    max_drift: float | None = DriftParams.declaration("max_drift", advanced=True, added_later=True)
+    drift_smoothing: float = DriftParams.declaration(
+        "smoothing", label="Drift smoothing", advanced=True, added_later=True
     )
 
     def validate(self) -> None:
@@ -168,12 +169,14 @@ class EsrrfParams(Params):
             )
 
     def drift_params(self) -> DriftParams:
-        """The drift estimation these parameters ask for."""
-        return DriftParams(
-            reference=self.drift_reference,
-            time_averaging=self.drift_time_averaging,
-            max_drift=self.max_drift,
-        )
+        """The drift estimation these parameters ask for.
+
+        Examples
+        --------
+        >>> EsrrfParams(drift_time_averaging=20).drift_params().time_averaging
+        20
+        """
+        return DriftParams(**{field: getattr(self, own) for own, field in DRIFT_FIELDS.items()})
 
     @property
     def label(self) -> str:
@@ -182,3 +185,7 @@ class EsrrfParams(Params):
         if self.temporal != "AVG":
             text += f" {self.temporal}"
         return text
+
+
+REGISTRATIONS = tuple(EsrrfParams.info("channel_registration").choices or ())
+"""Channel registration choices (:attr:`EsrrfParams.channel_registration`)."""

@@ -1,0 +1,396 @@
+"""eSRRF of multi-channel ``(C, T, Y, X)`` input: drift, channel registration, then each channel.
+
+The order users follow with NanoPyx, as one job (:func:`iter_esrrf` hands 4D input here):
+
+1. drift: with ``drift_correction``, each channel's drift is estimated over its whole stack
+   (:func:`~napari_gpuscope.compute.esrrf.iter_estimate_drift`), or the given trace is used for
+   every channel (channels acquired together drift together);
+2. registration to channel 0 (``channel_registration``,
+   :func:`~napari_gpuscope.compute.esrrf.register_channels`), on the drift-corrected means when
+   drift was estimated (the raw means otherwise): a translation joins each frame's drift shift
+   (one resampling, streamed by eSRRF, no copy of the stack); the elastic map is applied to the
+   whole stack first (:func:`~napari_gpuscope.compute.esrrf.apply_registration`: a float32 copy
+   in host memory), then the drift is corrected in the stream;
+3. eSRRF of each channel.
+
+Each channel is read lazily (:class:`ChannelView`): a Zarr array or a memory-mapped TIFF is
+read frame chunk by frame chunk, whatever axis holds the channels.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from ..arrays import InvalidInputError
+from ..jobs import Job, Progress, mapped
+from ..results import Geometry, LayerDataTuple
+from ._params import EsrrfParams
+
+if TYPE_CHECKING:
+    from ._drift_result import DriftResult
+    from ._register import RegistrationResult
+
+__all__ = [
+    "CHANNEL_COLORMAPS",
+    "MAX_CHANNELS",
+    "ChannelView",
+    "ChannelsResult",
+    "iter_channels",
+]
+
+CHANNEL_COLORMAPS = ("magenta", "green", "cyan", "yellow", "red", "blue", "orange", "gray")
+"""Each channel's colormap (additive blending: the channels overlay)."""
+MAX_CHANNELS = len(CHANNEL_COLORMAPS)
+
+
+class ChannelView:
+    """One channel of a 4D array as a lazy ``(T, Y, X)`` array: indexing reads only the frames
+    asked for (a Zarr array's ``data[:, c]`` would read the whole channel at once).
+
+    Examples
+    --------
+    >>> data = np.arange(2 * 3 * 4 * 5).reshape(2, 3, 4, 5)  # (T, C, Y, X)
+    >>> view = ChannelView(data, axis=1, index=2)
+    >>> view.shape, np.array_equal(view[0:2], data[0:2, 2])
+    ((2, 4, 5), True)
+    >>> np.array_equal(view[..., 1], data[:, 2, :, 1])
+    True
+    """
+
+    def __init__(self, data: Any, axis: int, index: int) -> None:
+        self.data, self.axis, self.index = data, int(axis), int(index)
+        shape = tuple(int(s) for s in data.shape)
+        self.shape = shape[: self.axis] + shape[self.axis + 1 :]
+        self.dtype = data.dtype
+        self.ndim = len(self.shape)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, key: Any) -> Any:
+        key = key if isinstance(key, tuple) else (key,)
+        at = next((i for i, k in enumerate(key) if k is Ellipsis), None)
+        if at is not None:
+            fill = (slice(None),) * (self.ndim - len(key) + 1)
+            key = key[:at] + fill + key[at + 1 :]
+        key += (slice(None),) * (self.ndim - len(key))
+        return self.data[(*key[: self.axis], self.index, *key[self.axis :])]
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return np.asarray(self[:], dtype=dtype)
+
+
+def channel_stack(data: Any, axis: int, index: int) -> Any:
+    """Channel ``index`` of ``data`` along ``axis``: a view of a NumPy array or torch tensor
+    (basic indexing), a :class:`ChannelView` of anything else."""
+    if isinstance(data, np.ndarray | torch.Tensor):
+        key = (slice(None),) * axis + (index,)
+        return data[key]
+    return ChannelView(data, axis, index)
+
+
+def check_channels(data: Any, channel_axis: int, *, name: str = "stack") -> int:
+    """The number of channels of a 4D input, or a clear error naming what is valid."""
+    shape = tuple(int(s) for s in data.shape)
+    if not -len(shape) <= channel_axis < len(shape) or channel_axis not in (0, 1, -4, -3):
+        raise InvalidInputError(
+            f"channel_axis is {channel_axis} for {name} of shape {shape}: the channels of a "
+            "4D eSRRF input are axis 0 (C, T, Y, X) or axis 1 (T, C, Y, X)"
+        )
+    channels = shape[channel_axis]
+    if not 2 <= channels <= MAX_CHANNELS:
+        raise InvalidInputError(
+            f"{name} is 4D {shape} with {channels} channel(s) on axis {channel_axis % 4}: eSRRF "
+            f"reads 2 to {MAX_CHANNELS} channels of blinking frames; a single channel is a "
+            "(T, Y, X) stack (or name the channel axis with channel_axis)"
+        )
+    return channels
+
+
+@dataclass(frozen=True)
+class ChannelsResult:
+    """Each channel's eSRRF result and the registration that aligned them.
+
+    Attributes
+    ----------
+    channels : tuple
+        Channel ``c``'s :class:`~napari_gpuscope.compute.esrrf.EsrrfResult` (or what the
+        ``finish`` of :func:`iter_channels` made of it); fewer than :attr:`n_channels` after
+        Stop & keep.
+    registration : RegistrationResult or None
+        None when the channels were not registered.
+    n_channels : int
+        The input's channels.
+    estimate : DriftResult or None
+        Channel 0's drift as estimated in the run (None when a trace was given, or none).
+    channel_axis : int
+        The input's channel axis (dropped from a geometry given to :meth:`layers`).
+    """
+
+    channels: tuple[Any, ...]
+    registration: RegistrationResult | None
+    n_channels: int
+    estimate: DriftResult | None = None
+    channel_axis: int = 0
+
+    @property
+    def stopped_early(self) -> bool:
+        """Whether Stop & keep ended the run before every channel was complete."""
+        done = len(self.channels)
+        return done < self.n_channels or any(c.stopped_early for c in self.channels)
+
+    @property
+    def drift(self) -> DriftResult | None:
+        """The reference channel's drift trace (None without drift correction)."""
+        if self.estimate is not None:
+            return self.estimate
+        return self.channels[0].drift if self.channels else None
+
+    @property
+    def image(self) -> np.ndarray:
+        """float32 ``(C, n_timepoints, H M, W M)``: every channel's eSRRF image (the channels
+        completed, and the time points every one of them has, after Stop & keep)."""
+        if not self.channels:
+            return np.zeros((0, 0, 0, 0), np.float32)
+        points = min(c.image.shape[0] for c in self.channels)
+        return np.stack([c.image[:points] for c in self.channels])
+
+    @property
+    def params(self) -> EsrrfParams | None:
+        """The parameters every channel was reconstructed with."""
+        return self.channels[0].params if self.channels else None
+
+    def summary(self) -> dict[str, Any]:
+        """Each channel's facts and the registration's."""
+        return {
+            "channels": [c.summary() for c in self.channels],
+            "n_channels": self.n_channels,
+            "channel_axis": self.channel_axis,
+            "registration": None if self.registration is None else self.registration.summary(),
+            "stopped_early": self.stopped_early,
+        }
+
+    def describe(self) -> str:
+        """The registration, then each channel's line."""
+        registration = (
+            "not registered" if self.registration is None else self.registration.describe()
+        )
+        head = f"{self.n_channels} channels, {registration}"
+        if len(self.channels) < self.n_channels:
+            head += f"; stopped early after {len(self.channels)} channel(s)"
+        lines = [f"channel {c}: {r.describe()}" for c, r in enumerate(self.channels)]
+        return ". ".join([head, *lines])
+
+    def layers(
+        self,
+        name: str = "stack",
+        geometry: Geometry | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> list[LayerDataTuple]:
+        """Every channel's eSRRF image first (additive colours, so they overlay), then the
+        widefield means (hidden) and channel 0's drift track; channel ``c`` is named
+        ``"<name> ch<c>"``, on the input's axes without the channel axis."""
+        trailing = None if geometry is None else _without_axis(geometry, self.channel_axis)
+        images, others = [], []
+        for c, result in enumerate(self.channels):
+            colour = CHANNEL_COLORMAPS[c % MAX_CHANNELS]
+            for k, (data, kwargs, kind) in enumerate(
+                result.layers(f"{name} ch{c}", trailing, metadata)
+            ):
+                kwargs = dict(kwargs)
+                if kind == "tracks" and c > 0:
+                    continue  # its path holds the registration's offset too: channel 0's says it
+                if kind == "image":
+                    kwargs.update(colormap=colour, blending="additive")
+                    if k > 0:
+                        kwargs["visible"] = False  # the widefield mean under the channels
+                (images if k == 0 else others).append((data, kwargs, kind))
+        return images + others
+
+    def files(self, geometry: Geometry | None = None) -> dict[str, str]:
+        """Channel 0's drift trace as ``"drift.csv"`` (see
+        :meth:`~napari_gpuscope.compute.esrrf.EsrrfResult.files`); ``{}`` without one."""
+        from ._job import drift_files
+
+        trailing = None if geometry is None else _without_axis(geometry, self.channel_axis)
+        return drift_files(self.drift, trailing)
+
+
+def _without_axis(geometry: Geometry, channel_axis: int) -> Geometry:
+    """The geometry of one channel: a 4D geometry loses its channel axis; then the last 3."""
+    fields = {}
+    for key in ("scale", "translate", "units", "axis_labels"):
+        value = getattr(geometry, key)
+        if value is not None and len(value) == 4:
+            value = tuple(v for i, v in enumerate(value) if i != channel_axis % 4)
+        fields[key] = value
+    return Geometry(**fields).trailing(3)
+
+
+def _quiet(start: float, stop: float, prefix: str) -> Callable[[Progress], Progress]:
+    """Rescale updates into [start, stop] and drop their outputs (no per-channel stream)."""
+
+    def transform(update: Progress) -> Progress:
+        fraction = None if update.fraction is None else start + (stop - start) * update.fraction
+        return dataclasses.replace(
+            update, fraction=fraction, message=prefix + update.message, outputs={}
+        )
+
+    return transform
+
+
+def iter_channels(
+    data: Any,
+    params: EsrrfParams,
+    *,
+    channel_axis: int = 0,
+    drift_shifts: np.ndarray | None = None,
+    frames_per_chunk: int | None = None,
+    name: str = "stack",
+    device: Any = None,
+    finish: Callable[[Job[Any]], Job[Any]] | None = None,
+) -> Job[ChannelsResult]:
+    """eSRRF of each channel of a 4D input after drift correction and channel registration
+    (see the module docstring); returns a :class:`ChannelsResult`.
+
+    Parameters
+    ----------
+    data : array-like
+        ``(C, T, Y, X)`` (``channel_axis=0``) or ``(T, C, Y, X)`` (``channel_axis=1``), 2 to
+        :data:`MAX_CHANNELS` channels. Never modified.
+    params : EsrrfParams
+        ``channel_registration`` and the drift fields say what is done before eSRRF.
+    channel_axis : {0, 1}
+    drift_shifts : array-like, optional
+        A ``(T, 2)`` trace used for every channel instead of estimating one.
+    frames_per_chunk, name, device
+        As :func:`~napari_gpuscope.compute.esrrf.iter_esrrf`'s.
+    finish : callable, optional
+        Wraps each channel's eSRRF job (e.g. the dock's decorrelation analysis after it).
+
+    Examples
+    --------
+    >>> from napari_gpuscope.compute.jobs import run_job
+    >>> stack = np.random.default_rng(0).poisson(50, (2, 4, 16, 16)).astype(np.uint16)
+    >>> result = run_job(iter_channels(stack, EsrrfParams(magnification=2), device="cpu"))
+    >>> [r.image.shape for r in result.channels]
+    [(1, 32, 32), (1, 32, 32)]
+    """
+    from ._drift import drift_blocks
+    from ._drift_correct import check_shifts
+    from ._input import check_frames_per_chunk, check_stack
+
+    check_frames_per_chunk(frames_per_chunk)
+    if not (hasattr(data, "shape") and hasattr(data, "dtype")):
+        data = np.asarray(data)  # a nested list: as NumPy reads it
+    if len(data.shape) != 4:
+        raise InvalidInputError(
+            f"{name} has {len(data.shape)} dimension(s) {tuple(data.shape)}; channels of "
+            "blinking frames are 4D, (C, T, Y, X) or (T, C, Y, X) with channel_axis=1"
+        )
+    n_channels = check_channels(data, channel_axis, name=name)
+    axis = channel_axis % 4
+    stacks = [channel_stack(data, axis, c) for c in range(n_channels)]
+    n_frames, _, _ = check_stack(stacks[0], params, name=f"{name} channel 0")
+    if drift_shifts is not None:
+        drift_shifts = check_shifts(drift_shifts, n_frames, name="drift_shifts")
+    elif params.drift_correction:
+        drift_blocks(n_frames, params.drift_time_averaging, name=name)
+    return _run_channels(stacks, params, axis, drift_shifts, frames_per_chunk, name, device, finish)
+
+
+def _run_channels(
+    stacks: list[Any],
+    params: EsrrfParams,
+    axis: int,
+    drift_shifts: np.ndarray | None,
+    frames_per_chunk: int | None,
+    name: str,
+    device: Any,
+    finish: Callable[[Job[Any]], Job[Any]] | None,
+) -> Job[ChannelsResult]:
+    from ._drift import iter_estimate_drift
+    from ._job import iter_esrrf
+    from ._register import apply_registration, register_channels
+
+    n_channels, n_frames = len(stacks), int(stacks[0].shape[0])
+    registration = params.channel_registration
+    estimate = drift_shifts is None and params.drift_correction
+    drifts: list[np.ndarray | None] = [drift_shifts] * n_channels
+    aligned_means = []
+    estimates: list[DriftResult] = []
+    first = 0.0
+    if estimate:  # 20 % of the bar
+        for c in range(n_channels):
+            span = (0.2 * c / n_channels, 0.2 * (c + 1) / n_channels)
+            trace = yield from mapped(
+                iter_estimate_drift(
+                    stacks[c],
+                    params=params.drift_params(),
+                    frames_per_chunk=frames_per_chunk,
+                    name=f"{name} channel {c}",
+                    device=device,
+                ),
+                _quiet(*span, f"channel {c} drift: "),
+            )
+            drifts[c] = trace.shifts
+            estimates.append(trace)
+            aligned_means.append(trace.aligned_mean)
+        first = 0.2
+    registered = None
+    sources: list[Any] = stacks
+    if registration != "off":
+        yield Progress(first, "registering the channels to channel 0...")
+        if aligned_means:
+            images = np.stack(aligned_means)
+        else:
+            images = np.stack([_mean(stack, frames_per_chunk) for stack in stacks])
+        # compute's 64 px blocks, smaller on small frames (a block must fit the frame)
+        side = min(int(stacks[0].shape[-2]), int(stacks[0].shape[-1]))
+        block = int(min(64, max(16, side // 2)))
+        registered = register_channels(
+            images, elastic=registration == "elastic", block_size=block, device=device
+        )
+        if registered.elastic:
+            yield Progress(first, "applying the elastic registration to every frame...")
+            sources = list(apply_registration(np.stack(stacks), registered, device=device))
+        first += 0.05
+    results: list[Any] = []
+    for c in range(n_channels):
+        shifts = drifts[c]
+        if registered is not None and not registered.elastic:
+            base = np.zeros((n_frames, 2)) if shifts is None else np.asarray(shifts, np.float64)
+            shifts = base + registered.shifts[c]  # a translation joins each frame's drift
+        span = (first + (1 - first) * c / n_channels, first + (1 - first) * (c + 1) / n_channels)
+        job = iter_esrrf(
+            sources[c],
+            params=params,
+            device=device,
+            frames_per_chunk=frames_per_chunk,
+            name=f"{name} channel {c}",
+            drift_shifts=shifts,
+        )
+        if finish is not None:
+            job = finish(job)
+        result = yield from mapped(job, _quiet(*span, f"channel {c}: "))
+        results.append(result)
+        if result.stopped_early:  # Stop & keep: the channels so far
+            break
+    return ChannelsResult(
+        tuple(results), registered, n_channels, estimates[0] if estimates else None, axis
+    )
+
+
+def _mean(stack: Any, frames_per_chunk: int | None) -> np.ndarray:
+    """The mean over frames, read in chunks (a lazy channel is never read whole)."""
+    step = max(1, frames_per_chunk or 64)
+    total = np.zeros(stack.shape[1:], np.float64)
+    for start in range(0, int(stack.shape[0]), step):
+        total += np.asarray(stack[start : start + step], np.float64).sum(axis=0)
+    return (total / int(stack.shape[0])).astype(np.float32)
