@@ -399,6 +399,21 @@ def test_one_job_at_a_time_and_a_cancelled_estimate_keeps_the_trace(viewer, qtbo
     np.testing.assert_array_equal(dock.drift.plot.dy, np.zeros(T))
 
 
+def test_the_channel_registration_choice_is_saved_with_the_settings(viewer, qtbot, dock):
+    import json
+
+    viewer.add_image(np.zeros((2, 8, 32, 32), np.float32), name="two colours")
+    select_input(dock, "two colours")
+    _registration(dock).value = "elastic"
+    record = json.loads(dock.jobs.settings.path.read_text())
+    assert record["params"]["channel_registration"] == "elastic"
+    assert dock.params().channel_registration == "elastic"
+    again = open_dock(EsrrfDock, viewer, qtbot)  # a new napari session
+    select_input(again, "two colours")
+    assert again.params().channel_registration == "elastic"
+    assert _registration(again).native.isVisibleTo(again)
+
+
 def _registration(dock):
     """The form's "Register channels" control (the model's channel_registration)."""
     return dock.form.widgets["channel_registration"]
