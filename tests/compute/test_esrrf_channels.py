@@ -95,7 +95,9 @@ def test_drift_of_channels_and_the_trace_file(cpu_device):
     rms = np.sqrt(np.mean((result.drift.shifts - drift) ** 2))
     assert rms < 0.15, rms
     text = result.files()["drift.csv"]
-    rows = np.loadtxt(text.splitlines(), delimiter=",", comments="#", skiprows=1)
+    lines = [line for line in text.splitlines() if not line.startswith("#")]
+    assert lines[0] == "frame,dy_px,dx_px"
+    rows = np.array([[float(v) for v in line.split(",")] for line in lines[1:]])
     np.testing.assert_allclose(rows[:, 1:3], result.drift.shifts)
 
 
@@ -134,3 +136,16 @@ def test_the_drift_options_are_declared_once_in_drift_params():
         assert mine.added_later and mine.advanced
     params = EsrrfParams(drift_reference="mean", drift_smoothing=1.5, max_drift=4.0)
     assert params.drift_params() == DriftParams(reference="mean", smoothing=1.5, max_drift=4.0)
+
+
+def test_a_registered_channel_reports_its_drift_not_drift_plus_registration(
+    two_channels, cpu_device
+):
+    trace = np.column_stack([np.linspace(0, 0.5, 80), np.zeros(80)])
+    params = EsrrfParams(magnification=2, channel_registration="translation")
+    result = run_job(
+        esrrf.iter_esrrf(two_channels, params=params, drift_shifts=trace, device=cpu_device)
+    )
+    for channel in result.channels:
+        np.testing.assert_array_equal(channel.drift.shifts, trace)
+    assert "up to 0.50 px" in result.describe()

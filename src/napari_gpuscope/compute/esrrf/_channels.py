@@ -376,6 +376,11 @@ def _run_channels(
             name=f"{name} channel {c}",
             drift_shifts=shifts,
         )
+        if registered is not None and not registered.elastic:
+            # Its frames moved by drift + registration; its trace says the drift alone (the
+            # registration is the ChannelsResult's).
+            own = estimates[c] if estimates else drifts[c]
+            job = _reporting_drift(job, own)
         if finish is not None:
             job = finish(job)
         result = yield from mapped(job, _quiet(*span, f"channel {c}: "))
@@ -385,6 +390,17 @@ def _run_channels(
     return ChannelsResult(
         tuple(results), registered, n_channels, estimates[0] if estimates else None, axis
     )
+
+
+def _reporting_drift(job: Job[Any], drift: Any) -> Job[Any]:
+    """``job`` whose result's ``drift`` is ``drift`` (a DriftResult, a ``(T, 2)`` trace or
+    None)."""
+    from ._drift_result import DriftResult
+
+    result = yield from job
+    if drift is not None and not isinstance(drift, DriftResult):
+        drift = DriftResult.from_shifts(drift, tuple(result.widefield.shape[-2:]))
+    return dataclasses.replace(result, drift=drift)
 
 
 def _mean(stack: Any, frames_per_chunk: int | None) -> np.ndarray:
