@@ -19,3 +19,17 @@ def drifting_stacks(n_frames: int = 120, shape=(48, 48)) -> list[np.ndarray]:
         blinking_drifting_stack(scale * truth, shape=shape, n_emitters=40, seed=seed)[0]
         for scale, seed in ((1.0, 7), (-2.0, 8))
     ]
+
+
+def drifting_positions(
+    n_frames: int = 100, shape=(64, 64), n_emitters: int = 150, drifts=((1.0, 7), (-1.0, 8))
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """uint16 stacks and their true drifts (``(T, 2)`` input pixels, frame t relative to frame
+    0, as the drift trace means it): one stack per ``(scale, seed)``, its drift the simulator's
+    ``true_drift`` times ``scale``."""
+    truth = true_drift(n_frames)
+    stacks = [
+        blinking_drifting_stack(scale * truth, shape=shape, n_emitters=n_emitters, seed=seed)[0]
+        for scale, seed in drifts
+    ]
+    return stacks, [scale * truth for scale, _ in drifts]

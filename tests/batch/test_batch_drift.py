@@ -1,7 +1,7 @@
 """Batch with drift (issue 19): a recipe carries eSRRF's drift options, each position is
 corrected with its own drift, and its trace is stored beside its result (the group's
-provenance); the "drift" job estimates each position's trace. The oracle is the job called
-directly on the position's file."""
+provenance, and drift.csv: test_batch_drift_csv.py); the "drift" job estimates each position's
+trace. The oracle is the job called directly on the position's file."""
 
 from __future__ import annotations
 
@@ -58,7 +58,9 @@ def test_esrrf_with_drift_correction_writes_each_positions_trace(tmp_path, clien
         trace = esrrf.DriftResult.from_summary(facts["drift"]).shifts
         np.testing.assert_allclose(trace, direct.drift.shifts, atol=1e-12)
         assert trace.shape == (len(stack), 2)
-        assert any("drift · fov" in name for name in attrs["layers_not_written"])
+        # The track's data is the group's drift.csv (tests/batch/test_batch_drift_csv.py).
+        assert attrs["layers_in_files"] == {f"drift · fov{index} (tracks)": "drift.csv"}
+        assert "layers_not_written" not in attrs
     # Each position's own drift: the two traces differ.
     first = esrrf.DriftResult.from_summary(_result_facts(out, "fov0")[1]["drift"]).shifts
     second = esrrf.DriftResult.from_summary(_result_facts(out, "fov1")[1]["drift"]).shifts

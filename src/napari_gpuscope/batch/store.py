@@ -4,9 +4,11 @@
 array is ``0``; the multiscales metadata is written by ome-zarr-py
 (:func:`ome_zarr.writer.write_multiscales_metadata`), the recipe and the provenance under the
 group attribute ``"napari_gpuscope"``. Further result layers of a position (methods with
-several outputs) are image groups ``OUT.zarr/<position>/extra/<name>/``. A task owns its
-position's group outright: it deletes whatever an interrupted attempt left there (a torn write)
-and writes it anew, so no two tasks ever write into one chunk.
+several outputs) are image groups ``OUT.zarr/<position>/extra/<name>/``. Text files a result
+gives (its optional ``files(geometry)``, e.g. eSRRF's drift trace) lie in the group beside
+them, ``OUT.zarr/<position>/drift.csv``, and are listed in the attribute's ``"files"``. A task
+owns its position's group outright: it deletes whatever an interrupted attempt left there (a
+torn write) and writes it anew, so no two tasks ever write into one chunk.
 
 Completion markers live beside the store, in ``OUT.zarr.batch/``:
 
@@ -40,7 +42,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -48,7 +50,7 @@ import numpy as np
 
 from napari_gpuscope.compute.results import split_result_name
 
-__all__ = ["ATTRIBUTE", "BatchStore", "StoreError", "StoreLock", "marker_key"]
+__all__ = ["ATTRIBUTE", "BatchStore", "StoreError", "StoreLock", "check_file_name", "marker_key"]
 
 LOCK_NAME = "lock.json"
 """The store's lock file in ``OUT.zarr.batch/`` (see :class:`StoreLock`)."""
@@ -229,22 +231,71 @@ class BatchStore:
         shutil.rmtree(self.out / name, ignore_errors=True)
 
     def write_position(
-        self, name: str, layers: list[tuple[Any, dict[str, Any], str]], attrs: dict[str, Any]
+        self,
+        name: str,
+        layers: list[tuple[Any, dict[str, Any], str]],
+        attrs: dict[str, Any],
+        files: Mapping[str, str] | None = None,
     ) -> list[str]:
-        """Write a position's image layers as OME-Zarr image groups; returns their paths.
+        """Write a position's image layers as OME-Zarr image groups, and its text files beside
+        them; returns the groups' paths.
 
-        The group is written under a temporary name and renamed into place, so
-        ``OUT.zarr/<name>`` is always absent or complete, even when a cancelled attempt that
-        is still running elsewhere writes the same position.
+        The group, files included, is written under a temporary name and renamed into place,
+        so ``OUT.zarr/<name>`` is always absent or complete, even when a cancelled attempt
+        that is still running elsewhere writes the same position; the completion checksum
+        (:meth:`checksum`) covers the files as it covers the chunks.
+
+        Parameters
+        ----------
+        name : str
+            The position (the group's name).
+        layers : list of tuple
+            ``result.layers()``: the first image layer is the group's array ``0``, the other
+            image layers ``extra/<kind>``. Other layers (Tracks, vectors) are no OME-Zarr
+            image: the attribute ``"layers_in_files"`` names those whose data a file holds (a
+            layer whose ``metadata["quantity"]`` is the file's stem: the ``"drift"`` track in
+            ``drift.csv``), ``"layers_not_written"`` the rest.
+        attrs : dict
+            The group attribute ``napari_gpuscope`` (``"files"`` is added).
+        files : mapping of str to str, optional
+            File name -> text (the result's ``files(geometry)``), written as UTF-8 in the
+            group; names are checked by :func:`check_file_name`.
+
+        Raises
+        ------
+        ValueError
+            No image layer, a non-finite image, a file name that is not a plain name (or
+            collides with the group's own entries), or a file whose content is not text.
         """
         import zarr
 
         images = [layer for layer in layers if layer[2] == "image"]
         if not images:
             raise ValueError("the method returned no image layer to write")
-        others = [
-            f"{layer[1].get('name', '')} ({layer[2]})" for layer in layers if layer[2] != "image"
-        ]
+        files = dict(files or {})
+        for file_name, text in files.items():
+            check_file_name(file_name)
+            if not isinstance(text, str):
+                raise ValueError(
+                    f"the result's file {file_name!r} is {type(text).__name__}, not text (str); "
+                    "files(geometry) must map file names to their text"
+                )
+        stems = {file_name.rsplit(".", 1)[0]: file_name for file_name in files}
+        in_files: dict[str, str] = {}
+        others: list[str] = []
+        for _, kwargs, kind in layers:
+            if kind == "image":
+                continue
+            label = f"{kwargs.get('name', '')} ({kind})"
+            quantity = (kwargs.get("metadata") or {}).get("quantity")
+            if isinstance(quantity, str) and quantity in stems:
+                in_files[label] = stems[quantity]
+            else:
+                others.append(label)
+        if files:
+            attrs = {**attrs, "files": sorted(files)}
+        if in_files:
+            attrs = {**attrs, "layers_in_files": in_files}
         if others:  # e.g. vectors: not an OME-Zarr image; say so rather than drop them silently
             attrs = {**attrs, "layers_not_written": others}
         staging = self.out / _staging_name(name)
@@ -261,6 +312,10 @@ class BatchStore:
                 child = group.require_group("extra").create_group(label, overwrite=True)
                 _write_image(child, layer, attrs)
                 written.append(f"{name}/extra/{label}")
+            for file_name, text in sorted(files.items()):
+                # newline="": the text's own line ends, byte for byte on every platform.
+                with open(staging / file_name, "w", encoding="utf-8", newline="") as stream:
+                    stream.write(text)
             self._move_into_place(staging, self.out / name)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
@@ -327,6 +382,54 @@ def _abandoned(path: Path, max_age: float) -> bool:
         except OSError:
             return False
     return StoreLock.is_stale({"pid": int(owner[0]), "host": owner[1]})
+
+
+_RESERVED = {"zarr.json", "extra", "0"}
+"""Entries of a position group that the image writer owns (lower case: case-insensitive
+file systems)."""
+
+
+def check_file_name(file_name: str) -> str:
+    """Refuse a result file name that is not a plain file name of the position's group.
+
+    A name is letters, digits and ``._-`` (no path separator, so the file stays in its
+    group), does not start with a dot (no ``..``, nothing hidden like the ``.writing-*``
+    staging folders) and is none of the group's own entries (``zarr.json``, ``extra``, the
+    array ``0``), in any letter case.
+
+    Returns
+    -------
+    str
+        The name.
+
+    Raises
+    ------
+    ValueError
+        Naming the file and what is valid.
+
+    Examples
+    --------
+    >>> check_file_name("drift.csv")
+    'drift.csv'
+    >>> check_file_name("../drift.csv")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: the result's file name '../drift.csv' is not valid: a file name is letters, ...
+    """
+    valid = (
+        isinstance(file_name, str)
+        and bool(file_name)
+        and all(c.isascii() and (c.isalnum() or c in "._-") for c in file_name)
+        and not file_name.startswith(".")
+        and file_name.lower() not in _RESERVED
+    )
+    if not valid:
+        raise ValueError(
+            f"the result's file name {file_name!r} is not valid: a file name is letters, digits "
+            "and '._-' (no path separators), does not start with '.', and is not zarr.json, "
+            "extra or 0"
+        )
+    return file_name
 
 
 def safe_label(layer_name: str, index: int) -> str:

@@ -3,8 +3,9 @@
 A task reads its position, runs the recipe's job from the registry (``job`` in the recipe: any
 job of the method, e.g. flat-field's ``apply`` or eSRRF's ``sweep``; the method's main job when
 the recipe names none) with the recipe's parameters on the worker's device, writes the result's
-layers (``result.layers()``, the same mapping the docks use) into its own OME-Zarr group, then
-its completion marker, and returns a small summary (never an array) with the seconds it spent
+layers (``result.layers()``, the same mapping the docks use) into its own OME-Zarr group, with
+the result's text files beside them when it has ``files(geometry)`` (eSRRF's ``drift.csv``),
+then its completion marker, and returns a small summary (never an array) with the seconds it spent
 reading, computing and writing. Whatever fails is recorded with its reason and returned as a
 failed summary; only the death of the worker process itself is left to the driver. Device memory
 pools (torch's and CuPy's) are kept from one position to the next, so that positions of one
@@ -36,7 +37,7 @@ import platform
 import sys
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -256,8 +257,9 @@ def run_position(task: TaskSpec, position: Position, key: str, prepared: Any = N
         position also has ``read_seconds`` (its metadata and :meth:`Position.open`: a
         memory-mapped TIFF or a Zarr array is read while the job runs, so that time counts as
         computing), ``compute_seconds`` (the job) and ``write_seconds`` (the layers and their
-        OME-Zarr metadata); ``seconds`` also counts setting up (recipe, device, clearing an
-        earlier attempt).
+        OME-Zarr metadata, and the result's files); ``seconds`` also counts setting up
+        (recipe, device, clearing an earlier attempt). ``groups`` and ``files`` (e.g.
+        ``["A01/drift.csv"]``) list what the position wrote, relative to the store.
     """
     store = BatchStore(task.out)
     started = time.perf_counter()
@@ -300,17 +302,20 @@ def run_position(task: TaskSpec, position: Position, key: str, prepared: Any = N
         from napari_gpuscope.provenance import PROVENANCE_KEY
 
         kwargs = info.geometry_kwargs()
-        layers = result.layers(
-            position.name, Geometry.from_kwargs(kwargs), metadata={PROVENANCE_KEY: record}
-        )
+        geometry = Geometry.from_kwargs(kwargs)
+        layers = result.layers(position.name, geometry, metadata={PROVENANCE_KEY: record})
+        files = _result_files(result, geometry)
         attrs = {
             "recipe": task.recipe,
             "recipe_hash": task.recipe_hash,
             "provenance": record,
             "position": position.name,
             "source": position.source,
+            # What a file's layer is drawn over (the reader: the drift track at the input's
+            # scale, centred on its frames), which the result images' own geometry is not.
+            "input": {"shape": list(info.shape), "geometry": _json_geometry(kwargs)},
         }
-        written = store.write_position(position.name, layers, attrs)
+        written = store.write_position(position.name, layers, attrs, files)
         now = time.perf_counter()
         summary = {
             "position": position.name,
@@ -320,6 +325,7 @@ def run_position(task: TaskSpec, position: Position, key: str, prepared: Any = N
             "compute_seconds": round(compute_s, 4),
             "write_seconds": round(now - write_start, 4),
             "groups": written,
+            "files": [f"{position.name}/{file_name}" for file_name in sorted(files)],
             "describe": result.describe(),
             "worker": worker,
         }
@@ -354,6 +360,26 @@ def run_position(task: TaskSpec, position: Position, key: str, prepared: Any = N
         return summary
     finally:
         release_pools(device, failed=failed)
+
+
+def _result_files(result: MethodResult, geometry: Any) -> dict[str, str]:
+    """The result's text files (``files(geometry)``, optional in the result protocol: e.g.
+    eSRRF's ``{"drift.csv": ...}``); ``{}`` for results without it."""
+    make = getattr(result, "files", None)
+    if make is None:
+        return {}
+    files = make(geometry)
+    if not isinstance(files, Mapping):
+        raise ValueError(
+            f"the result's files(geometry) returned {type(files).__name__}; it must return a "
+            "mapping of file name to text"
+        )
+    return dict(files)
+
+
+def _json_geometry(kwargs: Mapping[str, Any]) -> dict[str, list[Any]]:
+    """The input's layer geometry (scale, units, axis labels) as JSON lists."""
+    return {key: list(value) for key, value in kwargs.items() if value is not None}
 
 
 def _already_done(store: BatchStore, position: Position) -> dict[str, Any]:

@@ -7,7 +7,12 @@ A method's job returns a result object with
   which compute path ran...);
 - ``describe()`` -- the same facts in one line of plain words (status lines, consoles);
 - ``layers(name, geometry, metadata)`` -- napari layer-data tuples ``(data, kwargs, type)``
-  with names, scale/translate, display settings and metadata.
+  with names, scale/translate, display settings and metadata;
+- optionally ``files(geometry)`` -- ``{file name: text}``: what a batch run writes beside the
+  position's images (eSRRF's drift trace as ``"drift.csv"``); a batch run looks it up with
+  ``getattr``, so results without files need not define it. A non-image layer whose
+  ``metadata["quantity"]`` is a file's stem (the ``"drift"`` track, ``drift.csv``) is recorded
+  as written in that file.
 
 Every result layer is named ``"<kind> · <input> [<settings>]"`` (:func:`result_name`), e.g.
 ``"phase · cells [reg=0.001]"``: the kind comes first because napari's layer list elides the
@@ -179,7 +184,14 @@ class Geometry:
 
 @runtime_checkable
 class MethodResult(Protocol):
-    """What every method's result offers (see the module docstring)."""
+    """What every method's result offers (see the module docstring).
+
+    A result may also define ``files(geometry: Geometry | None) -> dict[str, str]``: text
+    files (name -> content) that a batch run writes into the position's group. It is optional,
+    so it is not a member of this protocol (``isinstance`` checks stay true without it); the
+    names are plain file names (letters, digits, ``._-``; see
+    :func:`napari_gpuscope.batch.store.check_file_name`).
+    """
 
     stopped_early: bool
 

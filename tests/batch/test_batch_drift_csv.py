@@ -1,0 +1,213 @@
+"""A batch run with drift correction writes each position's drift trace as ``drift.csv`` beside
+its images (issue 19: "write the drift trace beside each position's result").
+
+Two positions of a simulated drifting blinking acquisition (100 frames of 64 x 64, 150
+emitters, 0.1 um pixels; tests/compute/esrrf_drift_sim.py) are run through the batch runner on
+the CPU. The oracles: the simulator's true drift, the drift estimate called directly on the
+position's file, and the group's provenance (the trace the images were corrected with). The
+file must be inside the group's completion checksum (``--resume`` skips the complete store and
+recomputes a position whose CSV was edited) and load where the dock's "Load trace..." loads it
+(``load_drift_trace``).
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+import tifffile
+import zarr
+
+from napari_gpuscope.batch.inputs import discover
+from napari_gpuscope.batch.recipes import Recipe
+from napari_gpuscope.batch.runner import run_batch
+from napari_gpuscope.batch.store import ATTRIBUTE, BatchStore
+from napari_gpuscope.compute import esrrf
+from napari_gpuscope.compute.esrrf import DriftResult, load_drift_trace
+from napari_gpuscope.compute.jobs import run_job
+from napari_gpuscope.compute.results import image_layer
+
+PIXEL_UM = 0.1
+PARAMS = esrrf.EsrrfParams(magnification=2, drift_correction=True, drift_time_averaging=20)
+
+
+@pytest.fixture(scope="module")
+def client(inprocess_client):
+    return inprocess_client
+
+
+@pytest.fixture(scope="module")
+def drifting(tmp_path_factory):
+    """Two ImageJ TIFFs (TYX, 0.1 um pixels) and their true drifts."""
+    from esrrf_drift_sim_batch import drifting_positions
+
+    folder = tmp_path_factory.mktemp("drift_csv")
+    stacks, truths = drifting_positions()
+    for index, stack in enumerate(stacks):
+        tifffile.imwrite(
+            folder / f"fov{index}.tif",
+            stack,
+            imagej=True,
+            resolution=(1 / PIXEL_UM, 1 / PIXEL_UM),
+            metadata={"unit": "um", "axes": "TYX"},
+        )
+    return folder, stacks, truths
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory, client, drifting):
+    """The batch output of PARAMS on both positions (read-only for the tests: a test that
+    changes it works on a copy)."""
+    folder, _, _ = drifting
+    out = tmp_path_factory.mktemp("drift_csv_out") / "out.zarr"
+    report = run_batch(Recipe.from_params(PARAMS), discover(str(folder / "*.tif")), out, client)
+    assert report.failed == {} and report.done == ["fov0", "fov1"]
+    return out
+
+
+def _attrs(out, position):
+    return zarr.open_group(str(out / position), mode="r").attrs[ATTRIBUTE]
+
+
+def _copy(out, destination):
+    """The store and its markers, copied (a marker's key names the input, not the store)."""
+    copy = destination / out.name
+    shutil.copytree(out, copy)
+    shutil.copytree(BatchStore(out).markers, BatchStore(copy).markers)
+    return copy
+
+
+def rms(a, b):
+    return float(np.sqrt(np.mean((np.asarray(a) - np.asarray(b)) ** 2)))
+
+
+def test_each_position_has_its_drift_csv_equal_to_its_trace(store, drifting):
+    _, stacks, truths = drifting
+    for index, (stack, truth) in enumerate(zip(stacks, truths, strict=True)):
+        name = f"fov{index}"
+        path = store / name / "drift.csv"
+        assert path.is_file()
+        attrs = _attrs(store, name)
+        assert attrs["files"] == ["drift.csv"]
+        # The Tracks layer is not reported as lost: its data is the CSV.
+        assert attrs["layers_in_files"] == {f"drift · {name} (tracks)": "drift.csv"}
+        assert "layers_not_written" not in attrs
+        assert BatchStore(store).done_record(name)["files"] == [f"{name}/drift.csv"]
+
+        loaded = load_drift_trace(path)  # what the dock's "Load trace..." reads
+        assert loaded.shape == (len(stack), 2)
+        provenance = DriftResult.from_summary(attrs["provenance"]["result"]["drift"]).shifts
+        np.testing.assert_array_equal(loaded, provenance)  # repr() floats: exact round trip
+        direct = esrrf.estimate_drift(stack, params=PARAMS.drift_params(), device="cpu")
+        np.testing.assert_allclose(loaded, direct.shifts, atol=1e-12)
+        # The simulated truth: 0.12 and 0.16 px RMS on these two seeds (seeds 7-14 of each
+        # drift: 0.08-0.22 and 0.10-0.16 px; block noise of 20 frames of 64 x 64 dominates).
+        assert rms(loaded, truth) < 0.2, (name, rms(loaded, truth))
+        text = path.read_text(encoding="utf-8")
+        assert "# unit: px (input pixels)" in text
+        assert "frame,dy_px,dx_px" in text.splitlines()
+
+
+def test_the_trace_in_the_csv_reproduces_the_positions_result(store, drifting):
+    """Reusing the file (as the dock's loaded trace or a recipe's input): eSRRF corrected with
+    the CSV's trace is the image the batch wrote."""
+    _, stacks, _ = drifting
+    trace = load_drift_trace(store / "fov1" / "drift.csv")
+    again = run_job(esrrf.iter_esrrf(stacks[1], PARAMS, drift_shifts=trace, device="cpu"))
+    np.testing.assert_allclose(
+        BatchStore(store).read_position("fov1"), again.image, rtol=1e-6, atol=1e-6
+    )
+
+
+def test_resume_verifies_the_csv_with_the_checksum(store, drifting, client, tmp_path):
+    folder, _, _ = drifting
+    positions = discover(str(folder / "*.tif"))
+    recipe = Recipe.from_params(PARAMS)
+    copy = _copy(store, tmp_path)
+    report = run_batch(recipe, positions, copy, client, resume=True)
+    assert report.done == [] and report.skipped == ["fov0", "fov1"]
+
+    # An edited trace is not the result that was marked complete: recomputed, and rewritten.
+    path = copy / "fov0" / "drift.csv"
+    original = path.read_text(encoding="utf-8")
+    lines = original.splitlines(keepends=True)
+    lines[-1] = lines[-1].replace(",", ",1", 1)  # one value off
+    path.write_text("".join(lines), encoding="utf-8")
+    key = BatchStore(copy).done_record("fov0")["key"]
+    assert not BatchStore(copy).is_complete("fov0", key)
+
+    report = run_batch(recipe, positions, copy, client, resume=True)
+    assert report.done == ["fov0"] and report.skipped == ["fov1"]
+    assert path.read_text(encoding="utf-8") == original
+    assert BatchStore(copy).is_complete("fov0", key)
+
+
+def test_without_drift_correction_no_csv_is_written(drifting, client, tmp_path):
+    folder, _, _ = drifting
+    params = esrrf.EsrrfParams(magnification=2)
+    out = tmp_path / "out.zarr"
+    report = run_batch(Recipe.from_params(params), discover(str(folder / "fov0.tif")), out, client)
+    assert report.done == ["fov0"]
+    assert sorted(p.name for p in (out / "fov0").iterdir()) == ["0", "extra", "zarr.json"]
+    attrs = _attrs(out, "fov0")
+    assert "files" not in attrs and "layers_in_files" not in attrs
+    assert BatchStore(out).done_record("fov0")["files"] == []
+
+
+# ------------------------------------------------------------------ file names
+
+
+def _image():
+    return [image_layer(np.ones((8, 8), np.float32), "result · A01")]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["../drift.csv", "sub/drift.csv", "a\\b.csv", "..", ".hidden", "", "zarr.json", "ZARR.JSON",
+     "extra", "0", "drift csv", "drïft.csv"],
+)  # fmt: skip
+def test_a_file_name_that_is_not_a_plain_name_is_refused_and_nothing_written(tmp_path, bad):
+    store = BatchStore(tmp_path / "out.zarr")
+    with pytest.raises(ValueError, match=r"file name .* is not valid: a file name is letters"):
+        store.write_position("A01", _image(), {"provenance": {}}, {bad: "x\n"})
+    assert not (store.out / "A01").exists()
+    assert not list(store.out.glob(".writing-*"))  # no staging folder left behind
+
+
+def test_file_content_must_be_text(tmp_path):
+    store = BatchStore(tmp_path / "out.zarr")
+    with pytest.raises(ValueError, match=r"'drift\.csv' is bytes, not text"):
+        store.write_position("A01", _image(), {"provenance": {}}, {"drift.csv": b"0,0\n"})
+    assert not (store.out / "A01").exists()
+
+
+def test_files_are_written_byte_for_byte_and_checksummed(tmp_path):
+    store = BatchStore(tmp_path / "out.zarr")
+    text = "# µm\r\nframe,dy_px\n0,0.0\n"  # the text's own line ends and UTF-8
+    store.write_position("A01", _image(), {"provenance": {}}, {"notes.txt": text})
+    assert (store.out / "A01" / "notes.txt").read_bytes() == text.encode("utf-8")
+    before = store.checksum("A01")
+    (store.out / "A01" / "notes.txt").write_text("changed", encoding="utf-8")
+    assert store.checksum("A01") != before
+
+
+def test_a_result_file_with_a_bad_name_fails_its_position_naming_it(
+    drifting, client, tmp_path, monkeypatch
+):
+    from napari_gpuscope.compute.esrrf._job import EsrrfResult
+
+    folder, _, _ = drifting
+    monkeypatch.setattr(EsrrfResult, "files", lambda self, geometry=None: {"../out.csv": ""})
+    out = tmp_path / "out.zarr"
+    report = run_batch(
+        Recipe.from_params(esrrf.EsrrfParams(magnification=2)),
+        discover(str(folder / "fov0.tif")),
+        out,
+        client,
+    )
+    assert list(report.failed) == ["fov0"]
+    assert (
+        "writing" in report.failed["fov0"] and "'../out.csv' is not valid" in report.failed["fov0"]
+    )
+    assert not (out / "fov0").exists() and not (out.parent / "out.csv").exists()
