@@ -6,8 +6,8 @@ emitters, 0.1 um pixels; tests/compute/esrrf_drift_sim.py) are run through the b
 the CPU. The oracles: the simulator's true drift, the drift estimate called directly on the
 position's file, and the group's provenance (the trace the images were corrected with). The
 file must be inside the group's completion checksum (``--resume`` skips the complete store and
-recomputes a position whose CSV was edited) and load where the dock's "Load trace..." loads it
-(``load_drift_trace``).
+recomputes a position whose CSV was edited), open as the drift Tracks layer in the napari
+reader, and load where the dock's "Load trace..." loads it (``load_drift_trace``).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import tifffile
 import zarr
 
 from napari_gpuscope.batch.inputs import discover
+from napari_gpuscope.batch.reader import get_reader, read_position
 from napari_gpuscope.batch.recipes import Recipe
 from napari_gpuscope.batch.runner import run_batch
 from napari_gpuscope.batch.store import ATTRIBUTE, BatchStore
@@ -143,6 +144,40 @@ def test_resume_verifies_the_csv_with_the_checksum(store, drifting, client, tmp_
     assert BatchStore(copy).is_complete("fov0", key)
 
 
+def test_the_reader_opens_the_trace_as_the_drift_track_over_the_widefield(store, drifting):
+    _, stacks, _ = drifting
+    folder = store / "fov0"
+    assert get_reader(str(folder)) is read_position
+    layers = read_position(str(folder))
+    kinds = [kind for _, _, kind in layers]
+    assert kinds == ["image", "image", "tracks"]
+    data, kwargs, _ = layers[-1]
+    assert kwargs["name"] == "drift · fov0"
+    assert kwargs["color_by"] == "frame"
+    assert kwargs["metadata"]["quantity"] == "drift"
+    assert kwargs["metadata"][ATTRIBUTE]["method"] == "esrrf"
+
+    # The path of frame 0's centre pixel: centre (31.5, 31.5) moved by the CSV's trace.
+    shifts = load_drift_trace(folder / "drift.csv")
+    assert data.shape == (len(stacks[0]), 4)
+    np.testing.assert_array_equal(data[:, 0], 0)
+    np.testing.assert_array_equal(data[:, 1], np.arange(len(stacks[0])))
+    np.testing.assert_allclose(data[:, 2:], 31.5 + shifts)
+    # At the input's scale, as the widefield image (the same pixel grid: y and x agree).
+    assert kwargs["scale"] == pytest.approx((1.0, PIXEL_UM, PIXEL_UM))
+    widefield = next(k for _, k, _ in layers if k["name"].startswith("widefield mean"))
+    assert widefield["scale"][-2:] == pytest.approx(kwargs["scale"][-2:])
+    np.testing.assert_array_equal(np.shape(layers[1][0])[-2:], stacks[0].shape[-2:])
+
+
+def test_a_damaged_csv_still_opens_the_images_with_a_warning(store, tmp_path):
+    copy = _copy(store, tmp_path)
+    (copy / "fov0" / "drift.csv").write_text("frame,dy_px\n0,0\n", encoding="utf-8")
+    with pytest.warns(UserWarning, match="not opened as a drift track"):
+        layers = read_position(str(copy / "fov0"))
+    assert [kind for _, _, kind in layers] == ["image", "image"]
+
+
 def test_without_drift_correction_no_csv_is_written(drifting, client, tmp_path):
     folder, _, _ = drifting
     params = esrrf.EsrrfParams(magnification=2)
@@ -153,6 +188,37 @@ def test_without_drift_correction_no_csv_is_written(drifting, client, tmp_path):
     attrs = _attrs(out, "fov0")
     assert "files" not in attrs and "layers_in_files" not in attrs
     assert BatchStore(out).done_record("fov0")["files"] == []
+    assert [kind for _, _, kind in read_position(str(out / "fov0"))] == ["image", "image"]
+
+
+def test_channels_write_channel_0s_trace_and_the_reader_draws_it(client, tmp_path):
+    """A (C, T, Y, X) position: drift.csv is channel 0's trace (the one the dock draws), and
+    the reader puts the track on one channel's (t, y, x) axes, under the name the run gave it."""
+    from esrrf_drift_sim_batch import drifting_positions
+
+    stacks, truths = drifting_positions(drifts=((1.0, 7), (1.0, 9)))  # drift together
+    tifffile.imwrite(
+        tmp_path / "cells.tif",
+        np.stack(stacks),
+        resolution=(1 / PIXEL_UM, 1 / PIXEL_UM),
+        metadata={"axes": "CTYX"},
+    )
+    out = tmp_path / "out.zarr"
+    report = run_batch(Recipe.from_params(PARAMS), discover(str(tmp_path / "*.tif")), out, client)
+    assert report.done == ["cells"], report.failed
+    attrs = _attrs(out, "cells")
+    assert attrs["files"] == ["drift.csv"]
+    assert attrs["layers_in_files"] == {"drift · cells ch0 (tracks)": "drift.csv"}
+    loaded = load_drift_trace(out / "cells" / "drift.csv")
+    channel0 = attrs["provenance"]["result"]["channels"][0]["drift"]
+    np.testing.assert_array_equal(loaded, DriftResult.from_summary(channel0).shifts)
+    assert rms(loaded, truths[0]) < 0.2
+
+    track = read_position(str(out / "cells"))[-1]
+    assert track[2] == "tracks" and track[1]["name"] == "drift · cells ch0"
+    assert track[1]["scale"] == pytest.approx((1.0, PIXEL_UM, PIXEL_UM))
+    assert track[1]["axis_labels"] == ("t", "y", "x")
+    np.testing.assert_allclose(track[0][:, 2:], 31.5 + loaded)
 
 
 # ------------------------------------------------------------------ file names

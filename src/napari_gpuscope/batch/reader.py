@@ -8,13 +8,19 @@ array). napari's built-in reader ignores the OME-Zarr scale (0.1 um pixels shown
 is why the plugin contributes its own. Only folders this package wrote are claimed: any other
 path gets ``None`` and napari asks its other readers.
 
-Imports neither napari nor torch (the reader runs in napari's process, where both are loaded
-anyway, but the CLI's quick commands import this package's batch modules).
+A position's drift trace (``drift.csv``, written by an eSRRF run with drift correction) opens
+as the drift Tracks layer the dock draws (``"drift · <position>"``, coloured by frame) over the
+widefield image, at the input's scale and centred on its frames.
+
+Imports neither napari nor torch at import time (the reader runs in napari's process, where
+both are loaded anyway, but the CLI's quick commands import this package's batch modules); a
+drift trace imports :mod:`napari_gpuscope.compute.esrrf` when it is read.
 """
 
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -94,7 +100,8 @@ def _layer(folder: Path, attrs: dict[str, Any], visible: bool) -> LayerDataTuple
 
 
 def read_position(path: str | list[str]) -> list[LayerDataTuple]:
-    """The position's result layer, then its extra layers (hidden), lazily from disk.
+    """The position's result layer, then its extra layers (hidden), lazily from disk, then its
+    drift trace as a Tracks layer when the group has ``drift.csv``.
 
     Parameters
     ----------
@@ -117,4 +124,51 @@ def read_position(path: str | list[str]) -> list[LayerDataTuple]:
             child_attrs = _attributes(child)
             if child_attrs is not None:
                 layers.append(_layer(child, child_attrs, visible=False))
+    trace = folder / DRIFT_FILE
+    if DRIFT_FILE in attrs[ATTRIBUTE].get("files", []) and trace.is_file():
+        try:
+            layers.append(_drift_layer(trace, attrs[ATTRIBUTE]))
+        except ValueError as exc:  # an edited or damaged trace must not hide the images
+            warnings.warn(f"{trace} not opened as a drift track: {exc}", stacklevel=2)
     return layers
+
+
+DRIFT_FILE = "drift.csv"
+"""A position's drift trace (eSRRF's ``files``), opened as a Tracks layer."""
+
+
+def _drift_layer(path: Path, batch: dict[str, Any]) -> LayerDataTuple:
+    """The drift track of ``drift.csv``, as the dock draws it over the input (the input's
+    geometry and frame size from the group's ``input`` attribute)."""
+    import dataclasses
+
+    from napari_gpuscope.compute.esrrf import DriftResult
+    from napari_gpuscope.compute.results import Geometry
+
+    source = batch.get("input") or {}
+    trace = DriftResult.from_csv(path)
+    shape = source.get("shape") or []
+    if len(shape) >= 2:  # the track starts at the middle of the frames, as in the dock
+        trace = dataclasses.replace(trace, frame_shape=(int(shape[-2]), int(shape[-1])))
+    geometry = Geometry.from_kwargs(source.get("geometry") or {})
+    labels = geometry.axis_labels or ()
+    if len(shape) == 4:  # channels (C, T, Y, X): the track lives on one channel's axes
+        channel = labels.index("c") if len(labels) == 4 and "c" in labels else 0
+        geometry = geometry.select([i for i in range(4) if i != channel])
+    metadata = {
+        ATTRIBUTE: batch.get("provenance"),
+        "batch": {k: v for k, v in batch.items() if k != "provenance"},
+        "file": str(path),
+    }
+    data, kwargs, kind = trace.tracks_layer(
+        str(batch.get("position") or path.parent.name), geometry, metadata
+    )
+    # The name the run gave the layer (e.g. "drift · A01 ch0" for channels), as recorded.
+    written = [
+        label.removesuffix(" (tracks)")
+        for label, file_name in (batch.get("layers_in_files") or {}).items()
+        if file_name == path.name and label.endswith(" (tracks)")
+    ]
+    if written:
+        kwargs["name"] = written[0]
+    return data, kwargs, kind
