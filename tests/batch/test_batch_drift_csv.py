@@ -221,6 +221,42 @@ def test_channels_write_channel_0s_trace_and_the_reader_draws_it(client, tmp_pat
     np.testing.assert_allclose(track[0][:, 2:], 31.5 + loaded)
 
 
+def test_an_input_with_physical_units_gets_them_in_the_csv(client, drifting, tmp_path):
+    """An OME-Zarr position with units on every axis: the CSV has the shifts in micrometres
+    too (px times the pixel size) and the reader's track keeps the units. (An ImageJ TIFF's
+    time axis has no unit, so its layers, and its CSV, are in pixels: the tests above.)"""
+    from ome_zarr.format import FormatV05
+    from ome_zarr.writer import write_image
+
+    _, stacks, _ = drifting
+    group = zarr.open_group(str(tmp_path / "fov.zarr"), mode="w", zarr_format=3)
+    write_image(
+        stacks[0],
+        group,
+        scale_factors=None,
+        fmt=FormatV05(),
+        axes=["t", "y", "x"],
+        axes_units={"t": "second", "y": "micrometer", "x": "micrometer"},
+        scale={"t": 0.05, "y": PIXEL_UM, "x": PIXEL_UM},
+    )
+    positions = discover(str(tmp_path / "fov.zarr"))
+    out = tmp_path / "out.zarr"
+    report = run_batch(Recipe.from_params(PARAMS), positions, out, client)
+    assert report.done == [positions[0].name], report.failed
+    path = out / positions[0].name / "drift.csv"
+    text = path.read_text(encoding="utf-8")
+    assert "# pixel_size: 0.1 micrometer" in text.splitlines()
+    rows = [line.split(",") for line in text.splitlines() if not line.startswith("#")]
+    assert rows[0] == ["frame", "dy_px", "dx_px", "dy_micrometer", "dx_micrometer"]
+    values = np.array(rows[1:], dtype=float)
+    np.testing.assert_allclose(values[:, 3:], values[:, 1:3] * PIXEL_UM, rtol=1e-12)
+    np.testing.assert_array_equal(load_drift_trace(path), values[:, 1:3])
+
+    track = read_position(str(path.parent))[-1][1]
+    assert track["units"] == ("second", "micrometer", "micrometer")
+    assert track["scale"] == pytest.approx((0.05, PIXEL_UM, PIXEL_UM))
+
+
 # ------------------------------------------------------------------ file names
 
 
