@@ -67,3 +67,31 @@ def test_registration_on_the_gpu_equals_the_cpu(gpu, kit_record):
     start = time.perf_counter()
     apply_registration(stack, elastic_gpu, device=gpu)
     kit_record("register_apply_elastic_200x128x144_seconds", time.perf_counter() - start)
+
+
+def test_multi_channel_esrrf_on_the_gpu_equals_the_cpu(gpu, kit_record):
+    """The whole (C, T, Y, X) job: drift of each channel, translation registration, eSRRF."""
+    from napari_gpuscope.compute.esrrf import EsrrfParams, iter_esrrf
+    from napari_gpuscope.compute.jobs import run_job
+
+    rng = np.random.default_rng(3)
+    scene = ndimage.gaussian_filter(rng.random((64, 64)) > 0.99, 1.5).astype(np.float32)
+    frames = []
+    for offset in ((0.0, 0.0), (1.3, -0.8)):
+        moved = ndimage.shift(scene, offset, order=3)
+        blink = rng.random((60, 1, 1)) < 0.5
+        frames.append(rng.poisson(2000 * moved[None] * blink + 20).astype(np.uint16))
+    channels = np.stack(frames)
+    params = EsrrfParams(
+        magnification=2,
+        drift_correction=True,
+        drift_time_averaging=20,
+        channel_registration="translation",
+    )
+    start = time.perf_counter()
+    on_gpu = run_job(iter_esrrf(channels, params=params, device=gpu))
+    torch.cuda.synchronize()
+    kit_record("esrrf_two_channels_60x64x64_seconds", time.perf_counter() - start)
+    on_cpu = run_job(iter_esrrf(channels, params=params, device="cpu"))
+    np.testing.assert_allclose(on_gpu.registration.shifts, on_cpu.registration.shifts, atol=1e-3)
+    np.testing.assert_allclose(on_gpu.image, on_cpu.image, rtol=1e-3, atol=1e-3)
