@@ -67,7 +67,7 @@ def test_opening_a_position_shows_its_drift_track_over_the_widefield(viewer, pos
     shifts = load_drift_trace(folder / "drift.csv")
     centre = (SIDE - 1) / 2
     np.testing.assert_allclose(track.data[:, 2:], centre + shifts)
-    assert float(np.sqrt(np.mean((shifts - truth) ** 2))) < 0.2  # 0.12 px on this stack
+    assert float(np.sqrt(np.mean((shifts - truth) ** 2))) < 0.2  # 0.12-0.16 px on this stack
     # Over the widefield image: its (y, x) world extent holds the whole path.
     low, high = widefield.extent.world[:, -2:]
     path = track.data[:, 2:] * PIXEL_UM
