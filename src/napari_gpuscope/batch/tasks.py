@@ -32,6 +32,7 @@ a position looks nothing up and hashes nothing (a test counts both).
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import platform
 import sys
@@ -173,14 +174,36 @@ class ResolvedRecipe:
             job_id=job.id,
         )
 
-    def make_job(self, data: Any, device: str, prepared: Any = None) -> Job[MethodResult]:
-        """One position's job: the hooks' ``job`` (given ``prepared``) or the method's."""
+    def make_job(
+        self,
+        data: Any,
+        device: str,
+        prepared: Any = None,
+        axes: tuple[str, ...] | None = None,
+    ) -> Job[MethodResult]:
+        """One position's job: the hooks' ``job`` (given ``prepared``) or the method's; a job
+        that takes ``channel_axis`` (eSRRF of channels) is told where the input's ``"c"`` axis
+        is (an ImageJ hyperstack is ``(T, C, Y, X)``, the job's default ``(C, T, Y, X)``)."""
         make = getattr(self.hooks, "job", None)
         if make is not None:
             return make(
                 data, self.params, prepared=prepared, device=device, cache_key=self.recipe_hash
             )
-        return self.job_function(data, params=self.params, device=device)
+        extra = {}
+        reads_axes = _takes(self.job_function, "channel_axis") and (
+            "channel_axis" not in self.params.names()  # a parameter (TV's) is the recipe's
+        )
+        if reads_axes and axes and "c" in axes and len(axes) == len(data.shape):
+            extra["channel_axis"] = axes.index("c")
+        return self.job_function(data, params=self.params, device=device, **extra)
+
+
+def _takes(function: Callable[..., Any], keyword: str) -> bool:
+    """Whether ``function`` has a parameter called ``keyword``."""
+    try:
+        return keyword in inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 _RESOLVED: dict[str, ResolvedRecipe] = {}
@@ -289,7 +312,7 @@ def run_position(task: TaskSpec, position: Position, key: str, prepared: Any = N
         read_s = time.perf_counter() - read_start
         stage = "computing"
         compute_start = time.perf_counter()
-        result, record = _compute(resolved, position, data, device, prepared)
+        result, record = _compute(resolved, position, data, device, prepared, info.axes)
         compute_s = time.perf_counter() - compute_start
         if store.is_complete(position.name, key):
             # Finished meanwhile by another attempt (e.g. a resumed run while this cancelled
@@ -397,14 +420,19 @@ class _LeftOut(ValueError):
 
 
 def _compute(
-    resolved: ResolvedRecipe, position: Position, data: Any, device: str, prepared: Any
+    resolved: ResolvedRecipe,
+    position: Position,
+    data: Any,
+    device: str,
+    prepared: Any,
+    axes: tuple[str, ...] | None = None,
 ) -> tuple[MethodResult, dict[str, Any]]:
     from napari_gpuscope.compute import devices
     from napari_gpuscope.compute.jobs import run_job
     from napari_gpuscope.provenance import build_provenance
 
     start = time.perf_counter()
-    result = run_job(resolved.make_job(data, device, prepared))
+    result = run_job(resolved.make_job(data, device, prepared, axes))
     elapsed = time.perf_counter() - start
     record = build_provenance(
         resolved.recipe.method,
