@@ -107,7 +107,9 @@ def test_each_position_has_its_drift_csv_equal_to_its_trace(store, drifting):
         assert rms(loaded, truth) < 0.2, (name, rms(loaded, truth))
         text = path.read_text(encoding="utf-8")
         assert "# unit: px (input pixels)" in text
-        assert "frame,dy_px,dx_px" in text.splitlines()
+        # An ImageJ TIFF's time axis has no unit; its pixels' micrometres are kept all the same
+        assert "frame,dy_px,dx_px,dy_um,dx_um" in text.splitlines()
+        assert f"# pixel_size: {PIXEL_UM!r} um" in text.splitlines()
 
 
 def test_the_trace_in_the_csv_reproduces_the_positions_result(store, drifting):
@@ -224,7 +226,7 @@ def test_channels_write_channel_0s_trace_and_the_reader_draws_it(client, tmp_pat
 def test_an_input_with_physical_units_gets_them_in_the_csv(client, drifting, tmp_path):
     """An OME-Zarr position with units on every axis: the CSV has the shifts in micrometres
     too (px times the pixel size) and the reader's track keeps the units. (An ImageJ TIFF's
-    time axis has no unit, so its layers, and its CSV, are in pixels: the tests above.)"""
+    time axis has no unit, and its pixels' unit is kept: the tests above.)"""
     from ome_zarr.format import FormatV05
     from ome_zarr.writer import write_image
 
@@ -313,3 +315,17 @@ def test_a_result_file_with_a_bad_name_fails_its_position_naming_it(
         "writing" in report.failed["fov0"] and "'../out.csv' is not valid" in report.failed["fov0"]
     )
     assert not (out / "fov0").exists() and not (out.parent / "out.csv").exists()
+
+
+def test_an_imagej_input_keeps_its_pixel_unit_without_a_time_unit(store):
+    """ImageJ calibrates the pixels (0.1 um) but not the frames: the output's y and x axes are
+    in micrometres, its time axis has no unit (napari's "pixel" is not written)."""
+    attrs = zarr.open_group(str(store / "fov0"), mode="r").attrs.asdict()
+    axes = (attrs.get("ome", attrs))["multiscales"][0]["axes"]
+    assert [(a["name"], a.get("unit")) for a in axes] == [
+        ("t", None),
+        ("y", "micrometer"),
+        ("x", "micrometer"),
+    ]
+    layer = read_position(str(store / "fov0"))[0][1]
+    assert layer["units"] == ("pixel", "µm", "µm")

@@ -51,12 +51,23 @@ class InputInfo:
     units: tuple[str | None, ...] | None = None
 
     def geometry_kwargs(self) -> dict[str, Any]:
-        """Layer kwargs (``scale``, ``units``, ``axis_labels``) for ``result.layers()``."""
+        """Layer kwargs (``scale``, ``units``, ``axis_labels``) for ``result.layers()``.
+
+        An axis without a unit (an ImageJ TIFF's time axis) is in ``"pixel"`` (napari's own
+        word for none; no NGFF unit is written for it), so the axes that have one keep it.
+
+        Examples
+        --------
+        >>> info = InputInfo((5, 8, 8), "uint16", ("t", "y", "x"), (1.0, 0.1, 0.1),
+        ...                  (None, "um", "um"))
+        >>> info.geometry_kwargs()["units"]
+        ('pixel', 'um', 'um')
+        """
         kwargs: dict[str, Any] = {}
         if self.pixel_size is not None and all(p is not None for p in self.pixel_size):
             kwargs["scale"] = tuple(float(p) for p in self.pixel_size)  # type: ignore[arg-type]
-            if self.units is not None and all(u for u in self.units):
-                kwargs["units"] = tuple(self.units)
+            if self.units is not None and any(self.units):
+                kwargs["units"] = tuple(u or "pixel" for u in self.units)
         if self.axes is not None:
             kwargs["axis_labels"] = tuple(self.axes)
         return kwargs

@@ -86,8 +86,8 @@ def _layer(folder: Path, attrs: dict[str, Any], visible: bool) -> LayerDataTuple
     if len(axes) == data.ndim:
         kwargs["axis_labels"] = tuple(axis["name"] for axis in axes)
         units = [_UNITS.get(axis.get("unit", ""), axis.get("unit")) for axis in axes]
-        if all(units):
-            kwargs["units"] = tuple(units)
+        if any(units):  # an axis without one (time, of an ImageJ input) is napari's "pixel"
+            kwargs["units"] = tuple(u or "pixel" for u in units)
         channel = [i for i, axis in enumerate(axes) if axis.get("type") == "channel"]
         if channel:
             # napari splits the channels into layers; per-layer geometry drops that axis.

@@ -488,6 +488,7 @@ _UNITS = {
     "s": "second",
     "ms": "millisecond",
     "m": "meter",
+    "pixel": None,  # napari's "no unit": NGFF has no such unit, so none is written
 }
 
 
@@ -498,6 +499,8 @@ def ngff_unit(unit: Any) -> str | None:
     --------
     >>> ngff_unit("µm"), ngff_unit("um"), ngff_unit("micrometer"), ngff_unit("px")
     ('micrometer', 'micrometer', 'micrometer', None)
+    >>> ngff_unit("pixel") is None
+    True
     """
     if not unit:
         return None
