@@ -36,11 +36,14 @@ class DriftResult:
         float64 ``(B, 2)``: the measured shift of each block (its frames' mean), relative to
         frame 0 as ``shifts`` (the value of the interpolated trace at frame 0 subtracted).
     uncertainty : numpy.ndarray
-        float64 ``(B, 2)``: a one-sample estimate of each block shift's standard error per
-        axis, ``|shift(even frames) - shift(odd frames)| / 2`` (the two halves' noise is
-        independent, and each half's error is ``sqrt(2)`` times the whole block's); its RMS
-        over blocks (:attr:`rms_uncertainty`) estimates the typical error. NaN for blocks of
-        one frame, and for a loaded trace.
+        float64 ``(B, 2)``: each block shift's standard error (1 sigma, px) per axis, from
+        the noise of the block's frames: the shift between its first and second half of
+        frames, less the drift between them, pooled over the 5 nearest blocks (about 68 % of
+        the blocks' errors fall within it on simulated stacks). Errors common to all blocks
+        are not in it: frame 0's extrapolated position, which offsets the whole trace, a
+        ``mean`` reference's blur, the accumulated steps of ``previous``. Its RMS over
+        blocks is :attr:`rms_uncertainty`. NaN for blocks of one frame, and for a loaded
+        trace.
     block_frames : list of (int, int)
         Frame range ``[start, stop)`` of each block.
     params : DriftParams or None
