@@ -417,3 +417,44 @@ def test_the_channel_registration_choice_is_saved_with_the_settings(viewer, qtbo
 def _registration(dock):
     """The form's "Register channels" control (the model's channel_registration)."""
     return dock.form.widgets["channel_registration"]
+
+
+def test_stop_and_keep_during_a_drift_estimate_keeps_the_blocks_measured(
+    viewer, qtbot, dock, drifting
+):
+    stack, truth = drifting
+    viewer.add_image(stack.copy(), name="drifting")
+    select_input(dock, "drifting")
+    dock.set_param("drift_time_averaging", 20)
+    dock.drift.set_mode("estimate")
+    assert dock.drift.estimate()
+    assert dock.stop()  # at once: the estimate finishes two blocks and keeps them
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=60_000)
+    trace = dock.drift.trace
+    assert trace is not None and trace.stopped_early and trace.shifts.shape == (40, 2)
+    error = trace.shifts - (truth[:40] - truth[0])
+    assert math.sqrt(np.mean(error**2)) < 0.15
+    assert "stopped early: frames 0-39 only" in dock.panel.status.text()
+    assert dock.drift.current_mode == "estimate"  # a run still estimates over every frame
+    dock.drift.set_mode("trace")
+    assert not dock.run()
+    assert "covers frames 0-39 only" in dock.panel.status.text()
+
+
+def test_stop_and_keep_during_the_runs_drift_estimate_keeps_the_covered_frames(
+    viewer, qtbot, dock, drifting
+):
+    stack, _ = drifting
+    viewer.add_image(stack.copy(), name="drifting")
+    select_input(dock, "drifting")
+    dock.set_param("magnification", 2)
+    dock.set_param("drift_time_averaging", 20)
+    dock.drift.set_mode("estimate")
+    assert dock.run()
+    assert dock.stop()
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=60_000)
+    facts = dock.last_result_layer.metadata[PROVENANCE_KEY]["result"]
+    assert facts["stopped_early"] and facts["drift"]["stopped_early"]
+    assert facts["drift"]["frames"] == 40 and facts["frames_analysed"] <= 40
+    status = dock.panel.status.text()
+    assert status.startswith("Stopped early") and "estimate stopped after frame 39" in status

@@ -241,6 +241,12 @@ class DriftSection(QWidget):
     @staticmethod
     def _check_frames(trace: DriftResult, layer: napari.layers.Layer | None) -> None:
         frames = _frames(layer)
+        if frames is not None and trace.shifts.shape[0] != frames and trace.stopped_early:
+            raise ValueError(
+                f"The drift trace covers frames 0-{trace.shifts.shape[0] - 1} only (its "
+                f"estimate was stopped early) but '{layer.name}' has {frames}: estimate again, "
+                "or load a saved trace, to correct every frame."
+            )
         if frames is not None and trace.shifts.shape[0] != frames:
             raise ValueError(
                 f"The drift trace has {trace.shifts.shape[0]} frames but '{layer.name}' has "
@@ -318,6 +324,12 @@ class DriftSection(QWidget):
             result=result.summary(),
         )
         self.set_trace(result, f"estimated from '{layer.name}'", layer, {PROVENANCE_KEY: record})
+        if result.stopped_early:  # part of the frames: shown, never used by a run
+            self.dock.set_status(
+                f"{sentence(result.describe())} Took {elapsed:.2f} s. Runs cannot use a trace "
+                "of part of the frames: estimate again (or in the run) to correct them all."
+            )
+            return
         if self.current_mode == "estimate":
             self.set_mode("trace")  # the run need not estimate it again
         self.dock.set_status(

@@ -95,6 +95,33 @@ def channel_stack(data: Any, axis: int, index: int) -> Any:
     return ChannelView(data, axis, index)
 
 
+class _FirstFrames:
+    """The first ``count`` frames of a lazy ``(T, Y, X)`` stack (a :class:`ChannelView`),
+    still lazy."""
+
+    def __init__(self, stack: Any, count: int) -> None:
+        self.stack, self.count = stack, int(count)
+        self.shape = (self.count, *(int(s) for s in stack.shape[1:]))
+        self.dtype = stack.dtype
+        self.ndim = len(self.shape)
+
+    def __getitem__(self, key: Any) -> Any:
+        key = key if isinstance(key, tuple) else (key,)
+        first = key[0] if key else slice(None)
+        if isinstance(first, slice):
+            first = slice(*first.indices(self.count))
+        else:
+            first = range(self.count)[first]  # an integer, bounds-checked
+        return self.stack[(first, *key[1:])]
+
+
+def first_frames(stack: Any, count: int) -> Any:
+    """``stack[:count]`` without reading it: a view, or a lazy :class:`_FirstFrames`."""
+    if isinstance(stack, np.ndarray | torch.Tensor):
+        return stack[:count]
+    return _FirstFrames(stack, count)
+
+
 def check_channels(data: Any, channel_axis: int, *, name: str = "stack") -> int:
     """The number of channels of a 4D input, or a clear error naming what is valid."""
     shape = tuple(int(s) for s in data.shape)
@@ -339,8 +366,23 @@ def _run_channels(
                 ),
                 _quiet(*span, f"channel {c} drift: "),
             )
-            drifts[c] = trace.shifts
             estimates.append(trace)
+            if trace.stopped_early:  # Stop & keep: channel 0 on the frames its trace covers
+                return (
+                    yield from _stopped_in_drift(
+                        stacks[0],
+                        params,
+                        estimates[0],
+                        trace,
+                        frames_per_chunk,
+                        name,
+                        device,
+                        finish,
+                        axis,
+                        n_channels,
+                    )
+                )
+            drifts[c] = trace.shifts
             aligned_means.append(trace.aligned_mean)
         first = 0.2
     registered = None
@@ -390,6 +432,37 @@ def _run_channels(
     return ChannelsResult(
         tuple(results), registered, n_channels, estimates[0] if estimates else None, axis
     )
+
+
+def _stopped_in_drift(
+    stack: Any,
+    params: EsrrfParams,
+    reference: DriftResult,
+    stopped: DriftResult,
+    frames_per_chunk: int | None,
+    name: str,
+    device: Any,
+    finish: Callable[[Job[Any]], Job[Any]] | None,
+    axis: int,
+    n_channels: int,
+) -> Job[ChannelsResult]:
+    """Stop & keep during a channel's drift estimate: channel 0 alone, not registered, on the
+    frames the stopped trace covers (its eSRRF stops after one chunk: the stop stands)."""
+    from ._job import iter_esrrf
+
+    covered = int(stopped.shifts.shape[0])
+    job = iter_esrrf(
+        first_frames(stack, covered),
+        params=params,
+        device=device,
+        frames_per_chunk=frames_per_chunk,
+        name=f"{name} channel 0",
+        drift_shifts=reference.shifts[:covered],
+    )
+    if finish is not None:
+        job = finish(job)
+    result = yield from mapped(job, _quiet(0.2, 1.0, "channel 0: "))
+    return ChannelsResult((result,), None, n_channels, reference, axis)
 
 
 def _reporting_drift(job: Job[Any], drift: Any) -> Job[Any]:

@@ -19,6 +19,7 @@ difference between its first and second half of frames (:func:`_block_uncertaint
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 from typing import Any
@@ -28,7 +29,7 @@ import torch
 
 from ..arrays import InvalidInputError
 from ..devices import device_context
-from ..jobs import Job, Progress, blocking, scaled
+from ..jobs import Job, Progress, blocking, is_stop, scaled
 from ..memory import check_budget, plan_chunk, run_in_chunks
 from ..params import ParameterError, takes_params
 from ._drift_correct import (
@@ -342,7 +343,10 @@ def iter_estimate_drift(
     generator
         Yields :class:`~napari_gpuscope.compute.jobs.Progress` after every chunk, with the
         metrics ``dy`` and ``dx`` (px) of each finished block at its centre frame (``step``);
-        returns a :class:`DriftResult`.
+        returns a :class:`DriftResult`. Sending ``STOP`` finishes the block being measured
+        (and a second one, a trace needs two) and returns the trace of the frames those
+        blocks cover, marked ``stopped_early`` (with ``reference="mean"``, a stop during the
+        reference's pass ends it there: the reference is the mean of the frames read).
 
     Raises
     ------
@@ -386,6 +390,11 @@ class _BlockSums:
         self.total = torch.zeros(shape, dtype=torch.float64, device=device)
         self.first_half = torch.zeros_like(self.total)
         self.middle = middle
+        self.frames = 0
+
+
+class _StopReading(Exception):
+    """Stop & keep during the mean reference's pass: the frames read so far are the mean."""
 
 
 def _estimate(
@@ -414,8 +423,11 @@ def _estimate(
         )
         correlator = _Correlator(height, width, dev)
         passes = 2 if params.reference == "mean" else 1
+        stopping = {"requested": False}  # Stop & keep: finish the block, return the blocks
 
-        def summed(first: int, stop: int, sums: _BlockSums) -> Job[None]:
+        def summed(
+            first: int, stop: int, sums: _BlockSums, *, interruptible: bool = False
+        ) -> Job[None]:
             def process(start: int, end: int) -> Job[None]:
                 host = reader.read(first + start, first + end, prefetch_until=stop)
                 frames = _frames_on_device(host, dev, name, first + start).to(torch.float64)
@@ -423,8 +435,15 @@ def _estimate(
                 in_first_half = min(max(sums.middle - (first + start), 0), end - start)
                 sums.total += frames.sum(0)
                 sums.first_half += frames[:in_first_half].sum(0)
+                sums.frames += end - start
                 del frames
-                yield Progress(1.0, f"drift: frames {first + start}-{first + end - 1} of {n}")
+                command = yield Progress(
+                    1.0, f"drift: frames {first + start}-{first + end - 1} of {n}"
+                )
+                if is_stop(command):
+                    stopping["requested"] = True
+                    if interruptible:
+                        raise _StopReading
 
             yield from run_in_chunks(
                 stop - first,
@@ -440,14 +459,17 @@ def _estimate(
         reference_spectrum = None
         if params.reference == "mean":
             sums = _BlockSums((height, width), dev)
-            yield from scaled(summed(0, n, sums), 0.0, 1.0 / passes, "reference: ")
-            reference_spectrum = correlator.spectrum(sums.total / n)
+            with contextlib.suppress(_StopReading):
+                pass_over = summed(0, n, sums, interruptible=True)
+                yield from scaled(pass_over, 0.0, 1.0 / passes, "reference: ")
+            reference_spectrum = correlator.spectrum(sums.total / sums.frames)
             del sums
 
         measured = np.zeros((len(blocks), 2), np.float64)
         aligned = torch.zeros((1, height, width), dtype=torch.float64, device=dev)
         previous = None
         halves = np.full((len(blocks), 2), np.nan)
+        done = len(blocks)
         for k, (first, stop) in enumerate(blocks):
             sums = _BlockSums((height, width), dev, middle=first + (stop - first) // 2)
             lo = (passes - 1 + k / len(blocks)) / passes
@@ -488,6 +510,14 @@ def _estimate(
                 step=round(centre),
                 metrics={"dy": float(measured[k, 0]), "dx": float(measured[k, 1])},
             )
+            if stopping["requested"] and k >= 1:
+                done = k + 1
+                break
+        stopped = done < len(blocks)
+        if stopped:  # the trace of the frames the measured blocks cover
+            blocks, measured, halves = blocks[:done], measured[:done], halves[:done]
+            aligned *= n / blocks[-1][1]  # the blocks' weights were count / n
+            n = blocks[-1][1]
         centres = np.array([(a + b - 1) / 2 for a, b in blocks], np.float64)
         uncertainty = _block_uncertainty(centres, measured, halves, blocks)
         trace = _interpolate(centres, measured, n, params.smoothing, uncertainty)
@@ -516,6 +546,7 @@ def _estimate(
         params=params,
         aligned_mean=aligned_mean,
         frame_shape=(height, width),
+        stopped_early=stopped,
         kernel_paths={"drift": path},
     )
 

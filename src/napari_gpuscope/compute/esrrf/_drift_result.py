@@ -53,6 +53,9 @@ class DriftResult:
         frame 0's coordinates); None for a loaded trace.
     frame_shape : tuple of int
         ``(Y, X)`` of the frames.
+    stopped_early : bool
+        Stop & keep ended the estimate: :attr:`shifts` covers only the frames of the blocks
+        measured before the stop (fewer rows than the stack has frames).
     """
 
     shifts: np.ndarray
@@ -134,10 +137,16 @@ class DriftResult:
         p = self.params
         error = self.rms_uncertainty
         noise = f", block error ~{error:.3f} px RMS" if math.isfinite(error) else ""
-        return (
+        text = (
             f"{text}; {len(self.block_frames)} blocks of {p.time_averaging} frames vs the "
             f"{p.reference} {'frames' if p.reference == 'mean' else 'block'}{noise}"
         )
+        if self.stopped_early:
+            text += (
+                f"; stopped early: frames 0-{self.shifts.shape[0] - 1} only (the blocks "
+                "measured before the stop)"
+            )
+        return text
 
     def tracks_data(self, anchor: tuple[float, float] | None = None) -> np.ndarray:
         """napari Tracks data ``(T, 4)``: ``[track 0, frame, y, x]``, the path of frame 0's

@@ -161,7 +161,10 @@ class EsrrfResult:
             f"R={p.radius:g} px, S={p.sensitivity:g}, {grid}"
         )
         if self.drift is not None:
-            facts += f", drift-corrected (up to {self.drift.max_drift:.2f} px)"
+            facts += f", drift-corrected (up to {self.drift.max_drift:.2f} px"
+            if self.drift.stopped_early:
+                facts += f"; its estimate stopped after frame {self.drift.shifts.shape[0] - 1}"
+            facts += ")"
         if self.stopped_early:
             return (
                 f"stopped early by request: {n} of {self.total_time_points} time point(s), "
@@ -287,7 +290,8 @@ def iter_esrrf(
         lazy output ``"esrrf"``: the running reconstruction of the current time point (one
         plane of the ``(n_timepoints, H M, W M)`` result). Returns an :class:`EsrrfResult`.
         Sending ``STOP`` returns the time points so far (the current one from the frames
-        analysed before the stop).
+        analysed before the stop); during the drift estimate, the estimate finishes its block
+        (and a second) and eSRRF reconstructs one chunk of the frames its blocks cover.
 
     Raises
     ------
@@ -392,6 +396,11 @@ def _run(
         )
         drift = yield from scaled(estimate, 0.0, 0.25)
         progress_from = 0.25
+        if drift.stopped_early:
+            # Stop & keep during the estimate: its trace covers the blocks measured so far, and
+            # only those frames can be corrected (the stop ends eSRRF after its first chunk).
+            covered = int(drift.shifts.shape[0])
+            ranges = [(a, min(b, covered)) for a, b in ranges if a < covered]
     with torch.no_grad(), device_context(device) as dev, FrameReader(stack) as reader:
         table = None if drift is None else drift.shifts  # host: shift_frames plans there
         pipeline = FramePipeline(height, width, params, dev, name)
