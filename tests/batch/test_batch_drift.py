@@ -85,3 +85,6 @@ def test_the_drift_job_writes_the_aligned_mean_and_the_trace(tmp_path, client, d
         np.testing.assert_allclose(
             esrrf.DriftResult.from_summary(facts).shifts, direct.shifts, atol=1e-12
         )
+        # the trace beside the image, as eSRRF's runs write it
+        csv_trace = esrrf.load_drift_trace(out / f"fov{index}" / "drift.csv")
+        np.testing.assert_allclose(csv_trace, direct.shifts, atol=1e-12)

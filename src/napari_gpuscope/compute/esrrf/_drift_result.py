@@ -255,6 +255,25 @@ class DriftResult:
         path.write_text(self.csv_text(pixel_size=pixel_size, unit=unit), encoding="utf-8")
         return path
 
+    def files(self, geometry: Geometry | None = None) -> dict[str, str]:
+        """Text files a batch run writes beside the position's images: the trace as
+        ``"drift.csv"`` (:meth:`csv_text`), with the physical unit of the input's last axis
+        when it has one.
+
+        Examples
+        --------
+        >>> r = DriftResult.from_shifts([[0, 0], [0.5, -0.25]])
+        >>> text = r.files(Geometry(scale=(1.0, 0.1, 0.1), units=("s", "um", "um")))["drift.csv"]
+        >>> text.splitlines()[-1]
+        '1,0.5,-0.25,0.05,-0.025'
+        """
+        pixel, unit = None, "px"
+        if geometry is not None and geometry.scale and geometry.units:
+            pixel, unit = abs(float(geometry.scale[-1])), str(geometry.units[-1] or "px")
+        if unit in ("px", "pixel", "") or not (pixel and math.isfinite(pixel)):
+            return {"drift.csv": self.csv_text()}
+        return {"drift.csv": self.csv_text(pixel_size=pixel, unit=unit)}
+
     def csv_text(self, *, pixel_size: float | None = None, unit: str = "µm") -> str:
         """The trace as CSV: ``frame, dy_px, dx_px`` (and ``dy_<unit>, dx_<unit>`` with a
         pixel size), after ``#`` header lines naming the convention and units.

@@ -214,16 +214,8 @@ class EsrrfResult:
 
 
 def drift_files(drift: DriftResult | None, geometry: Geometry | None) -> dict[str, str]:
-    """``{"drift.csv": ...}`` for a trace (in the unit of ``geometry``'s last axis when it has a
-    physical one), ``{}`` for None."""
-    if drift is None:
-        return {}
-    pixel, unit = None, "px"
-    if geometry is not None and geometry.scale and geometry.units:
-        pixel, unit = abs(float(geometry.scale[-1])), str(geometry.units[-1] or "px")
-    if unit in ("px", "pixel", "") or not (pixel and np.isfinite(pixel)):
-        return {"drift.csv": drift.csv_text()}
-    return {"drift.csv": drift.csv_text(pixel_size=pixel, unit=unit)}
+    """``drift.files(geometry)`` (:meth:`DriftResult.files`), ``{}`` for None."""
+    return {} if drift is None else drift.files(geometry)
 
 
 def _display_range(image: np.ndarray) -> tuple[float, float]:
