@@ -408,7 +408,7 @@ def _count_syncs(run: Callable[[], object]) -> int:
 
 def _host_syncs(device: torch.device, stack: np.ndarray, frames: int = 192) -> dict:
     from napari_gpuscope.compute import esrrf
-    from napari_gpuscope.compute.esrrf._job import GPU_CHUNK
+    from napari_gpuscope.compute.esrrf._stream import GPU_CHUNK
 
     out = {}
     chunks = -(-frames // GPU_CHUNK)

@@ -299,7 +299,7 @@ def test_files_are_written_byte_for_byte_and_checksummed(tmp_path):
 def test_a_result_file_with_a_bad_name_fails_its_position_naming_it(
     drifting, client, tmp_path, monkeypatch
 ):
-    from napari_gpuscope.compute.esrrf._job import EsrrfResult
+    from napari_gpuscope.compute.esrrf._stream import EsrrfResult
 
     folder, _, _ = drifting
     monkeypatch.setattr(EsrrfResult, "files", lambda self, geometry=None: {"../out.csv": ""})

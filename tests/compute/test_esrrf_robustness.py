@@ -255,10 +255,10 @@ def counting_chunks(monkeypatch):
     """Make the active :class:`_Injector` count inside every frame chunk's work (from the
     chunk's start to its progress update), and at every emulated kernel launch."""
     from napari_gpuscope.compute import memory
-    from napari_gpuscope.compute.esrrf import _job, _pipeline
+    from napari_gpuscope.compute.esrrf import _pipeline, _stream
     from napari_gpuscope.compute.kernels import HostBackend as Host
 
-    real_run, real_launch = _job.run_in_chunks, Host.launch
+    real_run, real_launch = _stream.run_in_chunks, Host.launch
     real_maps = _pipeline.FramePipeline.maps
 
     def maps(self, frames):
@@ -295,7 +295,7 @@ def counting_chunks(monkeypatch):
             _Injector.current.point()
         return real_launch(self, function, n_threads, args)
 
-    monkeypatch.setattr(_job, "run_in_chunks", run_in_chunks)
+    monkeypatch.setattr(_stream, "run_in_chunks", run_in_chunks)
     monkeypatch.setattr(Host, "launch", launch)
     monkeypatch.setattr(_pipeline.FramePipeline, "maps", maps)
     # A retry frees the device caches, on the CPU a gc.collect() (0.3 s in a test process):

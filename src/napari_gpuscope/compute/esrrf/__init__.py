@@ -24,14 +24,14 @@ Modules: :mod:`._params` (parameters), :mod:`._input` (checks, time points), :mo
 (sampling geometry, per-phase tap table), :mod:`._ops` (torch twins), :mod:`._qnr` (metrics),
 :mod:`._sweep` (the sweep job) and :mod:`._sweep_params` (its parameters), :mod:`._kernels` +
 ``esrrf.cu`` (fused kernels), :mod:`._pipeline` (one frame chunk), :mod:`._temporal` (online
-statistics, macro-pixel correction), :mod:`._reader` (prefetching reads), :mod:`._job` (the job
-and its result), :mod:`._preview` (the dock's live preview of the visible region:
-:func:`preview_job`, :func:`visible_region`), :mod:`._drift` (drift estimation:
-:func:`estimate_drift`), :mod:`._drift_correct` (:func:`correct_drift`), :mod:`._drift_result`
-(:class:`DriftResult`, the trace's CSV file), :mod:`._drift_params` (:class:`DriftParams`),
-:mod:`._resample` (Catmull-Rom taps and the correlation window that drift and registration
-share), :mod:`._decorr` (decorrelation analysis), :mod:`._register` (channel registration) and
-:mod:`._channels` (multi-channel input).
+statistics, macro-pixel correction), :mod:`._reader` (prefetching reads), :mod:`._stream` (one stack
+streamed, and its result), :mod:`._job` (the job: a stack or channels), :mod:`._preview` (the dock's
+live preview of the visible region: :func:`preview_job`, :func:`visible_region`), :mod:`._drift`
+(drift estimation: :func:`estimate_drift`), :mod:`._drift_correct` (:func:`correct_drift`),
+:mod:`._drift_result` (:class:`DriftResult`, the trace's CSV file), :mod:`._drift_params`
+(:class:`DriftParams`), :mod:`._resample` (Catmull-Rom taps and the correlation window that drift
+and registration share), :mod:`._decorr` (decorrelation analysis), :mod:`._register` (channel
+registration) and :mod:`._channels` (multi-channel input).
 """
 
 from .._lazy import attach
@@ -97,7 +97,8 @@ __getattr__, __dir__ = attach(
         "._register": ["RegistrationResult", "apply_registration", "register_channels"],
         "._drift_params": ["DRIFT_REFERENCES", "DriftParams"],
         "._input": ["time_points"],
-        "._job": ["OUTPUT", "EsrrfResult", "esrrf", "iter_esrrf", "output_geometry"],
+        "._job": ["esrrf", "iter_esrrf"],
+        "._stream": ["OUTPUT", "EsrrfResult", "output_geometry"],
         "._params": [
             "DRIFT_FIELDS",
             "GEOMETRIES",

@@ -29,8 +29,10 @@ import torch
 
 from ..arrays import InvalidInputError
 from ..jobs import Job, Progress, mapped
+from ..memory import check_budget
 from ..results import Geometry, LayerDataTuple
 from ._params import EsrrfParams
+from ._stream import drift_files, iter_stack
 
 if TYPE_CHECKING:
     from ._drift_result import DriftResult
@@ -243,8 +245,6 @@ class ChannelsResult:
     def files(self, geometry: Geometry | None = None) -> dict[str, str]:
         """Channel 0's drift trace as ``"drift.csv"`` (see
         :meth:`~napari_gpuscope.compute.esrrf.EsrrfResult.files`); ``{}`` without one."""
-        from ._job import drift_files
-
         trailing = None if geometry is None else _without_axis(geometry, self.channel_axis)
         return drift_files(self.drift, trailing)
 
@@ -279,6 +279,7 @@ def iter_channels(
     channel_axis: int = 0,
     drift_shifts: np.ndarray | None = None,
     frames_per_chunk: int | None = None,
+    memory_budget: int | None = None,
     name: str = "stack",
     device: Any = None,
     finish: Callable[[Job[Any]], Job[Any]] | None = None,
@@ -296,7 +297,7 @@ def iter_channels(
     channel_axis : {0, 1}
     drift_shifts : array-like, optional
         A ``(T, 2)`` trace used for every channel instead of estimating one.
-    frames_per_chunk, name, device
+    frames_per_chunk, memory_budget, name, device
         As :func:`~napari_gpuscope.compute.esrrf.iter_esrrf`'s.
     finish : callable, optional
         Wraps each channel's eSRRF job (e.g. the dock's decorrelation analysis after it).
@@ -329,7 +330,10 @@ def iter_channels(
         drift_shifts = check_shifts(drift_shifts, n_frames, name="drift_shifts")
     elif params.drift_correction:
         drift_blocks(n_frames, params.drift_time_averaging, name=name)
-    return _run_channels(stacks, params, axis, drift_shifts, frames_per_chunk, name, device, finish)
+    memory_budget = check_budget(memory_budget)
+    return _run_channels(
+        stacks, params, axis, drift_shifts, (frames_per_chunk, memory_budget), name, device, finish
+    )
 
 
 def _run_channels(
@@ -337,16 +341,16 @@ def _run_channels(
     params: EsrrfParams,
     axis: int,
     drift_shifts: np.ndarray | None,
-    frames_per_chunk: int | None,
+    chunking: tuple[int | None, int | None],
     name: str,
     device: Any,
     finish: Callable[[Job[Any]], Job[Any]] | None,
 ) -> Job[ChannelsResult]:
     from ._drift import iter_estimate_drift
-    from ._job import iter_esrrf
     from ._register import apply_registration, register_channels
 
     n_channels, n_frames = len(stacks), int(stacks[0].shape[0])
+    frames_per_chunk, memory_budget = chunking
     registration = params.channel_registration
     estimate = drift_shifts is None and params.drift_correction
     drifts: list[np.ndarray | None] = [drift_shifts] * n_channels
@@ -361,6 +365,7 @@ def _run_channels(
                     stacks[c],
                     params=params.drift_params(),
                     frames_per_chunk=frames_per_chunk,
+                    memory_budget=memory_budget,
                     name=f"{name} channel {c}",
                     device=device,
                 ),
@@ -374,7 +379,7 @@ def _run_channels(
                         params,
                         estimates[0],
                         trace,
-                        frames_per_chunk,
+                        chunking,
                         name,
                         device,
                         finish,
@@ -410,11 +415,12 @@ def _run_channels(
             base = np.zeros((n_frames, 2)) if shifts is None else np.asarray(shifts, np.float64)
             shifts = base + registered.shifts[c]  # a translation joins each frame's drift
         span = (first + (1 - first) * c / n_channels, first + (1 - first) * (c + 1) / n_channels)
-        job = iter_esrrf(
+        job = iter_stack(
             sources[c],
-            params=params,
+            params,
             device=device,
             frames_per_chunk=frames_per_chunk,
+            memory_budget=memory_budget,
             name=f"{name} channel {c}",
             drift_shifts=shifts,
         )
@@ -439,7 +445,7 @@ def _stopped_in_drift(
     params: EsrrfParams,
     reference: DriftResult,
     stopped: DriftResult,
-    frames_per_chunk: int | None,
+    chunking: tuple[int | None, int | None],
     name: str,
     device: Any,
     finish: Callable[[Job[Any]], Job[Any]] | None,
@@ -448,14 +454,14 @@ def _stopped_in_drift(
 ) -> Job[ChannelsResult]:
     """Stop & keep during a channel's drift estimate: channel 0 alone, not registered, on the
     frames the stopped trace covers (its eSRRF stops after one chunk: the stop stands)."""
-    from ._job import iter_esrrf
-
+    frames_per_chunk, memory_budget = chunking
     covered = int(stopped.shifts.shape[0])
-    job = iter_esrrf(
+    job = iter_stack(
         first_frames(stack, covered),
-        params=params,
+        params,
         device=device,
         frames_per_chunk=frames_per_chunk,
+        memory_budget=memory_budget,
         name=f"{name} channel 0",
         drift_shifts=reference.shifts[:covered],
     )

@@ -1,0 +1,404 @@
+"""eSRRF of one ``(T, Y, X)`` stack: frames stream through the pipeline into online temporal
+statistics (:func:`iter_stack`, which :func:`~napari_gpuscope.compute.esrrf.iter_esrrf` runs
+for a stack and :func:`~napari_gpuscope.compute.esrrf.iter_channels` for each channel), and
+its result."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..arrays import download_into
+from ..devices import device_context
+from ..jobs import Job, Output, Progress, is_stop, scaled
+from ..memory import check_budget, plan_chunk, run_in_chunks
+from ..results import Geometry, LayerDataTuple, image_layer, result_name
+from ._drift import drift_blocks, iter_estimate_drift
+from ._drift_correct import check_shifts, correction_bytes_per_frame, shift_frames
+from ._drift_result import DriftResult
+from ._input import check_frames_per_chunk, check_stack, time_points
+from ._params import EsrrfParams
+from ._pipeline import FramePipeline
+from ._reader import FrameReader
+from ._temporal import TemporalAccumulator, macro_pixel_correct
+
+__all__ = ["CPU_CHUNK", "GPU_CHUNK", "OUTPUT", "EsrrfResult", "iter_stack", "output_geometry"]
+
+CPU_CHUNK = 4
+"""Default frames per chunk on the CPU (the reference path)."""
+
+GPU_CHUNK = 32
+"""Default frames per chunk on a GPU (fewer when device memory is short): two launches per
+chunk keep the GPU busy, the next chunk's upload overlaps this chunk's kernels (a whole time
+point in one chunk would leave nothing to overlap), and the preview updates every chunk."""
+
+OUTPUT = "esrrf"
+"""Name of the streamed output: the running reconstruction of the current time point."""
+
+
+class _Stopped(Exception):
+    """The user asked to stop and keep the frames analysed so far."""
+
+
+def output_geometry(
+    geometry: Geometry | None,
+    magnification: int,
+    time_points: list[tuple[int, int]] | None = None,
+    *,
+    super_resolved: bool = True,
+) -> Geometry:
+    """The geometry of a ``(n_timepoints, H M, W M)`` result of a ``(T, H, W)`` input.
+
+    The last two axes get ``scale / M`` and a translate that keeps pixel centres aligned:
+    output pixel ``i`` is centred at input pixel ``(i + 0.5) / M - 0.5``, so the output's first
+    pixel sits ``(M - 1) / (2 M)`` input pixels before the input's (``super_resolved=False``
+    keeps them, for the widefield mean). With ``time_points``, time point ``k`` is placed at the
+    centre of its frames, one step (frames between time point starts) apart, so that napari
+    shows it on every frame it was made from.
+
+    Examples
+    --------
+    >>> g = output_geometry(Geometry(scale=(1.0, 0.1, 0.1)), 5, [(0, 100)])
+    >>> g.scale, g.translate
+    ((100.0, 0.02, 0.02), (49.5, -0.04, -0.04))
+    """
+    if geometry is None or geometry.scale is None:
+        geometry = Geometry(
+            scale=(1.0, 1.0, 1.0),
+            translate=None if geometry is None else geometry.translate,
+            units=None if geometry is None else geometry.units,
+            axis_labels=None if geometry is None else geometry.axis_labels,
+        )
+    geometry = geometry.trailing(3)
+    m = magnification
+    scale = list(geometry.scale)
+    translate = list(geometry.translate) if geometry.translate else [0.0] * len(scale)
+    if super_resolved:
+        for axis in (-2, -1):
+            translate[axis] = translate[axis] - scale[axis] * (m - 1) / (2 * m)
+            scale[axis] = scale[axis] / m
+    if time_points and len(scale) == 3:
+        (first, stop) = time_points[0]
+        step = time_points[1][0] - first if len(time_points) > 1 else stop - first
+        translate[0] = translate[0] + scale[0] * (first + stop - 1) / 2
+        scale[0] = scale[0] * max(1, step)
+    return Geometry(
+        scale=tuple(scale),
+        translate=tuple(translate),
+        units=geometry.units,
+        axis_labels=geometry.axis_labels,
+    )
+
+
+@dataclass(frozen=True)
+class EsrrfResult:
+    """Super-resolved time points and the facts needed to trust and reproduce them.
+
+    Attributes
+    ----------
+    image : numpy.ndarray
+        float32 ``(n_timepoints, H M, W M)``. With macro-pixel correction the values are
+        dimensionless (each sub-pixel phase has mean 1); without, RGC x input intensity (AVG),
+        its variance (VAR) or lag-1 autocovariance (TAC2).
+    widefield : numpy.ndarray
+        float32 ``(n_timepoints, H, W)``: the mean of each time point's frames, for comparison.
+    params : EsrrfParams
+    time_points : list of (int, int)
+        Frame range ``[start, stop)`` of each time point (those computed; a stopped run's last
+        one holds the frames analysed before the stop).
+    frames_analysed : int
+        Frames that went through the pipeline (frames of overlapping rolling time points count
+        once per time point).
+    chunks : int
+        Frame chunks processed.
+    stopped_early : bool
+    kernel_paths : dict of str to str
+        Which implementation ran, and why.
+    drift : DriftResult or None
+        The drift trace the frames were corrected with (estimated over the whole stack, or
+        the one passed as ``drift_shifts``); None without drift correction.
+    """
+
+    image: np.ndarray
+    widefield: np.ndarray
+    params: EsrrfParams
+    time_points: list[tuple[int, int]]
+    frames_analysed: int
+    chunks: int
+    stopped_early: bool = False
+    total_time_points: int = 1
+    kernel_paths: dict[str, str] = field(default_factory=dict)
+    drift: DriftResult | None = None
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-able facts for provenance (everything but the images; the drift trace, per
+        frame, under ``"drift"`` when the frames were corrected)."""
+        facts = {
+            "params": self.params.to_dict(),
+            "output_shape": list(self.image.shape),
+            "time_points": [list(r) for r in self.time_points],
+            "total_time_points": int(self.total_time_points),
+            "frames_analysed": int(self.frames_analysed),
+            "chunks": int(self.chunks),
+            "stopped_early": bool(self.stopped_early),
+            "kernel_paths": dict(self.kernel_paths),
+        }
+        if self.drift is not None:
+            facts["drift"] = self.drift.summary()
+        return facts
+
+    def describe(self) -> str:
+        """One line in plain words."""
+        p = self.params
+        n = len(self.time_points)
+        grid = "NanoPyx grid" if p.geometry == "nanopyx" else "pixel-centred grid"
+        facts = (
+            f"{p.temporal} of {self.frames_analysed} frames, M={p.magnification}, "
+            f"R={p.radius:g} px, S={p.sensitivity:g}, {grid}"
+        )
+        if self.drift is not None:
+            facts += f", drift-corrected (up to {self.drift.max_drift:.2f} px"
+            if self.drift.stopped_early:
+                facts += f"; its estimate stopped after frame {self.drift.shifts.shape[0] - 1}"
+            facts += ")"
+        if self.stopped_early:
+            return (
+                f"stopped early by request: {n} of {self.total_time_points} time point(s), "
+                f"the last from frames {self.time_points[-1][0]}-{self.time_points[-1][1] - 1} "
+                f"only ({facts})"
+            )
+        return f"{n} super-resolved time point(s) ({facts})"
+
+    def files(self, geometry: Geometry | None = None) -> dict[str, str]:
+        """Text files a batch run writes beside the position's images: the drift trace as
+        ``"drift.csv"`` (:meth:`DriftResult.csv_text`, with the physical unit of the input's
+        last axis when it has one); nothing without drift correction."""
+        return drift_files(self.drift, geometry)
+
+    def layers(
+        self,
+        name: str = "stack",
+        geometry: Geometry | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> list[LayerDataTuple]:
+        """The eSRRF image (``"eSRRF · <name> [M5 R1.5 S1]"``) at ``scale / M`` with pixel
+        centres aligned to the input's, and the widefield mean (``"widefield mean · <name>"``);
+        each time point spans the frames it was made from (:func:`output_geometry`).
+        """
+        metadata = dict(metadata or {})
+        sr_meta = dict(metadata)
+        if self.params.macro_pixel_correction:
+            sr_meta["intensity_unit"] = "a.u."
+        sr_meta["quantity"] = "eSRRF"
+        low, high = _display_range(self.image)
+        m, placed = self.params.magnification, self.time_points
+        sr = image_layer(
+            self.image,
+            result_name("eSRRF", name, self.params.label),
+            output_geometry(geometry, m, placed),
+            metadata=sr_meta,
+            colormap="magma",
+            contrast_limits=(low, high),
+        )
+        wf_geometry = output_geometry(geometry, m, placed, super_resolved=False)
+        wf_name = result_name("widefield mean", name)
+        wf = image_layer(self.widefield, wf_name, wf_geometry, metadata=metadata)
+        if self.drift is None:
+            return [sr, wf]
+        # The trace over the widefield image, in the input's coordinates (DriftResult.layers).
+        return [sr, wf, self.drift.tracks_layer(name, geometry, metadata)]
+
+
+def drift_files(drift: DriftResult | None, geometry: Geometry | None) -> dict[str, str]:
+    """``drift.files(geometry)`` (:meth:`DriftResult.files`), ``{}`` for None."""
+    return {} if drift is None else drift.files(geometry)
+
+
+def _display_range(image: np.ndarray) -> tuple[float, float]:
+    """0 (or the minimum, for a TAC2 that goes negative) to the 99.9th percentile."""
+    if image.size == 0:
+        return 0.0, 1.0
+    high = float(np.percentile(image, 99.9))
+    low = min(0.0, float(image.min()))
+    return low, high if high > low else low + 1.0
+
+
+def iter_stack(
+    stack: Any,
+    params: EsrrfParams,
+    *,
+    frames_per_chunk: int | None = None,
+    memory_budget: int | None = None,
+    name: str = "stack",
+    drift_shifts: Any = None,
+    device: str | torch.device | None = None,
+) -> Job[EsrrfResult]:
+    """eSRRF of one ``(T, Y, X)`` stack: :func:`~napari_gpuscope.compute.esrrf.iter_esrrf`
+    for 3D input (same parameters, ``params`` an :class:`EsrrfParams`); the input is checked
+    now, before the first update."""
+    check_frames_per_chunk(frames_per_chunk)
+    if not (hasattr(stack, "shape") and hasattr(stack, "dtype")):
+        stack = np.asarray(stack)  # a nested list: as NumPy reads it
+    n_frames, height, width = check_stack(stack, params, name=name)
+    if drift_shifts is not None:
+        drift_shifts = check_shifts(drift_shifts, n_frames, name="drift_shifts")
+    elif params.drift_correction:
+        drift_blocks(n_frames, params.drift_time_averaging, name=name)
+    memory_budget = check_budget(memory_budget)
+    if device is None and isinstance(stack, torch.Tensor) and stack.is_cuda:
+        device = stack.device
+    drift = None if drift_shifts is None else DriftResult.from_shifts(drift_shifts, (height, width))
+    return _run(stack, params, frames_per_chunk, memory_budget, name, device, drift)
+
+
+def _run(
+    stack: Any,
+    params: EsrrfParams,
+    frames_per_chunk: int | None,
+    memory_budget: int | None,
+    name: str,
+    device: Any,
+    drift: DriftResult | None = None,
+) -> Job[EsrrfResult]:
+    n_frames, height, width = (int(s) for s in stack.shape)
+    ranges = time_points(n_frames, params, name=name)
+    progress_from = 0.0
+    if drift is None and params.drift_correction:
+        # Over the whole stack, before it is split into time points; a quarter of the bar.
+        estimate = iter_estimate_drift(
+            stack,
+            params=params.drift_params(),
+            frames_per_chunk=frames_per_chunk,
+            memory_budget=memory_budget,
+            name=name,
+            device=device,
+        )
+        drift = yield from scaled(estimate, 0.0, 0.25)
+        progress_from = 0.25
+        if drift.stopped_early:
+            # Stop & keep during the estimate: its trace covers the blocks measured so far, and
+            # only those frames can be corrected (the stop ends eSRRF after its first chunk).
+            covered = int(drift.shifts.shape[0])
+            ranges = [(a, min(b, covered)) for a, b in ranges if a < covered]
+    with torch.no_grad(), device_context(device) as dev, FrameReader(stack) as reader:
+        table = None if drift is None else drift.shifts  # host: shift_frames plans there
+        pipeline = FramePipeline(height, width, params, dev, name)
+        rows, cols = pipeline.output_shape
+        out = np.zeros((len(ranges), rows, cols), np.float32)
+        widefield = np.zeros((len(ranges), height, width), np.float32)
+        itemsize = int(getattr(stack.dtype, "itemsize", 4))
+        # The drift correction's temporaries (the raw upload is the pipeline's already).
+        extra = 0 if table is None else correction_bytes_per_frame(height, width, 0)
+        total = sum(b - a for a, b in ranges)
+        state = {"done": 0, "chunks": 0}
+        computed: list[tuple[int, int]] = []
+        stopped = False
+        for index, (first, stop) in enumerate(ranges):
+            accumulator = TemporalAccumulator(
+                (rows, cols), params.temporal, dev, frame_shape=(height, width)
+            )
+            label = f"time point {index + 1}/{len(ranges)}, " if len(ranges) > 1 else ""
+
+            def finish(acc: TemporalAccumulator = accumulator) -> torch.Tensor:
+                image = acc.result()
+                if params.macro_pixel_correction:
+                    image = macro_pixel_correct(image, params.magnification)
+                return image
+
+            def process(
+                start: int,
+                end: int,
+                first: int = first,
+                stop: int = stop,
+                index: int = index,
+                acc: TemporalAccumulator = accumulator,
+                label: str = label,
+                finish: Any = finish,
+            ) -> Job[None]:
+                host = reader.read(first + start, first + end, prefetch_until=stop)
+                frames = pipeline.upload(host, first + start)
+                if table is not None:
+                    frames = shift_frames(frames, table[first + start : first + end])
+                pipeline.stage(frames, acc)
+                acc.stage_widefield(frames)
+                del frames
+                # Only now, when nothing of the chunk can fail any more: an out-of-memory error
+                # above leaves the committed sums as they were, and the retried chunk never
+                # counts a frame twice.
+                acc.commit()
+                state["done"] += end - start
+                state["chunks"] += 1
+                region = (slice(index, index + 1), slice(0, rows), slice(0, cols))
+                command = yield Progress(
+                    1.0,  # of this chunk: run_in_chunks and scaled map it onto the whole job
+                    f"{label}frames {first + start}-{first + end - 1} "
+                    f"({state['done']}/{total} analysed)",
+                    step=state["done"],
+                    outputs={
+                        OUTPUT: Output(
+                            lambda: finish().cpu().numpy()[None],
+                            region=region,
+                            shape=(len(ranges), rows, cols),
+                        )
+                    },
+                )
+                if is_stop(command):
+                    raise _Stopped
+
+            n = stop - first
+            # A CPU gains nothing from chunks larger than its caches.
+            cap = frames_per_chunk or (CPU_CHUNK if dev.type == "cpu" else GPU_CHUNK)
+            per_frame = pipeline.bytes_per_frame(itemsize) + extra
+            chunk = plan_chunk(
+                min(n, cap),
+                per_frame,
+                dev,
+                fixed_bytes=pipeline.fixed_bytes(),
+                budget=memory_budget,
+                what="eSRRF of one frame chunk",
+            )
+            before = sum(b - a for a, b in ranges[:index])
+            try:
+                yield from scaled(
+                    run_in_chunks(
+                        n,
+                        min(chunk, n),
+                        process,
+                        device=dev,
+                        bytes_per_item=per_frame,
+                        fixed_bytes=pipeline.fixed_bytes(),
+                        budget=memory_budget,
+                        what="eSRRF of one frame chunk",
+                    ),
+                    progress_from + (1 - progress_from) * before / total,
+                    progress_from + (1 - progress_from) * (before + n) / total,
+                )
+            except _Stopped:
+                stopped = True
+            download_into(out[index], finish())
+            widefield[index] = accumulator.widefield().cpu().numpy()
+            computed.append((first, first + accumulator.count))
+            if stopped:
+                break
+        count = len(computed)
+        if not np.isfinite(out[:count]).all():
+            # The input range check keeps this from happening; never hand on a NaN silently.
+            raise ArithmeticError(
+                f"eSRRF ({params.temporal}) produced NaN or infinite values from finite input; "
+                "please report it with the input's value range and dtype"
+            )
+        return EsrrfResult(
+            image=out[:count],
+            widefield=widefield[:count],
+            params=params,
+            time_points=computed,
+            frames_analysed=state["done"],
+            chunks=state["chunks"],
+            stopped_early=stopped,
+            total_time_points=len(ranges),
+            kernel_paths=pipeline.kernel_paths(),
+            drift=drift,
+        )
