@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -123,6 +124,7 @@ def test_a_lock_of_another_host_is_held_and_a_dead_pid_is_stale(tmp_path):
 
 def test_wait_waits_for_the_holder_to_go(tmp_path):
     store = BatchStore(tmp_path / "out.zarr")
+    started = time.monotonic()
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"])
     # Reaped as it ends (a zombie child still has its pid; another run's holder is no child).
     threading.Thread(target=holder.wait, daemon=True).start()
@@ -131,7 +133,9 @@ def test_wait_waits_for_the_holder_to_go(tmp_path):
         StoreLock(store).acquire()
     said: list[str] = []
     with StoreLock(store, wait=True, poll=0.1, on_stale=said.append):
-        assert holder.poll() is not None  # acquired only once the holder had ended
+        # Acquired only once the holder had ended: it sleeps 1.5 s. (Not holder.poll(): while
+        # the reaping thread is inside wait(), poll() answers None even after the exit.)
+        assert time.monotonic() - started >= 1.5
     assert len(said) == 1 and f"pid {holder.pid}" in said[0]
 
 
