@@ -43,6 +43,7 @@ __all__ = [
     "MAX_CHANNELS",
     "ChannelView",
     "ChannelsResult",
+    "guess_channel_axis",
     "iter_channels",
 ]
 
@@ -122,6 +123,26 @@ def first_frames(stack: Any, count: int) -> Any:
     if isinstance(stack, np.ndarray | torch.Tensor):
         return stack[:count]
     return _FirstFrames(stack, count)
+
+
+def guess_channel_axis(shape: tuple[int, ...], axis_labels: Any = None) -> int:
+    """The channel axis of a 4D input: where its axis labels put ``"c"``, else 1 when the first
+    axis is too long to be channels and the second is not (``(T, C, Y, X)``, an ImageJ
+    hyperstack as napari opens it), else 0 (``(C, T, Y, X)``).
+
+    Examples
+    --------
+    >>> guess_channel_axis((300, 2, 64, 64)), guess_channel_axis((2, 300, 64, 64))
+    (1, 0)
+    >>> guess_channel_axis((3, 4, 64, 64), axis_labels=("t", "c", "y", "x"))
+    1
+    """
+    labels = [str(label).lower() for label in (axis_labels or ())]
+    if len(labels) == len(shape) and labels.count("c") == 1 and labels.index("c") in (0, 1):
+        return labels.index("c")
+    if len(shape) == 4 and shape[0] > MAX_CHANNELS and 2 <= shape[1] <= MAX_CHANNELS:
+        return 1
+    return 0
 
 
 def check_channels(data: Any, channel_axis: int, *, name: str = "stack") -> int:
@@ -329,7 +350,9 @@ def iter_channels(
     if drift_shifts is not None:
         drift_shifts = check_shifts(drift_shifts, n_frames, name="drift_shifts")
     elif params.drift_correction:
-        drift_blocks(n_frames, params.drift_time_averaging, name=name)
+        drift_blocks(
+            n_frames, params.drift_time_averaging, name=name, parameter="drift_time_averaging"
+        )
     memory_budget = check_budget(memory_budget)
     return _run_channels(
         stacks, params, axis, drift_shifts, (frames_per_chunk, memory_budget), name, device, finish

@@ -53,11 +53,11 @@ UPSAMPLING = 20
 
 # ----------------------------------------------------------------------------- estimation
 def drift_blocks(
-    n_frames: int, time_averaging: int, *, name: str = "stack"
+    n_frames: int, time_averaging: int, *, name: str = "stack", parameter: str = "time_averaging"
 ) -> list[tuple[int, int]]:
     """``[(start, stop), ...]`` of the blocks: ``time_averaging`` frames each, the remainder
     joined to the last block; at least two blocks, or an error saying how many frames are
-    needed.
+    needed (naming ``parameter``: eSRRF's is ``drift_time_averaging``).
 
     Examples
     --------
@@ -67,9 +67,9 @@ def drift_blocks(
     count = n_frames // time_averaging
     if count < 2:
         raise InvalidInputError(
-            f"{name} has {n_frames} frame(s); drift estimation with time_averaging="
+            f"{name} has {n_frames} frame(s); drift estimation with {parameter}="
             f"{time_averaging} needs at least {2 * time_averaging} frames (two blocks to "
-            f"correlate). Lower time_averaging to at most {max(1, n_frames // 2)}"
+            f"correlate). Lower {parameter} to at most {max(1, n_frames // 2)}"
             + (" (a single frame has no drift to estimate)" if n_frames < 2 else "")
         )
     edges = [k * time_averaging for k in range(count)] + [n_frames]

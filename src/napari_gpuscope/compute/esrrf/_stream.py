@@ -246,7 +246,9 @@ def iter_stack(
     if drift_shifts is not None:
         drift_shifts = check_shifts(drift_shifts, n_frames, name="drift_shifts")
     elif params.drift_correction:
-        drift_blocks(n_frames, params.drift_time_averaging, name=name)
+        drift_blocks(
+            n_frames, params.drift_time_averaging, name=name, parameter="drift_time_averaging"
+        )
     memory_budget = check_budget(memory_budget)
     if device is None and isinstance(stack, torch.Tensor) and stack.is_cuda:
         device = stack.device

@@ -21,10 +21,13 @@ import numpy as np
 import torch
 
 from ..arrays import InvalidInputError
-from ..jobs import STOP, Job, Output, Progress, blocking, is_stop
+from ..jobs import STOP, Job, Output, Progress, blocking, is_stop, mapped
 from ..params import ParameterError
 from ..results import Geometry, LayerDataTuple, image_layer, result_name
 from ._decorr import decorrelation_resolution
+from ._drift import drift_blocks, iter_estimate_drift
+from ._drift_correct import correct_drift
+from ._drift_result import DriftResult
 from ._input import check_stack
 from ._job import iter_esrrf
 from ._params import EsrrfParams
@@ -69,6 +72,9 @@ class SweepResult:
         ``(n_sensitivities, n_radii)`` decorrelation resolution of the whole-stack image, in
         units of ``pixel_size`` (NaN: not computed, no correlation peak, or the image is too
         small); all NaN when not given.
+    drift : DriftResult or None
+        The drift of the frames swept, with which every reconstruction was corrected (None
+        without drift correction).
     """
 
     radii: tuple[float, ...]
@@ -81,6 +87,7 @@ class SweepResult:
     pixel_size: float = 1.0
     stopped_early: bool = False
     decorr_resolution: np.ndarray | None = None
+    drift: DriftResult | None = None
 
     def __post_init__(self) -> None:
         if self.decorr_resolution is None:
@@ -122,6 +129,7 @@ class SweepResult:
             "frames": int(self.frames),
             "pixel_size": float(self.pixel_size),
             "stopped_early": bool(self.stopped_early),
+            **({} if self.drift is None else {"drift": self.drift.summary()}),
         }
 
     def layers(
@@ -172,6 +180,8 @@ class SweepResult:
             f"{self.cells_done} of {total} settings" if self.stopped_early else f"{total} settings"
         )
         best = self.best
+        if self.cells_done == 0 and self.stopped_early:
+            return f"sweep stopped before its first setting: none of {total} measured"
         if best is None:
             return f"sweep of {done}: no setting has a QnR (no FRC crossing at 1/7)"
         i, j = self.sensitivities.index(best[1]), self.radii.index(best[0])
@@ -219,7 +229,9 @@ def iter_parameter_sweep(
     params : EsrrfParams, optional
         The other parameters (magnification, temporal mode, weighting, correction, geometry);
         default: :class:`EsrrfParams` defaults. Time points are not used: all ``frames`` frames
-        form one reconstruction.
+        form one reconstruction. With ``drift_correction``, the drift of the ``frames`` frames
+        is estimated once, first, and every reconstruction (the even and odd halves, all
+        frames) and the widefield mean the RSP compares with are corrected with it.
     frames : int, optional
         Use the first ``frames`` frames (at least 4); default all.
     pixel_size : float
@@ -266,6 +278,13 @@ def iter_parameter_sweep(
         )
     if not pixel_size > 0:
         raise ParameterError(f"pixel_size must be positive, got {pixel_size!r}")
+    if base.drift_correction:
+        drift_blocks(
+            frames,
+            base.drift_time_averaging,
+            name="the sweep's frames (sweep_frames)",
+            parameter="drift_time_averaging",
+        )
     return _sweep(stack, radii, sensitivities, base, frames, float(pixel_size), device)
 
 
@@ -332,7 +351,21 @@ def _sweep(stack, radii, sensitivities, base, frames, pixel_size, device) -> Job
     used = stack[:frames]
     halves = (used[0::2], used[1::2])
     counts = (len(range(0, frames, 2)), len(range(1, frames, 2)))
-    widefield = np.asarray(used, dtype=np.float64).mean(axis=0)
+    asked = base  # what the result says (Use best keeps the drift correction)
+    shifts: tuple[Any, ...] = (None, None, None)
+    trace = None
+    first = 0.0
+    if base.drift_correction:  # once, on the frames swept; a tenth of the bar
+        estimate = iter_estimate_drift(used, params=base.drift_params(), device=device)
+        trace = yield from _scaled_updates(estimate, 0.0, 0.1, "drift: ")
+        if trace.stopped_early:  # Stop & keep before any setting: nothing to keep
+            return _empty(radii, sensitivities, asked, frames, pixel_size, trace)
+        shifts = (trace.shifts[0::2], trace.shifts[1::2], trace.shifts)
+        widefield = correct_drift(used, trace.shifts, device=device).astype(np.float64).mean(0)
+        base = base.replace(drift_correction=False)
+        first = 0.1
+    else:
+        widefield = np.asarray(used, dtype=np.float64).mean(axis=0)
     m = base.magnification
     cells = [(i, j) for i in range(len(sensitivities)) for j in range(len(radii))]
     runs_per_cell = 2 if base.temporal == "AVG" else 3
@@ -347,9 +380,11 @@ def _sweep(stack, radii, sensitivities, base, frames, pixel_size, device) -> Job
                 f"radius {radii[j]:g}, sensitivity {sensitivities[i]:g}: "
                 f"{('even frames', 'odd frames', 'all frames')[k]}"
             )
-            start = (number * runs_per_cell + k) / (len(cells) * runs_per_cell)
-            span = 1 / (len(cells) * runs_per_cell)
-            job = iter_esrrf(part, params=linear if k < 2 else cell, device=device)
+            share = (1 - first) / (len(cells) * runs_per_cell)  # of the bar, per run
+            start, span = first + share * (number * runs_per_cell + k), share
+            job = iter_esrrf(
+                part, params=linear if k < 2 else cell, drift_shifts=shifts[k], device=device
+            )
             image = yield from _until_stop(job, start, span, label)
             if image is None:
                 stopped = True
@@ -377,7 +412,7 @@ def _sweep(stack, radii, sensitivities, base, frames, pixel_size, device) -> Job
             analysis = decorrelation_resolution(whole[inner], device=device)
             decorr[i, j] = analysis.resolution * pixel_size / m
         command = yield Progress(
-            (number + 1) / len(cells),
+            first + (1 - first) * (number + 1) / len(cells),
             f"setting {number + 1}/{len(cells)}: radius {radii[j]:g}, sensitivity "
             f"{sensitivities[i]:g}: FRC {frc[i, j]:.3g}, RSP {rsp[i, j]:.3f}, "
             f"decorrelation {decorr[i, j]:.3g}",
@@ -394,11 +429,45 @@ def _sweep(stack, radii, sensitivities, base, frames, pixel_size, device) -> Job
         frc_resolution=frc,
         rsp=rsp,
         qnr=qnr,
-        params=base,
+        params=asked,
         frames=frames,
         pixel_size=pixel_size,
         stopped_early=stopped,
         decorr_resolution=decorr,
+        drift=trace,
+    )
+
+
+def _scaled_updates(job: Job[Any], start: float, stop: float, prefix: str) -> Job[Any]:
+    """``job``'s updates in ``[start, stop]`` of the bar, without outputs (not the sweep's)."""
+    return (
+        yield from mapped(
+            job,
+            lambda u: dataclasses.replace(
+                u,
+                fraction=None if u.fraction is None else start + (stop - start) * u.fraction,
+                message=prefix + u.message,
+                outputs={},
+            ),
+        )
+    )
+
+
+def _empty(radii, sensitivities, params, frames, pixel_size, drift) -> SweepResult:
+    """A sweep stopped before its first setting: every cell not measured (NaN)."""
+    shape = (len(sensitivities), len(radii))
+    return SweepResult(
+        radii=radii,
+        sensitivities=sensitivities,
+        frc_resolution=np.full(shape, np.nan),
+        rsp=np.full(shape, np.nan),
+        qnr=np.full(shape, np.nan),
+        params=params,
+        frames=frames,
+        pixel_size=pixel_size,
+        stopped_early=True,
+        decorr_resolution=np.full(shape, np.nan),
+        drift=drift,
     )
 
 
