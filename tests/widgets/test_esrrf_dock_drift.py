@@ -458,3 +458,49 @@ def test_stop_and_keep_during_the_runs_drift_estimate_keeps_the_covered_frames(
     assert facts["drift"]["frames"] == 40 and facts["frames_analysed"] <= 40
     status = dock.panel.status.text()
     assert status.startswith("Stopped early") and "estimate stopped after frame 39" in status
+
+
+def test_a_t_c_y_x_layer_is_read_by_its_shape(viewer, qtbot, dock, drifting):
+    """An ImageJ hyperstack opens in napari as (T, C, Y, X): 120 frames of 2 channels, not 120
+    channels; its drift is estimated on channel 0's frames, its channels reconstructed."""
+    stack, truth = drifting
+    offset = np.array([0.0, 0.0])
+    hyper = np.stack([stack, _blinking_stack(truth + offset, seed=3, blink_seed=8)], axis=1)
+    viewer.add_image(hyper.copy(), name="hyperstack")
+    select_input(dock, "hyperstack")
+    assert _registration(dock).native.isVisibleTo(dock)
+    dock.set_param("magnification", 2)
+    dock.set_param("drift_time_averaging", 20)
+    dock.drift.set_mode("estimate")
+    assert dock.drift.estimate()
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=60_000)
+    trace = dock.drift.trace
+    assert trace.shifts.shape == (len(stack), 2)  # the frames, along axis 0
+    error = trace.shifts - (truth - truth[0])
+    assert math.sqrt(np.mean(error**2)) < 0.15
+    assert dock.run()
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=120_000)
+    names = sorted(ly.name for ly in viewer.layers if ly.name.startswith("eSRRF · hyperstack"))
+    assert len(names) == 2 and names[0].startswith("eSRRF · hyperstack ch0")
+    facts = viewer.layers[names[0]].metadata[PROVENANCE_KEY]["result"]
+    assert facts["channel_axis"] == 1 and facts["n_channels"] == 2
+    np.testing.assert_array_equal(viewer.layers["hyperstack"].data, hyper)
+
+
+def test_the_sweep_of_channels_tunes_on_channel_0_with_its_drift(viewer, qtbot, dock, drifting):
+    stack, truth = drifting
+    channels = np.stack([stack, _blinking_stack(truth, seed=3, blink_seed=8)])  # (C, T, Y, X)
+    viewer.add_image(channels, name="two colours")
+    select_input(dock, "two colours")
+    dock.set_param("magnification", 2)
+    dock.set_param("drift_time_averaging", 20)
+    dock.drift.set_mode("estimate")
+    panel = dock.sweep
+    panel.radii_edit.setText("1, 2")
+    panel.sensitivities_edit.setText("1")
+    assert panel.run(), panel.status.text()
+    qtbot.waitUntil(lambda: panel.result is not None, timeout=120_000)
+    result = panel.result
+    assert np.isfinite(result.rsp).all() and result.drift is not None
+    assert result.drift.shifts.shape[0] == result.frames  # channel 0's frames, once
+    assert result.params.drift_correction  # "Use best" keeps it on

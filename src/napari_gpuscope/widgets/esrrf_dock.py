@@ -12,8 +12,11 @@ Run / Stop & keep / Cancel, streaming, results, provenance, settings, export -- 
   (:mod:`napari_gpuscope.compute.esrrf._preview`);
 - the "Drift correction" section (:mod:`.esrrf_drift`): off, estimated in the run, or an
   estimated or loaded trace, plotted and drawn over the image;
-- multi-channel input: a 4D layer is read as ``(C, T, Y, X)``; "Register channels" (the
-  model's ``channel_registration``: off, translation, elastic; shown for 4D layers only)
+- multi-channel input: a 4D layer is read as ``(C, T, Y, X)``, or as ``(T, C, Y, X)`` where
+  its axis labels say so or its first axis is too long to be channels (an ImageJ hyperstack
+  as napari opens it; :func:`~napari_gpuscope.compute.esrrf.guess_channel_axis`); "Register
+  channels" (the model's ``channel_registration``: off, translation, elastic; shown for 4D
+  layers only)
   aligns the channels to channel 0 before each is reconstructed
   (:func:`~napari_gpuscope.compute.esrrf.iter_channels`, each channel's decorrelation
   resolution measured after it);
@@ -51,7 +54,7 @@ from napari_gpuscope.widgets._base import MethodDock
 from napari_gpuscope.widgets._controller import RUN
 from napari_gpuscope.widgets._controls import FieldStyle
 from napari_gpuscope.widgets._controls._changes import mark_labels
-from napari_gpuscope.widgets.esrrf_drift import DriftSection, layer_unit
+from napari_gpuscope.widgets.esrrf_drift import DriftSection, channel_axis, layer_unit
 from napari_gpuscope.widgets.esrrf_results import ResolvedResult, with_resolution
 from napari_gpuscope.widgets.esrrf_sweep import SweepPanel
 
@@ -133,14 +136,14 @@ class EsrrfDock(MethodDock):
     def validate_input(
         self, layer: napari.layers.Layer | None, *, check_values: bool = True
     ) -> None:
-        """A (T, Y, X) stack, or (C, T, Y, X) channels (2 to MAX_CHANNELS)."""
+        """A (T, Y, X) stack, or (C, T, Y, X) / (T, C, Y, X) channels (2 to MAX_CHANNELS)."""
         super().validate_input(layer, check_values=check_values)
         shape = np.shape(layer.data)
-        if len(shape) == 4 and not 2 <= shape[0] <= MAX_CHANNELS:
+        if len(shape) == 4 and not 2 <= shape[channel_axis(layer)] <= MAX_CHANNELS:
             raise ValueError(
-                f"'{layer.name}' is 4D {tuple(shape)}: eSRRF reads a 4D layer as (C, T, Y, X), "
-                f"2 to {MAX_CHANNELS} channels of blinking frames; a single channel is a "
-                "(T, Y, X) stack"
+                f"'{layer.name}' is 4D {tuple(shape)}: eSRRF reads a 4D layer as (C, T, Y, X) "
+                f"or (T, C, Y, X), 2 to {MAX_CHANNELS} channels of blinking frames; a single "
+                "channel is a (T, Y, X) stack"
             )
 
     def _update_radius_label(self, *_: Any) -> None:
@@ -179,6 +182,7 @@ class EsrrfDock(MethodDock):
             return iter_channels(
                 layer.data,
                 params,
+                channel_axis=channel_axis(layer),
                 drift_shifts=self.drift.shifts_for(layer),
                 frames_per_chunk=per_chunk,
                 name=f"layer '{layer.name}'",

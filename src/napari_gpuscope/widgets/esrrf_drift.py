@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from napari_gpuscope.compute.jobs import Progress
     from napari_gpuscope.widgets._context import DockContext
 
-__all__ = ["MODES", "DriftSection", "layer_unit"]
+__all__ = ["MODES", "DriftSection", "channel_axis", "layer_unit"]
 
 MODES = {
     "off": "Off",
@@ -89,10 +89,20 @@ def _pixel_of(layer: napari.layers.Layer | None) -> tuple[float, str] | None:
     return (size, unit) if math.isfinite(size) and size > 0 else None
 
 
+def channel_axis(layer: napari.layers.Layer) -> int:
+    """The channel axis of a 4D layer: 0 (C, T, Y, X) or 1 (T, C, Y, X), from its shape and
+    axis labels (:func:`~napari_gpuscope.compute.esrrf.guess_channel_axis`)."""
+    from napari_gpuscope.compute.esrrf import guess_channel_axis
+
+    return guess_channel_axis(np.shape(layer.data), getattr(layer, "axis_labels", None))
+
+
 def _frames(layer: napari.layers.Layer | None) -> int | None:
-    """Frames of a (T, Y, X) stack or of each channel of a (C, T, Y, X) one."""
+    """Frames of a (T, Y, X) stack or of each channel of a 4D one."""
     shape = np.shape(getattr(layer, "data", None)) if layer is not None else ()
-    return int(shape[-3]) if len(shape) in (3, 4) else None
+    if len(shape) == 4:
+        return int(shape[1 - channel_axis(layer)])
+    return int(shape[-3]) if len(shape) == 3 else None
 
 
 class DriftSection(QWidget):
@@ -268,7 +278,9 @@ class DriftSection(QWidget):
             params: EsrrfParams = dock.params()  # type: ignore[assignment]
             drift = params.drift_params()
             # Channels drift together: channel 0 (the registration's reference) stands for all.
-            stack = layer.data[0] if layer.ndim == 4 else layer.data
+            stack = layer.data
+            if layer.ndim == 4:  # channel 0 along the channel axis
+                stack = stack[0] if channel_axis(layer) == 0 else stack[:, 0]
             job = dock.spec.job_spec("drift").job_function()(
                 stack, params=drift, device=device, name=f"layer '{layer.name}'"
             )

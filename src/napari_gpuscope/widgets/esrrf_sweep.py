@@ -36,6 +36,7 @@ from napari_gpuscope.compute.jobs import Progress
 from napari_gpuscope.widgets._controller import JobHandlers
 from napari_gpuscope.widgets._controls._plot import style_axes, theme_colors
 from napari_gpuscope.widgets._messages import plain_error_message
+from napari_gpuscope.widgets.esrrf_drift import channel_axis
 
 if TYPE_CHECKING:
     from napari_gpuscope.compute.esrrf import SweepResult
@@ -156,12 +157,15 @@ class SweepPanel(QCollapsible):
             params = sweep.params_class().from_dict(
                 {**dock.params().to_dict(), "radii": radii, "sensitivities": sensitivities}
             )
-            shape = tuple(np.shape(layer.data))
-            corners = np.asarray(getattr(layer, "corner_pixels", np.zeros((2, 3))))
+            data = layer.data
+            if layer.ndim == 4:  # channels: the sweep tunes on channel 0
+                data = data[0] if channel_axis(layer) == 0 else data[:, 0]
+            shape = tuple(np.shape(data))
+            corners = np.asarray(getattr(layer, "corner_pixels", np.zeros((2, 3))))[:, -3:]
             region = visible_region(shape, corners, 0)
             frames = min(self.frames_box.value(), shape[0])
             (r0, r1), (c0, c1) = region.rows, region.cols
-            crop = layer.data[:frames, r0:r1, c0:c1]
+            crop = data[:frames, r0:r1, c0:c1]
             job = sweep.job_function()(
                 crop, params=params, pixel_size=float(layer.scale[-1]), device=dock.device
             )
