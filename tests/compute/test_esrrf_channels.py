@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from esrrf_drift_sim import blinking_drifting_stack
+from job_helpers import stop_after
 from skimage.registration import phase_cross_correlation
 
 from napari_gpuscope.compute import esrrf
@@ -19,7 +20,7 @@ from napari_gpuscope.compute.esrrf import (
     DriftParams,
     EsrrfParams,
 )
-from napari_gpuscope.compute.jobs import STOP, run_job
+from napari_gpuscope.compute.jobs import run_job
 
 OFFSET = np.array([1.4, -2.2])  # channel 1's content relative to channel 0's, input px
 
@@ -103,12 +104,7 @@ def test_drift_of_channels_and_the_trace_file(cpu_device):
 
 def test_stop_and_keep_returns_the_channels_so_far(two_channels, cpu_device):
     job = esrrf.iter_esrrf(two_channels, magnification=2, frames_per_chunk=8, device=cpu_device)
-    next(job)
-    try:
-        while True:
-            job.send(STOP)
-    except StopIteration as end:
-        result = end.value
+    result, _ = stop_after(job, 1)
     assert result.stopped_early and len(result.channels) == 1
     assert result.image.shape[0] == 1
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from esrrf_drift_sim import blinking_drifting_stack, true_drift
+from job_helpers import stop_after
 
 from napari_gpuscope.compute import esrrf
 from napari_gpuscope.compute.esrrf import DriftParams, EsrrfParams
-from napari_gpuscope.compute.jobs import STOP
 
 FRAMES, BLOCK = 200, 25
 
@@ -21,20 +21,6 @@ def drifting():
     truth = true_drift(FRAMES, seed=2)
     stack, _ = blinking_drifting_stack(truth, shape=(96, 96), n_emitters=250, seed=3)
     return stack, truth
-
-
-def stop_after(job, updates: int):
-    """Iterate ``updates`` updates, then send STOP at every resume (as the dock does); the
-    result and how many updates came after the stop."""
-    for _ in range(updates):
-        next(job)
-    after = 0
-    try:
-        while True:
-            job.send(STOP)
-            after += 1
-    except StopIteration as end:
-        return end.value, after
 
 
 @pytest.mark.parametrize("reference", ["first", "previous", "mean"])

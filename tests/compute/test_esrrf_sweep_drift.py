@@ -8,10 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from esrrf_drift_sim import blinking_drifting_stack, true_drift
+from job_helpers import stop_after
 
 from napari_gpuscope.compute.arrays import InvalidInputError
 from napari_gpuscope.compute.esrrf import SweepParams, correct_drift, iter_sweep
-from napari_gpuscope.compute.jobs import STOP, run_job
+from napari_gpuscope.compute.jobs import run_job
 
 GRID = {"radii": (1.0, 2.0), "sensitivities": (1.0,), "magnification": 2}
 
@@ -48,12 +49,6 @@ def test_too_few_frames_for_the_drift_blocks_name_the_parameters(drifting, cpu_d
 def test_stop_during_the_sweeps_drift_estimate_measures_nothing(drifting, cpu_device):
     stack, _ = drifting
     params = SweepParams(**GRID, drift_correction=True, drift_time_averaging=20)
-    job = iter_sweep(stack, params, device=cpu_device)
-    next(job)
-    try:
-        while True:
-            job.send(STOP)
-    except StopIteration as end:
-        result = end.value
+    result, _ = stop_after(iter_sweep(stack, params, device=cpu_device), 1)
     assert result.stopped_early and result.cells_done == 0 and result.best is None
     assert "stopped before its first setting" in result.describe()

@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -31,12 +31,12 @@ from ..arrays import InvalidInputError
 from ..jobs import Job, Progress, mapped
 from ..memory import check_budget
 from ..results import Geometry, LayerDataTuple
+from ._drift import iter_estimate_drift
+from ._drift_result import DriftResult
+from ._input import check_frames_per_chunk, check_stack
 from ._params import EsrrfParams
-from ._stream import drift_files, iter_stack
-
-if TYPE_CHECKING:
-    from ._drift_result import DriftResult
-    from ._register import RegistrationResult
+from ._register import RegistrationResult, apply_registration, register_channels
+from ._stream import check_drift_input, drift_files, iter_stack
 
 __all__ = [
     "CHANNEL_COLORMAPS",
@@ -331,10 +331,6 @@ def iter_channels(
     >>> [r.image.shape for r in result.channels]
     [(1, 32, 32), (1, 32, 32)]
     """
-    from ._drift import drift_blocks
-    from ._drift_correct import check_shifts
-    from ._input import check_frames_per_chunk, check_stack
-
     check_frames_per_chunk(frames_per_chunk)
     if not (hasattr(data, "shape") and hasattr(data, "dtype")):
         data = np.asarray(data)  # a nested list: as NumPy reads it
@@ -347,12 +343,7 @@ def iter_channels(
     axis = channel_axis % 4
     stacks = [channel_stack(data, axis, c) for c in range(n_channels)]
     n_frames, _, _ = check_stack(stacks[0], params, name=f"{name} channel 0")
-    if drift_shifts is not None:
-        drift_shifts = check_shifts(drift_shifts, n_frames, name="drift_shifts")
-    elif params.drift_correction:
-        drift_blocks(
-            n_frames, params.drift_time_averaging, name=name, parameter="drift_time_averaging"
-        )
+    drift_shifts = check_drift_input(drift_shifts, n_frames, params, name=name)
     memory_budget = check_budget(memory_budget)
     return _run_channels(
         stacks, params, axis, drift_shifts, (frames_per_chunk, memory_budget), name, device, finish
@@ -369,8 +360,6 @@ def _run_channels(
     device: Any,
     finish: Callable[[Job[Any]], Job[Any]] | None,
 ) -> Job[ChannelsResult]:
-    from ._drift import iter_estimate_drift
-    from ._register import apply_registration, register_channels
 
     n_channels, n_frames = len(stacks), int(stacks[0].shape[0])
     frames_per_chunk, memory_budget = chunking
@@ -497,8 +486,6 @@ def _stopped_in_drift(
 def _reporting_drift(job: Job[Any], drift: Any) -> Job[Any]:
     """``job`` whose result's ``drift`` is ``drift`` (a DriftResult, a ``(T, 2)`` trace or
     None)."""
-    from ._drift_result import DriftResult
-
     result = yield from job
     if drift is not None and not isinstance(drift, DriftResult):
         drift = DriftResult.from_shifts(drift, tuple(result.widefield.shape[-2:]))

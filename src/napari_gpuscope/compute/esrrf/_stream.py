@@ -226,6 +226,20 @@ def _display_range(image: np.ndarray) -> tuple[float, float]:
     return low, high if high > low else low + 1.0
 
 
+def check_drift_input(
+    drift_shifts: Any, n_frames: int, params: EsrrfParams, *, name: str = "stack"
+) -> np.ndarray | None:
+    """A given trace checked against the frames (float64 ``(T, 2)``), or, with drift
+    correction to estimate, a check that the frames hold two drift blocks; None without one."""
+    if drift_shifts is not None:
+        return check_shifts(drift_shifts, n_frames, name="drift_shifts")
+    if params.drift_correction:
+        drift_blocks(
+            n_frames, params.drift_time_averaging, name=name, parameter="drift_time_averaging"
+        )
+    return None
+
+
 def iter_stack(
     stack: Any,
     params: EsrrfParams,
@@ -243,12 +257,7 @@ def iter_stack(
     if not (hasattr(stack, "shape") and hasattr(stack, "dtype")):
         stack = np.asarray(stack)  # a nested list: as NumPy reads it
     n_frames, height, width = check_stack(stack, params, name=name)
-    if drift_shifts is not None:
-        drift_shifts = check_shifts(drift_shifts, n_frames, name="drift_shifts")
-    elif params.drift_correction:
-        drift_blocks(
-            n_frames, params.drift_time_averaging, name=name, parameter="drift_time_averaging"
-        )
+    drift_shifts = check_drift_input(drift_shifts, n_frames, params, name=name)
     memory_budget = check_budget(memory_budget)
     if device is None and isinstance(stack, torch.Tensor) and stack.is_cuda:
         device = stack.device
