@@ -504,3 +504,38 @@ def test_the_sweep_of_channels_tunes_on_channel_0_with_its_drift(viewer, qtbot, 
     assert np.isfinite(result.rsp).all() and result.drift is not None
     assert result.drift.shifts.shape[0] == result.frames  # channel 0's frames, once
     assert result.params.drift_correction  # "Use best" keeps it on
+
+
+def test_other_layers_of_the_inputs_shape_are_reconstructed_as_its_channels(
+    viewer, qtbot, dock
+):
+    """napari opens a multi-channel file as one layer per channel: 'More channels' lists the
+    layers of the input's shape, and the checked ones are registered to the input."""
+    from skimage.registration import phase_cross_correlation
+
+    offset = np.array([1.5, -2.0])
+    still = np.zeros((60, 2))
+    first = _blinking_stack(still, seed=3)
+    second = np.random.default_rng(11).permutation(_blinking_stack(still + offset, seed=3))
+    viewer.add_image(first.copy(), name="cells [0]")
+    viewer.add_image(second.copy(), name="cells [1]")
+    viewer.add_image(np.zeros((60, 16, 16), np.float32), name="other shape")
+    select_input(dock, "cells [0]")
+    listed = dock.channel_layers
+    assert [ly.name for ly in listed._layers] == ["cells [1]"]
+    assert not _registration(dock).native.isVisibleTo(dock)
+    listed.select([viewer.layers["cells [1]"]])
+    assert _registration(dock).native.isVisibleTo(dock)
+    dock.set_param("magnification", 2)
+    _registration(dock).value = "translation"
+    assert dock.run()
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=120_000)
+    results = [viewer.layers[f"eSRRF · cells [{c}] [M2 R1.5 S1]"] for c in (0, 1)]
+    facts = results[0].metadata[PROVENANCE_KEY]["result"]
+    assert facts["channel_names"] == ["cells [0]", "cells [1]"]
+    assert np.abs(np.array(facts["registration"]["shifts"][1]) - offset).max() < 0.1
+    left, _, _ = phase_cross_correlation(results[0].data[0], results[1].data[0], upsample_factor=20)
+    assert np.hypot(*left) < 0.3, left
+    np.testing.assert_array_equal(viewer.layers["cells [1]"].data, second)
+    listed.select([])
+    assert not _registration(dock).native.isVisibleTo(dock)

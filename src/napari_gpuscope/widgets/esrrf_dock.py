@@ -17,7 +17,8 @@ Run / Stop & keep / Cancel, streaming, results, provenance, settings, export -- 
   as napari opens it; :func:`~napari_gpuscope.compute.esrrf.guess_channel_axis`); "Register
   channels" (the model's ``channel_registration``: off, translation, elastic; shown for 4D
   layers only)
-  aligns the channels to channel 0 before each is reconstructed
+  aligns the channels to channel 0 before each is reconstructed; for a (T, Y, X) input,
+  "More channels" (:mod:`.esrrf_channels`) adds other layers of its shape as channels 1, 2, ...
   (:func:`~napari_gpuscope.compute.esrrf.iter_channels`, each channel's decorrelation
   resolution measured after it);
 - the parameter sweep panel (:mod:`.esrrf_sweep`).
@@ -42,6 +43,7 @@ from napari_gpuscope.compute.esrrf import (
     OUTPUT,
     EsrrfParams,
     PreviewRegion,
+    StackedChannels,
     output_geometry,
     preview_job,
     time_points,
@@ -54,6 +56,7 @@ from napari_gpuscope.widgets._base import MethodDock
 from napari_gpuscope.widgets._controller import RUN
 from napari_gpuscope.widgets._controls import FieldStyle
 from napari_gpuscope.widgets._controls._changes import mark_labels
+from napari_gpuscope.widgets.esrrf_channels import ChannelLayers
 from napari_gpuscope.widgets.esrrf_drift import DriftSection, channel_axis, layer_unit
 from napari_gpuscope.widgets.esrrf_results import ResolvedResult, with_resolution
 from napari_gpuscope.widgets.esrrf_sweep import SweepPanel
@@ -120,6 +123,10 @@ class EsrrfDock(MethodDock):
         self.form.add_row("", self.pixel_label.native, after="magnification")
         self.form.widgets["radius"].changed.connect(self._update_radius_label)
         self.form.widgets["magnification"].changed.connect(self._update_radius_label)
+        # Other layers as channels of a (T, Y, X) input (shown when there are any).
+        self.channel_layers = ChannelLayers(self.viewer)
+        self.channel_layers.add_to(self.form, after="drift_correction")
+        self.channel_layers.changed.connect(self._show_registration)
         # The section's choice stands for the drift_correction checkbox, which it drives.
         self.drift = DriftSection(self, self.form.widgets["drift_correction"])
         self.drift.add_to(self.form, after="drift_correction")
@@ -130,8 +137,19 @@ class EsrrfDock(MethodDock):
     def on_input_changed(self, layer: napari.layers.Image | None) -> None:
         """Show the radius in the new layer's units; the channel row for a 4D layer."""
         self._update_radius_label()
-        channels = layer is not None and layer.ndim == 4
+        self.channel_layers.follow(layer)
+        self._show_registration()
+
+    def _show_registration(self) -> None:
+        """ "Register channels" applies to a 4D input or one with more channel layers."""
+        layer = self.input_layer
+        channels = layer is not None and (layer.ndim == 4 or bool(self.channel_layers.selected))
         self.form.set_row_visible("channel_registration", channels)
+
+    def release(self) -> None:
+        """Also stop following the viewer's layers for the channel list."""
+        super().release()
+        self.channel_layers.stop_following()
 
     def validate_input(
         self, layer: napari.layers.Layer | None, *, check_values: bool = True
@@ -173,16 +191,24 @@ class EsrrfDock(MethodDock):
         updates; fewer frames per chunk when device memory is short)."""
         from napari_gpuscope.compute.esrrf import iter_channels, iter_esrrf
 
-        frames = int(np.shape(layer.data)[-3])
+        shape = np.shape(layer.data)
+        frames = int(shape[1 - channel_axis(layer)] if layer.ndim == 4 else shape[-3])
         per_chunk = int(np.clip(np.ceil(frames / STREAM_UPDATES), 1, MAX_STREAM_CHUNK))
         pixel = abs(float(layer.scale[-1]))
         unit = layer_unit(layer)
         physical = None if unit == "px" else (pixel, unit)
-        if layer.ndim == 4:
+        extra = self.channel_layers.selected if layer.ndim == 3 else []
+        if layer.ndim == 4 or extra:
+            data = layer.data
+            names = None
+            if extra:  # channel c is the c-th layer, read lazily
+                data = StackedChannels([layer.data, *(other.data for other in extra)])
+                names = tuple(other.name for other in (layer, *extra))
             return iter_channels(
-                layer.data,
+                data,
                 params,
-                channel_axis=channel_axis(layer),
+                channel_axis=channel_axis(layer) if layer.ndim == 4 else 0,
+                channel_names=names,
                 drift_shifts=self.drift.shifts_for(layer),
                 frames_per_chunk=per_chunk,
                 name=f"layer '{layer.name}'",

@@ -43,6 +43,7 @@ __all__ = [
     "MAX_CHANNELS",
     "ChannelView",
     "ChannelsResult",
+    "StackedChannels",
     "guess_channel_axis",
     "iter_channels",
 ]
@@ -87,6 +88,38 @@ class ChannelView:
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         return np.asarray(self[:], dtype=dtype)
+
+
+class StackedChannels:
+    """Arrays of one shape (e.g. napari layers, one per channel) as a lazy ``(C, ...)`` array:
+    reading channel ``c`` reads ``arrays[c]`` only, frame chunk by frame chunk.
+
+    Examples
+    --------
+    >>> a, b = np.zeros((4, 8, 8), np.uint16), np.ones((4, 8, 8), np.float32)
+    >>> both = StackedChannels([a, b])
+    >>> both.shape, both.dtype, float(both[1, 2:4].mean())
+    ((2, 4, 8, 8), dtype('float32'), 1.0)
+    """
+
+    def __init__(self, arrays: list[Any]) -> None:
+        shapes = {tuple(int(n) for n in array.shape) for array in arrays}
+        if len(shapes) != 1:
+            raise InvalidInputError(
+                f"channels must all have one shape (T, Y, X), got {sorted(shapes)}"
+            )
+        self.arrays = list(arrays)
+        self.shape = (len(arrays), *shapes.pop())
+        self.dtype = np.result_type(*(array.dtype for array in arrays))
+        self.ndim = len(self.shape)
+
+    def __getitem__(self, key: Any) -> Any:
+        key = key if isinstance(key, tuple) else (key,)
+        first, rest = (key[0], key[1:]) if key else (slice(None), ())
+        if isinstance(first, slice):
+            return np.stack([np.asarray(a[rest] if rest else a) for a in self.arrays[first]])
+        array = self.arrays[range(len(self.arrays))[first]]
+        return array[rest] if rest else array
 
 
 def channel_stack(data: Any, axis: int, index: int) -> Any:
@@ -181,6 +214,8 @@ class ChannelsResult:
         Channel 0's drift as estimated in the run (None when a trace was given, or none).
     channel_axis : int
         The input's channel axis (dropped from a geometry given to :meth:`layers`).
+    channel_names : tuple of str or None
+        What each channel is called in layer names (default ``"<name> ch<c>"``).
     """
 
     channels: tuple[Any, ...]
@@ -188,6 +223,7 @@ class ChannelsResult:
     n_channels: int
     estimate: DriftResult | None = None
     channel_axis: int = 0
+    channel_names: tuple[str, ...] | None = None
 
     @property
     def stopped_early(self) -> bool:
@@ -222,6 +258,7 @@ class ChannelsResult:
             "channels": [c.summary() for c in self.channels],
             "n_channels": self.n_channels,
             "channel_axis": self.channel_axis,
+            "channel_names": None if self.channel_names is None else list(self.channel_names),
             "registration": None if self.registration is None else self.registration.summary(),
             "stopped_early": self.stopped_early,
         }
@@ -245,13 +282,14 @@ class ChannelsResult:
     ) -> list[LayerDataTuple]:
         """Every channel's eSRRF image first (additive colours, so they overlay), then the
         widefield means (hidden) and channel 0's drift track; channel ``c`` is named
-        ``"<name> ch<c>"``, on the input's axes without the channel axis."""
+        ``"<name> ch<c>"`` (or by :attr:`channel_names`), on the input's axes without the
+        channel axis."""
         trailing = None if geometry is None else _without_axis(geometry, self.channel_axis)
         images, others = [], []
         for c, result in enumerate(self.channels):
             colour = CHANNEL_COLORMAPS[c % MAX_CHANNELS]
             for k, (data, kwargs, kind) in enumerate(
-                result.layers(f"{name} ch{c}", trailing, metadata)
+                result.layers(self._channel_name(name, c), trailing, metadata)
             ):
                 kwargs = dict(kwargs)
                 if kind == "tracks" and c > 0:
@@ -262,6 +300,11 @@ class ChannelsResult:
                         kwargs["visible"] = False  # the widefield mean under the channels
                 (images if k == 0 else others).append((data, kwargs, kind))
         return images + others
+
+    def _channel_name(self, name: str, c: int) -> str:
+        if self.channel_names is not None and c < len(self.channel_names):
+            return self.channel_names[c]
+        return f"{name} ch{c}"
 
     def files(self, geometry: Geometry | None = None) -> dict[str, str]:
         """Channel 0's drift trace as ``"drift.csv"`` (see
@@ -304,6 +347,7 @@ def iter_channels(
     name: str = "stack",
     device: Any = None,
     finish: Callable[[Job[Any]], Job[Any]] | None = None,
+    channel_names: tuple[str, ...] | None = None,
 ) -> Job[ChannelsResult]:
     """eSRRF of each channel of a 4D input after drift correction and channel registration
     (see the module docstring); returns a :class:`ChannelsResult`.
@@ -322,6 +366,8 @@ def iter_channels(
         As :func:`~napari_gpuscope.compute.esrrf.iter_esrrf`'s.
     finish : callable, optional
         Wraps each channel's eSRRF job (e.g. the dock's decorrelation analysis after it).
+    channel_names : tuple of str, optional
+        Each channel's name in the result's layers (e.g. the layers they came from).
 
     Examples
     --------
@@ -345,9 +391,17 @@ def iter_channels(
     n_frames, _, _ = check_stack(stacks[0], params, name=f"{name} channel 0")
     drift_shifts = check_drift_input(drift_shifts, n_frames, params, name=name)
     memory_budget = check_budget(memory_budget)
-    return _run_channels(
+    if channel_names is not None and len(channel_names) != n_channels:
+        raise ValueError(f"channel_names has {len(channel_names)} names for {n_channels} channels")
+    job = _run_channels(
         stacks, params, axis, drift_shifts, (frames_per_chunk, memory_budget), name, device, finish
     )
+    return job if channel_names is None else _named(job, tuple(channel_names))
+
+
+def _named(job: Job[ChannelsResult], names: tuple[str, ...]) -> Job[ChannelsResult]:
+    result = yield from job
+    return dataclasses.replace(result, channel_names=names)
 
 
 def _run_channels(
