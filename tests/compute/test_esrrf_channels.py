@@ -145,3 +145,18 @@ def test_a_registered_channel_reports_its_drift_not_drift_plus_registration(
     for channel in result.channels:
         np.testing.assert_array_equal(channel.drift.shifts, trace)
     assert "up to 0.50 px" in result.describe()
+
+
+def test_layers_stacked_as_channels_equal_the_4d_array(two_channels, cpu_device):
+    from napari_gpuscope.compute.esrrf import StackedChannels
+
+    first, second = CountingReads(two_channels[0]), CountingReads(two_channels[1])
+    stacked = StackedChannels([first, second])
+    params = EsrrfParams(magnification=2, channel_registration="translation")
+    job = esrrf.iter_esrrf(stacked, params=params, frames_per_chunk=8, device=cpu_device)
+    result = run_job(job)
+    expected = run_job(esrrf.iter_esrrf(two_channels, params=params, device=cpu_device))
+    np.testing.assert_array_equal(result.image, expected.image)
+    assert max(first.largest, second.largest) <= 8 * 72 * 72  # a chunk, never a whole layer
+    with pytest.raises(InvalidInputError, match="one shape"):
+        StackedChannels([two_channels[0], two_channels[1, :10]])
