@@ -506,9 +506,7 @@ def test_the_sweep_of_channels_tunes_on_channel_0_with_its_drift(viewer, qtbot, 
     assert result.params.drift_correction  # "Use best" keeps it on
 
 
-def test_other_layers_of_the_inputs_shape_are_reconstructed_as_its_channels(
-    viewer, qtbot, dock
-):
+def test_other_layers_of_the_inputs_shape_are_reconstructed_as_its_channels(viewer, qtbot, dock):
     """napari opens a multi-channel file as one layer per channel: 'More channels' lists the
     layers of the input's shape, and the checked ones are registered to the input."""
     from skimage.registration import phase_cross_correlation
