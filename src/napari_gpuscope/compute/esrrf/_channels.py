@@ -414,7 +414,8 @@ def _run_channels(
     device: Any,
     finish: Callable[[Job[Any]], Job[Any]] | None,
 ) -> Job[ChannelsResult]:
-
+    """The job of :func:`iter_channels` once its input is checked (the module docstring's
+    three steps)."""
     n_channels, n_frames = len(stacks), int(stacks[0].shape[0])
     frames_per_chunk, memory_budget = chunking
     registration = params.channel_registration
