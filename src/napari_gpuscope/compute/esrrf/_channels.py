@@ -36,7 +36,7 @@ from ._drift_result import DriftResult
 from ._input import check_frames_per_chunk, check_stack
 from ._params import EsrrfParams
 from ._register import RegistrationResult, apply_registration, register_channels
-from ._stream import check_drift_input, drift_files, iter_stack
+from ._stream import check_drift_input, iter_stack
 
 __all__ = [
     "CHANNEL_COLORMAPS",
@@ -310,7 +310,7 @@ class ChannelsResult:
         """Channel 0's drift trace as ``"drift.csv"`` (see
         :meth:`~napari_gpuscope.compute.esrrf.EsrrfResult.files`); ``{}`` without one."""
         trailing = None if geometry is None else _without_axis(geometry, self.channel_axis)
-        return drift_files(self.drift, trailing)
+        return {} if self.drift is None else self.drift.files(trailing)
 
 
 def _without_axis(geometry: Geometry, channel_axis: int) -> Geometry:

@@ -176,7 +176,7 @@ class EsrrfResult:
         """Text files a batch run writes beside the position's images: the drift trace as
         ``"drift.csv"`` (:meth:`DriftResult.csv_text`, with the physical unit of the input's
         last axis when it has one); nothing without drift correction."""
-        return drift_files(self.drift, geometry)
+        return {} if self.drift is None else self.drift.files(geometry)
 
     def layers(
         self,
@@ -210,11 +210,6 @@ class EsrrfResult:
             return [sr, wf]
         # The trace over the widefield image, in the input's coordinates (DriftResult.layers).
         return [sr, wf, self.drift.tracks_layer(name, geometry, metadata)]
-
-
-def drift_files(drift: DriftResult | None, geometry: Geometry | None) -> dict[str, str]:
-    """``drift.files(geometry)`` (:meth:`DriftResult.files`), ``{}`` for None."""
-    return {} if drift is None else drift.files(geometry)
 
 
 def _display_range(image: np.ndarray) -> tuple[float, float]:
