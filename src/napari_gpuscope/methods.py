@@ -388,7 +388,9 @@ METHODS: dict[str, MethodSpec] = {
             description=(
                 "Super-resolution from blinking-fluorophore stacks: NanoPyx-exact (or "
                 "pixel-centred) results, frames streamed with memory independent of their "
-                "number, the image building up live, a radius x sensitivity QnR sweep."
+                "number, the image building up live, drift correction and channel "
+                "registration, a radius x sensitivity QnR sweep and the decorrelation "
+                "resolution."
             ),
             guide_title="eSRRF super-resolution",
         ),
