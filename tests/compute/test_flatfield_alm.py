@@ -136,12 +136,73 @@ def _problems(get_darkfield: bool):
     }
 
 
+_EPS32 = float(np.finfo(np.float32).eps)
+
+
+def _check_ratio(out, k, alone, images):
+    """The stop ratio ||F|| / ||I|| (F = I - flat * baseline - dark - sparse) by an error model,
+    not by a tolerance read off one CPU: F cancels values ~1e5 times larger, so the two
+    float32 loops' ratios differ by what their states differ by, however that rounding goes.
+
+    - Each loop's ratio equals the one recomputed in float64 from its own returned state, up
+      to float32 rounding of the residual: each element is a few operations on values of
+      size |I| + |M|, so the norm's error is below eps32 * || |I| + |M| ||.
+    - The two ratios differ by at most ||M_batch - M_reference|| / ||I|| (the triangle
+      inequality, the images being the same) plus both rounding errors.
+    """
+    images = images.double()
+    norm = float(images.norm())
+
+    def model(flat, baseline, dark, sparse):
+        return flat.double() * baseline.double()[:, None, None] + dark.double() + sparse.double()
+
+    batch = model(out["flat"][k], out["baseline"][k], out["dark_before"][k], out["sparse"][k])
+    reference = model(alone["flat"], alone["baseline"], alone["dark_before"], alone["sparse"])
+    rounding = {
+        name: 4 * _EPS32 * float((images.abs() + m.abs()).norm()) / norm
+        for name, m in (("batch", batch), ("reference", reference))
+    }
+    for name, m, reported in (
+        ("batch", batch, float(out["ratio"][k])),
+        ("reference", reference, alone["ratio"]),
+    ):
+        recomputed = float((images - m).norm()) / norm
+        assert abs(reported - recomputed) <= rounding[name], (name, reported, recomputed)
+    apart = float((batch - reference).norm()) / norm
+    difference = abs(float(out["ratio"][k]) - alone["ratio"])
+    assert difference <= apart + rounding["batch"] + rounding["reference"]
+
+
+_FIELDS = ("flat", "baseline", "sparse", "dark", "dark_before", "offset")
+# How many input roundings two float32 evaluations of the pass in different operation orders
+# amount to: measured 0.8-2.8 (both CPUs CI has used); the sparse part and the darkfield's
+# shrinkage make the pass ill-conditioned, so a rounding anywhere moves the result by about
+# what a rounding of the input does.
+_ROUNDINGS = 10
+
+
+def _sensitivity(problem, out):
+    """Per problem and field, how far the pass's result moves when each input value is
+    rounded once more (multiplied by 1 +- eps32, random signs; the larger of two draws): the
+    error model of every comparison below, measured on the machine that runs the test."""
+    generator = torch.Generator().manual_seed(0)
+    moved = {key: torch.zeros(problem["images"].shape[0]) for key in _FIELDS}
+    for _ in range(2):
+        signs = torch.randint(0, 2, problem["images"].shape, generator=generator) * 2 - 1
+        again = _alm._alm_pass(**{**problem, "images": problem["images"] * (1 + _EPS32 * signs)})
+        for key in _FIELDS:
+            change = (again[key] - out[key]).abs().reshape(len(moved[key]), -1).amax(dim=1)
+            moved[key] = torch.maximum(moved[key], change)
+    return moved
+
+
 def _check_against_reference(out, problem):
-    """Each problem of the batch against (1) the same pass run on that problem alone: the same
-    iterations, results equal up to a few float32 ulps (the batched GEMMs round alike); (2)
-    the plain reference loop: the same iterations, results equal to float32 rounding carried
-    through ~25 iterations (the order of operations differs)."""
+    """Each problem of the batch against (1) the same pass run on that problem alone and (2)
+    the plain reference loop: the same iterations, and results that differ by no more than
+    a few input roundings move them (:func:`_sensitivity`; the batched GEMMs and the
+    reference's order of operations round differently, and the pass amplifies rounding)."""
     names = ("images", "weight", "init_baseline", "lam_flat", "lam_dark", "mu0", "image_norm")
+    moved = _sensitivity(problem, out)
     for k in range(problem["images"].shape[0]):
         one = {
             key: value[k : k + 1] if isinstance(value, torch.Tensor) else value
@@ -155,18 +216,15 @@ def _check_against_reference(out, problem):
             problem["tol"],
         )
         assert int(out["iterations"][k]) == int(by_itself["iterations"][0]) == alone["iterations"]
-        # ||F|| / ||I|| ~ 1e-5: F cancels values ~1e5 times larger, so a float32 ulp of
-        # them is ~1 % of F; the iteration counts above are what the ratio decides
-        assert float(out["ratio"][k]) == pytest.approx(alone["ratio"], rel=0.05)
-        for key in ("flat", "baseline", "sparse", "dark", "dark_before"):
-            scale = float(alone[key].abs().max()) + 1e-30
+        _check_ratio(out, k, alone, problem["images"][k])
+        for key in _FIELDS:
+            # a floor of a few ulps of the field for fields the perturbation did not move
+            floor = 8 * _EPS32 * (float(alone[key].abs().max()) + 1e-30)
+            atol = _ROUNDINGS * float(moved[key][k]) + floor
+            torch.testing.assert_close(out[key][k], by_itself[key][0], rtol=0, atol=atol)
             torch.testing.assert_close(
-                out[key][k], by_itself[key][0], rtol=0, atol=2e-5 * scale
+                out[key][k], alone[key].to(out[key].dtype), rtol=0, atol=atol
             )
-            # the sparse part flips where a value sits on the shrink threshold: looser
-            loose = 1e-3 if key == "sparse" else 3e-4
-            torch.testing.assert_close(out[key][k], alone[key], rtol=0, atol=loose * scale)
-        assert float(out["offset"][k]) == pytest.approx(float(alone["offset"]), abs=1e-3)
 
 
 @pytest.mark.parametrize("get_darkfield", [False, True], ids=["no-dark", "dark"])
