@@ -17,3 +17,51 @@ def select_input(dock: Any, layer_name: str) -> None:
     """Make the layer called ``layer_name`` the dock's input, as a user picks it."""
     dock.reset_choices()
     dock.input_layer = next(c for c in dock.input.combo.choices if c.name == layer_name)
+
+
+class WorkerGate:
+    """Pauses every dock job's worker thread after its ``after``-th update until released.
+
+    A test that stops a running job asks for the stop while the worker waits at that update,
+    so the job receives the stop at the next resume whatever the machine's speed (without
+    the gate, a fast or idle CPU runs past the point the test means before the stop is set).
+
+    Use it as ``gate = WorkerGate(monkeypatch, after=1)``; ``gate.wait_paused()``, then the
+    dock's Stop, then ``gate.release()``.
+    """
+
+    def __init__(self, monkeypatch: Any, *, after: int = 1) -> None:
+        import threading
+
+        from napari_gpuscope.widgets import _runner
+
+        self.after = after
+        self.paused = threading.Event()
+        self._released = threading.Event()
+        drive = _runner._drive
+
+        def gated_drive(job: Any, control: Any) -> Any:
+            inner = drive(job, control)
+            count = 0
+            update = next(inner)
+            while True:
+                count += 1
+                if count == self.after:
+                    self.paused.set()
+                    self._released.wait(timeout=120)
+                # _drive reads the stop flag when it resumes, after the gate opened
+                yield update
+                try:
+                    update = inner.send(None)
+                except StopIteration as done:
+                    return done.value
+
+        monkeypatch.setattr(_runner, "_drive", gated_drive)
+
+    def wait_paused(self, timeout: float = 120) -> None:
+        """Block until a worker waits at the gate."""
+        assert self.paused.wait(timeout), "no job reached the gate"
+
+    def release(self) -> None:
+        """Let the paused worker go on."""
+        self._released.set()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from dock_helpers import open_dock, select_input
+from dock_helpers import WorkerGate, open_dock, select_input
 from matplotlib.colors import to_hex
 
 from napari_gpuscope.provenance import PROVENANCE_KEY
@@ -96,13 +96,15 @@ def test_cancel_removes_the_streaming_layer(viewer, qtbot, dock, shown):
     assert [ly.name for ly in viewer.layers] == ["long"]
 
 
-def test_stop_and_keep_returns_the_frames_so_far(viewer, qtbot, dock, shown):
+def test_stop_and_keep_returns_the_frames_so_far(viewer, qtbot, dock, shown, monkeypatch):
     stack = np.random.default_rng(1).poisson(100, (200, 32, 32)).astype(np.uint16)
     viewer.add_image(stack, name="long")
     select_input(dock, "long")
+    gate = WorkerGate(monkeypatch, after=3)
     assert dock.run()
-    qtbot.waitUntil(lambda: len(shown) >= 2, timeout=60_000)
+    gate.wait_paused()  # the worker waits at its third update, whatever the CPU's speed
     dock.stop()
+    gate.release()
     qtbot.waitUntil(lambda: not dock.is_running(), timeout=30_000)
     (result,) = [ly for ly in viewer.layers if ly.name.startswith("eSRRF · ")]
     summary = result.metadata[PROVENANCE_KEY]["result"]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from dock_helpers import open_dock, select_input
+from dock_helpers import WorkerGate, open_dock, select_input
 
 from napari_gpuscope.compute.esrrf import DriftResult
 from napari_gpuscope.provenance import PROVENANCE_KEY
@@ -420,15 +420,18 @@ def _registration(dock):
 
 
 def test_stop_and_keep_during_a_drift_estimate_keeps_the_blocks_measured(
-    viewer, qtbot, dock, drifting
+    viewer, qtbot, dock, drifting, monkeypatch
 ):
     stack, truth = drifting
     viewer.add_image(stack.copy(), name="drifting")
     select_input(dock, "drifting")
     dock.set_param("drift_time_averaging", 20)
     dock.drift.set_mode("estimate")
+    gate = WorkerGate(monkeypatch, after=1)
     assert dock.drift.estimate()
-    assert dock.stop()  # at once: the estimate finishes two blocks and keeps them
+    gate.wait_paused()  # the estimate's first update: within its first block
+    assert dock.stop()  # the estimate finishes two blocks and keeps them
+    gate.release()
     qtbot.waitUntil(lambda: not dock.is_running(), timeout=60_000)
     trace = dock.drift.trace
     assert trace is not None and trace.stopped_early and trace.shifts.shape == (40, 2)
@@ -442,7 +445,7 @@ def test_stop_and_keep_during_a_drift_estimate_keeps_the_blocks_measured(
 
 
 def test_stop_and_keep_during_the_runs_drift_estimate_keeps_the_covered_frames(
-    viewer, qtbot, dock, drifting
+    viewer, qtbot, dock, drifting, monkeypatch
 ):
     stack, _ = drifting
     viewer.add_image(stack.copy(), name="drifting")
@@ -450,8 +453,11 @@ def test_stop_and_keep_during_the_runs_drift_estimate_keeps_the_covered_frames(
     dock.set_param("magnification", 2)
     dock.set_param("drift_time_averaging", 20)
     dock.drift.set_mode("estimate")
+    gate = WorkerGate(monkeypatch, after=1)
     assert dock.run()
+    gate.wait_paused()  # the run's first update: its drift estimate's first block
     assert dock.stop()
+    gate.release()
     qtbot.waitUntil(lambda: not dock.is_running(), timeout=60_000)
     facts = dock.last_result_layer.metadata[PROVENANCE_KEY]["result"]
     assert facts["stopped_early"] and facts["drift"]["stopped_early"]
