@@ -20,17 +20,21 @@ def select_input(dock: Any, layer_name: str) -> None:
 
 
 class WorkerGate:
-    """Pauses every dock job's worker thread after its ``after``-th update until released.
+    """Pauses every dock job's worker thread after it has handed its ``after``-th update to the
+    GUI, until released.
 
-    A test that stops a running job asks for the stop while the worker waits at that update,
-    so the job receives the stop at the next resume whatever the machine's speed (without
-    the gate, a fast or idle CPU runs past the point the test means before the stop is set).
+    A test that stops a running job presses Stop while the worker waits, so the job receives
+    the stop at its next resume whatever the machine's speed (without the gate, a fast or idle
+    CPU runs past the point the test means before the stop is set). Only updates for which
+    ``counting(update)`` is true count (default: every update).
 
     Use it as ``gate = WorkerGate(monkeypatch, after=1)``; ``gate.wait_paused()``, then the
     dock's Stop, then ``gate.release()``.
     """
 
-    def __init__(self, monkeypatch: Any, *, after: int = 1) -> None:
+    def __init__(
+        self, monkeypatch: Any, *, after: int = 1, counting: Any = lambda update: True
+    ) -> None:
         import threading
 
         from napari_gpuscope.widgets import _runner
@@ -42,16 +46,15 @@ class WorkerGate:
 
         def gated_drive(job: Any, control: Any) -> Any:
             inner = drive(job, control)
-            count = 0
+            counted = 0
             update = next(inner)
             while True:
-                count += 1
-                if count == self.after:
+                yield update
+                counted += bool(counting(update))
+                if counted == self.after and not self.paused.is_set():
                     self.paused.set()
                     self._released.wait(timeout=120)
-                # _drive reads the stop flag when it resumes, after the gate opened
-                yield update
-                try:
+                try:  # _drive reads the stop flag as it resumes: after the gate opened
                     update = inner.send(None)
                 except StopIteration as done:
                     return done.value

@@ -24,6 +24,7 @@ from napari_gpuscope.widgets._controller import (
 )
 from napari_gpuscope.widgets._messages import plain_error_message, sentence
 from napari_gpuscope.widgets._outputs import OutputLayers
+from napari_gpuscope.widgets._viewer_status import refresh_viewer_status
 
 if TYPE_CHECKING:
     import napari.layers
@@ -253,6 +254,7 @@ class DockJobs:
         if queued is not None:
             self._start(queued)
         self._update_buttons()
+        refresh_viewer_status(self.viewer)  # napari redraws it only when the mouse moves
 
     # ---------------------------------------------------------------- kernel warm-up
     def kernel_packages(self: Any) -> tuple[str, ...] | None:
