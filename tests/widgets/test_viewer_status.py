@@ -26,9 +26,7 @@ def _run_with_status_on_the_running_layer(viewer, qtbot, monkeypatch):
     gate = WorkerGate(monkeypatch, counting=lambda update: bool(update.outputs))
     assert dock.run()
     gate.wait_paused()
-    qtbot.waitUntil(
-        lambda: any("running" in layer.name for layer in viewer.layers), timeout=30_000
-    )
+    qtbot.waitUntil(lambda: any("running" in layer.name for layer in viewer.layers), timeout=30_000)
     running = next(layer for layer in viewer.layers if "running" in layer.name)
     viewer.status = running.get_status(position=(48, 48), world=True)  # the cursor on it
     assert viewer.status["layer_name"] == running.name
