@@ -151,9 +151,12 @@ def test_live_regularization_reuses_the_normal_equations(viewer, qtbot, dock, re
     qtbot.waitUntil(lambda: not dock.is_running(), timeout=20_000)
     solver = dock._solvers._solver
     dock.set_param("regularization", 0.05)
-    qtbot.waitUntil(lambda: not dock.is_running(), timeout=20_000)
-    qtbot.wait(400)  # debounce, then the preview
-    qtbot.waitUntil(lambda: not dock.is_running(), timeout=20_000)
+
+    def previewed_at_new_value():  # after the debounce, however long a loaded machine takes
+        record = viewer.layers["phase preview · bf"].metadata[PROVENANCE_KEY]
+        return record["parameters"]["regularization"] == 0.05 and not dock.is_running()
+
+    qtbot.waitUntil(previewed_at_new_value, timeout=20_000)
     assert dock._solvers._solver is solver
     preview = viewer.layers["phase preview · bf"].data[0]
     expected = phase.reconstruct(
