@@ -81,6 +81,20 @@ def _limit(distance: np.ndarray, candidate: tuple[int, ...]) -> float:
     return max(OUTLIER_FLOOR, median + OUTLIER_SIGMAS * spread)
 
 
+def _ambiguous(
+    distance: np.ndarray, worst: tuple[int, ...], replaced: np.ndarray, vectors: np.ndarray
+) -> bool:
+    """Whether a neighbour of ``worst`` deviates as much (up to float32 rounding of the
+    vectors): the data cannot say which of them is wrong. In a 2 x 2 grid every tile's plane
+    goes through the other three, so all four distances are the one non-planarity
+    ``v00 - v01 - v10 + v11`` and the "worst" would be picked by rounding."""
+    tie = 64 * float(np.finfo(np.float32).eps) * float(np.nanmax(np.abs(vectors)))
+    for r, c in _neighbours(vectors, int(worst[0]), int(worst[1])):
+        if not replaced[r, c] and distance[r, c] >= distance[worst] - tie:
+            return True
+    return False
+
+
 def replace_outlier_tiles(tilt_map: TiltMap) -> TiltMap:
     """``tilt_map`` with tiles that disagree with their neighbours replaced by their prediction.
 
@@ -89,8 +103,10 @@ def replace_outlier_tiles(tilt_map: TiltMap) -> TiltMap:
     at the edges too. A tile deviates when the distance exceeds both :data:`OUTLIER_FLOOR` and
     :data:`OUTLIER_SIGMAS` robust standard deviations (1.4826 x the median absolute deviation)
     of the distances of the tiles the candidate is not a neighbour of (the median plus that),
-    judged one tile at a time, the worst first. Deviating tiles get the zenith and azimuth of
-    their prediction from the neighbours that do not deviate; focus and loss are kept.
+    judged one tile at a time, the worst first; none is replaced when a neighbour of the worst
+    deviates as much (as every tile of a 2 x 2 grid does). Deviating tiles get the zenith and
+    azimuth of their prediction from the neighbours that do not deviate; focus and loss are
+    kept.
 
     Parameters
     ----------
@@ -125,6 +141,8 @@ def replace_outlier_tiles(tilt_map: TiltMap) -> TiltMap:
     for _ in range(zenith.size // 4):
         worst = np.unravel_index(np.nanargmax(np.where(replaced, np.nan, distance)), distance.shape)
         if not distance[worst] > _limit(distance, worst):
+            break
+        if _ambiguous(distance, worst, replaced, vectors):
             break
         replaced[worst] = True
         kept[worst] = np.nan
