@@ -22,6 +22,7 @@ from napari_gpuscope.compute.arrays import InvalidInputError
 from napari_gpuscope.compute.esrrf._decorr import (
     DecorrelationResult,
     _gaussian_blur,
+    analysed_region,
     decorrelation_resolution,
 )
 from napari_gpuscope.compute.params import ParameterError
@@ -239,3 +240,39 @@ def test_a_1024_image_needs_a_few_hundred_megabytes_at_most():
     assert done.returncode == 0, done.stderr[-2000:]
     kib, seconds = done.stdout.split()[-2:]
     assert int(kib) * 1024 < 300e6, (int(kib) / 1024, "MiB", float(seconds), "s")
+
+
+def _smoothed_noise(shape, sigma=2.0, seed=0):
+    """Gaussian-smoothed white noise: structure down to ~sigma pixels everywhere, so every
+    region has the same resolution (the oracle for a crop of it)."""
+    rng = np.random.default_rng(seed)
+    image = ndimage.gaussian_filter(rng.normal(size=shape), sigma)
+    return (image + 0.01 * rng.normal(size=shape)).astype(np.float32)
+
+
+@pytest.mark.parametrize("shape", [(16, 5000), (5000, 16), (64, 3000)])
+def test_a_thin_strip_is_analysed_on_a_bounded_central_region(shape, cpu_device):
+    """Issue 26 item 3: a 16 x 5,000 strip was padded to a 8,192^2 square (456 s, 6.1 GB).
+    Now the long side analysed is at most twice the short one, centred, and the answer is the
+    analysis of that region: within the range the square doc example gives for sigma 2."""
+    image = _smoothed_noise(shape)
+    result = decorrelation_resolution(image, device=cpu_device)
+    short = min(shape)
+    assert sorted(result.analysed_shape) == [short, 2 * short]
+    assert result.padded_size <= 4 * short and result.cropped
+    rows, cols = analysed_region(shape)
+    alone = decorrelation_resolution(image[rows, cols], device=cpu_device)
+    assert result.resolution == alone.resolution
+    assert not alone.cropped and "central" in result.describe()
+    if short >= 64:  # a 16-px strip is too small to say much; 64 px behaves as a square
+        assert 4 < result.resolution < 12
+
+
+def test_a_large_image_is_analysed_on_its_central_region(cpu_device):
+    image = _smoothed_noise((1100, 300))
+    result = decorrelation_resolution(image, device=cpu_device)
+    assert result.analysed_shape == (600, 300) and result.image_shape == (1100, 300)
+    assert result.summary()["analysed_shape"] == [600, 300]
+    np.testing.assert_equal(
+        result.resolution, decorrelation_resolution(image[250:850], device=cpu_device).resolution
+    )

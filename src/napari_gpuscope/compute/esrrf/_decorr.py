@@ -29,6 +29,7 @@ hundred numbers, come back to the host for the peak search.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -40,7 +41,14 @@ from ..arrays import InvalidInputError, validate_image
 from ..devices import device_context
 from ..params import ParameterError
 
-__all__ = ["APODISATION_PIXELS", "DecorrelationResult", "decorrelation_resolution"]
+__all__ = [
+    "ANALYSED_SIDE",
+    "APODISATION_PIXELS",
+    "MAX_ASPECT",
+    "DecorrelationResult",
+    "analysed_region",
+    "decorrelation_resolution",
+]
 
 APODISATION_PIXELS = 20
 """Width of NanoPyx's raised-cosine edge taper, in pixels."""
@@ -83,6 +91,11 @@ class DecorrelationResult:
         ``(2, n_filters)`` peak position and amplitude of each high-passed curve.
     padded_size : int
         Side of the power-of-two square the image was padded to.
+    analysed_shape : tuple of int or None
+        ``(rows, cols)`` of the central region analysed (:func:`analysed_region`); None when
+        not recorded.
+    image_shape : tuple of int or None
+        ``(rows, cols)`` of the image given.
     """
 
     resolution: float
@@ -101,6 +114,17 @@ class DecorrelationResult:
     peaks: np.ndarray
     amplitudes: np.ndarray
     padded_size: int
+    analysed_shape: tuple[int, int] | None = None
+    image_shape: tuple[int, int] | None = None
+
+    @property
+    def cropped(self) -> bool:
+        """Whether only a central region of the image was analysed."""
+        return (
+            self.analysed_shape is not None
+            and self.image_shape is not None
+            and tuple(self.analysed_shape) != tuple(self.image_shape)
+        )
 
     @property
     def resolution_physical(self) -> float | None:
@@ -124,6 +148,11 @@ class DecorrelationResult:
             "kc0": number(self.kc0),
             "a0": number(self.a0),
             "padded_size": int(self.padded_size),
+            **(
+                {"analysed_shape": [int(n) for n in self.analysed_shape]}
+                if self.analysed_shape is not None
+                else {}
+            ),
         }
 
     def describe(self) -> str:
@@ -133,7 +162,41 @@ class DecorrelationResult:
         text = f"decorrelation resolution {self.resolution:.3g} px"
         if self.pixel_size is not None:
             text += f" ({self.resolution_physical:.3g} at pixel size {self.pixel_size:g})"
-        return f"{text}, kc {self.kc_max:.3f} of Nyquist"
+        text += f", kc {self.kc_max:.3f} of Nyquist"
+        if self.cropped:
+            rows, cols = self.analysed_shape
+            text += f" (central {rows} x {cols} px analysed)"
+        return text
+
+
+ANALYSED_SIDE = 1024
+"""The longest side analysed: larger images are analysed on their central region (the
+resolution is a property of the optics and the sample, not of the field's extent), so memory
+and time are bounded whatever the image's size."""
+MAX_ASPECT = 2
+"""The long side analysed is at most this many times the short one: the analysis pads to a
+power-of-two square of the long side, so a 16 x 5,000 strip would be a 8,192^2 square of
+padding (456 s and 6.1 GB) whose spectrum says nothing of the strip's resolution."""
+
+
+def analysed_region(shape: tuple[int, int]) -> tuple[slice, slice]:
+    """The central region :func:`decorrelation_resolution` analyses of an image of ``shape``:
+    each side at most :data:`ANALYSED_SIDE`, the long side at most :data:`MAX_ASPECT` times
+    the short one.
+
+    Examples
+    --------
+    >>> analysed_region((16, 5000))
+    (slice(0, 16, None), slice(2484, 2516, None))
+    >>> analysed_region((300, 400))
+    (slice(0, 300, None), slice(0, 400, None))
+    """
+    rows, cols = (int(n) for n in shape)
+    short = min(rows, cols)
+    keep = [min(n, ANALYSED_SIDE, MAX_ASPECT * short) for n in (rows, cols)]
+    return tuple(
+        slice((n - k) // 2, (n - k) // 2 + k) for n, k in zip((rows, cols), keep, strict=True)
+    )  # type: ignore[return-value]
 
 
 def decorrelation_resolution(
@@ -168,7 +231,10 @@ def decorrelation_resolution(
     -------
     DecorrelationResult
         ``resolution`` in pixels of ``image``; NaN for a constant image (no structure to
-        resolve) or when no curve has a peak.
+        resolve) or when no curve has a peak. Images larger than :data:`ANALYSED_SIDE`, or
+        longer than :data:`MAX_ASPECT` times their width, are analysed on their central
+        region (:func:`analysed_region`; the result's ``analysed_shape``), so memory and time
+        are bounded by the pixels analysed.
 
     Raises
     ------
@@ -192,18 +258,26 @@ def decorrelation_resolution(
     """
     _check_parameters(pixel_size, rmin, rmax, n_radii, n_filters)
     validate_image(image, name="image", min_ndim=2, max_ndim=2)
-    host = _unit_scaled(np.asarray(image, dtype=np.float64)).astype(np.float32)
-    if min(host.shape) < 16:
+    if not hasattr(image, "shape"):  # a nested list
+        image = np.asarray(image)
+    shape = tuple(int(n) for n in image.shape)
+    if min(shape) < 16:
         raise InvalidInputError(
-            f"image is {host.shape}; decorrelation analysis needs at least 16 x 16 pixels"
+            f"image is {shape}; decorrelation analysis needs at least 16 x 16 pixels"
         )
+    region = analysed_region(shape)  # read only the pixels analysed (a lazy array too)
+    host = _unit_scaled(np.asarray(image[region], dtype=np.float64)).astype(np.float32)
     pixel = None if pixel_size is None else float(pixel_size)
     if float(np.ptp(host)) == 0.0:
         # A constant image has no spectrum beyond DC: every curve is 0/0. NanoPyx returns
         # whatever its uninitialised peak buffer holds; the honest answer is "no resolution".
-        return _empty_result(pixel, rmin, rmax, n_radii, n_filters, _padded_side(host.shape))
-    with torch.no_grad(), device_context(device) as dev:
-        return _analyse(host, pixel, float(rmin), float(rmax), int(n_radii), int(n_filters), dev)
+        result = _empty_result(pixel, rmin, rmax, n_radii, n_filters, _padded_side(host.shape))
+    else:
+        with torch.no_grad(), device_context(device) as dev:
+            result = _analyse(
+                host, pixel, float(rmin), float(rmax), int(n_radii), int(n_filters), dev
+            )
+    return dataclasses.replace(result, analysed_shape=host.shape, image_shape=shape)
 
 
 def _check_parameters(
