@@ -145,7 +145,7 @@ def test_phase_positions_reuse_the_workers_optics_and_equal_direct_calls():
         stacks.append(phase_samples._simulate(phantom + seed_shift, absorption, 0.2, 1.0))
     key = "recipe-hash-for-this-test"
     first = run_job(_batch.job(stacks[0], params, prepared=None, device="cpu", cache_key=key))
-    cache = _batch.optics_cache(key)
+    cache = phase.shared_cache("cpu")  # the process's, keyed by the optics
     builds = dict(cache.builds)
     assert builds["source"] >= 1
     second = run_job(_batch.job(stacks[1], params, prepared=None, device="cpu", cache_key=key))

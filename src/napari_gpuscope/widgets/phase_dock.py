@@ -30,11 +30,11 @@ from napari_gpuscope.compute.devices import device_label
 from napari_gpuscope.compute.jobs import Job
 from napari_gpuscope.compute.phase import (
     OUTPUTS,
-    OpticsCache,
     PhaseParams,
     PhaseSolvers,
     PhaseWarning,
     TiltMap,
+    clear_shared_caches,
     preview_job,
 )
 from napari_gpuscope.compute.preview import PlaneView, PreviewResult
@@ -84,7 +84,6 @@ class PhaseDock(MethodDock):
 
     def __init__(self, viewer: napari.viewer.Viewer) -> None:
         self._solvers = PhaseSolvers()
-        self._optics: dict[str, OpticsCache] = {}
         self._syncing = False
         # The tilt map of the latest run and the array it belongs to (GUI thread only).
         self._tilt: tuple[weakref.ref[Any], TiltMap] | None = None
@@ -202,16 +201,13 @@ class PhaseDock(MethodDock):
         return params
 
     # ---------------------------------------------------------------- jobs
-    def _optics_cache(self, device: str) -> OpticsCache:
-        return self._optics.setdefault(device, OpticsCache())
-
     def make_job(
         self, layer: napari.layers.Image, params: PhaseParams, device: str
     ) -> Job[PhaseResult]:
-        """The full run (tilt estimate when asked, then the reconstruction)."""
-        return self.spec.job_function()(
-            layer.data, params=params, optics_cache=self._optics_cache(device), device=device
-        )
+        """The registry's job as a recipe runs it (tilt estimate when asked, then the
+        reconstruction); the job reuses the optics of earlier runs itself (compute's cache of
+        the device, keyed by the optics)."""
+        return self.spec.job_function()(layer.data, params=params, device=device)
 
     def _known_tilt(self, layer: napari.layers.Image | None) -> TiltMap | None:
         if self._tilt is None or layer is None:
@@ -328,8 +324,8 @@ class PhaseDock(MethodDock):
                 candidate.vector_style = "arrow"
 
     def release(self) -> None:
-        """Free the kept device data when napari removes the dock."""
+        """Free the kept device data when napari removes the dock (the preview's solver and
+        compute's cached optics, rebuilt by the next job that needs them)."""
         self._solvers.clear()
-        for cache in self._optics.values():
-            cache.clear()
+        clear_shared_caches()
         super().release()

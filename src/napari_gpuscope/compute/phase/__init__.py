@@ -2,10 +2,11 @@
 
 The model is waveorder's ``isotropic_thin_3d`` (weak-object transfer functions of a thin
 sample imaged through focus with partially coherent, possibly tilted illumination), built on the
-device with the angle and z parts cached (:mod:`._optics`). The inverse is the closed-form 2x2
-Tikhonov solve per frequency, least-squares consistent with the forward model
-(:mod:`._inverse`); at zero tilt it equals waveorder 3.0.5's SVD inverse, with tilt
-waveorder's azimuth is ours + pi (:func:`azimuth_from_waveorder`). The tilt (zenith, azimuth,
+device with the angle and z parts cached (:mod:`._optics`; a job without a cache of its own
+uses the process's cache of its device, keyed by the optics: :func:`shared_cache`). The
+inverse is the closed-form 2x2 Tikhonov solve per frequency, least-squares consistent with
+the forward model (:mod:`._inverse`); at zero tilt it equals waveorder 3.0.5's SVD inverse, with
+tilt waveorder's azimuth is ours + pi (:func:`azimuth_from_waveorder`). The tilt (zenith, azimuth,
 focus offset) is estimated per tile by batched NAdam or damped Newton on the midband-power
 loss (:mod:`._tilt`, :mod:`._estimate`) and reconstructions with a tilt map blend overlapping
 tiles smoothly (:mod:`._tiles`, :mod:`._reconstruct`). A TV-regularised phase (ADMM whose
@@ -35,6 +36,7 @@ __all__ = [
     "batch_hooks",
     "blend_weights",
     "canonical_tilt",
+    "clear_shared_caches",
     "estimate_tilt",
     "iter_estimate_tilt",
     "iter_reconstruct",
@@ -42,6 +44,7 @@ __all__ = [
     "preview_job",
     "radial_zenith_init",
     "reconstruct",
+    "shared_cache",
     "simulate_stack",
     "svd_filter",
     "tikhonov_filter",
@@ -67,7 +70,14 @@ __getattr__, __dir__ = attach(
             "iter_reconstruct",
             "reconstruct",
         ],
-        "._optics": ["OpticsCache", "OpticsKey", "transfer_functions", "z_positions"],
+        "._optics": [
+            "OpticsCache",
+            "OpticsKey",
+            "clear_shared_caches",
+            "shared_cache",
+            "transfer_functions",
+            "z_positions",
+        ],
         "._params": ["PhaseParams", "PhaseWarning"],
         "._preview": ["PhaseSolvers", "preview_job"],
         "._simulate": ["simulate_stack"],

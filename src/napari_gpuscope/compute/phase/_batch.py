@@ -1,17 +1,16 @@
 """Phase in batch runs: the optics are built once per worker process and reused per position.
 
-The batch runner (:mod:`napari_gpuscope.batch`) calls :func:`job` for every position with the
-recipe hash as ``cache_key`` (``MethodSpec.batch`` names this module). Every position of a run
-shares the optics (shape, pixel sizes, NAs, wavelength), so a worker keeps one
-:class:`~._optics.OpticsCache` per recipe: the pupils and transfer functions are built on its
-device for the first position and reused for the rest (a tilt estimated per position changes
-only the angle part, which the cache keys separately).
+The batch runner (:mod:`napari_gpuscope.batch`) calls :func:`job` for every position
+(``MethodSpec.batch`` names this module). It is the registry's job as the dock runs it: the
+reconstruction uses this process's optics cache of its device
+(:func:`~._optics.shared_cache`, keyed by the optics: shape, pixel sizes, NAs, wavelength,
+z positions, angles), so the pupils and transfer functions are built on the worker's device
+for the first position and reused for the rest (a tilt estimated per position changes only
+the angle part, which the cache keys separately).
 """
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from ..jobs import Job
@@ -19,35 +18,8 @@ from ._params import PhaseParams
 
 if TYPE_CHECKING:  # imported when used: validate and recipe load these hooks without torch
     from ._job import PhaseResult
-    from ._optics import OpticsCache
 
-__all__ = ["KEPT_RECIPES", "job", "optics_cache"]
-
-KEPT_RECIPES = 2
-"""Recipes whose optics a worker keeps (a worker serves one run at a time; two spans a switch)."""
-
-_CACHES: OrderedDict[str, OpticsCache] = OrderedDict()
-_LOCK = threading.Lock()
-
-
-def optics_cache(cache_key: str) -> OpticsCache:
-    """This process's optics cache for the recipe ``cache_key`` (made on first use).
-
-    Examples
-    --------
-    >>> optics_cache("recipe-a") is optics_cache("recipe-a")
-    True
-    """
-    from ._optics import OpticsCache
-
-    with _LOCK:
-        cache = _CACHES.get(cache_key)
-        if cache is None:
-            cache = _CACHES[cache_key] = OpticsCache()
-            while len(_CACHES) > KEPT_RECIPES:
-                _CACHES.popitem(last=False)
-        _CACHES.move_to_end(cache_key)
-        return cache
+__all__ = ["job"]
 
 
 def job(
@@ -58,8 +30,8 @@ def job(
     device: str,
     cache_key: str,
 ) -> Job[PhaseResult]:
-    """Reconstruct one position with the worker's optics for this recipe."""
+    """Reconstruct one position: the registry's job, with the process's optics cache."""
     from ._job import iter_reconstruct
 
-    del prepared  # nothing is prepared once per run: the optics are per worker (per device)
-    return iter_reconstruct(data, params, optics_cache=optics_cache(cache_key), device=device)
+    del prepared, cache_key  # nothing is prepared per run; the optics are keyed by themselves
+    return iter_reconstruct(data, params, device=device)

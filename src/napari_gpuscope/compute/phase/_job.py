@@ -17,7 +17,7 @@ from ..params import ParameterError, takes_params
 from ..results import Geometry, LayerDataTuple, image_layer, result_name, vectors_layer
 from . import _ops
 from ._estimate import TiltResult, estimate_on_device, tilt_grid
-from ._optics import OpticsCache
+from ._optics import OpticsCache, shared_cache
 from ._params import PhaseParams
 from ._reconstruct import Reconstructor
 from ._tiles import TiltMap
@@ -266,7 +266,9 @@ def iter_reconstruct(
     tilt_map : TiltMap, optional
         Use this tilt (per tile, blended) instead of ``tilt_mode``.
     optics_cache : OpticsCache, optional
-        Device optics to reuse between calls (the dock keeps one).
+        Device optics to reuse between calls; default: this process's cache of the device
+        (:func:`~napari_gpuscope.compute.phase._optics.shared_cache`, keyed by the optics), so
+        a second reconstruction with the same optics builds none of them again.
     memory_budget : int, optional
         Device bytes to plan with instead of the free memory (slices are processed in chunks
         that fit; the result is the same).
@@ -324,7 +326,8 @@ def _run(zyx, params, tilt_map, optics_cache, memory_budget, device) -> Job[Phas
                 f"tilt_map covers {tilt_map.grid.shape}; the z-stack slices are {shape}"
             )
         with torch.no_grad():
-            recon = Reconstructor(data, params, optics_cache or OpticsCache(), memory_budget)
+            cache = shared_cache(dev) if optics_cache is None else optics_cache
+            recon = Reconstructor(data, params, cache, memory_budget)
             if tilt_map.grid.count == 1:
                 yield Progress(0.0, "reconstructing")
                 absorption, phase = recon.whole(

@@ -20,12 +20,19 @@ optics and the shape; the illumination pupil on the tilt angles; the defocus spe
 optics again (another stack, another regularization, the next position of a batch) build
 nothing; a change of z rebuilds the defocus spectra and the correlation, a change of angle only
 the pupil and the correlation.
+
+Every reconstruction without a cache of its own uses this process's cache of its device
+(:func:`shared_cache`): its entries are keyed by the optics themselves (:class:`OpticsKey`:
+shape, pixel size, wavelength, refractive index, apertures, device; the z positions and the
+angles), so a dock's runs, its live preview and a batch worker's positions reuse what an
+earlier job built with the same optics, and a changed optic builds its own.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -42,8 +49,10 @@ __all__ = [
     "OpticsKey",
     "TransferFunctions",
     "build_group",
+    "clear_shared_caches",
     "crop_indices",
     "oversampling_factor",
+    "shared_cache",
     "transfer_functions",
     "z_positions",
 ]
@@ -325,6 +334,8 @@ class OpticsCache:
     """
 
     def __init__(self, max_entries: int = 8, max_bytes: int | None = None) -> None:
+        # Jobs of several threads may share one cache (shared_cache: two docks' runners).
+        self._lock = threading.RLock()
         self.max_entries = max_entries
         self.max_bytes = max_bytes
         self._grids: OrderedDict[Any, _Grid] = OrderedDict()
@@ -333,6 +344,10 @@ class OpticsCache:
         self.builds = {"grid": 0, "source": 0, "defocus": 0, "transfer": 0}
 
     def _get(self, store: OrderedDict, key: Any, make: Any, kind: str) -> Any:
+        with self._lock:
+            return self._get_locked(store, key, make, kind)
+
+    def _get_locked(self, store: OrderedDict, key: Any, make: Any, kind: str) -> Any:
         if key in store:
             store.move_to_end(key)
             return store[key]
@@ -345,14 +360,16 @@ class OpticsCache:
 
     def clear(self) -> None:
         """Free every cached tensor."""
-        self._grids.clear()
-        self._sources.clear()
-        self._large.clear()
+        with self._lock:
+            self._grids.clear()
+            self._sources.clear()
+            self._large.clear()
 
     @property
     def nbytes(self) -> int:
         """Bytes held by the transfer functions and defocus spectra."""
-        return sum(size for size, _ in self._large.values())
+        with self._lock:
+            return sum(size for size, _ in self._large.values())
 
     def limit(self, device: Any) -> int:
         """The byte limit of the large entries on ``device``."""
@@ -361,6 +378,10 @@ class OpticsCache:
         return _default_max_bytes(torch.device(device))
 
     def _lookup(self, key: Any) -> Any:
+        with self._lock:
+            return self._lookup_locked(key)
+
+    def _lookup_locked(self, key: Any) -> Any:
         entry = self._large.get(key)
         if entry is None:
             return None
@@ -371,10 +392,11 @@ class OpticsCache:
         limit = self.limit(device)
         if size > limit:
             return
-        self._large[key] = (size, value)
-        self._large.move_to_end(key)
-        while self.nbytes > limit and len(self._large) > 1:
-            del self._large[next(iter(self._large))]  # the least recently used
+        with self._lock:
+            self._large[key] = (size, value)
+            self._large.move_to_end(key)
+            while self.nbytes > limit and len(self._large) > 1:
+                del self._large[next(iter(self._large))]  # the least recently used
 
     def grid(self, key: OpticsKey) -> _Grid:
         """The shared grid of ``key``."""
@@ -414,6 +436,12 @@ class OpticsCache:
         new (a reconstruction whose slices come in chunks: its memory plan has no room for
         them). Slices are built a group at a time (:func:`build_group`).
         """
+        with self._lock:  # one build at a time: another thread then finds it built
+            return self._transfer_functions(key, z, zenith, azimuth, keep)
+
+    def _transfer_functions(
+        self, key: OpticsKey, z: torch.Tensor, zenith: float, azimuth: float, keep: bool
+    ) -> TransferFunctions:
         tf_key = ("transfer", key, _z_key(z), float(zenith), float(azimuth))
         cached = self._lookup(tf_key)
         if cached is not None:
@@ -433,6 +461,39 @@ class OpticsCache:
                 self._keep(spectra_key, spectra, _nbytes(*spectra), key.device)
             self._keep(tf_key, tf, tf.nbytes, key.device)
         return tf
+
+
+_SHARED: dict[str, OpticsCache] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_cache(device: Any) -> OpticsCache:
+    """This process's optics cache of ``device`` (made on first use).
+
+    A reconstruction, a tilt-corrected solve or a live preview given no cache of its own uses
+    it: the same optics (another stack, another regularization, the next position of a batch,
+    the dock's next run) build nothing again. Its entries are keyed by the optics, so one cache
+    serves any number of optics (least recently used dropped first, see :class:`OpticsCache`).
+
+    Examples
+    --------
+    >>> shared_cache("cpu") is shared_cache(torch.device("cpu"))
+    True
+    """
+    name = str(torch.device(device))
+    with _SHARED_LOCK:
+        cache = _SHARED.get(name)
+        if cache is None:
+            cache = _SHARED[name] = OpticsCache()
+        return cache
+
+
+def clear_shared_caches() -> None:
+    """Free the device memory of every :func:`shared_cache` (e.g. when the dock closes)."""
+    with _SHARED_LOCK:
+        caches = list(_SHARED.values())
+    for cache in caches:
+        cache.clear()
 
 
 def _z_key(z: torch.Tensor) -> tuple:

@@ -9,7 +9,7 @@ import torch
 
 from ..devices import resolve_device
 from ._job import _check_stack, _load, download
-from ._optics import OpticsCache
+from ._optics import OpticsCache, shared_cache
 from ._params import PhaseParams
 from ._reconstruct import Reconstructor, solve_all
 from ._tiles import TileGrid, TiltMap
@@ -76,7 +76,8 @@ class PhaseSolver:
                 tilt_map = TiltMap.uniform(grid, *self._implied)
             self.tilt_map = tilt_map
             self.params = params
-            self._recon = Reconstructor(data, params, optics_cache or OpticsCache())
+            cache = shared_cache(dev) if optics_cache is None else optics_cache
+            self._recon = Reconstructor(data, params, cache)
             self._systems = list(self._recon.tile_systems(tilt_map))
 
     def matches(self, params: PhaseParams, tilt_map: TiltMap | None = None) -> bool:
