@@ -76,7 +76,7 @@ from typing import TYPE_CHECKING, Any
 from qtpy.QtCore import Qt
 from qtpy.QtWidgets import QFrame, QScrollArea, QVBoxLayout, QWidget
 
-from napari_gpuscope.compute.params import Params
+from napari_gpuscope.compute.params import ParameterError, Params
 from napari_gpuscope.compute.preview import PreviewResult
 from napari_gpuscope.provenance import provenance_of
 from napari_gpuscope.widgets._controller import (
@@ -303,17 +303,39 @@ class MethodDock(MethodHooks, DockJobs, PreviewScheduling, DockStatus, DockQtEve
 
     def set_param(self, name: str, value: Any) -> None:
         """Show ``value`` in the control of parameter ``name`` (None: "auto" where the field
-        has it); raises KeyError for a parameter the dock has no control for."""
+        has it).
+
+        The value is validated as the API and recipes validate it (the field's type and
+        range), and never clamped or rounded by the control.
+
+        Raises
+        ------
+        KeyError
+            For a parameter the dock has no control for.
+        ParameterError
+            A ``ValueError`` naming the parameter and what is valid, for a value the model
+            refuses (NaN, None without "auto", 2.5 for an integer, a word for a switch) or
+            one outside what the control can show.
+        """
         control = self.form.custom.get(name)
+        if control is None and name not in self.form.widgets:
+            raise KeyError(f"{self.title} has no control for the parameter {name!r}")
+        value = checked_value(self.params_class, name, value)
         if control is not None:
             set_value = getattr(control, "set_value", None)
             if set_value is None:
                 raise KeyError(f"{name!r} is taken from the input layer; it cannot be set")
             set_value(value)
-        elif name in self.form.widgets:
-            self.form.set_values({name: value})
-        else:
-            raise KeyError(f"{self.title} has no control for the parameter {name!r}")
+            return
+        widget = self.form.widgets[name]
+        low, high = getattr(widget, "min", None), getattr(widget, "max", None)
+        is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if is_number and low is not None and high is not None and not low <= value <= high:
+            raise ParameterError(
+                f"{self.title}: {name} = {value!r} is outside what its control offers, "
+                f"[{low:g}, {high:g}]"
+            )
+        self.form.set_values({name: value})
 
     def set_params(self, params: Params) -> None:
         """Show ``params`` in every control that can show them (the others, e.g. a spacing
@@ -435,3 +457,29 @@ class MethodDock(MethodHooks, DockJobs, PreviewScheduling, DockStatus, DockQtEve
         from napari_gpuscope.export.commands import save_tiff_dialog
 
         save_tiff_dialog(self.viewer, layer=self.last_result_layer)
+
+
+def checked_value(params_class: type[Params], name: str, value: Any) -> Any:
+    """``value`` as the model ``params_class`` validates the field ``name`` (its type and
+    range, with the other fields at their defaults), so a dock takes exactly what the API and
+    recipes take.
+
+    Raises
+    ------
+    ParameterError
+        Naming the field, the value and what is valid (the model's own message).
+
+    Examples
+    --------
+    >>> from napari_gpuscope.compute.tv import TVParams
+    >>> checked_value(TVParams, "max_iterations", 200)
+    200
+    >>> try:
+    ...     checked_value(TVParams, "max_iterations", 2.5)
+    ... except ValueError as error:
+    ...     print(error)
+    TVParams.max_iterations must be an integer in [1, 1e+06], got 2.5
+    """
+    if name not in params_class.model_fields:
+        return value
+    return getattr(params_class().replace(**{name: value}), name)
