@@ -2,12 +2,30 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
 # CI machines have 2 cores shared with Xvfb and the Qt event loop; torch's intra-op thread pool
 # then spends more time contending than computing (measured 12x slower on the TV tests).
 torch.set_num_threads(1)
+
+
+def pytest_configure(config):
+    """Register the tests' method package (``tests/fake_method_pkg``) before collection when
+    ``NAPARI_GPUSCOPE_TEST_METHOD_PACKAGE=1`` (``fake_method_pkg.ENV``): what the registry lists
+    at collection time (parametrizations, tables) then includes it, as it would include a
+    method whose entry is in ``methods.py``. Only ``tests/test_adding_a_method.py`` sets it, for
+    a pytest run of its own; other runs see the plugin's own methods."""
+    from fake_method_pkg import ENV
+
+    if os.environ.get(ENV) == "1":
+        from fake_method_pkg.entry import SPEC
+        from napari_gpuscope import methods
+
+        if SPEC.id not in methods.METHODS:
+            methods.register(SPEC)
 
 
 @pytest.fixture

@@ -9,7 +9,13 @@ import pytest
 
 from napari_gpuscope import generate
 
-GENERATED = ("napari.yaml", "README.md", "docs/user-guide.md", "docs/recipe.schema.json")
+GENERATED = (
+    "napari.yaml",
+    "README.md",
+    "docs/user-guide.md",
+    "docs/recipe.schema.json",
+    "pyproject.toml",
+)
 
 
 def test_generated_files_are_current():
@@ -72,3 +78,16 @@ def test_missing_markers_name_the_file_and_the_section(checkout, capsys):
     with pytest.raises(SystemExit):
         generate.main(["--check", "--root", str(checkout)])
     assert "docs/user-guide.md" in capsys.readouterr().err
+
+
+def test_a_method_package_outside_the_house_joins_the_import_linter_contracts():
+    from napari_gpuscope.methods import method
+    from tiny_method import SPEC
+
+    sections = generate.importlinter_sections([method("tv"), SPEC])
+    assert sections == {
+        "root-packages": 'root_packages = ["napari_gpuscope", "tiny_method"]\n',
+        "compute-sources-gui": 'source_modules = ["napari_gpuscope.compute", "tiny_method"]\n',
+        "compute-sources-house": 'source_modules = ["napari_gpuscope.compute", "tiny_method"]\n',
+        "method-packages": 'modules = ["napari_gpuscope.compute.tv", "tiny_method"]\n',
+    }

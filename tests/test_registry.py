@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 from napari_gpuscope import methods
@@ -46,6 +47,8 @@ def test_every_registry_entry_resolves():
             layers = sample.load()
             assert layers and all(len(layer) == 3 for layer in layers)
             assert isinstance(spec.params_for_sample(layers[0][1]), params)
+            for data, kwargs, _ in layers:  # docs/architecture.md: samples carry a scale
+                assert len(kwargs.get("scale", ())) == np.ndim(data), (sample.key, kwargs)
 
 
 def test_importing_the_registry_imports_neither_torch_nor_qt():

@@ -8,11 +8,15 @@ that cannot read it at run time:
   commands, the writer, the File menu) is written by hand around them;
 - ``README.md``: the table of tools and the table of the docks' menus;
 - ``docs/user-guide.md``: the list of the methods' guides;
-- ``docs/recipe.schema.json``: the recipe's JSON Schema (:mod:`napari_gpuscope.batch.schema`).
+- ``docs/recipe.schema.json``: the recipe's JSON Schema (:mod:`napari_gpuscope.batch.schema`);
+- ``pyproject.toml``: the import-linter contracts' lists of method packages
+  (``MethodSpec.compute_package``): the packages held independent of each other, a method's
+  package outside the house among the compute layer's (no GUI toolkit, no docks or registry)
+  and its top-level package among the root packages.
 
-In the first three, only the lines between a ``begin generated: NAME`` and an ``end generated:
-NAME`` marker line (a YAML comment, an HTML comment in Markdown) are rewritten; the schema is
-generated whole. After changing the registry, run from the repository::
+In all but the schema, only the lines between a ``begin generated: NAME`` and an ``end
+generated: NAME`` marker line (a YAML or TOML comment, an HTML comment in Markdown) are
+rewritten; the schema is generated whole. After changing the registry, run from the repository::
 
     python -m napari_gpuscope.generate          # rewrite what is stale
     python -m napari_gpuscope.generate --check  # exit 1 naming the stale files
@@ -47,6 +51,7 @@ __all__ = [
     "GenerateError",
     "fill",
     "generated_files",
+    "importlinter_sections",
     "main",
     "manifest_sections",
     "menu_table",
@@ -139,6 +144,49 @@ def manifest_sections(specs: Specs) -> dict[str, str]:
         "widgets": _yaml_items(widgets, indent=4),
         "sample-data": _yaml_items(samples, indent=4),
         "layers-menus": layers_menus,
+    }
+
+
+# ---------------------------------------------------------------------------- pyproject.toml
+COMPUTE = "napari_gpuscope.compute"
+"""The compute layer; the house's method packages are inside it."""
+
+
+def _toml_list(key: str, items: Sequence[str], indent: int = 0, width: int = 99) -> str:
+    """``key = [...]`` of TOML strings: on one line where it fits, else one item a line."""
+    lead = " " * indent
+    inline = f"{lead}{key} = [{', '.join(json.dumps(item) for item in items)}]\n"
+    if len(inline) <= width + 1:
+        return inline
+    lines = "".join(f"{lead}    {json.dumps(item)},\n" for item in items)
+    return f"{lead}{key} = [\n{lines}{lead}]\n"
+
+
+def importlinter_sections(specs: Specs) -> dict[str, str]:
+    """The generated sections of ``pyproject.toml``'s ``[tool.importlinter]``, by marker name.
+
+    Every method's :attr:`~napari_gpuscope.methods.MethodSpec.compute_package` is held
+    independent of the others' (``"method-packages"``, the independence contract's
+    ``modules``). A package outside ``napari_gpuscope.compute`` (a method that lives in
+    another distribution, or the tests' method package) is also a source of the compute
+    layer's two forbidden contracts (``"compute-sources-gui"``, ``"compute-sources-house"``)
+    and its top-level package a root package (``"root-packages"``).
+
+    Examples
+    --------
+    >>> from napari_gpuscope.methods import method
+    >>> print(importlinter_sections([method("tv"), method("phase")])["method-packages"], end="")
+    modules = ["napari_gpuscope.compute.tv", "napari_gpuscope.compute.phase"]
+    """
+    packages = list(dict.fromkeys(spec.compute_package for spec in specs))
+    outside = [name for name in packages if name != COMPUTE and not name.startswith(COMPUTE + ".")]
+    roots = list(dict.fromkeys(["napari_gpuscope", *(name.split(".")[0] for name in outside)]))
+    sources = _toml_list("source_modules", [COMPUTE, *outside])
+    return {
+        "root-packages": _toml_list("root_packages", roots),
+        "compute-sources-gui": sources,
+        "compute-sources-house": sources,
+        "method-packages": _toml_list("modules", packages),
     }
 
 
@@ -280,6 +328,7 @@ def generated_files(root: Path = ROOT, specs: Specs | None = None) -> dict[Path,
             {"tools-table": tools_table(specs), "menu-table": menu_table(specs)}, markdown=True
         ),
         "docs/user-guide.md": _fill_all({"methods": user_guide_methods(specs)}, markdown=True),
+        "pyproject.toml": _fill_all(importlinter_sections(specs), markdown=False),
     }
     files = {}
     for name, render in renderers.items():

@@ -4,8 +4,9 @@ Everything that lists methods reads :data:`METHODS` when it runs: the console co
 headless demo, recipes and their JSON Schema, batch runs and the docks. What cannot read it at
 run time is generated from it by :mod:`napari_gpuscope.generate`: the per-method entries of
 ``napari.yaml`` (commands, widgets, sample data, the dock's Layers menu), the README's tables,
-the user guide's list of methods and ``docs/recipe.schema.json``
-(``python -m napari_gpuscope.generate``; a test fails when they are stale). Entries refer to
+the user guide's list of methods, ``docs/recipe.schema.json`` and the import-linter contracts'
+lists of method packages in ``pyproject.toml`` (``python -m napari_gpuscope.generate``; a test
+fails when they are stale). The tests that list methods read the registry too. Entries refer to
 code by ``"module:attribute"`` names, so importing the registry imports neither torch nor Qt.
 
 Adding a method adds one entry here (see ``docs/architecture.md``, "Adding a method");
@@ -40,6 +41,9 @@ PLUGIN = "napari-gpuscope"
 
 LAYERS_MENU = "napari/layers"
 """napari's Layers menu; a dock is placed in one of its submenus (``MethodSpec.menu``)."""
+
+_COMPUTE = "napari_gpuscope.compute"
+"""The house's compute layer: one package per method inside it."""
 
 # A method id becomes part of command ids ("napari-gpuscope.<id>_dock"), file names and
 # provenance: lower-case letters, digits and underscores only.
@@ -112,6 +116,12 @@ class JobSpec:
         Inputs beyond the data, by their recipe artifact names (e.g. ``("profile",)``).
     description : str
         One sentence: what the job does (CLI help, docs).
+    output_kinds : tuple of str
+        What its result's layers show, in order: the kind each layer's name starts with
+        (``"<kind> · <input> [<settings>]"``, :func:`~napari_gpuscope.compute.results.result_name`),
+        e.g. ``("flatfield", "darkfield")``; later layers may follow.
+        ``tests/compute/test_layer_names.py`` runs every registered job and checks its layers
+        against it.
 
     Examples
     --------
@@ -127,6 +137,7 @@ class JobSpec:
     batch: str | None = None
     needs: tuple[str, ...] = ()
     description: str = ""
+    output_kinds: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not _METHOD_ID.fullmatch(self.id):
@@ -241,6 +252,38 @@ class MethodSpec:
             raise ValueError(f"method {self.id!r}: job ids {ids} repeat")
 
     @property
+    def compute_package(self) -> str:
+        """The method's package of array code: the module its jobs' names share.
+
+        The longest dotted prefix common to the modules of every job's ``params``,
+        ``function`` and ``batch``; under ``napari_gpuscope.compute`` the method's package
+        there. It is what the import-linter contracts generated into ``pyproject.toml`` hold
+        independent of the other methods' packages.
+
+        Examples
+        --------
+        >>> method("flatfield").compute_package
+        'napari_gpuscope.compute.flatfield'
+        """
+        names = [
+            name.partition(":")[0].split(".")
+            for job in self.jobs
+            for name in (job.params, job.function, job.batch)
+            if name
+        ]
+        common: list[str] = []
+        for parts in zip(*names, strict=False):
+            if len(set(parts)) > 1:
+                break
+            common.append(parts[0])
+        if not common:
+            raise ValueError(f"method {self.id!r}: its jobs share no package")
+        house = _COMPUTE.split(".")
+        if common[: len(house)] == house and len(common) > len(house):
+            common = common[: len(house) + 1]
+        return ".".join(common)
+
+    @property
     def job_ids(self) -> tuple[str, ...]:
         """The jobs' ids, main job first."""
         return tuple(job.id for job in self.jobs)
@@ -318,6 +361,7 @@ METHODS: dict[str, MethodSpec] = {
                     "Denoise",
                     "napari_gpuscope.compute.tv:TVParams",
                     "napari_gpuscope.compute.tv:iter_denoise",
+                    output_kinds=("TV denoised",),
                     description="Denoise an image, z-stack or time-lapse.",
                 ),
             ),
@@ -352,6 +396,7 @@ METHODS: dict[str, MethodSpec] = {
                     "Run",
                     "napari_gpuscope.compute.esrrf:EsrrfParams",
                     "napari_gpuscope.compute.esrrf:iter_esrrf",
+                    output_kinds=("eSRRF", "widefield mean"),
                     description="Reconstruct a super-resolved image per time point.",
                 ),
                 JobSpec(
@@ -359,6 +404,7 @@ METHODS: dict[str, MethodSpec] = {
                     "Parameter sweep",
                     "napari_gpuscope.compute.esrrf:SweepParams",
                     "napari_gpuscope.compute.esrrf:iter_sweep",
+                    output_kinds=("QnR sweep", "RSP sweep", "FRC resolution sweep"),
                     description=(
                         "FRC and decorrelation resolution, RSP and QnR of every radius x "
                         "sensitivity."
@@ -403,6 +449,7 @@ METHODS: dict[str, MethodSpec] = {
                     "Fit profile",
                     "napari_gpuscope.compute.flatfield:BasicParams",
                     "napari_gpuscope.compute.flatfield:iter_fit_basic",
+                    output_kinds=("flatfield", "darkfield"),
                     batch="napari_gpuscope.compute.flatfield:batch_hooks",
                     description=(
                         "Fit a shading profile (batch: on all positions together, or take the "
@@ -414,6 +461,7 @@ METHODS: dict[str, MethodSpec] = {
                     "Apply profile",
                     "napari_gpuscope.compute.flatfield:BasicParams",
                     "napari_gpuscope.compute.flatfield:iter_apply_profile",
+                    output_kinds=("flat-field corrected",),
                     batch="napari_gpuscope.compute.flatfield:apply_hooks",
                     needs=("profile",),
                     description="Correct images with a saved profile.",
@@ -450,6 +498,7 @@ METHODS: dict[str, MethodSpec] = {
                     "Reconstruct",
                     "napari_gpuscope.compute.phase:PhaseParams",
                     "napari_gpuscope.compute.phase:iter_reconstruct",
+                    output_kinds=("phase", "absorption", "tilt"),
                     batch="napari_gpuscope.compute.phase:batch_hooks",
                     description="Phase and absorption from a brightfield z-stack.",
                 ),
@@ -458,6 +507,7 @@ METHODS: dict[str, MethodSpec] = {
                     "Estimate tilt",
                     "napari_gpuscope.compute.phase:PhaseParams",
                     "napari_gpuscope.compute.phase:iter_estimate_tilt",
+                    output_kinds=("tilt zenith", "tilt azimuth", "tilt"),
                     description="The illumination tilt, global or per tile, as maps and vectors.",
                 ),
             ),

@@ -19,27 +19,19 @@ imports torch when it is first used. Modules:
 - :mod:`.geometry` -- difference weights from physical pixel sizes.
 - :mod:`.camera`, :mod:`.noise` -- the camera model, noise levels and the GAT.
 - :mod:`.kernels` -- fused CUDA kernels (CuPy ``RawModule``) with torch twins.
-- one package per method: :mod:`.tv`, :mod:`.esrrf`, :mod:`.flatfield`, :mod:`.phase`.
+- one package per method (the method registry, :mod:`napari_gpuscope.methods`, names each
+  method's package: ``MethodSpec.compute_package``).
+
+``__all__`` lists every public module and package found here, so a new method's package needs
+no edit to this file.
 """
 
-__all__ = [
-    "arrays",
-    "camera",
-    "chunking",
-    "devices",
-    "esrrf",
-    "flatfield",
-    "geometry",
-    "jobs",
-    "kernels",
-    "memory",
-    "noise",
-    "params",
-    "phase",
-    "preview",
-    "results",
-    "tv",
-]
+import pkgutil as _pkgutil
+
+__all__ = sorted(
+    module.name for module in _pkgutil.iter_modules(__path__) if not module.name.startswith("_")
+)
+del _pkgutil
 
 
 def __getattr__(name: str) -> object:

@@ -1,8 +1,8 @@
 """Lazy package exports (PEP 562): a package names what it exports, a name imports its module
 only when it is first used.
 
-The method packages (:mod:`.tv`, :mod:`.esrrf`, :mod:`.flatfield`, :mod:`.phase`) export their
-parameter models beside their jobs. The jobs import torch (about 2 s, more on a busy machine);
+The method packages (one per method of the registry) export their parameter models beside
+their jobs. The jobs import torch (about 2 s, more on a busy machine);
 the models do not. With eager ``from ._job import ...`` lines, reading a recipe
 (``napari-gpuscope recipe``, ``validate``, ``status``) or the registry's parameter models paid
 for torch. With :func:`attach`, ``from napari_gpuscope.compute.tv import TVParams`` imports

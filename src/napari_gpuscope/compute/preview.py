@@ -5,9 +5,9 @@ around it) and shows the result as a layer with the input's dimensionality, one 
 every axis that is not displayed, placed at the current position. So a z-x view previews a z-x
 plane, and a preview never shows up on a plane it was not computed for.
 
-Plain array code (the previews of :mod:`.tv`, :mod:`.esrrf` and :mod:`.phase` use it, the
-docks call them): :meth:`PlaneView.of` reads a viewer's and a layer's attributes and imports
-no napari, so it is described by the small protocols below.
+Plain array code (the method packages' preview jobs use it, the docks call them):
+:meth:`PlaneView.of` reads a viewer's and a layer's attributes and imports no napari, so it is
+described by the small protocols below.
 """
 
 from __future__ import annotations
