@@ -258,24 +258,25 @@ def test_a_run_estimating_its_drift_draws_it_and_says_the_decorrelation_resoluti
     assert len(plot.frames) == T and "in the run" in plot.title
     assert dock.drift.save_button.isEnabled()  # the run's trace can be saved
 
-    # the decorrelation analysis of what the dock shows, at the output's pixel size
-    expected = decorrelation_resolution(result.data[0], pixel_size=0.05, device="cpu")
+    # the job's decorrelation analysis of what the dock shows (in output pixels: the job
+    # sees the array; the layer's scale gives the micrometres)
+    expected = decorrelation_resolution(result.data[0], device="cpu")
     measured = facts["decorrelation"]["esrrf"]
     assert measured["resolution_px"] == pytest.approx(expected.resolution, rel=1e-6)
-    assert facts["decorrelation"]["unit"] == "µm"
+    assert facts["decorrelation"]["unit"] == "px"
+    assert facts["params"]["measure_resolution"] is True  # the dock's default
     status = dock.panel.status.text()
     assert "drift-corrected" in status and "decorrelation resolution" in status
-    assert f"{expected.resolution:.2f} output px ({expected.resolution_physical:.3g} µm)" in status
+    assert f"{expected.resolution:.2f} output px" in status
     assert "widefield mean" in status and "input px" in status
 
 
 def test_a_large_result_is_measured_on_its_centre_and_the_status_says_so(
     viewer, qtbot, dock, drifting, monkeypatch
 ):
-    from napari_gpuscope.compute.esrrf import decorrelation_resolution
-    from napari_gpuscope.widgets import esrrf_results
+    from napari_gpuscope.compute.esrrf import _resolution, decorrelation_resolution
 
-    monkeypatch.setattr(esrrf_results, "DECORRELATION_SIDE", 64)  # the output is 96 x 96
+    monkeypatch.setattr(_resolution, "DECORRELATION_SIDE", 64)  # the output is 96 x 96
     stack, _ = drifting
     viewer.add_image(stack.copy(), name="drifting")
     select_input(dock, "drifting")

@@ -19,19 +19,25 @@ Run / Stop & keep / Cancel, streaming, results, provenance, settings, export -- 
   layers only)
   aligns the channels to channel 0 before each is reconstructed; for a (T, Y, X) input,
   "More channels" (:mod:`.esrrf_channels`) adds other layers of its shape as channels 1, 2, ...
-  (:func:`~napari_gpuscope.compute.esrrf.iter_channels`, each channel's decorrelation
-  resolution measured after it);
+  (:func:`~napari_gpuscope.compute.esrrf.iter_channels`);
 - the parameter sweep panel (:mod:`.esrrf_sweep`).
 
-A full run streams the reconstruction of the current time point as frames go through, and adds
-the widefield mean (same frames) for comparison. Then, still in the job's worker thread, the
-decorrelation resolution of the first time point's eSRRF image and of its widefield mean is
-measured and said in the status line and the provenance (:mod:`.esrrf_results`).
+A full run is the registry's eSRRF job with the dock's parameters, nothing added: what a recipe
+saved from the dock runs in ``napari-gpuscope run``. It streams the reconstruction of the
+current time point as frames go through, and adds the widefield mean (same frames) for
+comparison. "Measure resolution" (on in the dock, ``measure_resolution``) has the job measure
+the decorrelation resolution of the first time point's eSRRF image and of its widefield mean
+(:mod:`napari_gpuscope.compute.esrrf._resolution`): the result's ``describe()`` says it in the
+status line and its ``summary()`` in the provenance. The dock asks for small frame chunks so
+that the image visibly builds up; the result does not depend on the chunks (the job's
+statistics and widefield sums run frame by frame), so a batch run's own chunks give the same
+bytes.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from magicgui.widgets import Label
@@ -58,7 +64,6 @@ from napari_gpuscope.widgets._controls import FieldStyle
 from napari_gpuscope.widgets._controls._changes import mark_labels
 from napari_gpuscope.widgets.esrrf_channels import ChannelLayers
 from napari_gpuscope.widgets.esrrf_drift import DriftSection, channel_axis, layer_unit
-from napari_gpuscope.widgets.esrrf_results import ResolvedResult, with_resolution
 from napari_gpuscope.widgets.esrrf_sweep import SweepPanel
 
 if TYPE_CHECKING:
@@ -67,11 +72,12 @@ if TYPE_CHECKING:
     from napari_gpuscope.compute.esrrf import EsrrfResult
     from napari_gpuscope.compute.results import MethodResult
 
-__all__ = ["EsrrfDock", "ResolvedResult"]
+__all__ = ["EsrrfDock"]
 
 SR_COLORMAP = "magma"
 STREAM_UPDATES = 50
-"""About this many image updates per run while frames stream."""
+"""About this many image updates per run while frames stream (the chunks change how often the
+image updates, not the result)."""
 MAX_STREAM_CHUNK = 32
 
 
@@ -92,6 +98,9 @@ class EsrrfDock(MethodDock):
     # panel makes the dock taller than a screen, so its vertical scroll bar needs room too.
     dock_width = 380
     step_label = "frame"
+    # The dock measures the resolution of what it shows (the model's default, off, keeps
+    # recipes saved before the option their hash).
+    dock_defaults: ClassVar[Mapping[str, Any]] = {"measure_resolution": True}
     field_styles = {  # noqa: RUF012 (read-only presentation table)
         "radius": FieldStyle(slider=True, minimum=0.5, maximum=4.0),
         "sensitivity": FieldStyle(slider=True, minimum=0.0, maximum=5.0),
@@ -187,16 +196,16 @@ class EsrrfDock(MethodDock):
     def make_job(
         self, layer: napari.layers.Image, params: EsrrfParams, device: str
     ) -> Job[EsrrfResult]:
-        """The full run, in chunks small enough that the image visibly builds up (about 50
-        updates; fewer frames per chunk when device memory is short)."""
+        """The registry's eSRRF job, in chunks small enough that the image visibly builds up
+        (about 50 updates; fewer frames per chunk when device memory is short; the result is
+        the same whatever the chunks). A trace in the drift section is passed as the
+        :class:`~napari_gpuscope.compute.esrrf.DriftResult` it is."""
         from napari_gpuscope.compute.esrrf import iter_channels, iter_esrrf
 
         shape = np.shape(layer.data)
         frames = int(shape[1 - channel_axis(layer)] if layer.ndim == 4 else shape[-3])
         per_chunk = int(np.clip(np.ceil(frames / STREAM_UPDATES), 1, MAX_STREAM_CHUNK))
-        pixel = abs(float(layer.scale[-1]))
-        unit = layer_unit(layer)
-        physical = None if unit == "px" else (pixel, unit)
+        drift = self.drift.shifts_for(layer)  # None: off, or estimated in the run
         extra = self.channel_layers.selected if layer.ndim == 3 else []
         if layer.ndim == 4 or extra:
             data = layer.data
@@ -209,21 +218,19 @@ class EsrrfDock(MethodDock):
                 params,
                 channel_axis=channel_axis(layer) if layer.ndim == 4 else 0,
                 channel_names=names,
-                drift_shifts=self.drift.shifts_for(layer),
+                drift_shifts=drift,
                 frames_per_chunk=per_chunk,
                 name=f"layer '{layer.name}'",
                 device=device,
-                finish=lambda job: with_resolution(job, device, physical),
             )
-        job = iter_esrrf(
+        return iter_esrrf(
             layer.data,
             params=params,
             device=device,
             frames_per_chunk=per_chunk,
             name=f"layer '{layer.name}'",
-            drift_shifts=self.drift.shifts_for(layer),  # None: off, or estimated in the run
+            drift_shifts=drift,
         )
-        return with_resolution(job, device, physical)
 
     def show_changes(self) -> list[str]:
         """Mark the drift choice too when drift correction differs from its default."""

@@ -229,9 +229,12 @@ class DriftSection(QWidget):
             self._syncing = False
 
     # ---------------------------------------------------------------- a run's trace
-    def shifts_for(self, layer: napari.layers.Layer) -> np.ndarray | None:
+    def shifts_for(self, layer: napari.layers.Layer) -> DriftResult | None:
         """The ``drift_shifts`` a run on ``layer`` passes: the trace in *Use the trace below*
-        mode, else None (off, or estimated in the run).
+        mode, else None (off, or estimated in the run). The trace is passed as the
+        :class:`DriftResult` it is, so an estimate keeps its blocks and parameters in the
+        run's result: the same facts (and ``drift.csv``) as a recipe run that estimates it
+        with those parameters.
 
         Raises
         ------
@@ -246,7 +249,7 @@ class DriftSection(QWidget):
                 "drift', load a saved trace, or choose 'Estimate in the run'."
             )
         self._check_frames(self.trace, layer)
-        return np.array(self.trace.shifts, copy=True)
+        return self.trace
 
     @staticmethod
     def _check_frames(trace: DriftResult, layer: napari.layers.Layer | None) -> None:

@@ -30,8 +30,9 @@ live preview of the visible region: :func:`preview_job`, :func:`visible_region`)
 (drift estimation: :func:`estimate_drift`), :mod:`._drift_correct` (:func:`correct_drift`),
 :mod:`._drift_result` (:class:`DriftResult`, the trace's CSV file), :mod:`._drift_params`
 (:class:`DriftParams`), :mod:`._resample` (Catmull-Rom taps and the correlation window that drift
-and registration share), :mod:`._decorr` (decorrelation analysis), :mod:`._register` (channel
-registration) and :mod:`._channels` (multi-channel input).
+and registration share), :mod:`._decorr` (decorrelation analysis), :mod:`._resolution` (the
+job's measurement of its result's decorrelation resolution, ``measure_resolution``),
+:mod:`._register` (channel registration) and :mod:`._channels` (multi-channel input).
 """
 
 from .._lazy import attach
@@ -57,6 +58,7 @@ __all__ = [
     "EsrrfResult",
     "PreviewRegion",
     "RegistrationResult",
+    "ResolutionMeasurement",
     "StackedChannels",
     "SweepParams",
     "SweepResult",
@@ -96,6 +98,7 @@ __getattr__, __dir__ = attach(
         "._drift_correct": ["correct_drift", "iter_correct_drift"],
         "._drift_result": ["DriftResult", "load_drift_trace"],
         "._decorr": ["DecorrelationResult", "decorrelation_resolution"],
+        "._resolution": ["ResolutionMeasurement"],
         "._register": ["RegistrationResult", "apply_registration", "register_channels"],
         "._drift_params": ["DRIFT_REFERENCES", "DriftParams"],
         "._input": ["time_points"],

@@ -341,7 +341,7 @@ def iter_channels(
     params: EsrrfParams,
     *,
     channel_axis: int = 0,
-    drift_shifts: np.ndarray | None = None,
+    drift_shifts: np.ndarray | DriftResult | None = None,
     frames_per_chunk: int | None = None,
     memory_budget: int | None = None,
     name: str = "stack",
@@ -408,7 +408,7 @@ def _run_channels(
     stacks: list[Any],
     params: EsrrfParams,
     axis: int,
-    drift_shifts: np.ndarray | None,
+    drift_shifts: np.ndarray | DriftResult | None,
     chunking: tuple[int | None, int | None],
     name: str,
     device: Any,
@@ -420,7 +420,7 @@ def _run_channels(
     frames_per_chunk, memory_budget = chunking
     registration = params.channel_registration
     estimate = drift_shifts is None and params.drift_correction
-    drifts: list[np.ndarray | None] = [drift_shifts] * n_channels
+    drifts: list[Any] = [drift_shifts] * n_channels  # a (T, 2) trace, a DriftResult or None
     aligned_means = []
     estimates: list[DriftResult] = []
     first = 0.0
@@ -479,6 +479,8 @@ def _run_channels(
     for c in range(n_channels):
         shifts = drifts[c]
         if registered is not None and not registered.elastic:
+            if isinstance(shifts, DriftResult):
+                shifts = shifts.shifts
             base = np.zeros((n_frames, 2)) if shifts is None else np.asarray(shifts, np.float64)
             shifts = base + registered.shifts[c]  # a translation joins each frame's drift
         span = (first + (1 - first) * c / n_channels, first + (1 - first) * (c + 1) / n_channels)

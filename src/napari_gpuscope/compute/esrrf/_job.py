@@ -66,7 +66,10 @@ def iter_esrrf(
         A drift trace ``(T, 2)`` (``(dy, dx)`` per frame in input pixels, e.g. loaded with
         :func:`~napari_gpuscope.compute.esrrf.load_drift_trace`) to correct the frames with
         instead of estimating one; given, the frames are corrected whatever
-        ``drift_correction`` says.
+        ``drift_correction`` says. A :class:`~napari_gpuscope.compute.esrrf.DriftResult`
+        (an estimate made before, e.g. by the dock's *Estimate drift*) is the result's
+        :attr:`EsrrfResult.drift` as it is, with its blocks and parameters: the run records
+        the same facts as one that estimated the trace itself with those parameters.
     channel_axis : int, optional
         The channel axis of a 4D ``stack`` (0 when not given); an error for 3D input.
     device : str or torch.device, optional

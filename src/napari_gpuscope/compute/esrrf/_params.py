@@ -147,6 +147,16 @@ class EsrrfParams(Params):
         ),
         added_later=True,
     )
+    measure_resolution: bool = param(
+        False,
+        label="Measure resolution",
+        help=(
+            "After the reconstruction, measure the decorrelation resolution (Descloux et al. "
+            "2019) of the first time point's eSRRF image and of its widefield mean (the "
+            "central 1024 x 1024 pixels at most); recorded with the result"
+        ),
+        added_later=True,
+    )
     # The drift estimate's options, declared once in DriftParams (see DRIFT_FIELDS).
     drift_reference: str = DriftParams.declaration(
         "reference", label="Drift reference", advanced=True, added_later=True

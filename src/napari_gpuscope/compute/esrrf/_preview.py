@@ -86,7 +86,8 @@ def preview_job(
     """Reconstruct ``region`` of ``data`` as one time point; returns the plane to show."""
     (r0, r1), (c0, c1) = region.rows, region.cols
     crop = data[region.first : region.stop, r0:r1, c0:c1]
-    one_time_point = params.replace(frames_per_timepoint=0, frame_gap=0)
+    # One time point; the preview measures no resolution (a run does).
+    one_time_point = params.replace(frames_per_timepoint=0, frame_gap=0, measure_resolution=False)
 
     def without_outputs(update: Progress) -> Progress:
         return dataclasses.replace(update, outputs={})

@@ -5,6 +5,7 @@ its result."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,7 @@ from ._input import check_frames_per_chunk, check_stack, time_points
 from ._params import EsrrfParams
 from ._pipeline import FramePipeline
 from ._reader import FrameReader
+from ._resolution import ResolutionMeasurement, measure_resolution
 from ._temporal import TemporalAccumulator, macro_pixel_correct
 
 __all__ = ["CPU_CHUNK", "GPU_CHUNK", "OUTPUT", "EsrrfResult", "iter_stack", "output_geometry"]
@@ -120,6 +122,9 @@ class EsrrfResult:
     drift : DriftResult or None
         The drift trace the frames were corrected with (estimated over the whole stack, or
         the one passed as ``drift_shifts``); None without drift correction.
+    decorrelation : ResolutionMeasurement or None
+        The decorrelation resolution of the first time point and its widefield mean, measured
+        by the job with ``measure_resolution`` (None without).
     """
 
     image: np.ndarray
@@ -132,6 +137,7 @@ class EsrrfResult:
     total_time_points: int = 1
     kernel_paths: dict[str, str] = field(default_factory=dict)
     drift: DriftResult | None = None
+    decorrelation: ResolutionMeasurement | None = None
 
     def summary(self) -> dict[str, Any]:
         """JSON-able facts for provenance (everything but the images; the drift trace, per
@@ -148,6 +154,8 @@ class EsrrfResult:
         }
         if self.drift is not None:
             facts["drift"] = self.drift.summary()
+        if self.decorrelation is not None:
+            facts["decorrelation"] = self.decorrelation.summary()
         return facts
 
     def describe(self) -> str:
@@ -164,13 +172,14 @@ class EsrrfResult:
             if self.drift.stopped_early:
                 facts += f"; its estimate stopped after frame {self.drift.shifts.shape[0] - 1}"
             facts += ")"
+        resolution = "" if self.decorrelation is None else f"; {self.decorrelation.describe()}"
         if self.stopped_early:
             return (
                 f"stopped early by request: {n} of {self.total_time_points} time point(s), "
                 f"the last from frames {self.time_points[-1][0]}-{self.time_points[-1][1] - 1} "
-                f"only ({facts})"
+                f"only ({facts}){resolution}"
             )
-        return f"{n} super-resolved time point(s) ({facts})"
+        return f"{n} super-resolved time point(s) ({facts}){resolution}"
 
     def files(self, geometry: Geometry | None = None) -> dict[str, str]:
         """Text files a batch run writes beside the position's images: the drift trace as
@@ -223,9 +232,13 @@ def _display_range(image: np.ndarray) -> tuple[float, float]:
 
 def check_drift_input(
     drift_shifts: Any, n_frames: int, params: EsrrfParams, *, name: str = "stack"
-) -> np.ndarray | None:
-    """A given trace checked against the frames (float64 ``(T, 2)``), or, with drift
-    correction to estimate, a check that the frames hold two drift blocks; None without one."""
+) -> np.ndarray | DriftResult | None:
+    """A given trace checked against the frames (float64 ``(T, 2)``; a :class:`DriftResult`
+    stays one, its shifts checked), or, with drift correction to estimate, a check that the
+    frames hold two drift blocks; None without one."""
+    if isinstance(drift_shifts, DriftResult):
+        check_shifts(drift_shifts.shifts, n_frames, name="drift_shifts")
+        return drift_shifts
     if drift_shifts is not None:
         return check_shifts(drift_shifts, n_frames, name="drift_shifts")
     if params.drift_correction:
@@ -256,7 +269,9 @@ def iter_stack(
     memory_budget = check_budget(memory_budget)
     if device is None and isinstance(stack, torch.Tensor) and stack.is_cuda:
         device = stack.device
-    drift = None if drift_shifts is None else DriftResult.from_shifts(drift_shifts, (height, width))
+    drift = drift_shifts
+    if drift is not None and not isinstance(drift, DriftResult):
+        drift = DriftResult.from_shifts(drift_shifts, (height, width))
     return _run(stack, params, frames_per_chunk, memory_budget, name, device, drift)
 
 
@@ -396,7 +411,7 @@ def _run(
                 f"eSRRF ({params.temporal}) produced NaN or infinite values from finite input; "
                 "please report it with the input's value range and dtype"
             )
-        return EsrrfResult(
+        result = EsrrfResult(
             image=out[:count],
             widefield=widefield[:count],
             params=params,
@@ -408,3 +423,8 @@ def _run(
             kernel_paths=pipeline.kernel_paths(),
             drift=drift,
         )
+        if params.measure_resolution:  # still on the job's device and thread
+            yield Progress(1.0, "Measuring the decorrelation resolution of the result...")
+            measured = measure_resolution(result, dev)
+            result = dataclasses.replace(result, decorrelation=measured)
+        return result

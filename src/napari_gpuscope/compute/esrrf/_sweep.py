@@ -263,7 +263,8 @@ def iter_parameter_sweep(
     sensitivities = _values(
         "sensitivities", sensitivities, info["sensitivity"].minimum, info["sensitivity"].maximum
     )
-    base = base.replace(frames_per_timepoint=0, frame_gap=0)
+    # One time point; the sweep measures every cell's resolution itself.
+    base = base.replace(frames_per_timepoint=0, frame_gap=0, measure_resolution=False)
     n_frames, _, _ = check_stack(stack, base)
     frames = n_frames if frames is None else int(frames)
     if n_frames < 4:

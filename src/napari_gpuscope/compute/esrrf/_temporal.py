@@ -18,7 +18,10 @@ itself, in registers, so no per-frame map is ever stored.
 A chunk of frames is *staged* (the sums after it are written to a second buffer, the committed
 ones are only read) and *committed* when the whole chunk has finished (the buffers swap): an
 out-of-memory error anywhere in a chunk leaves the committed sums as they were, so the retried
-chunk never counts a frame twice. The widefield sum of the raw frames goes the same way.
+chunk never counts a frame twice. The widefield sum of the raw frames goes the same way, frame
+by frame into float64 (like the statistics), so that it does not depend on how the frames are
+chunked: a dock streaming small chunks, a batch run and a GPU with less free memory (smaller
+planned chunks) give the same bytes.
 """
 
 from __future__ import annotations
@@ -29,7 +32,6 @@ __all__ = [
     "EDGE_ROWS",
     "STATE_ROWS",
     "STATISTIC_CODES",
-    "WIDEFIELD_GROUP",
     "TemporalAccumulator",
     "fold",
     "macro_pixel_correct",
@@ -44,10 +46,6 @@ EDGE_ROWS = ("first", "last")
 
 STATISTIC_CODES = {"AVG": 0, "VAR": 1, "TAC2": 2}
 """How ``esrrf_rgc_accumulate`` names the statistics."""
-
-WIDEFIELD_GROUP = 256
-"""Frames per float32 partial of the widefield sum: sums of 256 uint16 frames stay below
-2^24, so integer frames add up exactly in float32 before the float64 total."""
 
 
 def fold(
@@ -170,15 +168,16 @@ class TemporalAccumulator:
         self.staged(len(maps))
 
     def stage_widefield(self, frames: torch.Tensor) -> None:
-        """Stage the sum of a chunk of raw float32 frames ``(B, H, W)``: float32 partial sums
-        of :data:`WIDEFIELD_GROUP` frames added to the float64 total (no float64 copy of the
-        chunk)."""
+        """Stage the sum of a chunk of raw float32 frames ``(B, H, W)``: each frame added to
+        the float64 total in order (no float64 copy of the chunk), so the sum is the same
+        however the frames are chunked (float32 partial sums of a chunk were not, for the
+        non-integer values of drift-corrected frames)."""
         if self.widefield_sum is None or self._staged_widefield is None:
             raise ValueError("this accumulator keeps no widefield sum (no frame_shape)")
         staged = self._staged_widefield
         staged.copy_(self.widefield_sum)
-        for start in range(0, frames.shape[0], WIDEFIELD_GROUP):
-            staged.add_(frames[start : start + WIDEFIELD_GROUP].sum(0))
+        for frame in frames:
+            staged.add_(frame)
         self._widefield_ready = True
 
     def commit(self) -> None:
