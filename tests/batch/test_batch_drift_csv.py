@@ -180,6 +180,27 @@ def test_a_damaged_csv_still_opens_the_images_with_a_warning(store, tmp_path):
     assert [kind for _, _, kind in layers] == ["image", "image"]
 
 
+@pytest.mark.parametrize(
+    ("rows", "reason"),
+    [
+        ("0,0,0\ninf,0.1,0.2\n", ""),  # a frame that is no integer (OverflowError before)
+        ("0,0,0\n1,0.1\n", ""),  # a short row (TypeError before)
+        ("".join(f"{k},0,0\n" for k in range(6)), "6 frames where the position's input"),
+    ],
+    ids=["frame inf", "short row", "too few frames"],
+)
+def test_a_wrong_csv_is_named_in_a_warning_and_the_images_open(store, tmp_path, rows, reason):
+    """Issue 26 items 4 and 14: these hid the position's images, or opened silently."""
+    copy = _copy(store, tmp_path)
+    header = (store / "fov0" / "drift.csv").read_text(encoding="utf-8").splitlines()
+    header = "\n".join(line for line in header if line.startswith("#") or "frame" in line)
+    (copy / "fov0" / "drift.csv").write_text(header + "\n" + rows, encoding="utf-8")
+    with pytest.warns(UserWarning, match="drift.csv not opened as a drift track") as caught:
+        layers = read_position(str(copy / "fov0"))
+    assert reason in str(caught[0].message)
+    assert [kind for _, _, kind in layers] == ["image", "image"]
+
+
 def test_without_drift_correction_no_csv_is_written(drifting, client, tmp_path):
     folder, _, _ = drifting
     params = esrrf.EsrrfParams(magnification=2)

@@ -20,6 +20,7 @@ drift trace imports :mod:`napari_gpuscope.compute.esrrf` when it is read.
 from __future__ import annotations
 
 import json
+import math
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -27,7 +28,7 @@ from typing import Any
 
 from napari_gpuscope.batch.store import ATTRIBUTE
 
-__all__ = ["get_reader", "read_position"]
+__all__ = ["DamagedPosition", "get_reader", "read_position"]
 
 LayerDataTuple = tuple[Any, dict[str, Any], str]
 
@@ -35,15 +36,14 @@ _UNITS = {"micrometer": "µm", "nanometer": "nm", "millimeter": "mm", "second": 
 
 
 def _attributes(folder: Path) -> dict[str, Any] | None:
-    meta = folder / "zarr.json"
-    if not meta.is_file():
-        return None
+    """The group attributes of ``folder`` when this package wrote it (its ``zarr.json`` has
+    our attribute), else None; never raises."""
     try:
-        document = json.loads(meta.read_text())
-    except (OSError, ValueError):
+        document = json.loads((folder / "zarr.json").read_text())
+    except (OSError, ValueError):  # not a folder, no zarr.json, not JSON, not UTF-8
         return None
-    attrs = document.get("attributes", {}) if isinstance(document, dict) else {}
-    if ATTRIBUTE not in attrs or "multiscales" not in attrs.get("ome", {}):
+    attrs = document.get("attributes") if isinstance(document, dict) else None
+    if not isinstance(attrs, dict) or ATTRIBUTE not in attrs:
         return None
     return attrs
 
@@ -60,34 +60,68 @@ def get_reader(path: str | list[str]) -> Callable[[str], list[LayerDataTuple]] |
         if len(path) != 1:
             return None
         path = path[0]
+    if not isinstance(path, (str, Path)):
+        return None
     return read_position if _attributes(Path(path)) is not None else None
 
 
+class DamagedPosition(ValueError):
+    """A position (or one of its layers) whose metadata or arrays cannot be read; the message
+    names the folder and what is wrong."""
+
+
+def _require(condition: bool, folder: Path, what: str) -> None:
+    if not condition:
+        raise DamagedPosition(f"{folder}: {what}")
+
+
 def _layer(folder: Path, attrs: dict[str, Any], visible: bool) -> LayerDataTuple:
+    """The image layer of one group; :class:`DamagedPosition` names what is wrong."""
     import zarr
 
-    scales = attrs["ome"]["multiscales"][0]
-    dataset = scales["datasets"][0]
-    data = zarr.open_array(str(folder / dataset["path"]), mode="r")
-    scale = next(
-        (t["scale"] for t in dataset.get("coordinateTransformations", []) if t["type"] == "scale"),
-        [1.0] * data.ndim,
+    batch = attrs.get(ATTRIBUTE)
+    _require(isinstance(batch, dict), folder, f"its {ATTRIBUTE!r} attribute is not a mapping")
+    ome = attrs.get("ome")
+    multiscales = ome.get("multiscales") if isinstance(ome, dict) else None
+    _require(
+        isinstance(multiscales, list) and bool(multiscales) and isinstance(multiscales[0], dict),
+        folder,
+        "no OME-NGFF 'multiscales' list in its attributes",
     )
-    axes = scales.get("axes", [])
+    scales = multiscales[0]
+    datasets = scales.get("datasets")
+    _require(
+        isinstance(datasets, list) and bool(datasets) and isinstance(datasets[0], dict),
+        folder,
+        "its multiscales have no 'datasets'",
+    )
+    dataset = datasets[0]
+    _require(isinstance(dataset.get("path"), str), folder, "its first dataset has no 'path'")
+    try:
+        data = zarr.open_array(str(folder / dataset["path"]), mode="r")
+    except Exception as exc:  # missing, not an array, damaged metadata: zarr's many errors
+        raise DamagedPosition(
+            f"{folder}: its array {dataset['path']!r} cannot be opened ({exc})"
+        ) from exc
+    scale = _scale(folder, dataset, data.ndim)
+    axes = scales.get("axes")
+    if not (isinstance(axes, list) and all(isinstance(a, dict) and "name" in a for a in axes)):
+        axes = []
+    name = scales.get("name")
     kwargs: dict[str, Any] = {
-        "name": scales.get("name") or folder.name,
-        "scale": tuple(float(s) for s in scale),
+        "name": name if isinstance(name, str) and name else folder.name,
+        "scale": scale,
         "visible": visible,
         "metadata": {
-            ATTRIBUTE: attrs[ATTRIBUTE].get("provenance"),
-            "batch": {k: v for k, v in attrs[ATTRIBUTE].items() if k != "provenance"},
+            ATTRIBUTE: batch.get("provenance"),
+            "batch": {k: v for k, v in batch.items() if k != "provenance"},
         },
     }
     if len(axes) == data.ndim:
-        kwargs["axis_labels"] = tuple(axis["name"] for axis in axes)
-        units = [_UNITS.get(axis.get("unit", ""), axis.get("unit")) for axis in axes]
+        kwargs["axis_labels"] = tuple(str(axis["name"]) for axis in axes)
+        units = [_UNITS.get(str(axis.get("unit", "")), axis.get("unit")) for axis in axes]
         if any(units):  # an axis without one (time, of an ImageJ input) is napari's "pixel"
-            kwargs["units"] = tuple(u or "pixel" for u in units)
+            kwargs["units"] = tuple(str(u) if u else "pixel" for u in units)
         channel = [i for i, axis in enumerate(axes) if axis.get("type") == "channel"]
         if channel:
             # napari splits the channels into layers; per-layer geometry drops that axis.
@@ -97,6 +131,24 @@ def _layer(folder: Path, attrs: dict[str, Any], visible: bool) -> LayerDataTuple
                 if key in kwargs:
                     kwargs[key] = tuple(v for i, v in enumerate(kwargs[key]) if i != c)
     return data, kwargs, "image"
+
+
+def _scale(folder: Path, dataset: dict[str, Any], ndim: int) -> tuple[float, ...]:
+    """The dataset's scale transformation: one positive finite number per axis (1 each when
+    there is none)."""
+    transforms = dataset.get("coordinateTransformations", [])
+    _require(isinstance(transforms, list), folder, "its coordinateTransformations are no list")
+    for transform in transforms:
+        if isinstance(transform, dict) and transform.get("type") == "scale":
+            scale = transform.get("scale")
+            ok = isinstance(scale, list) and len(scale) == ndim
+            ok = ok and all(
+                isinstance(s, (int, float)) and not isinstance(s, bool) and 0 < s < math.inf
+                for s in scale
+            )
+            _require(ok, folder, f"its scale {scale!r} is not {ndim} positive numbers")
+            return tuple(float(s) for s in scale)
+    return (1.0,) * ndim
 
 
 def read_position(path: str | list[str]) -> list[LayerDataTuple]:
@@ -117,24 +169,59 @@ def read_position(path: str | list[str]) -> list[LayerDataTuple]:
     attrs = _attributes(folder)
     if attrs is None:
         raise ValueError(f"{folder} is not a position of a napari-gpuscope batch store")
-    layers = [_layer(folder, attrs, visible=True)]
+    layers: list[LayerDataTuple] = []
+    skipped: list[str] = []
+    try:
+        layers.append(_layer(folder, attrs, visible=True))
+    except DamagedPosition as exc:
+        skipped.append(f"the result not opened: {exc}")
     extra = folder / "extra"
     if extra.is_dir():
         for child in sorted(extra.iterdir()):
             child_attrs = _attributes(child)
-            if child_attrs is not None:
+            if child_attrs is None:
+                if child.is_dir():
+                    skipped.append(f"extra layer {child.name!r} not opened: no readable attributes")
+                continue
+            try:
                 layers.append(_layer(child, child_attrs, visible=False))
+            except DamagedPosition as exc:
+                skipped.append(f"extra layer {child.name!r} not opened: {exc}")
+    batch = attrs.get(ATTRIBUTE)
+    files = batch.get("files") if isinstance(batch, dict) else None
     trace = folder / DRIFT_FILE
-    if DRIFT_FILE in attrs[ATTRIBUTE].get("files", []) and trace.is_file():
+    if isinstance(files, list) and DRIFT_FILE in files and trace.is_file():
         try:
-            layers.append(_drift_layer(trace, attrs[ATTRIBUTE]))
-        except ValueError as exc:  # an edited or damaged trace must not hide the images
-            warnings.warn(f"{trace} not opened as a drift track: {exc}", stacklevel=2)
+            layers.append(_drift_layer(trace, batch))
+        except Exception as exc:  # an edited or damaged trace must not hide the images
+            skipped.append(f"{trace.name} not opened as a drift track: {_plain(exc)}")
+    if not layers:
+        raise DamagedPosition(
+            f"{folder} is a damaged position, nothing in it could be read: " + "; ".join(skipped)
+        )
+    if skipped:
+        warnings.warn(f"{folder}: " + "; ".join(skipped), stacklevel=2)
     return layers
+
+
+def _plain(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text if isinstance(exc, ValueError) and text else f"{type(exc).__name__}: {text}"
 
 
 DRIFT_FILE = "drift.csv"
 """A position's drift trace (eSRRF's ``files``), opened as a Tracks layer."""
+
+
+def _frames(shape: list[Any], source: dict[str, Any]) -> int | None:
+    """The input's frame count (its time axis), when its shape and labels say so."""
+    labels = ((source.get("geometry") or {}).get("axis_labels")) or ()
+    if len(shape) == 3:
+        return int(shape[0])
+    if len(shape) == 4:  # (C, T, Y, X), or (T, C, Y, X) labelled so
+        time = list(labels).index("t") if len(labels) == 4 and "t" in labels else 1
+        return int(shape[time])
+    return None
 
 
 def _drift_layer(path: Path, batch: dict[str, Any]) -> LayerDataTuple:
@@ -148,6 +235,11 @@ def _drift_layer(path: Path, batch: dict[str, Any]) -> LayerDataTuple:
     source = batch.get("input") or {}
     trace = DriftResult.from_csv(path)
     shape = source.get("shape") or []
+    frames = _frames(shape, source)
+    if frames is not None and trace.shifts.shape[0] != frames:
+        raise ValueError(
+            f"it has {trace.shifts.shape[0]} frames where the position's input has {frames}"
+        )
     if len(shape) >= 2:  # the track starts at the middle of the frames, as in the dock
         trace = dataclasses.replace(trace, frame_shape=(int(shape[-2]), int(shape[-1])))
     geometry = Geometry.from_kwargs(source.get("geometry") or {})
