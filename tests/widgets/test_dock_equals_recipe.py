@@ -202,3 +202,38 @@ def test_tv_dock_equals_its_recipe(viewer, qtbot, cpu_device, tmp_path, client):
     written_image, _, attrs = _position(out, "cells")
     _same_bytes(written_image, result.data)
     assert _measured(attrs["provenance"]["result"]) == _measured(shown)
+
+
+def test_saving_a_recipe_says_what_it_cannot_carry_of_the_esrrf_dock(
+    viewer, qtbot, cpu_device, tmp_path, monkeypatch
+):
+    """A loaded trace, or an estimate made with other drift options, is not what a recipe
+    run does (it estimates each position's drift with the recipe's options): Save... says so;
+    an estimate with the recipe's options needs no note."""
+    from napari_gpuscope.compute.esrrf import DriftResult
+    from napari_gpuscope.widgets.esrrf_dock import EsrrfDock
+
+    stack = _blinking(frames=40, side=32)
+    viewer.add_image(stack, name="drifting")
+    dock = open_dock(EsrrfDock, viewer, qtbot)
+    select_input(dock, "drifting")
+    dock.set_param("drift_time_averaging", 10)
+    dock.drift.set_mode("estimate")
+    assert dock.drift.estimate()
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=120_000)
+    dock.recipe_row.save(tmp_path / "same.yaml")
+    assert "Note" not in dock.panel.status.text()
+
+    dock.set_param("drift_time_averaging", 20)  # the trace shown was estimated with 10
+    dock.recipe_row.save(tmp_path / "other.yaml")
+    assert "estimated with other drift options" in dock.panel.status.text()
+
+    path = DriftResult.from_shifts(np.zeros((40, 2))).to_csv(tmp_path / "trace.csv")
+    monkeypatch.setattr(
+        "qtpy.QtWidgets.QFileDialog.getOpenFileName", lambda *a, **k: (str(path), "")
+    )
+    dock.drift.load_button.click()
+    assert dock.drift.current_mode == "trace"
+    dock.recipe_row.save(tmp_path / "loaded.yaml")
+    assert "loaded from a file, which a recipe does not carry" in dock.panel.status.text()
+    assert load_recipe(tmp_path / "loaded.yaml").params["drift_correction"] is True

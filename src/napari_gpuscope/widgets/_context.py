@@ -58,6 +58,10 @@ class DockContext(Protocol):
         """Write the dock's status line."""
         ...
 
+    def recipe_notes(self) -> list[str]:
+        """What a recipe saved now cannot carry of the dock's next run (empty: nothing)."""
+        ...
+
     def follows(self, layer: napari.layers.Layer) -> bool:
         """Whether selecting ``layer`` should make it an input (not a result of this dock)."""
         ...

@@ -110,6 +110,12 @@ class MethodHooks:
         """React to a finished job's result on input ``layer`` (default: nothing); a preview's
         result is its :class:`PreviewResult`."""
 
+    def recipe_notes(self) -> list[str]:
+        """What a recipe saved now cannot carry of the dock's next run, in words (default:
+        nothing: the dock runs the registry's job with its parameters, as the recipe does);
+        the Recipe row says it when it saves one."""
+        return []
+
     def metric_targets(self, params: Params) -> dict[str, float]:
         """Values the plotted metrics aim for (dashed lines), e.g. a tolerance."""
         return {}

@@ -109,7 +109,11 @@ class RecipeRow(QWidget):
                 return None
             path = Path(name) if Path(name).suffix else Path(name).with_suffix(".yaml")
         written = recipe.save(path)
-        self.dock.set_status(f"Recipe saved to {written.name} (recipe {recipe.hash()[:12]}).")
+        text = f"Recipe saved to {written.name} (recipe {recipe.hash()[:12]})."
+        notes = self.dock.recipe_notes()
+        if notes:  # a run here would differ from the recipe's: say how
+            text += " Note: " + "; ".join(notes) + "."
+        self.dock.set_status(text)
         return written
 
     def load(self, path: str | Path | None = None) -> Recipe | None:

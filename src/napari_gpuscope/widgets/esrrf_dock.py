@@ -37,7 +37,7 @@ bytes.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import numpy as np
 from magicgui.widgets import Label
@@ -231,6 +231,37 @@ class EsrrfDock(MethodDock):
             name=f"layer '{layer.name}'",
             drift_shifts=drift,
         )
+
+    def recipe_notes(self) -> list[str]:
+        """A trace in the drift section that a recipe cannot carry: one loaded from a file, one
+        estimated with other drift options than the parameters', or channel 0's trace used for
+        every channel (a recipe run estimates each position's, and each channel's, drift with
+        the recipe's options)."""
+        trace = self.drift.trace
+        if self.drift.current_mode != "trace" or trace is None:
+            return []
+        if trace.params is None:
+            return [
+                "runs here use the drift trace loaded from a file, which a recipe does not "
+                "carry: a batch run estimates each position's drift with the recipe's drift "
+                "options"
+            ]
+        notes = []
+        try:
+            if trace.params != cast("EsrrfParams", self.params()).drift_params():
+                notes.append(
+                    "the drift trace here was estimated with other drift options than the "
+                    "recipe's: a batch run estimates with the recipe's"
+                )
+        except ValueError:
+            pass  # invalid parameters: no recipe is saved
+        layer = self.input_layer
+        if layer is not None and (layer.ndim == 4 or self.channel_layers.selected):
+            notes.append(
+                "runs here correct every channel with channel 0's estimated trace; a batch run "
+                "estimates each channel's drift"
+            )
+        return notes
 
     def show_changes(self) -> list[str]:
         """Mark the drift choice too when drift correction differs from its default."""
