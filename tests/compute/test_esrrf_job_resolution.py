@@ -121,7 +121,8 @@ def test_the_sweep_measures_no_cell_twice(stack, monkeypatch):
     sweep = esrrf.SweepParams(
         radii=(1.0, 1.5), sensitivities=(1.0,), magnification=2, measure_resolution=True
     )
-    run_job(esrrf.iter_sweep(stack, params=sweep, device="cpu"))
+    result = run_job(esrrf.iter_sweep(stack, params=sweep, device="cpu"))
     assert calls == []
+    assert result.params.measure_resolution is True  # "Use best" (best_params) keeps it
     run_job(esrrf.iter_esrrf(stack, params=sweep.base(), device="cpu"))
     assert calls == [1]  # the patch counts

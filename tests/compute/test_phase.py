@@ -266,7 +266,14 @@ def test_slices_in_chunks_equal_the_unchunked_result(recon_ref):
     stack = recon_ref["stack_tilt"]
     params = phase.PhaseParams(**AIR, tilt_zenith=0.2, tilt_azimuth=1.0)
     whole = phase.reconstruct(stack, params=params, device="cpu")
-    chunked = phase.reconstruct(stack, params=params, memory_budget=2_300_000, device="cpu")
+    # fresh optics: with the process's (now holding these), nothing is built and one chunk fits
+    chunked = phase.reconstruct(
+        stack,
+        params=params,
+        memory_budget=2_300_000,
+        optics_cache=phase.OpticsCache(),
+        device="cpu",
+    )
     assert whole.chunks == 1
     assert chunked.chunks > 2
     np.testing.assert_allclose(chunked.phase, whole.phase, atol=1e-5)
@@ -274,4 +281,10 @@ def test_slices_in_chunks_equal_the_unchunked_result(recon_ref):
     from napari_gpuscope.compute.memory import DeviceMemoryError
 
     with pytest.raises(DeviceMemoryError):
-        phase.reconstruct(stack, params=params, memory_budget=500_000, device="cpu")
+        phase.reconstruct(
+            stack,
+            params=params,
+            memory_budget=500_000,
+            optics_cache=phase.OpticsCache(),
+            device="cpu",
+        )

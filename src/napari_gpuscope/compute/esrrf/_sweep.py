@@ -263,8 +263,7 @@ def iter_parameter_sweep(
     sensitivities = _values(
         "sensitivities", sensitivities, info["sensitivity"].minimum, info["sensitivity"].maximum
     )
-    # One time point; the sweep measures every cell's resolution itself.
-    base = base.replace(frames_per_timepoint=0, frame_gap=0, measure_resolution=False)
+    base = base.replace(frames_per_timepoint=0, frame_gap=0)
     n_frames, _, _ = check_stack(stack, base)
     frames = n_frames if frames is None else int(frames)
     if n_frames < 4:
@@ -372,7 +371,8 @@ def _sweep(stack, radii, sensitivities, base, frames, pixel_size, device) -> Job
     runs_per_cell = 2 if base.temporal == "AVG" else 3
     stopped = False
     for number, (i, j) in enumerate(cells):
-        cell = base.replace(radius=radii[j], sensitivity=sensitivities[i])
+        # The sweep measures each cell's resolution itself (Use best keeps the option).
+        cell = base.replace(radius=radii[j], sensitivity=sensitivities[i], measure_resolution=False)
         linear = cell.replace(macro_pixel_correction=False) if base.temporal == "AVG" else cell
         images = []
         inputs = [*halves, *([used] if runs_per_cell == 3 else [])]
