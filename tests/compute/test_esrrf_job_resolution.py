@@ -97,6 +97,14 @@ def test_an_estimate_given_as_a_drift_result_records_what_an_estimate_in_the_run
     )
     assert bare.image.tobytes() == in_run.image.tobytes()
     assert bare.summary()["drift"]["params"] is None
+    # a trace read from a file does not know its frames' shape: the run's does
+    loaded = esrrf.DriftResult.from_shifts(estimate.shifts)
+    assert loaded.frame_shape is None
+    given_loaded = run_job(
+        esrrf.iter_esrrf(stack, params=params, drift_shifts=loaded, device="cpu")
+    )
+    assert given_loaded.drift.frame_shape == stack.shape[1:]
+    assert given_loaded.image.tobytes() == in_run.image.tobytes()
 
 
 def test_each_channel_is_measured(stack):

@@ -544,8 +544,11 @@ def _reporting_drift(job: Job[Any], drift: Any) -> Job[Any]:
     """``job`` whose result's ``drift`` is ``drift`` (a DriftResult, a ``(T, 2)`` trace or
     None)."""
     result = yield from job
+    shape = tuple(result.widefield.shape[-2:])
     if drift is not None and not isinstance(drift, DriftResult):
-        drift = DriftResult.from_shifts(drift, tuple(result.widefield.shape[-2:]))
+        drift = DriftResult.from_shifts(drift, shape)
+    elif drift is not None and drift.frame_shape != shape:  # e.g. read from a CSV file
+        drift = dataclasses.replace(drift, frame_shape=shape)
     return dataclasses.replace(result, drift=drift)
 
 

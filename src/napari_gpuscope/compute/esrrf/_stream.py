@@ -272,6 +272,10 @@ def iter_stack(
     drift = drift_shifts
     if drift is not None and not isinstance(drift, DriftResult):
         drift = DriftResult.from_shifts(drift_shifts, (height, width))
+    elif drift is not None and drift.frame_shape != (height, width):
+        # e.g. a trace read from a CSV file, which does not say its frames' shape (its track
+        # is drawn from the frame's centre)
+        drift = dataclasses.replace(drift, frame_shape=(height, width))
     return _run(stack, params, frames_per_chunk, memory_budget, name, device, drift)
 
 
