@@ -134,3 +134,16 @@ def test_the_sweep_measures_no_cell_twice(stack, monkeypatch):
     assert result.params.measure_resolution is True  # "Use best" (best_params) keeps it
     run_job(esrrf.iter_esrrf(stack, params=sweep.base(), device="cpu"))
     assert calls == [1]  # the patch counts
+
+
+def test_a_strip_says_the_region_the_analysis_read():
+    """A long eSRRF image is analysed on its central region (at most 1024 px a side and 2:1):
+    the measurement names the region the analysis read."""
+    rng = np.random.default_rng(1)
+    stack = rng.poisson(50, (4, 16, 160)).astype(np.uint16)
+    params = esrrf.EsrrfParams(magnification=2, measure_resolution=True)
+    result = run_job(esrrf.iter_esrrf(stack, params=params, device="cpu"))
+    facts = result.summary()["decorrelation"]
+    rows, cols = facts["esrrf"]["analysed_shape"]
+    assert (rows, cols) != (32, 320) and cols <= 2 * rows
+    assert facts["region"] == f"central {rows} x {cols} px"

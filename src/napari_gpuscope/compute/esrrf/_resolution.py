@@ -103,8 +103,9 @@ def measure_resolution(result: EsrrfResult, device: Any) -> ResolutionMeasuremen
         analyses += [None] * (2 - len(analyses))
     region = ""
     if result.image.ndim == 3 and result.image.shape[0]:
-        rows, cols = result.image[0].shape
-        if max(rows, cols) > DECORRELATION_SIDE:
-            side_r, side_c = min(rows, DECORRELATION_SIDE), min(cols, DECORRELATION_SIDE)
-            region = f"central {side_r} x {side_c} px"
+        whole = tuple(result.image[0].shape)
+        # what the analysis read (it keeps a strip's centre to 2:1), else what it was given
+        shape = getattr(analyses[0], "analysed_shape", None) or _centre(result.image[0]).shape
+        if tuple(shape) != whole:
+            region = f"central {shape[0]} x {shape[1]} px"
     return ResolutionMeasurement(analyses[0], analyses[1], note, region)
