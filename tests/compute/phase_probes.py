@@ -79,6 +79,21 @@ class _Tagger(TorchDispatchMode):
         return out
 
 
+def _import_compute() -> None:
+    """Import every module of ``napari_gpuscope.compute`` (once), so that :class:`HostTransfers`
+    patches each module's ``to_device``. Without it the counts depended on what earlier tests
+    had imported: run alone, a module imported during the count uploaded uncounted (seen as
+    'upload' and 'Tensor.tolist' missing, and ADMM's host path at 2 crossings an iteration
+    instead of 3)."""
+    import importlib
+    import pkgutil
+
+    import napari_gpuscope.compute as compute
+
+    for module in pkgutil.walk_packages(compute.__path__, compute.__name__ + "."):
+        importlib.import_module(module.name)
+
+
 class HostTransfers:
     """Context manager counting host <-> device crossings by kind (see the module notes).
 
@@ -178,6 +193,7 @@ class HostTransfers:
 
         from napari_gpuscope.compute import arrays
 
+        _import_compute()  # a module a job imports lazily would keep the unpatched function
         to_device = arrays.to_device
         for module in list(sys.modules.values()):
             if module.__name__.startswith("napari_gpuscope") and (
