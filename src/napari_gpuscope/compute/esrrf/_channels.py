@@ -388,8 +388,10 @@ def iter_channels(
     n_channels = check_channels(data, channel_axis, name=name)
     axis = channel_axis % 4
     stacks = [channel_stack(data, axis, c) for c in range(n_channels)]
-    n_frames, _, _ = check_stack(stacks[0], params, name=f"{name} channel 0")
-    drift_shifts = check_drift_input(drift_shifts, n_frames, params, name=name)
+    n_frames, height, width = check_stack(stacks[0], params, name=f"{name} channel 0")
+    drift_shifts = check_drift_input(
+        drift_shifts, n_frames, params, name=name, frame_shape=(height, width)
+    )
     memory_budget = check_budget(memory_budget)
     if channel_names is not None and len(channel_names) != n_channels:
         raise ValueError(f"channel_names has {len(channel_names)} names for {n_channels} channels")

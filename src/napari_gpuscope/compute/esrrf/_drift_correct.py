@@ -82,15 +82,40 @@ def shift_frames(frames: torch.Tensor, shifts: Any) -> torch.Tensor:
     return _shift_axis(out, shifts[:, 1], 2)
 
 
-def check_shifts(shifts: Any, n_frames: int, *, name: str = "shifts") -> np.ndarray:
-    """A drift trace as float64 ``(T, 2)``, or a ValueError saying what is valid.
+def check_shifts(
+    shifts: Any,
+    n_frames: int,
+    *,
+    name: str = "shifts",
+    frame_shape: tuple[int, int] | None = None,
+) -> np.ndarray:
+    """A drift trace as float64 ``(T, 2)``, or a ValueError saying what is valid: real,
+    finite, unmasked numbers, one ``(dy, dx)`` per frame, each below ``frame_shape`` (when
+    given) in size.
 
     Examples
     --------
     >>> check_shifts([[0, 0], [0.5, -1]], 2).dtype
     dtype('float64')
     """
-    array = np.asarray(shifts, dtype=np.float64)
+    if np.ma.isMaskedArray(shifts) and np.ma.getmaskarray(shifts).any():
+        raise ParameterError(
+            f"{name} has masked values; a drift trace needs a (dy, dx) for every frame "
+            "(fill or interpolate the masked frames first)"
+        )
+    try:
+        raw = np.asarray(np.ma.getdata(shifts))
+    except ValueError as error:  # ragged rows
+        raise ParameterError(
+            f"{name} is not a (T, 2) array of numbers ({error}); a drift trace is (dy, dx) "
+            "per frame"
+        ) from None
+    if raw.dtype.kind not in "iuf":
+        what = {"b": "True/False values", "c": "complex numbers"}.get(raw.dtype.kind, raw.dtype)
+        raise ParameterError(
+            f"{name} holds {what}; a drift trace is real numbers, (dy, dx) per frame in pixels"
+        )
+    array = raw.astype(np.float64)
     if array.ndim != 2 or array.shape[1] != 2:
         raise ParameterError(
             f"{name} has shape {array.shape}; a drift trace is (T, 2): (dy, dx) per frame"
@@ -103,6 +128,14 @@ def check_shifts(shifts: Any, n_frames: int, *, name: str = "shifts") -> np.ndar
     if not np.isfinite(array).all():
         bad = int(np.nonzero(~np.isfinite(array).all(axis=1))[0][0])
         raise ParameterError(f"{name}[{bad}] is not finite ({array[bad].tolist()})")
+    if frame_shape is not None:
+        too_far = np.abs(array) >= np.asarray(frame_shape, dtype=np.float64)
+        if too_far.any():
+            bad = int(np.nonzero(too_far.any(axis=1))[0][0])
+            raise ParameterError(
+                f"{name}[{bad}] = {array[bad].tolist()} moves the frame by its whole size "
+                f"{tuple(frame_shape)} or more; a drift must stay below the frame size"
+            )
     return array
 
 
@@ -185,8 +218,8 @@ def iter_correct_drift(
     """
     if not (hasattr(stack, "shape") and hasattr(stack, "dtype")):
         stack = np.asarray(stack)  # a nested list: as NumPy reads it
-    n = _check_stack(stack, name)[0]
-    shifts = check_shifts(shifts, n)
+    n, height, width = _check_stack(stack, name)
+    shifts = check_shifts(shifts, n, frame_shape=(height, width))
     memory_budget = check_budget(memory_budget)
     return _correct(stack, shifts, frames_per_chunk, memory_budget, name, device)
 

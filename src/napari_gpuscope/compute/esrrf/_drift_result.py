@@ -88,7 +88,11 @@ class DriftResult:
         >>> DriftResult.from_shifts([[0, 0], [0.5, 1.0]]).max_drift
         1.118033988749895
         """
-        array = check_shifts(shifts, len(np.asarray(shifts)))
+        try:
+            frames = len(shifts)
+        except TypeError:  # a scalar: check_shifts says what a trace is
+            frames = -1
+        array = check_shifts(shifts, frames, name="drift_shifts", frame_shape=frame_shape)
         n = array.shape[0]
         return cls(
             shifts=array,
@@ -323,9 +327,46 @@ def load_drift_trace(path: str | Path) -> np.ndarray:
     Raises
     ------
     ValueError
-        For a file without the columns, or with a frame missing or out of order.
+        Naming the file and what is wrong: not UTF-8 text, no ``dy_px, dx_px`` columns (or
+        ``dy_<unit>, dx_<unit>`` with a positive finite ``# pixel_size``), a short row, a value
+        that is not a finite number, frames other than 0, 1, 2, ... in order.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "drift.csv")
+    >>> lines = ["# pixel_size: 0.1 um", "frame,dy_um,dx_um", "0,0,0", "1,0.05,-0.1"]
+    >>> _ = open(path, "w").write(chr(10).join(lines))
+    >>> load_drift_trace(path).tolist()
+    [[0.0, 0.0], [0.5, -1.0]]
     """
     path = Path(path)
+    try:
+        return _read_trace(path)
+    except _TraceError as error:
+        raise ParameterError(f"{path}: {error}") from None
+    except csv.Error as error:  # e.g. a field beyond csv's size limit
+        raise ParameterError(f"{path}: not a drift-trace CSV ({error})") from None
+    except UnicodeDecodeError:
+        raise ParameterError(f"{path}: not UTF-8 text; a drift trace is a CSV file") from None
+
+
+class _TraceError(Exception):
+    """What is wrong with a trace file (load_drift_trace adds the file's name)."""
+
+
+def _number(text: Any, what: str) -> float:
+    """A finite number from a CSV field, or a :class:`_TraceError` naming ``what``."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise _TraceError(f"{what} is {text!r}, not a number") from None
+    if not math.isfinite(value):
+        raise _TraceError(f"{what} is {text!r}; it must be a finite number")
+    return value
+
+
+def _read_trace(path: Path) -> np.ndarray:
     text = path.read_text(encoding="utf-8")
     pixel_size, size_unit = None, None
     lines = []
@@ -333,30 +374,41 @@ def load_drift_trace(path: str | Path) -> np.ndarray:
         if line.startswith("#"):
             match = re.match(r"#\s*pixel_size:\s*(\S+)\s*(\S*)", line)
             if match:
-                pixel_size, size_unit = float(match.group(1)), match.group(2)
+                pixel_size, size_unit = _number(match.group(1), "pixel_size"), match.group(2)
+                if pixel_size <= 0:
+                    raise _TraceError(f"pixel_size is {pixel_size!r}; it must be positive")
         elif line.strip():
             lines.append(line)
-    rows = list(csv.DictReader(lines))
-    if not rows:
-        raise ValueError(f"{path}: no drift trace rows (expected columns frame, dy_px, dx_px)")
-    columns = rows[0].keys()
-    if {"dy_px", "dx_px"} <= columns:
+    reader = csv.reader(lines)
+    header = next(reader, None)
+    rows = list(reader)
+    if not header or not rows:
+        raise _TraceError("no drift trace rows (expected columns frame, dy_px, dx_px)")
+    columns = [name.strip() for name in header]
+    if {"dy_px", "dx_px"} <= set(columns):
         keys, factor = ("dy_px", "dx_px"), 1.0
-    elif pixel_size and size_unit and {f"dy_{size_unit}", f"dx_{size_unit}"} <= columns:
+    elif pixel_size and size_unit and {f"dy_{size_unit}", f"dx_{size_unit}"} <= set(columns):
         keys, factor = (f"dy_{size_unit}", f"dx_{size_unit}"), 1.0 / pixel_size
     else:
-        raise ValueError(
-            f"{path}: columns {list(columns)}; a drift trace needs dy_px and dx_px (or "
-            "dy_<unit>, dx_<unit> with a '# pixel_size: <value> <unit>' line)"
+        raise _TraceError(
+            f"columns {columns}; a drift trace needs dy_px and dx_px (or dy_<unit>, "
+            "dx_<unit> with a '# pixel_size: <value> <unit>' line)"
         )
-    try:
-        shifts = np.array([[float(r[keys[0]]), float(r[keys[1]])] for r in rows]) * factor
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"{path}: a {keys} value is not a number ({error})") from None
-    if "frame" in columns:
-        frames = [int(float(r["frame"])) for r in rows]
-        if frames != list(range(len(frames))):
-            raise ValueError(f"{path}: frames must be 0, 1, 2, ... in order, one row each")
+    where = [columns.index(key) for key in keys]
+    frame = columns.index("frame") if "frame" in columns else None
+    shifts = np.empty((len(rows), 2))
+    for k, row in enumerate(rows):
+        if len(row) != len(columns):
+            raise _TraceError(f"row {k + 1} has {len(row)} fields for {len(columns)} columns")
+        if frame is not None:
+            number = _number(row[frame], f"row {k + 1}'s frame")
+            if number != k:
+                raise _TraceError(
+                    f"row {k + 1}'s frame is {row[frame]!r}; frames must be 0, 1, 2, ... in "
+                    "order, one row each"
+                )
+        for j, column in enumerate(where):
+            shifts[k, j] = _number(row[column], f"row {k + 1}'s {keys[j]}") * factor
     return check_shifts(shifts, shifts.shape[0], name=str(path))
 
 

@@ -231,16 +231,22 @@ def _display_range(image: np.ndarray) -> tuple[float, float]:
 
 
 def check_drift_input(
-    drift_shifts: Any, n_frames: int, params: EsrrfParams, *, name: str = "stack"
+    drift_shifts: Any,
+    n_frames: int,
+    params: EsrrfParams,
+    *,
+    name: str = "stack",
+    frame_shape: tuple[int, int] | None = None,
 ) -> np.ndarray | DriftResult | None:
-    """A given trace checked against the frames (float64 ``(T, 2)``; a :class:`DriftResult`
-    stays one, its shifts checked), or, with drift correction to estimate, a check that the
-    frames hold two drift blocks; None without one."""
+    """A given trace checked against the frames (float64 ``(T, 2)``, each shift below the
+    frame's size; a :class:`DriftResult` stays one, its shifts checked), or, with drift
+    correction to estimate, a check that the frames hold two drift blocks; None without
+    one."""
     if isinstance(drift_shifts, DriftResult):
-        check_shifts(drift_shifts.shifts, n_frames, name="drift_shifts")
+        check_shifts(drift_shifts.shifts, n_frames, name="drift_shifts", frame_shape=frame_shape)
         return drift_shifts
     if drift_shifts is not None:
-        return check_shifts(drift_shifts, n_frames, name="drift_shifts")
+        return check_shifts(drift_shifts, n_frames, name="drift_shifts", frame_shape=frame_shape)
     if params.drift_correction:
         drift_blocks(
             n_frames, params.drift_time_averaging, name=name, parameter="drift_time_averaging"
@@ -265,7 +271,9 @@ def iter_stack(
     if not (hasattr(stack, "shape") and hasattr(stack, "dtype")):
         stack = np.asarray(stack)  # a nested list: as NumPy reads it
     n_frames, height, width = check_stack(stack, params, name=name)
-    drift_shifts = check_drift_input(drift_shifts, n_frames, params, name=name)
+    drift_shifts = check_drift_input(
+        drift_shifts, n_frames, params, name=name, frame_shape=(height, width)
+    )
     memory_budget = check_budget(memory_budget)
     if device is None and isinstance(stack, torch.Tensor) and stack.is_cuda:
         device = stack.device
