@@ -544,3 +544,39 @@ def test_other_layers_of_the_inputs_shape_are_reconstructed_as_its_channels(view
     np.testing.assert_array_equal(viewer.layers["cells [1]"].data, second)
     listed.select([])
     assert not _registration(dock).native.isVisibleTo(dock)
+
+
+def test_a_trace_stays_with_its_stack_and_the_provenance_says_where_it_came_from(
+    viewer, qtbot, dock, drifting, tmp_path
+):
+    """Issue 26 item 10: after Estimate drift on 'a', choosing 'b' (the same frame count) kept
+    a's trace; the run on b was corrected with a's 3.7 px drift and its provenance did not
+    say where the trace came from."""
+    stack, _ = drifting
+    viewer.add_image(stack.copy(), name="a")
+    still = np.random.default_rng(5).poisson(40, stack.shape).astype(np.float32)
+    viewer.add_image(still, name="b")
+    select_input(dock, "a")
+    dock.set_param("magnification", 2)
+    dock.set_param("drift_time_averaging", 20)
+    dock.drift.set_mode("estimate")
+    assert dock.drift.estimate()
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=60_000)
+    assert dock.drift.current_mode == "trace" and dock.drift.trace is not None
+    path = dock.drift.save(tmp_path / "a.csv")
+
+    select_input(dock, "b")
+    assert dock.drift.trace is None and dock.drift.current_mode == "estimate"
+    assert "dropped: the input is now 'b'" in dock.drift.info.text()
+    assert dock.params().drift_correction  # still on: the run on b estimates b's drift
+
+    assert dock.drift.load(path)  # loaded for b by the user: used, and named as such
+    assert dock.drift.trace_layer is not None and dock.drift.current_mode == "trace"
+    assert dock.run()
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=120_000)
+    qtbot.waitUntil(
+        lambda: "drift_trace" in dock.last_result_layer.metadata[PROVENANCE_KEY], timeout=5_000
+    )
+    record = dock.last_result_layer.metadata[PROVENANCE_KEY]
+    assert record["input"] == "b" and record["drift_trace"] == "loaded from a.csv"
+    np.testing.assert_array_equal(viewer.layers["a"].data, stack)

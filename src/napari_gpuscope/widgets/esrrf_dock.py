@@ -58,6 +58,7 @@ from napari_gpuscope.compute.esrrf import (
 from napari_gpuscope.compute.jobs import Job, Progress
 from napari_gpuscope.compute.preview import PlaneView, PreviewResult
 from napari_gpuscope.compute.results import Geometry
+from napari_gpuscope.provenance import PROVENANCE_KEY
 from napari_gpuscope.widgets._base import MethodDock
 from napari_gpuscope.widgets._controller import RUN
 from napari_gpuscope.widgets._controls import FieldStyle
@@ -139,6 +140,7 @@ class EsrrfDock(MethodDock):
         # The section's choice stands for the drift_correction checkbox, which it drives.
         self.drift = DriftSection(self, self.form.widgets["drift_correction"])
         self.drift.add_to(self.form, after="drift_correction")
+        self._drift_source: str | None = None  # where the latest run's correction came from
         self.form.set_row_visible("drift_correction", False)
         self.runner.progressed.connect(self._on_run_progress)
         self.sweep = SweepPanel(self)  # placed under the run controls once the layout exists
@@ -148,6 +150,7 @@ class EsrrfDock(MethodDock):
         self._update_radius_label()
         self.channel_layers.follow(layer)
         self._show_registration()
+        self.drift.follow_input(layer)
 
     def _show_registration(self) -> None:
         """ "Register channels" applies to a 4D input or one with more channel layers."""
@@ -206,6 +209,7 @@ class EsrrfDock(MethodDock):
         frames = int(shape[1 - channel_axis(layer)] if layer.ndim == 4 else shape[-3])
         per_chunk = int(np.clip(np.ceil(frames / STREAM_UPDATES), 1, MAX_STREAM_CHUNK))
         drift = self.drift.shifts_for(layer)  # None: off, or estimated in the run
+        self._drift_source = self.drift.run_source()
         extra = self.channel_layers.selected if layer.ndim == 3 else []
         if layer.ndim == 4 or extra:
             data = layer.data
@@ -306,10 +310,16 @@ class EsrrfDock(MethodDock):
         """Put the super-resolved image on top (the widefield mean, added after it, would hide
         it) and select it."""
         if not preview:  # once the base has recorded the result's layers
+            source = self._drift_source
             self.drift.on_run_result(getattr(result, "drift", None), layer)
-            QTimer.singleShot(0, self._raise_result)
+            QTimer.singleShot(0, lambda: self._raise_result(source))
 
-    def _raise_result(self) -> None:
+    def _raise_result(self, drift_source: str | None = None) -> None:
+        if drift_source is not None:  # the provenance says where the trace came from
+            for result_layer in self.last_results or []:
+                record = result_layer.metadata.get(PROVENANCE_KEY)
+                if isinstance(record, dict):
+                    record["drift_trace"] = drift_source
         sr = self.last_result_layer
         if sr is not None and sr in self.viewer.layers:
             layers = self.viewer.layers

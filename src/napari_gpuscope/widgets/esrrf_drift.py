@@ -97,6 +97,11 @@ def channel_axis(layer: napari.layers.Layer) -> int:
     return guess_channel_axis(np.shape(layer.data), getattr(layer, "axis_labels", None))
 
 
+def _same_layer(a: Any, b: Any) -> bool:
+    """Whether two layer handles are one layer (napari's proxies compare by the layer)."""
+    return a is b or bool(a == b)
+
+
 def _frames(layer: napari.layers.Layer | None) -> int | None:
     """Frames of a (T, Y, X) stack or of each channel of a 4D one."""
     shape = np.shape(getattr(layer, "data", None)) if layer is not None else ()
@@ -131,6 +136,7 @@ class DriftSection(QWidget):
         self.dock, self.viewer, self.switch = dock, dock.viewer, switch
         self.trace: DriftResult | None = None
         self.trace_source = ""
+        self.trace_layer: napari.layers.Layer | None = None  # the stack the trace is of
         self.running = False
         self._syncing = False
         # The layers of the latest trace shown (held, not weakly: napari's public-only proxy
@@ -227,6 +233,34 @@ class DriftSection(QWidget):
             self.set_mode(("trace" if self.trace is not None else "estimate") if on else "off")
         finally:
             self._syncing = False
+
+    # ---------------------------------------------------------------- the input changes
+    def follow_input(self, layer: napari.layers.Layer | None) -> None:
+        """A trace belongs to the stack it was estimated on or loaded for: when the input
+        becomes another layer the trace is dropped (a run on the new layer estimates its own,
+        unless a trace is loaded for it), and the section says so."""
+        old = self.trace_layer
+        if self.trace is None or old is None or layer is None or _same_layer(old, layer):
+            return
+        dropped = self.trace_source
+        self.trace, self.trace_source, self.trace_layer = None, "", None
+        if self.current_mode == "trace":
+            self.set_mode("estimate")  # drift correction stays on: the run estimates it
+        self.plot.setVisible(False)
+        self.info.setText(
+            f"The trace {dropped} was dropped: the input is now '{layer.name}'. Runs estimate "
+            "its drift; Estimate drift or Load trace... to use a trace of it."
+        )
+        self._update_buttons()
+
+    def run_source(self) -> str | None:
+        """Where a run's drift correction comes from, for its provenance (None: off)."""
+        mode = self.current_mode
+        if mode == "off":
+            return None
+        if mode == "estimate" or self.trace is None:
+            return "estimated in the run"
+        return self.trace_source or "a trace"
 
     # ---------------------------------------------------------------- a run's trace
     def shifts_for(self, layer: napari.layers.Layer) -> DriftResult | None:
@@ -378,8 +412,9 @@ class DriftSection(QWidget):
         layer: napari.layers.Image | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> None:
-        """Keep ``trace`` (from ``source``, words), plot it, and draw it over ``layer``."""
-        self.trace, self.trace_source = trace, source
+        """Keep ``trace`` (from ``source``, words) as ``layer``'s, plot it, and draw it over
+        ``layer``."""
+        self.trace, self.trace_source, self.trace_layer = trace, source, layer
         self.info.setText(f"Trace {source}: {trace.describe()}.")
         self.plot.show_trace(trace, self._plot_title(), _pixel_of(layer) or self._pixel())
         self.plot.setVisible(True)
@@ -494,6 +529,7 @@ class DriftSection(QWidget):
         same = self.trace is not None and np.array_equal(trace.shifts, self.trace.shifts)
         if not same:  # estimated in the run: the trace to save or reuse now
             self.trace, self.trace_source = trace, f"estimated in the run on '{layer.name}'"
+            self.trace_layer = layer
             self.info.setText(f"Trace {self.trace_source}: {trace.describe()}.")
         self.plot.show_trace(trace, self._plot_title(), _pixel_of(layer))
         self.plot.setVisible(True)
