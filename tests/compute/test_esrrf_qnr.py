@@ -135,3 +135,26 @@ def test_sweep_refuses_bad_grids():
         esrrf.parameter_sweep(stack, (1.0,), (1.0, 1.0), device="cpu")
     with pytest.raises(InvalidInputError, match="4 to 6 frames"):
         esrrf.parameter_sweep(stack, (1.0,), (1.0,), frames=3, device="cpu")
+
+
+@pytest.mark.parametrize(
+    ("radii", "words"),
+    [
+        ((1.0,) * 5000, "holds 5000 values; a sweep takes at most 100"),
+        ((1.0, 2.0) * 40, r"duplicates: 1 and 2 \(each value once\)"),
+        (tuple(np.linspace(6, 7, 3000)), r"must be a finite number in \[0.5, 5\]"),
+    ],
+    ids=["5,000 radii", "duplicates", "out of range"],
+)
+def test_a_bad_grid_is_refused_in_a_short_message(radii, words):
+    """Issue 26 item 14: 5,000 radii were echoed whole in a 25 kB error."""
+    from napari_gpuscope.compute.esrrf import SweepParams
+    from napari_gpuscope.compute.esrrf._sweep import iter_parameter_sweep
+
+    with pytest.raises(ValueError, match=words) as refused:
+        SweepParams(radii=radii)
+    assert len(str(refused.value)) < 300
+    stack = np.zeros((8, 16, 16), np.float32)
+    with pytest.raises(ValueError, match="radii") as direct:
+        iter_parameter_sweep(stack, radii=radii, device="cpu")
+    assert len(str(direct.value)) < 300

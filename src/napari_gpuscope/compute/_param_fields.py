@@ -134,13 +134,15 @@ class ParamInfo:
         if self.kind == "floats":
             rng = f" {self.range_text()}" if self.range_text() else ""
             if not loc or not isinstance(loc[0], int):
-                return ParameterError(f"{where} must be a sequence of numbers{rng}, got {value!r}")
+                return ParameterError(
+                    f"{where} must be a sequence of numbers{rng}, got {_short(value)}"
+                )
             item = _as_tuple(value)[loc[0]]
             noun = "a finite number" if _is_number(item) else "a number"
             return ParameterError(
-                f"{where}[{loc[0]}] must be {noun}{rng}, got {item!r} (in {value!r})"
+                f"{where}[{loc[0]}] must be {noun}{rng}, got {_short(item)} (in {_short(value)})"
             )
-        return ParameterError(f"{where} must be {self._expected()}, got {value!r}")
+        return ParameterError(f"{where} must be {self._expected()}, got {_short(value)}")
 
     def _bounds(self) -> dict[str, float]:
         bounds = {}
@@ -291,3 +293,20 @@ def _pydantic_field(info: ParamInfo) -> Any:
 # Public under napari_gpuscope.compute.params (its error messages and tracebacks name it).
 for _public in (ParameterError, _UnknownKeyword, ParamInfo, param):
     _public.__module__ = "napari_gpuscope.compute.params"
+
+
+def _short(value: Any) -> str:
+    """``repr(value)`` cut to a line: a message never echoes thousands of values."""
+    import reprlib
+
+    shortener = reprlib.Repr()
+    shortener.maxlist = shortener.maxtuple = 6
+    shortener.maxstring = shortener.maxother = 80
+    if isinstance(value, list | tuple):  # NumPy scalars as plain numbers
+        value = type(value)(
+            float(v) if isinstance(v, numbers.Real) and not isinstance(v, bool) else v
+            for v in value
+        )
+    elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+        value = float(value) if not isinstance(value, numbers.Integral) else int(value)
+    return shortener.repr(value)

@@ -32,7 +32,7 @@ from ._input import check_stack
 from ._job import iter_esrrf
 from ._params import EsrrfParams
 from ._qnr import error_map, frc_resolution, qnr_scores
-from ._sweep_params import SweepParams
+from ._sweep_params import MAX_SWEEP_VALUES, SweepParams, duplicates_text
 from ._temporal import macro_pixel_correct
 
 __all__ = ["SWEEP_OUTPUTS", "SweepResult", "iter_parameter_sweep", "iter_sweep", "parameter_sweep"]
@@ -202,9 +202,15 @@ def _values(name: str, values: Sequence[float], low: float, high: float) -> tupl
         raise ParameterError(f"{name} must hold at least one value")
     bad = [v for v in out if not (low <= v <= high)]
     if bad:
-        raise ParameterError(f"{name} must lie within [{low:g}, {high:g}], got {bad}")
+        more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+        raise ParameterError(f"{name} must lie within [{low:g}, {high:g}], got {bad[:5]}{more}")
+    if len(out) > MAX_SWEEP_VALUES:
+        raise ParameterError(
+            f"{name} holds {len(out)} values; a sweep takes at most {MAX_SWEEP_VALUES} per axis "
+            "(each cell of the grid is one eSRRF reconstruction)"
+        )
     if len(set(out)) != len(out):
-        raise ParameterError(f"{name} holds duplicates: {list(out)}")
+        raise ParameterError(f"{name} holds duplicates: {duplicates_text(out)}")
     return out
 
 

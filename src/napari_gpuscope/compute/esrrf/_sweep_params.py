@@ -8,6 +8,31 @@ from ._params import EsrrfParams
 __all__ = ["SweepParams"]
 
 
+MAX_SWEEP_VALUES = 100
+"""The most radii (or sensitivities) one sweep takes: a cell is one eSRRF reconstruction."""
+
+
+def duplicates_text(values: tuple[float, ...]) -> str:
+    """The repeated values, a few of them, in words (never the whole list: a list of
+    thousands made a 25 kB message).
+
+    Examples
+    --------
+    >>> duplicates_text((1.0, 2.0, 1.0, 3.0, 2.0))
+    '1 and 2 (each value once)'
+    """
+    seen: set[float] = set()
+    repeated: list[float] = []
+    for value in values:
+        if value in seen and value not in repeated:
+            repeated.append(value)
+        seen.add(value)
+    shown = [f"{v:g}" for v in repeated[:5]]
+    words = ", ".join(shown[:-1]) + f" and {shown[-1]}" if len(shown) > 1 else shown[0]
+    more = f" and {len(repeated) - 5} more" if len(repeated) > 5 else ""
+    return f"{words}{more} (each value once)"
+
+
 class SweepParams(EsrrfParams):
     """eSRRF's parameters plus the radius x sensitivity grid of a QnR sweep.
 
@@ -52,8 +77,14 @@ class SweepParams(EsrrfParams):
             values = getattr(self, name)
             if not values:
                 self.fail(name, "must hold at least one value")
+            if len(values) > MAX_SWEEP_VALUES:
+                self.fail(
+                    name,
+                    f"holds {len(values)} values; a sweep takes at most {MAX_SWEEP_VALUES} "
+                    "per axis (each cell of the grid is one eSRRF reconstruction)",
+                )
             if len(set(values)) != len(values):
-                self.fail(name, f"holds duplicates: {list(values)}")
+                self.fail(name, f"holds duplicates: {duplicates_text(values)}")
 
     def base(self) -> EsrrfParams:
         """The eSRRF parameters the sweep holds fixed."""
