@@ -11,9 +11,10 @@ import tifffile
 import zarr
 
 from napari_gpuscope.batch.inputs import discover
+from napari_gpuscope.batch.ngff import ATTRIBUTE
 from napari_gpuscope.batch.recipes import Recipe
 from napari_gpuscope.batch.runner import run_batch
-from napari_gpuscope.batch.store import ATTRIBUTE, BatchStore
+from napari_gpuscope.batch.store import BatchStore
 from napari_gpuscope.compute import esrrf
 
 OFFSET = np.array([1.3, -1.7])  # channel 1's content relative to channel 0's, input px

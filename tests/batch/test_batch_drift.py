@@ -11,9 +11,10 @@ import tifffile
 import zarr
 
 from napari_gpuscope.batch.inputs import discover
+from napari_gpuscope.batch.ngff import ATTRIBUTE
 from napari_gpuscope.batch.recipes import Recipe, load_recipe
 from napari_gpuscope.batch.runner import run_batch
-from napari_gpuscope.batch.store import ATTRIBUTE, BatchStore
+from napari_gpuscope.batch.store import BatchStore
 from napari_gpuscope.compute import esrrf
 from napari_gpuscope.compute.jobs import run_job
 

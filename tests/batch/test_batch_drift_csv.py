@@ -20,10 +20,11 @@ import tifffile
 import zarr
 
 from napari_gpuscope.batch.inputs import discover
+from napari_gpuscope.batch.ngff import ATTRIBUTE
 from napari_gpuscope.batch.reader import get_reader, read_position
 from napari_gpuscope.batch.recipes import Recipe
 from napari_gpuscope.batch.runner import run_batch
-from napari_gpuscope.batch.store import ATTRIBUTE, BatchStore
+from napari_gpuscope.batch.store import BatchStore
 from napari_gpuscope.compute import esrrf
 from napari_gpuscope.compute.esrrf import DriftResult, load_drift_trace
 from napari_gpuscope.compute.jobs import run_job

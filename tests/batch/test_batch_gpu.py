@@ -17,9 +17,10 @@ from batch_helpers import write_positions
 
 from napari_gpuscope.batch.cluster import ClusterChoice, gpu_indices, open_client
 from napari_gpuscope.batch.inputs import discover
+from napari_gpuscope.batch.ngff import ATTRIBUTE
 from napari_gpuscope.batch.recipes import Recipe
 from napari_gpuscope.batch.runner import run_batch
-from napari_gpuscope.batch.store import ATTRIBUTE, BatchStore
+from napari_gpuscope.batch.store import BatchStore
 
 pytestmark = [
     pytest.mark.gpu,

@@ -14,8 +14,9 @@ import warnings
 import numpy as np
 import pytest
 
+from napari_gpuscope.batch.ngff import ATTRIBUTE
 from napari_gpuscope.batch.reader import DamagedPosition, get_reader, read_position
-from napari_gpuscope.batch.store import ATTRIBUTE, BatchStore
+from napari_gpuscope.batch.store import BatchStore
 from napari_gpuscope.compute.results import Geometry, image_layer
 
 

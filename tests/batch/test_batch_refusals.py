@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 from batch_helpers import write_positions
 
+from napari_gpuscope.batch.lock import StoreLock
 from napari_gpuscope.batch.recipes import Recipe
-from napari_gpuscope.batch.store import BatchStore, StoreError, StoreLock
+from napari_gpuscope.batch.store import BatchStore, StoreError
 from napari_gpuscope.cli import main
 
 

@@ -16,10 +16,11 @@ import zarr
 from batch_helpers import PIXEL_UM, direct, write_positions
 
 from napari_gpuscope.batch.inputs import discover
+from napari_gpuscope.batch.ngff import ATTRIBUTE
 from napari_gpuscope.batch.recipes import Recipe
 from napari_gpuscope.batch.runner import StoreExistsError, run_batch
 from napari_gpuscope.batch.status import store_status
-from napari_gpuscope.batch.store import ATTRIBUTE, BatchStore
+from napari_gpuscope.batch.store import BatchStore
 from napari_gpuscope.compute.jobs import run_job
 from napari_gpuscope.methods import METHODS
 

@@ -12,8 +12,9 @@ import pytest
 import tifffile
 import zarr
 
+from napari_gpuscope.batch.ngff import ATTRIBUTE
 from napari_gpuscope.batch.reader import get_reader
-from napari_gpuscope.batch.store import ATTRIBUTE, BatchStore
+from napari_gpuscope.batch.store import BatchStore
 from napari_gpuscope.compute import phase, tv
 from napari_gpuscope.compute.jobs import run_job
 from napari_gpuscope.compute.results import Geometry

@@ -352,8 +352,8 @@ def _run(args: argparse.Namespace) -> int:
         for name, reason in unreadable.items():
             print(f"  unreadable {name}: {reason}")
         return 1 if unreadable else 0
+    from napari_gpuscope.batch.lock import StoreLock
     from napari_gpuscope.batch.runner import check_run
-    from napari_gpuscope.batch.store import StoreLock
 
     # Before the cluster starts: a locked, unwritable, corrupt or earlier store, or a changed
     # artifact, is refused (exit 2) without a worker or a dashboard.

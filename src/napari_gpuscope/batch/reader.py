@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from napari_gpuscope.batch.store import ATTRIBUTE
+from napari_gpuscope.batch.ngff import ATTRIBUTE
 
 __all__ = ["DamagedPosition", "get_reader", "read_position"]
 

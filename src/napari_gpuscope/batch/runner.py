@@ -27,9 +27,10 @@ from typing import Any
 
 from napari_gpuscope.batch.cluster import GPU_RESOURCE
 from napari_gpuscope.batch.inputs import Position
+from napari_gpuscope.batch.lock import StoreLock
 from napari_gpuscope.batch.recipes import Recipe
 from napari_gpuscope.batch.report import BatchReport
-from napari_gpuscope.batch.store import BatchStore, StoreError, StoreLock, marker_key
+from napari_gpuscope.batch.store import BatchStore, StoreError, marker_key
 from napari_gpuscope.batch.tasks import TaskSpec, prepare_run, run_position
 
 __all__ = ["StoreExistsError", "check_run", "plan", "run_batch"]
@@ -192,7 +193,7 @@ def run_batch(
     -----
     An interrupt (Ctrl-C) cancels the positions not yet finished and returns the report so
     far, marked ``interrupted``. A run (not a dry run) holds the store's lock
-    (:class:`~napari_gpuscope.batch.store.StoreLock`) throughout and first deletes the
+    (:class:`~napari_gpuscope.batch.lock.StoreLock`) throughout and first deletes the
     ``.writing-*`` folders an interrupted run left.
     """
     args = (recipe, positions, out, client, resume, overwrite, device, input_name)

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from napari_gpuscope.batch.inputs import Position
+from napari_gpuscope.batch.ngff import ngff_unit
 from napari_gpuscope.batch.recipes import Recipe
-from napari_gpuscope.batch.store import BatchStore, ngff_unit
+from napari_gpuscope.batch.store import BatchStore
 
 __all__ = ["StoreStatus", "has_input_facts", "store_status", "validate_inputs"]
 
@@ -58,7 +59,7 @@ def store_status(out: str | Path) -> StoreStatus:
     same input identity) and its group exists; failed when a failure is recorded and it is not
     done; pending otherwise.
     """
-    from napari_gpuscope.batch.store import StoreLock
+    from napari_gpuscope.batch.lock import StoreLock
 
     store = BatchStore(out)
     lock = StoreLock(store)

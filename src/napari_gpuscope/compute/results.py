@@ -190,7 +190,7 @@ class MethodResult(Protocol):
     files (name -> content) that a batch run writes into the position's group. It is optional,
     so it is not a member of this protocol (``isinstance`` checks stay true without it); the
     names are plain file names (letters, digits, ``._-``; see
-    :func:`napari_gpuscope.batch.store.check_file_name`).
+    :func:`napari_gpuscope.batch.ngff.check_file_name`).
     """
 
     stopped_early: bool
