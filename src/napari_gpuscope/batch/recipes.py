@@ -1,5 +1,10 @@
 """Recipes: the parameters tuned on one field of view, saved to apply to a whole experiment.
 
+One idea: the recipe model (:class:`Recipe`, its input facts, artifacts and provenance), how
+it is made, hashed, checked and saved. Reading and writing its YAML text is
+:mod:`napari_gpuscope.batch.recipe_yaml`; the recipe type of each job and their union are
+:mod:`napari_gpuscope.batch.recipe_union`.
+
 A recipe is a YAML file read with PyYAML's *safe* loader (tags that would build Python objects
 are refused) and validated by pydantic v2: unknown keys and wrong types are errors that name the
 key. It holds a schema version, the method id, optionally the job (absent: the method's main
@@ -7,14 +12,11 @@ job), the job's parameters exactly as its params model (the dock's controls) hol
 input facts the parameters were tuned for, the artifacts the method needs (files with their
 SHA-256), and provenance. It holds no device: the device is chosen when the recipe runs.
 
-:class:`Recipe` is the base of one recipe type per job of every registered method
-(:func:`recipe_types`, made from the registry when called, so a method registered at run time
-has its recipes): its ``method`` and ``job`` are literals and its ``params`` is the job's params
-model, so validating a recipe validates the parameters, and the JSON Schema
-(:mod:`napari_gpuscope.batch.schema`) is pydantic's schema of the union of these types,
-selected by ``method`` and ``job`` (:func:`recipe_union`). After validation ``params`` holds
-the model's :meth:`~napari_gpuscope.compute.params.Params.to_dict`: every field, normalised, so
-two recipes with the same parameters hash alike.
+Each job's recipe type is a subclass of :class:`Recipe` (:func:`recipe_types`), and a recipe is
+validated as its job's type (:func:`recipe_union`), so validating it validates the parameters;
+after validation ``params`` holds the model's
+:meth:`~napari_gpuscope.compute.params.Params.to_dict`: every field, normalised, so two recipes
+with the same parameters hash alike.
 
 Examples
 --------
@@ -35,29 +37,17 @@ napari_gpuscope.batch.recipes.RecipeError: recipe: params.strenght: TVParams has
 from __future__ import annotations
 
 import datetime as _dt
-import functools
 import hashlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self, Union
+from typing import Any, Literal, Self
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Discriminator,
-    Field,
-    PlainSerializer,
-    Tag,
-    TypeAdapter,
-    ValidationError,
-    create_model,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from napari_gpuscope.methods import METHODS, JobSpec, MethodSpec, method
+from napari_gpuscope.batch.recipe_union import explain, job_recipe_types, job_recipe_union, validate
+from napari_gpuscope.batch.recipe_yaml import RecipeYamlError, read_yaml, write_yaml
+from napari_gpuscope.methods import METHODS, JobSpec, method
 from napari_gpuscope.provenance import software_versions
 
 __all__ = [
@@ -303,26 +293,19 @@ class Recipe(BaseModel):
     # ------------------------------------------------------------------ YAML
     def to_yaml(self) -> str:
         """YAML text (safe types only; no ``job`` key for the main job)."""
-        import yaml
-
         data = self.model_dump(mode="json", exclude={"job"} if self.job is None else None)
         for artifact in data["artifacts"]:
             if not artifact["files"]:
                 del artifact["files"]  # as recipes were written before artifacts had files
-        return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+        return write_yaml(data)
 
     @classmethod
     def from_yaml(cls, text: str, *, origin: str = "recipe") -> Recipe:
         """Parse and validate YAML text; errors name ``origin`` and the key."""
-        import yaml
-
         try:
-            data = yaml.load(text, Loader=_strict_loader())  # a SafeLoader
-        except _KeyError as exc:
+            data = read_yaml(text)  # PyYAML's safe loader, strict (recipe_yaml)
+        except RecipeYamlError as exc:
             raise RecipeError(f"{origin}: {exc}") from None
-        except yaml.YAMLError as exc:
-            # The safe loader refuses python/* tags: say so rather than just "constructor".
-            raise RecipeError(f"{origin}: not a safe YAML recipe: {_yaml_problem(exc)}") from None
         return cls.from_data(data, origin=origin)
 
     @classmethod
@@ -331,9 +314,9 @@ class Recipe(BaseModel):
         if not isinstance(data, Mapping):
             raise RecipeError(f"{origin}: a recipe is a mapping of keys, got {type(data).__name__}")
         try:
-            return _validator(_registry_key())(dict(data))
+            return validate(Recipe, dict(data))
         except ValidationError as exc:
-            raise RecipeError(f"{origin}: {_explain(exc)}") from None
+            raise RecipeError(f"{origin}: {explain(exc)}") from None
 
     def save(self, path: str | Path) -> Path:
         """Write the recipe as YAML."""
@@ -342,116 +325,15 @@ class Recipe(BaseModel):
         return path
 
 
-def _yaml_problem(exc: Any) -> str:
-    """PyYAML's error on one line: what is wrong and where (its message spans several lines,
-    quoting the text)."""
-    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-    mark = getattr(exc, "problem_mark", None)
-    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-    return " ".join(f"{problem}{where}".split())
-
-
-class _KeyError(ValueError):
-    """A duplicate key, or a value that cannot be read, in a recipe's YAML."""
-
-
-@functools.cache
-def _strict_loader() -> type:
-    """PyYAML's safe loader refusing duplicate keys (PyYAML keeps the last) and naming the key
-    and line of a value it cannot read (a 5,000-digit integer exceeds Python's limit)."""
-    import yaml
-
-    class StrictLoader(yaml.SafeLoader):
-        def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
-            if not isinstance(node, yaml.MappingNode):
-                return super().construct_mapping(node, deep=deep)
-            self.flatten_mapping(node)
-            mapping: dict[Any, Any] = {}
-            for key_node, value_node in node.value:
-                key = self.construct_object(key_node, deep=deep)
-                line = key_node.start_mark.line + 1
-                try:
-                    hash(key)
-                except TypeError:
-                    raise _KeyError(f"line {line}: a key must be a plain value") from None
-                if key in mapping:
-                    raise _KeyError(
-                        f"key {key!r} appears twice in one mapping (again on line {line}); keep one"
-                    )
-                try:
-                    mapping[key] = self.construct_object(value_node, deep=deep)
-                except (ValueError, OverflowError) as exc:
-                    why = str(exc).split(";")[0]  # not Python's advice to raise its limit
-                    raise _KeyError(
-                        f"{key}: line {value_node.start_mark.line + 1}: cannot read the value "
-                        f"({why}); write a shorter number"
-                    ) from None
-            return mapping
-
-    return StrictLoader
-
-
 def _rebuild(data: dict[str, Any]) -> Recipe:
     return Recipe.from_data(data)
 
 
 # ---------------------------------------------------------------------- the recipe types
-def _name(*ids: str) -> str:
-    return "".join(part.capitalize() for i in ids for part in i.split("_"))
-
-
-def _params_field(params_class: type) -> Any:
-    """The ``params`` field of a job's recipe type: validated by the job's model, held (and
-    written) as the model's dict."""
-
-    def known_names(value: Any) -> Any:
-        if isinstance(value, Mapping):
-            params_class._check_names(value)  # "TVParams has no parameter(s) [...]"
-        return value
-
-    annotated = Annotated[
-        params_class,
-        BeforeValidator(known_names),
-        AfterValidator(lambda model: model.to_dict()),
-        PlainSerializer(dict, return_type=dict[str, Any]),
-    ]
-    description = f"Parameters of {params_class.__name__} (absent ones take their defaults)."
-    return (annotated, Field(default_factory=dict, validate_default=True, description=description))
-
-
-@functools.cache
-def _recipe_type(spec: MethodSpec, job: JobSpec) -> type[Recipe]:
-    main = job.id == spec.jobs[0].id
-    job_type: Any = Literal[job.id]
-    job_field = (
-        (job_type | None, Field(None, description=f"{job.title}; absent: this, the main job."))
-        if main
-        else (job_type, Field(description=job.title))
-    )
-    return create_model(
-        _name(spec.id, job.id, "recipe"),
-        __base__=Recipe,
-        __module__=__name__,
-        __doc__=f"A recipe of {spec.title}: {job.title}. {job.description}".strip(),
-        method=(Literal[spec.id], Field(description=spec.title)),
-        job=job_field,
-        params=_params_field(job.params_class()),
-    )
-
-
 def recipe_types() -> dict[tuple[str, str], type[Recipe]]:
-    """The recipe type of every job of every registered method, by ``(method, job)``."""
-    return {(s.id, j.id): _recipe_type(s, j) for s in METHODS.values() for j in s.jobs}
-
-
-def _tag(value: Any) -> str:
-    """The recipe type a recipe's data selects: ``"method:job"``, or ``""`` (none)."""
-    get = value.get if isinstance(value, Mapping) else lambda key: getattr(value, key, None)
-    spec = METHODS.get(get("method")) if isinstance(get("method"), str) else None
-    job = get("job")
-    if spec is None or not (job is None or job in spec.job_ids):
-        return ""
-    return f"{spec.id}:{job or spec.jobs[0].id}"
+    """The recipe type of every job of every registered method, by ``(method, job)``
+    (:func:`~napari_gpuscope.batch.recipe_union.job_recipe_types` of :class:`Recipe`)."""
+    return job_recipe_types(Recipe)
 
 
 def recipe_union(*, fallback: bool = False) -> Any:
@@ -460,19 +342,7 @@ def recipe_union(*, fallback: bool = False) -> Any:
     ``fallback`` adds the generic :class:`Recipe` for data that selects none (a missing or
     unknown method or job), so that validation reports what is wrong with it.
     """
-    members = [Annotated[t, Tag(f"{m}:{j}")] for (m, j), t in recipe_types().items()]
-    if fallback:
-        members.append(Annotated[Recipe, Tag("")])
-    return Annotated[Union[tuple(members)], Discriminator(_tag)]  # noqa: UP007
-
-
-def _registry_key() -> tuple[tuple[MethodSpec, ...], ...]:
-    return (tuple(METHODS.values()),)
-
-
-@functools.cache
-def _validator(key: Any) -> Any:
-    return TypeAdapter(recipe_union(fallback=True)).validate_python
+    return job_recipe_union(Recipe, fallback=fallback)
 
 
 # ---------------------------------------------------------------------- files and errors
@@ -527,42 +397,3 @@ def _provenance(source: str | None) -> RecipeProvenance:
         source=source,
         created=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     )
-
-
-def _explain(exc: ValidationError) -> str:
-    """pydantic's errors as ``key.path: what is wrong`` lines (without the union's tag)."""
-    lines = []
-    for error in exc.errors():
-        loc = error["loc"]
-        if loc and isinstance(loc[0], str) and (loc[0] == "" or ":" in loc[0]):
-            loc = loc[1:]
-        key = ".".join(str(part) for part in loc) or "(top level)"
-        kind = error["type"]
-        if kind == "extra_forbidden":
-            lines.append(f"{key}: unknown key")
-        elif kind == "missing":
-            lines.append(f"{key}: required key missing")
-        elif kind == "value_error":
-            message = str(error.get("ctx", {}).get("error", error["msg"]))
-            if loc[:1] == ("params",):
-                lines.append(f"params.{_param_message(message)}")
-            elif loc:
-                lines.append(f"{key}: {message}")
-            else:
-                lines.append(message)
-        else:
-            lines.append(f"{key}: {error['msg']} (got {error.get('input')!r})")
-    return "; ".join(lines)
-
-
-def _param_message(exc: Any) -> str:
-    """``"weight: TVParams.weight must be..."`` from a ParameterError message."""
-    text = str(exc)
-    head = text.split(" ", 1)[0]
-    if "." in head:  # "TVParams.weight" -> the key is "weight"
-        return f"{head.split('.', 1)[1]}: {text}"
-    if "no parameter(s) [" in text:
-        names = text.split("no parameter(s) [", 1)[1].split("]", 1)[0]
-        keys = ", ".join(n.strip().strip("'") for n in names.split(","))
-        return f"{keys}: {text}"
-    return text
