@@ -15,14 +15,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from ._decorr import DecorrelationResult, decorrelation_resolution
 
-if TYPE_CHECKING:
-    from ._stream import EsrrfResult
+
+class Reconstruction(Protocol):
+    """What the measurement reads of a result (an :class:`EsrrfResult`; named by what it
+    has, so that this module does not import the stream that imports it)."""
+
+    image: np.ndarray
+    widefield: np.ndarray
+
 
 __all__ = ["DECORRELATION_SIDE", "ResolutionMeasurement", "measure_resolution"]
 
@@ -86,7 +92,7 @@ def _centre(image: np.ndarray) -> np.ndarray:
     return image[top : top + DECORRELATION_SIDE, left : left + DECORRELATION_SIDE]
 
 
-def measure_resolution(result: EsrrfResult, device: Any) -> ResolutionMeasurement:
+def measure_resolution(result: Reconstruction, device: Any) -> ResolutionMeasurement:
     """The decorrelation analysis of ``result``'s first time point and its widefield mean.
 
     A failure of the analysis (e.g. no time point after an early stop) leaves the
