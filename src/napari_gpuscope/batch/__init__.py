@@ -1,11 +1,13 @@
 """Batch runs: recipes saved from the docks, applied to whole experiments on Dask.
 
-``recipes`` (the recipe model and YAML), ``schema`` (the recipe's JSON Schema), ``inputs``
-(positions from TIFF globs and OME-Zarr), ``store`` (the OME-Zarr output and its completion
-markers), ``tasks`` (what a worker does for one position), ``cluster`` (local CPU/GPU clusters,
-SLURM, an existing scheduler), ``runner`` (the driver), ``report``, ``status``, ``progress``,
-``cli`` (the ``recipe``, ``run``, ``validate`` and ``status`` commands) and ``reader`` (napari's
-reader of a result position at its true scale). See ``docs/batch.md``.
+``recipes`` (the recipe model), ``recipe_yaml`` (its YAML text), ``recipe_union`` (the recipe
+type of each job and their union), ``schema`` (the recipe's JSON Schema), ``inputs``
+(positions from TIFF globs and OME-Zarr), ``store`` (the output's positions and their
+completion markers), ``ngff`` (a position's OME-Zarr image groups), ``lock`` (one run at a
+time per store), ``tasks`` (what a worker does for one position), ``cluster`` (local CPU/GPU
+clusters, SLURM, an existing scheduler), ``runner`` (the driver), ``report``, ``status``,
+``progress``, ``cli`` (the ``recipe``, ``run``, ``validate`` and ``status`` commands) and
+``reader`` (napari's reader of a result position at its true scale). See ``docs/batch.md``.
 
 Nothing here imports Qt or napari; the compute layer is imported lazily, by the workers.
 Importing this package imports none of its modules: each is imported when used.
@@ -15,8 +17,12 @@ __all__ = [
     "cli",
     "cluster",
     "inputs",
+    "lock",
+    "ngff",
     "progress",
     "reader",
+    "recipe_union",
+    "recipe_yaml",
     "recipes",
     "report",
     "runner",
