@@ -114,6 +114,10 @@ class JobSpec:
         parameters. See ``docs/batch.md``.
     needs : tuple of str
         Inputs beyond the data, by their recipe artifact names (e.g. ``("profile",)``).
+    accepts : tuple of str
+        Optional inputs beyond the data, by their recipe artifact names (e.g. flat-field's
+        fit: ``("dark_frame", "fitting_weight")``): a dock passes them as keywords of
+        :attr:`function` when it has them, batch takes them from the :attr:`batch` hooks.
     description : str
         One sentence: what the job does (CLI help, docs).
     output_kinds : tuple of str
@@ -136,6 +140,7 @@ class JobSpec:
     function: str
     batch: str | None = None
     needs: tuple[str, ...] = ()
+    accepts: tuple[str, ...] = ()
     description: str = ""
     output_kinds: tuple[str, ...] = ()
 
@@ -451,6 +456,7 @@ METHODS: dict[str, MethodSpec] = {
                     "napari_gpuscope.compute.flatfield:iter_fit_basic",
                     output_kinds=("flatfield", "darkfield"),
                     batch="napari_gpuscope.compute.flatfield:batch_hooks",
+                    accepts=("dark_frame", "fitting_weight"),
                     description=(
                         "Fit a shading profile (batch: on all positions together, or take the "
                         "recipe's profile) and correct every position with it."

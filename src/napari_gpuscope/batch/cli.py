@@ -248,6 +248,12 @@ def _recipe(args: argparse.Namespace) -> int:
     }
     try:
         checked = Recipe.from_data(data, origin="--set")
+        consistent = getattr(hooks, "check_params", None)
+        if consistent is not None:  # artifacts that contradict the parameters
+            try:
+                consistent(checked.params_model(), [artifact.name for artifact in artifacts])
+            except ValueError as exc:
+                return _fail(str(exc))
         recipe = Recipe.from_params(
             checked.params_model(),
             job=args.job,

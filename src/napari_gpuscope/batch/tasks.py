@@ -235,7 +235,12 @@ def prepare_run(task: TaskSpec, positions: Sequence[Position]) -> Any:
         tiles = [position.read for position in positions]
         artifacts = {name: Path(path) for name, path in task.artifacts.items()}
         screen = getattr(resolved.hooks, "screen", None)
-        if screen is None or artifacts:  # a saved profile: no fit on the positions
+        # A saved profile replaces the fit: the positions are not screened (a dark frame or a
+        # mask is an input of the fit, which screens them as without it).
+        fitted = not getattr(resolved.hooks, "replaces_fit", lambda names: bool(names))(
+            set(artifacts)
+        )
+        if screen is None or not fitted:
             prepared = prepare(resolved.params, tiles, device=device, artifacts=artifacts)
             failed = False
             return prepared

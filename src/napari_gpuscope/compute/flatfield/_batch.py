@@ -26,7 +26,10 @@ if TYPE_CHECKING:  # imported when used: validate and recipe load these hooks wi
     from ._apply import CorrectionResult
 
 __all__ = [
+    "DARK_FRAME_ARTIFACT",
+    "FIT_ARTIFACTS",
     "PROFILE_ARTIFACT",
+    "WEIGHT_ARTIFACT",
     "ApplyHooks",
     "CorrectedPosition",  # noqa: F822 (module __getattr__)
     "apply_hooks",
@@ -38,6 +41,17 @@ __all__ = [
 
 PROFILE_ARTIFACT = "profile"
 """Recipe artifact name of a saved profile (``ShadingProfile.save``) that replaces the fit."""
+
+DARK_FRAME_ARTIFACT = "dark_frame"
+"""Recipe artifact name of a measured dark frame, a ``(Y, X)`` TIFF: the fit's ``dark_frame``
+(the dock's "Dark frame" layer)."""
+
+WEIGHT_ARTIFACT = "fitting_weight"
+"""Recipe artifact name of a background mask TIFF: the fit's ``fitting_weight`` (pixels > 0
+are fitted; the dock's "Fit on" Labels layer), ``(Y, X)`` or the fitted stack's shape."""
+
+FIT_ARTIFACTS = (PROFILE_ARTIFACT, DARK_FRAME_ARTIFACT, WEIGHT_ARTIFACT)
+"""The artifacts the fit job takes (``JobSpec.accepts``); all optional."""
 
 
 def __getattr__(name: str) -> Any:
@@ -134,9 +148,110 @@ def screen(params: BasicParams, tiles: Sequence[Callable[[], Any]]) -> dict[int,
     return dict(sorted(bad.items()))
 
 
+def read_image_artifact(name: str, path: Path) -> np.ndarray:
+    """The pixels of a dark-frame or mask artifact (a TIFF), refused with the artifact's name
+    and what would be valid when it is not a finite image of numbers of the right rank.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile, tifffile
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> tifffile.imwrite(folder / "dark.tif", np.zeros((2, 3, 4), np.uint16))
+    >>> read_image_artifact("dark_frame", folder / "dark.tif")
+    Traceback (most recent call last):
+    ...
+    ValueError: artifact 'dark_frame' (dark.tif): shape (2, 3, 4); a dark frame is one (Y, X) image
+    """
+    import tifffile
+
+    path = Path(path)
+    what = f"artifact {name!r} ({path.name})"
+    try:
+        array = np.asarray(tifffile.imread(path))
+    except Exception as exc:
+        raise ValueError(
+            f"{what}: not a readable TIFF image ({type(exc).__name__}: {exc})"
+        ) from None
+    numeric = np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)
+    if not numeric and array.dtype != bool:
+        raise ValueError(f"{what}: dtype {array.dtype} is not an image of numbers")
+    if name == DARK_FRAME_ARTIFACT and array.ndim != 2:
+        raise ValueError(f"{what}: shape {array.shape}; a dark frame is one (Y, X) image")
+    if name == WEIGHT_ARTIFACT and array.ndim not in (2, 3):
+        raise ValueError(
+            f"{what}: shape {array.shape}; a mask is (Y, X) (one for every image) or "
+            f"(T, Y, X) (the fitted stack's shape)"
+        )
+    if np.issubdtype(array.dtype, np.floating) and not np.isfinite(array).all():
+        raise ValueError(f"{what}: contains NaN or infinite values")
+    return array
+
+
+def check_params(params: BasicParams, artifacts: Sequence[str]) -> None:
+    """Refuse a fit recipe whose artifacts contradict its parameters (called when a recipe is
+    made and before a run prepares): a dark frame is the darkfield, so it excludes
+    ``get_darkfield`` and ``camera_offset``.
+
+    Examples
+    --------
+    >>> check_params(BasicParams(get_darkfield=True), ["dark_frame"])
+    Traceback (most recent call last):
+    ...
+    ValueError: artifact 'dark_frame' cannot be combined with get_darkfield=True: ...
+    """
+    if DARK_FRAME_ARTIFACT not in artifacts:
+        return
+    conflicts = []
+    if params.get_darkfield:
+        conflicts.append("get_darkfield=True")
+    if params.camera_offset is not None:
+        conflicts.append(f"camera_offset={params.camera_offset:g}")
+    if conflicts:
+        raise ValueError(
+            f"artifact {DARK_FRAME_ARTIFACT!r} cannot be combined with {' and '.join(conflicts)}: "
+            f"the dark frame is the darkfield; valid: a dark frame with get_darkfield=false and "
+            f"camera_offset=null, or no {DARK_FRAME_ARTIFACT!r} artifact"
+        )
+
+
+def replaces_fit(names: set[str]) -> bool:
+    """Whether these artifacts replace the fit (a saved profile does: the positions are then
+    not screened); a dark frame or a mask is an input of the fit."""
+    return PROFILE_ARTIFACT in names
+
+
 def check_artifact(name: str, path: Path) -> list[Path]:
-    """Check a recipe's artifact when the recipe is made; returns the other files it consists
-    of (pinned in the recipe with it).
+    """Check a fit recipe's artifact when the recipe is made; returns the other files it
+    consists of (pinned in the recipe with it).
+
+    ``profile`` is checked by :func:`check_profile`; ``dark_frame`` must be a ``(Y, X)``
+    TIFF and ``fitting_weight`` a ``(Y, X)`` or ``(T, Y, X)`` TIFF of finite numbers
+    (:func:`read_image_artifact`); both are one file.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> text = pathlib.Path(tempfile.mkdtemp()) / "notes.txt"
+    >>> _ = text.write_text("hello")
+    >>> check_artifact("dark", text)
+    Traceback (most recent call last):
+    ...
+    ValueError: flat-field's fit takes the artifacts 'profile', 'dark_frame', ... not 'dark'
+    """
+    if name in (DARK_FRAME_ARTIFACT, WEIGHT_ARTIFACT):
+        read_image_artifact(name, path)
+        return []
+    if name != PROFILE_ARTIFACT:
+        raise ValueError(
+            f"flat-field's fit takes the artifacts {', '.join(map(repr, FIT_ARTIFACTS))}, not "
+            f"{name!r}"
+        )
+    return check_profile(name, path)
+
+
+def check_profile(name: str, path: Path) -> list[Path]:
+    """Check a recipe's ``profile`` artifact when the recipe is made; returns the other files
+    it consists of (pinned in the recipe with it).
 
     The ``profile`` must load as a :class:`ShadingProfile` (``ShadingProfile.save``'s TIFF
     and its JSON sidecar, which is returned: both are pinned by their SHA-256).
@@ -151,7 +266,7 @@ def check_artifact(name: str, path: Path) -> list[Path]:
     >>> import pathlib, tempfile
     >>> text = pathlib.Path(tempfile.mkdtemp()) / "notes.txt"
     >>> _ = text.write_text("hello")
-    >>> check_artifact("profile", text)
+    >>> check_profile("profile", text)
     Traceback (most recent call last):
     ...
     ValueError: not a shading profile saved from the dock or by ShadingProfile.save ...
@@ -200,11 +315,33 @@ def prepare(
     """
     if PROFILE_ARTIFACT in artifacts:
         return ShadingProfile.load(artifacts[PROFILE_ARTIFACT])
+    check_params(params, list(artifacts))
     if not tiles:
         raise ValueError("flat-field batch: no positions to fit a profile on")
-    from ._fit import fit_basic
+    from ..arrays import InvalidInputError
+    from ._fit import broadcast_weight, fit_basic
 
-    return fit_basic(_lazy_frames(tiles), params, device=device)
+    frames = _lazy_frames(tiles)
+    inputs: dict[str, Any] = {}
+    for name in (DARK_FRAME_ARTIFACT, WEIGHT_ARTIFACT):
+        if name in artifacts:
+            inputs[name] = read_image_artifact(name, artifacts[name])
+    if DARK_FRAME_ARTIFACT in inputs and inputs[DARK_FRAME_ARTIFACT].shape != frames.shape[-2:]:
+        raise ValueError(
+            f"artifact {DARK_FRAME_ARTIFACT!r} ({Path(artifacts[DARK_FRAME_ARTIFACT]).name}): "
+            f"shape {inputs[DARK_FRAME_ARTIFACT].shape}; the positions' frames are (Y, X) = "
+            f"{tuple(frames.shape[-2:])}"
+        )
+    if WEIGHT_ARTIFACT in inputs:
+        try:
+            inputs[WEIGHT_ARTIFACT] = broadcast_weight(
+                inputs[WEIGHT_ARTIFACT],
+                frames.shape,
+                name=f"artifact {WEIGHT_ARTIFACT!r} ({Path(artifacts[WEIGHT_ARTIFACT]).name})",
+            )
+        except InvalidInputError as exc:
+            raise ValueError(str(exc)) from None
+    return fit_basic(frames, params, device=device, **inputs)
 
 
 def job(
@@ -268,7 +405,13 @@ class ApplyHooks:
             )
         return ShadingProfile.load(artifacts[PROFILE_ARTIFACT])
 
-    check_artifact = staticmethod(check_artifact)
+    @staticmethod
+    def check_artifact(name: str, path: Path) -> list[Path]:
+        """Only a ``profile`` (:func:`check_profile`)."""
+        if name != PROFILE_ARTIFACT:
+            raise ValueError(f"flat-field takes only a {PROFILE_ARTIFACT!r} artifact, not {name!r}")
+        return check_profile(name, path)
+
     job = staticmethod(job)
 
 

@@ -26,7 +26,7 @@ from ._stack import (
     working_shape,
 )
 
-__all__ = ["OUTPUTS", "fit_basic", "iter_fit_basic", "working_stack"]
+__all__ = ["OUTPUTS", "broadcast_weight", "fit_basic", "iter_fit_basic", "working_stack"]
 
 OUTPUTS = ("flatfield", "darkfield", "baseline")
 
@@ -147,6 +147,35 @@ def _check_weight(mask: torch.Tensor) -> None:
         )
 
 
+def broadcast_weight(weight: Any, shape: tuple[int, ...], name: str = "fitting_weight") -> Any:
+    """``weight`` at the images' ``shape``: as given, or a ``(Y, X)`` mask broadcast to every
+    image (napari-basicpy's ``np.broadcast_to`` of a 2D mask); anything else is refused with a
+    message naming ``name`` and the shapes that would do.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> broadcast_weight(np.ones((4, 5)), (3, 4, 5)).shape
+    (3, 4, 5)
+    >>> broadcast_weight(np.ones((4, 4)), (3, 4, 5), name="fitting_weight 'cells'")
+    Traceback (most recent call last):
+    ...
+    napari_gpuscope.compute.arrays.InvalidInputError: fitting_weight 'cells' has shape (4, 4); ...
+    """
+    got = tuple(int(n) for n in weight.shape)
+    shape = tuple(int(n) for n in shape)
+    if got == shape:
+        return weight
+    if got == shape[-2:]:
+        if isinstance(weight, torch.Tensor):
+            return weight.expand(shape)
+        return np.broadcast_to(np.asarray(weight), shape)
+    raise InvalidInputError(
+        f"{name} has shape {got}; a mask must be (Y, X) = {shape[-2:]} (one mask for every "
+        f"image) or the images' shape {shape}"
+    )
+
+
 def _upsample(small: torch.Tensor, frame: tuple[int, int]) -> torch.Tensor:
     if tuple(small.shape[-2:]) == tuple(frame):
         return small
@@ -160,7 +189,6 @@ def iter_fit_basic(
     *,
     dark_frame: Any = None,
     fitting_weight: Any = None,
-    batch_axis: int | None = None,
     device: str | torch.device | None = None,
 ) -> Job[ShadingProfile]:
     """Fit a BaSiC shading profile as a job that yields after every reweighting pass.
@@ -178,11 +206,9 @@ def iter_fit_basic(
         A measured dark frame ``(Y, X)`` (camera offset image): subtracted before the fit and
         returned as the darkfield. Excludes ``get_darkfield`` and ``camera_offset``.
     fitting_weight : array-like, optional
-        Same shape as ``images``; pixels > 0 are background and used for the fit, others get
-        weight ``epsilon`` (BaSiCPy's segmentation mask).
-    batch_axis : int, optional
-        For 4D input: the axis (0 or 1) of independent problems (channels, z-planes), each
-        fitted on its own, all in one batch on the device.
+        The images' shape, or ``(Y, X)`` (one mask for every image, broadcast as napari-basicpy
+        does); pixels > 0 are background and used for the fit, others get weight ``epsilon``
+        (BaSiCPy's segmentation mask).
     device : str or torch.device, optional
         ``None`` = first GPU (raises ``NoGPUError`` without one); ``"cpu"`` when named.
 
@@ -214,6 +240,9 @@ def iter_fit_basic(
     >>> profile.all_converged, round(float(profile.flatfield.mean()), 3)
     (True, 1.0)
     """
+    # batch_axis (a parameter: recipes carry it) names the axis of independent problems of a
+    # 4D input; a (T, Y, X) stack is one problem whatever it says (the dock's behaviour).
+    batch_axis = params.batch_axis if getattr(images, "ndim", 0) == 4 else None
     layout = check_images(images, batch_axis)
     if params.camera_offset is not None and params.camera_offset < 0:
         # The fit cannot tell: -1e9 lifts the images so far that float32 loses the shading,
@@ -227,11 +256,8 @@ def iter_fit_basic(
             "dark_frame cannot be combined with get_darkfield=True or camera_offset: pick one "
             "darkfield source"
         )
-    if fitting_weight is not None and tuple(fitting_weight.shape) != layout.shape:
-        raise InvalidInputError(
-            f"fitting_weight must have the images' shape {layout.shape}, got "
-            f"{tuple(fitting_weight.shape)}"
-        )
+    if fitting_weight is not None:
+        fitting_weight = broadcast_weight(fitting_weight, layout.shape)
     if device is None and isinstance(images, torch.Tensor) and images.is_cuda:
         device = images.device
     return _run_with_retry(images, params, layout, dark_frame, fitting_weight, device)

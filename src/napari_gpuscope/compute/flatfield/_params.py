@@ -161,6 +161,19 @@ class BasicParams(Params):
         advanced=True,
         help="Reweighting: weight = 1 / (|relative residual| + epsilon)",
     )
+    batch_axis: int | None = param(
+        None,
+        label="Independent axis",
+        minimum=0,
+        maximum=1,
+        advanced=True,
+        added_later=True,
+        help=(
+            "For 4D input: the axis of independent problems, each fitted on its own, all in "
+            "one batch: 0 = (C, T, Y, X) channels, 1 = (T, Z, Y, X) z-planes; None = the "
+            "input is one (T, Y, X) stack"
+        ),
+    )
     # -- applying a profile (the fit ignores these) ----------------------------------------
     timelapse_baseline: bool = param(
         False,
