@@ -62,6 +62,10 @@ class DockContext(Protocol):
         """What a recipe saved now cannot carry of the dock's next run (empty: nothing)."""
         ...
 
+    def recipe_artifacts(self) -> dict[str, tuple[Any, str]]:
+        """The job's inputs beyond the data, ``{artifact name: (array, layer name)}``."""
+        ...
+
     def follows(self, layer: napari.layers.Layer) -> bool:
         """Whether selecting ``layer`` should make it an input (not a result of this dock)."""
         ...

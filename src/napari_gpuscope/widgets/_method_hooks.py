@@ -116,6 +116,13 @@ class MethodHooks:
         the Recipe row says it when it saves one."""
         return []
 
+    def recipe_artifacts(self) -> dict[str, tuple[Any, str]]:
+        """The job's inputs beyond the data that the dock's next run uses, by their recipe
+        artifact names (``JobSpec.accepts``): ``{name: (array, layer name)}``. The Recipe row
+        writes each as a TIFF beside the recipe, so a recipe reproduces the run (default:
+        none)."""
+        return {}
+
     def metric_targets(self, params: Params) -> dict[str, float]:
         """Values the plotted metrics aim for (dashed lines), e.g. a tolerance."""
         return {}

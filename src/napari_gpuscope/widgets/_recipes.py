@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from qtpy.QtWidgets import QFileDialog, QHBoxLayout, QPushButton, QWidget
 
-from napari_gpuscope.batch.recipes import InputFacts, Recipe, load_recipe
+from napari_gpuscope.batch.recipes import Artifact, InputFacts, Recipe, file_sha256, load_recipe
 
 if TYPE_CHECKING:
     import napari.layers
@@ -40,15 +40,32 @@ def input_facts(layer: napari.layers.Image | None) -> InputFacts:
     )
 
 
-def recipe_from_dock(dock: DockContext) -> Recipe:
-    """The recipe for the dock's current parameters and input layer (raises ValueError for
-    invalid parameters)."""
+def write_artifacts(dock: DockContext, recipe_path: Path) -> list[Artifact]:
+    """Write the dock's job inputs (:meth:`recipe_artifacts`: a dark frame, a mask layer) as
+    TIFFs beside the recipe, ``<recipe stem>.<artifact name>.tif``, pinned by their SHA-256 and
+    named relative to the recipe, as ``napari-gpuscope recipe --artifact`` names them."""
+    import numpy as np
+    import tifffile
+
+    artifacts = []
+    for name, (array, _layer) in dock.recipe_artifacts().items():
+        file = recipe_path.with_name(f"{recipe_path.stem}.{name}.tif")
+        tifffile.imwrite(file, np.ascontiguousarray(np.asarray(array)))
+        artifacts.append(Artifact(name=name, path=file.name, sha256=file_sha256(file)))
+    return artifacts
+
+
+def recipe_from_dock(dock: DockContext, artifacts: list[Artifact] | None = None) -> Recipe:
+    """The recipe for the dock's current parameters, input layer and ``artifacts`` (raises
+    ValueError for invalid parameters)."""
     layer = dock.input_layer
     source = None
     if layer is not None:
         path = getattr(getattr(layer, "source", None), "path", None)
         source = f"layer {layer.name!r}" + (f" ({path})" if path else "")
-    return Recipe.from_params(dock.params(), input=input_facts(layer), source=source)
+    return Recipe.from_params(
+        dock.params(), input=input_facts(layer), artifacts=artifacts, source=source
+    )
 
 
 def apply_recipe(dock: DockContext, recipe: Recipe) -> list[str]:
@@ -108,6 +125,13 @@ class RecipeRow(QWidget):
             if not name:
                 return None
             path = Path(name) if Path(name).suffix else Path(name).with_suffix(".yaml")
+        path = Path(path)
+        if self.dock.recipe_artifacts():  # the job's inputs, written beside the recipe
+            try:
+                recipe = recipe_from_dock(self.dock, write_artifacts(self.dock, path))
+            except (ValueError, OSError) as exc:
+                self.dock.set_status(f"Recipe not saved: {exc}")
+                return None
         written = recipe.save(path)
         text = f"Recipe saved to {written.name} (recipe {recipe.hash()[:12]})."
         notes = self.dock.recipe_notes()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from magicgui.widgets import ComboBox
 from qtpy.QtWidgets import QLabel, QPushButton
 
@@ -32,11 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["FlatfieldDock"]
 
 _NO_DARK_FRAME = "none"
-_BATCH_AXES = {
-    "none: one (T, Y, X) stack": None,
-    "axis 0: (C, T, Y, X)": 0,
-    "axis 1: (T, Z, Y, X)": 1,
-}
+_ALL_PIXELS = "all pixels"
 
 
 class FlatfieldDock(MethodDock):
@@ -61,6 +58,8 @@ class FlatfieldDock(MethodDock):
         "smoothness_flatfield": FieldStyle(minimum=0.0, maximum=100.0, auto_text="auto"),
         "smoothness_darkfield": FieldStyle(minimum=0.0, maximum=100.0, auto_text="auto"),
         "camera_offset": FieldStyle(minimum=-1.0, maximum=65535.0, auto_text="none"),
+        # -1 shows "none": the input is one (T, Y, X) stack; 0 = (C, T, Y, X), 1 = (T, Z, Y, X)
+        "batch_axis": FieldStyle(minimum=-1, maximum=1, auto_text="none"),
     }
 
     def __init__(self, viewer: napari.viewer.Viewer) -> None:
@@ -90,7 +89,8 @@ class FlatfieldDock(MethodDock):
 
     # ---------------------------------------------------------------- controls
     def build_controls(self) -> None:
-        """The dark-frame layer and the axis of independent problems."""
+        """The dark-frame layer and the background mask (the fit job's optional inputs,
+        ``JobSpec.accepts``: a recipe saved here carries them as artifacts)."""
         self.dark_frame = ComboBox(choices=self._dark_choices)
         self.dark_frame.tooltip = (
             "A measured dark frame (camera offset image, same Y, X as the tiles): subtracted "
@@ -98,12 +98,13 @@ class FlatfieldDock(MethodDock):
             "'Camera offset'."
         )
         self.form.add_row("Dark frame", self.dark_frame.native, after="camera_offset")
-        self.batch_axis = ComboBox(choices=list(_BATCH_AXES), value=next(iter(_BATCH_AXES)))
-        self.batch_axis.tooltip = (
-            "For a 4D layer: the axis of independent problems (channels or z-planes), each "
-            "fitted on its own, all in one batch"
+        self.fit_mask = ComboBox(choices=self._mask_choices)
+        self.fit_mask.tooltip = (
+            "Background mask: fit only on the pixels > 0 of this Labels layer (e.g. the "
+            "background, leaving out cells and debris); a (Y, X) layer masks every image, or "
+            "give the images' shape. All pixels: no mask"
         )
-        self.form.add_row("Independent axis", self.batch_axis.native, after="advanced")
+        self.form.add_row("Fit on", self.fit_mask.native, after="camera_offset")
         self.autotune_button = QPushButton("Autotune")
         self.autotune_button.setToolTip(
             "Try BaSiCPy's 17 smoothness values on the GPU at once (entropy + Fourier-L0 cost "
@@ -115,6 +116,7 @@ class FlatfieldDock(MethodDock):
         self.form.add_row("", self.autotune_status, after="smoothness_darkfield")
         self.autotune_button.clicked.connect(self.autotune)
         self.dark_frame.changed.connect(self._on_params_changed)
+        self.fit_mask.changed.connect(self._on_params_changed)
         self.form.widgets["get_darkfield"].changed.connect(self._update_darkfield_rows)
         self._update_darkfield_rows()
 
@@ -186,6 +188,16 @@ class FlatfieldDock(MethodDock):
         ]
         return [(_NO_DARK_FRAME, None), *layers]
 
+    def _mask_choices(self, *_: Any) -> list[Any]:
+        import napari.layers
+
+        layers = [
+            (layer.name, layer)
+            for layer in getattr(self, "viewer", None).layers
+            if isinstance(layer, napari.layers.Labels)
+        ]
+        return [(_ALL_PIXELS, None), *layers]
+
     def _update_darkfield_rows(self, *_: Any) -> None:
         estimate = bool(self.form.widgets["get_darkfield"].value)
         self.form.widgets["smoothness_darkfield"].enabled = estimate
@@ -195,6 +207,7 @@ class FlatfieldDock(MethodDock):
     def reset_choices(self, *_: Any) -> None:
         super().reset_choices()
         self.dark_frame.reset_choices()
+        self.fit_mask.reset_choices()
 
     # ---------------------------------------------------------------- parameters and job
     def build_params(self) -> BasicParams:
@@ -203,18 +216,36 @@ class FlatfieldDock(MethodDock):
             values["smoothness_darkfield"] = None
         return BasicParams(**values)
 
-    def make_job(self, layer: Any, params: BasicParams, device: str) -> Job[ShadingProfile]:
-        from napari_gpuscope.compute.flatfield import iter_fit_basic
+    def recipe_artifacts(self) -> dict[str, tuple[Any, str]]:
+        """The dark-frame and mask layers chosen (the fit job's ``accepts``)."""
+        chosen = {"dark_frame": self.dark_frame.value, "fitting_weight": self.fit_mask.value}
+        return {
+            name: (np.asarray(layer.data), layer.name)
+            for name, layer in chosen.items()
+            if layer is not None
+        }
 
-        dark = self.dark_frame.value
-        batch_axis = _BATCH_AXES[self.batch_axis.value] if layer.data.ndim == 4 else None
-        return iter_fit_basic(
-            layer.data,
-            params=params,
-            device=device,
-            batch_axis=batch_axis,
-            dark_frame=None if dark is None else dark.data,
-        )
+    def make_job(self, layer: Any, params: BasicParams, device: str) -> Job[ShadingProfile]:
+        """The registry's fit job with the parameters and the inputs it declares
+        (``JobSpec.accepts``), as a batch run gives them from the recipe's artifacts."""
+        from napari_gpuscope.compute.arrays import InvalidInputError
+        from napari_gpuscope.compute.flatfield import broadcast_weight
+        from napari_gpuscope.methods import method
+
+        spec = method(self.method_id).job_spec()
+        inputs = {}
+        for name, (array, layer_name) in self.recipe_artifacts().items():
+            if name not in spec.accepts:
+                continue
+            if name == "fitting_weight":
+                try:
+                    array = broadcast_weight(
+                        array, layer.data.shape, name=f"mask layer {layer_name!r} (Fit on)"
+                    )
+                except InvalidInputError as exc:
+                    raise ValueError(str(exc)) from None
+            inputs[name] = array
+        return spec.job_function()(layer.data, params=params, device=device, **inputs)
 
     def metric_targets(self, params: BasicParams) -> dict[str, float]:
         return {"reweighting residual": params.reweighting_tol}

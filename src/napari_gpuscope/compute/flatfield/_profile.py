@@ -181,7 +181,14 @@ class ShadingProfile:
     ) -> list[LayerDataTuple]:
         """The flatfield (ratio, colormap "viridis"), ``"flatfield · <name> [<settings>]"``,
         and, when used, the darkfield, ``"darkfield · <name> [<settings>]"``."""
-        geometry = None if geometry is None else geometry.trailing(2)
+        if geometry is not None:
+            full = geometry.trailing(4)
+            known = len(full.scale or full.units or full.axis_labels or full.translate or ())
+            if self.flatfield.ndim == 3 and self.batch_axis is not None and known == 4:
+                # (P, Y, X), one profile per problem: the input's problem axis, then Y, X
+                geometry = full.select([self.batch_axis, 2, 3])
+            else:
+                geometry = geometry.trailing(self.flatfield.ndim)
         meta = dict(metadata or {})
         flat_meta = {**meta, "intensity_unit": "ratio", "quantity": "flatfield"}
         label = self.params.label
