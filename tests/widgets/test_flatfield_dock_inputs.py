@@ -135,3 +135,14 @@ def test_a_mask_of_the_wrong_shape_names_the_layer_and_the_valid_shapes(viewer, 
         "mask layer 'small' (Fit on) has shape (32, 64); a mask must be (Y, X) = (64, 64) (one "
         "mask for every image) or the images' shape (6, 64, 64)"
     )
+
+
+def test_a_dark_frame_is_not_an_input_while_the_darkfield_is_estimated(viewer, dock):
+    # Its row is disabled then: neither the run nor a saved recipe takes the layer (a recipe
+    # with both is refused: tests/batch/test_batch_flatfield_inputs.py).
+    viewer.add_image(np.zeros((8, 8), np.float32), name="dark")
+    dock.reset_choices()
+    dock.dark_frame.value = viewer.layers["dark"]
+    assert set(dock.recipe_artifacts()) == {"dark_frame"}
+    dock.set_param("get_darkfield", True)
+    assert not dock.dark_frame.enabled and dock.recipe_artifacts() == {}

@@ -47,7 +47,8 @@ def add_parsers(sub: Any) -> None:
         default=[],
         metavar="NAME=PATH",
         help="a file the method needs, pinned by its SHA-256 (flatfield: profile=scope.tif, a "
-        "profile saved from the dock, used instead of fitting)",
+        "profile saved from the dock, used instead of fitting; dark_frame=dark.tif, a (Y, X) "
+        "dark frame; fitting_weight=mask.tif, fit only where the mask is > 0)",
     )
     recipe.add_argument("-o", "--output", type=Path, required=True, help="recipe file to write")
 

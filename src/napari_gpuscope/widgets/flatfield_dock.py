@@ -218,7 +218,9 @@ class FlatfieldDock(MethodDock):
 
     def recipe_artifacts(self) -> dict[str, tuple[Any, str]]:
         """The dark-frame and mask layers chosen (the fit job's ``accepts``)."""
-        chosen = {"dark_frame": self.dark_frame.value, "fitting_weight": self.fit_mask.value}
+        # The dark-frame row is off while the darkfield is estimated: its layer is not used.
+        dark = None if self.form.widgets["get_darkfield"].value else self.dark_frame.value
+        chosen = {"dark_frame": dark, "fitting_weight": self.fit_mask.value}
         return {
             name: (np.asarray(layer.data), layer.name)
             for name, layer in chosen.items()
