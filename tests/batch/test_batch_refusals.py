@@ -118,7 +118,7 @@ def test_a_lock_of_another_host_is_held_and_a_dead_pid_is_stale(tmp_path):
         assert (store.markers / "lock.json").is_file()
     assert not (store.markers / "lock.json").exists()
     assert said == [
-        f"removing a stale lock of pid {dead.pid} on {socket.gethostname()} since "
+        f"replaced a stale lock of pid {dead.pid} on {socket.gethostname()} since "
         f"2026-01-01T00:00:00 ({store.markers / 'lock.json'})"
     ]
 
@@ -281,6 +281,28 @@ def test_status_says_who_holds_the_lock(tmp_path, capsys):
     assert "stale" not in text
     code, text = _cli(capsys, "status", str(store.out))
     assert "(stale: its process is gone)" in text
+
+
+def test_a_lock_with_a_pid_beyond_a_c_long_is_stale_not_a_crash(tmp_path, capsys):
+    """Issue 26 item 11: ``os.kill`` raised OverflowError: a traceback and exit 1 ("positions
+    failed"). No process has such a pid: the lock is stale, and status says so."""
+    store = BatchStore(tmp_path / "out.zarr")
+    _write_lock(store, 2**70)
+    code, text = _cli(capsys, "status", str(store.out))
+    assert code == 0 and "(stale: its process is gone)" in text and "Traceback" not in text
+    said: list[str] = []
+    with StoreLock(store, on_stale=said.append):
+        assert json.loads((store.markers / "lock.json").read_text())["pid"] == os.getpid()
+    assert said and f"pid {2**70}" in said[0]
+
+
+def test_a_lock_that_is_a_folder_is_refused_in_words(tmp_path):
+    """Issue 26 item 14: it was "removed", then the run failed with "Is a directory"."""
+    store = BatchStore(tmp_path / "out.zarr")
+    (store.markers / "lock.json").mkdir(parents=True)
+    with pytest.raises(StoreError, match="is a folder, not a lock file; remove it"):
+        StoreLock(store).acquire()
+    assert (store.markers / "lock.json").is_dir()  # nothing of the user's removed
 
 
 class ClusterStarted(Exception):

@@ -7,11 +7,13 @@ stale and taken over. The store and its markers are :mod:`napari_gpuscope.batch.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -31,6 +33,13 @@ class StoreLock:
     by a live process, or by another host (whose processes cannot be checked), makes
     :meth:`acquire` raise :class:`StoreError`, or wait for it with ``wait=True``. A process that
     holds the lock may take it again (nested: the CLI and :func:`run_batch` both take it).
+
+    Taking over is atomic among any number of contenders, however slow the file system: each
+    version of the lock file is a generation named by the hash of its bytes (every record
+    holds a random token), and only the contender that creates ``lock.json.takeover-<hash>``
+    exclusively (``O_EXCL``) may replace that generation, after reading that the file still
+    holds it. Deleting the stale file and creating a new one (what every contender that judged
+    it stale did before) let a late contender delete a fresh lock: two runs held the store.
 
     Parameters
     ----------
@@ -96,10 +105,21 @@ class StoreLock:
             if created:
                 self._held[key] = 1
                 return
-            owner = self.owner()
+            if self.path.is_dir():
+                raise StoreError(
+                    f"{self.path} is a folder, not a lock file; remove it (no run holds it)"
+                )
+            content = self._read()
+            if content is None:  # released meanwhile
+                created = self._try_create()
+                continue
+            owner = _record(content)
             if owner is None or self.is_stale(owner):
-                self.on_stale(f"removing a stale lock of {self.describe(owner)} ({self.path})")
-                self.path.unlink(missing_ok=True)
+                created = self._take_over(content, owner)
+                if created:
+                    self.on_stale(f"replaced a stale lock of {self.describe(owner)} ({self.path})")
+                    continue
+                time.sleep(min(self.poll, 0.05))  # another contender takes it over: look again
                 created = self._try_create()
                 continue
             if not self.wait:
@@ -125,11 +145,40 @@ class StoreLock:
 
     def owner(self) -> dict[str, Any] | None:
         """The lock's record (pid, host, since), None when absent or unreadable."""
+        content = self._read()
+        return None if content is None else _record(content)
+
+    def _read(self) -> bytes | None:
+        """The lock file's bytes, None when there is none (or it cannot be read)."""
         try:
-            record = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            return self.path.read_bytes()
+        except OSError:
             return None
-        return record if isinstance(record, dict) else None
+
+    def _take_over(self, content: bytes, owner: dict[str, Any] | None) -> bool:
+        """Replace the stale generation ``content`` with this process's lock, if this contender
+        is the one that takes that generation over; whether it did."""
+        generation = hashlib.sha256(content).hexdigest()[:32]
+        claim = self.path.with_name(f"{self.path.name}.takeover-{generation}")
+        try:
+            descriptor = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False  # another contender takes this generation over
+        os.close(descriptor)
+        try:
+            if self._read() != content:  # replaced or released since it was judged stale
+                return False
+            temporary = self._write_record()
+            try:
+                os.replace(temporary, self.path)
+            except OSError:
+                Path(temporary).unlink(missing_ok=True)
+                raise
+            return True
+        finally:
+            # A late contender that claims this generation again reads another file: it
+            # backs off, so the claim need not outlive the replacement.
+            claim.unlink(missing_ok=True)
 
     @staticmethod
     def describe(owner: dict[str, Any] | None) -> str:
@@ -138,16 +187,22 @@ class StoreLock:
             return "an unreadable lock"
         return f"pid {owner.get('pid')} on {owner.get('host')} since {owner.get('since')}"
 
-    def _try_create(self) -> bool:
+    def _write_record(self) -> str:
+        """This process's record in a new file beside the lock; its path."""
         record = {
             "pid": os.getpid(),
             "host": HOST,
             "since": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "token": uuid.uuid4().hex,  # every generation's bytes differ
         }
         handle, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=".lock.", suffix=".tmp")
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            json.dump(record, stream)
+        return temporary
+
+    def _try_create(self) -> bool:
+        temporary = self._write_record()
         try:
-            with os.fdopen(handle, "w", encoding="utf-8") as stream:
-                json.dump(record, stream)
             try:
                 os.link(temporary, self.path)  # fails when the lock exists: atomic
             except FileExistsError:
@@ -164,3 +219,12 @@ class StoreLock:
         if owner.get("host") != HOST or not isinstance(pid, int) or pid <= 0:
             return not isinstance(pid, int) or pid <= 0
         return process_gone(pid)
+
+
+def _record(content: bytes) -> dict[str, Any] | None:
+    """A lock file's record, None when it is not one (unreadable: stale)."""
+    try:
+        record = json.loads(content.decode("utf-8"))
+    except ValueError:  # not UTF-8 or not JSON
+        return None
+    return record if isinstance(record, dict) else None

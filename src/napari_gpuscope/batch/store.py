@@ -388,7 +388,7 @@ def process_gone(pid: int) -> bool:
     lock's writer is gone (a process of another user is alive)."""
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # beyond a C int: no process has that pid
         return True
     except PermissionError:
         return False  # alive, another user's
