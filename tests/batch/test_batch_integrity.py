@@ -130,3 +130,42 @@ def test_staging_folders_of_a_live_writer_are_kept(tmp_path):
     os.utime(store.out / names["elsewhere"], (0, 0))  # written long ago on another host
     assert store.clean_staging() == [names["elsewhere"]]
     assert (store.out / names["live"]).is_dir()
+
+
+def test_validate_runs_each_jobs_own_input_checks(tmp_path, capsys):
+    """Issue 26 item 7: validate passed what run then failed, because it checked metadata and
+    pixels only: a drift job on a 3-frame stack or a single image, and a flat-field apply job
+    with a 64 x 64 profile on 48 x 48 positions. validate now makes each position's job as a
+    run does (closed unstarted), so the job's own refusal is reported, in the run's words."""
+    from napari_gpuscope.compute import esrrf
+    from napari_gpuscope.compute.flatfield import ShadingProfile
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    tifffile.imwrite(folder / "three.tif", rng.poisson(50, (3, 32, 32)).astype(np.uint16))
+    tifffile.imwrite(folder / "single.tif", rng.poisson(50, (32, 32)).astype(np.uint16))
+    recipe = Recipe.from_defaults("esrrf", job="drift").save(tmp_path / "drift.yaml")
+    assert main(["validate", str(recipe), str(folder / "*.tif")]) == 1
+    out = capsys.readouterr().out
+    for name, stack in (("three", np.zeros((3, 32, 32))), ("single", np.zeros((32, 32)))):
+        with pytest.raises(ValueError) as direct_refusal:  # the oracle: the job's own words
+            esrrf.iter_estimate_drift(stack, device="cpu")
+        words = str(direct_refusal.value).split(";")[0].replace("stack", "").strip()
+        assert f"{name}: {folder / f'{name}.tif'}:" in out and words in out
+    assert "2 positions, 2 problem(s)" in out
+
+    positions = tmp_path / "tiles"
+    write_positions(positions, 2, shape=(48, 48))
+    profile = ShadingProfile.from_arrays(np.ones((64, 64))).save(tmp_path / "profile")
+    recipe = tmp_path / "apply.yaml"
+    made = main(
+        ["recipe", "flatfield", "--job", "apply", "--artifact", f"profile={profile}", "-o",
+         str(recipe)]
+    )  # fmt: skip
+    assert made == 0
+    capsys.readouterr()
+    assert main(["validate", str(recipe), str(positions / "*.tif")]) == 1
+    out = capsys.readouterr().out
+    assert "the profile is (64, 64) but the images are (48, 48)" in out
+    assert "2 positions, 2 problem(s)" in out

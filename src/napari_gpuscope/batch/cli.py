@@ -430,8 +430,9 @@ def _validate(args: argparse.Namespace) -> int:
     if not has_input_facts(recipe):
         print(
             f"note: {args.recipe} records no input facts (axes, pixel size, units, ndim, dtype), "
-            "so the positions were checked for readability and pixels only; save the recipe "
-            "from the dock (its Recipe row records the layer's facts) or add an 'input' section"
+            "so the positions were checked for readability, pixels and the job's own input "
+            "checks only; save the recipe from the dock (its Recipe row records the layer's "
+            "facts) or add an 'input' section"
         )
     print(
         f"{len(positions)} positions, {len(problems)} problem(s); recipe {recipe.method} "

@@ -113,7 +113,41 @@ def validate_inputs(
         readable.append(position)
         problems += [f"{position.name}: {text}" for text in _mismatches(facts, info)]
     if pixels:
-        problems += _pixel_problems(recipe, readable)
+        pixel_problems = _pixel_problems(recipe, readable)
+        problems += pixel_problems
+        if not problems:  # the job's own checks on what reads and loads
+            problems += _job_problems(recipe, readable, recipe_dir)
+    return problems
+
+
+def _job_problems(
+    recipe: Recipe, positions: Sequence[Position], recipe_dir: Path | None
+) -> list[str]:
+    """What each position's job refuses before it computes anything: the job is made as a
+    run makes it (:meth:`ResolvedRecipe.make_job`; a two-phase job's saved artifact loaded,
+    never a fit) and closed unstarted, so its input checks (frames, dimensions, a profile's
+    shape...) speak as in a run."""
+    from napari_gpuscope.batch.tasks import ResolvedRecipe
+
+    resolved = ResolvedRecipe.resolve(recipe, recipe.hash())
+    prepared = None
+    prepare = getattr(resolved.hooks, "prepare", None)
+    if prepare is not None:
+        artifacts = {a.name: recipe.artifact_path(a, recipe_dir) for a in recipe.artifacts}
+        replaces_fit = getattr(resolved.hooks, "replaces_fit", lambda names: bool(names))
+        if not replaces_fit(set(artifacts)):
+            return []  # the run fits on every position first: its screen spoke above
+        try:
+            prepared = prepare(resolved.params, [], device="cpu", artifacts=artifacts)
+        except Exception as exc:  # an artifact that does not load: the run fails the same
+            return [f"{recipe.method}: {type(exc).__name__}: {exc}"]
+    problems = []
+    for position in positions:
+        try:
+            job = resolved.make_job(position.open(), "cpu", prepared, position.info().axes)
+            job.close()  # checked, never started
+        except Exception as exc:
+            problems.append(f"{position.name}: {position.source}: {exc}")
     return problems
 
 
