@@ -445,9 +445,18 @@ def _profile(
         converged = (residual <= params.optimization_tol) & flat_ok
     converged = converged & ~torch.tensor(stopped, device=converged.device)
     if not bool(flat_ok.all()):  # never handed on, even flagged as not converged
-        raise ArithmeticError(
-            "the BaSiC fit produced a non-finite flatfield from finite images; please report it "
-            "with the images' value range and the parameters"
+        used = ", ".join(f"{float(v):.3g}" for v in lam_flat.cpu())
+        if params.smoothness_flatfield is not None:
+            raise ParameterError(
+                f"smoothness_flatfield={params.smoothness_flatfield:g} is too strong for these "
+                "images: the fit shrank the whole flatfield away (no finite profile is left); "
+                "lower it, or leave it automatic (None)"
+            )
+        raise InvalidInputError(
+            "the images do not follow BaSiC's model (intensity = flatfield x baseline + "
+            f"darkfield, with a positive mean): the fit, at smoothness {used}, left no finite "
+            "flatfield. Their mean is too close to zero for their spread (a camera "
+            "offset subtracted twice?): fit the raw images and give camera_offset instead"
         )
     return ShadingProfile(
         flatfield=_squeeze(to_host(flat).astype(np.float32)),

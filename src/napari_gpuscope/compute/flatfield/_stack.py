@@ -15,6 +15,9 @@ import torch.nn.functional as F
 
 from ..arrays import InvalidInputError, refuse_masked, to_device
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+"""The largest value the fit computes with (float32)."""
+
 __all__ = ["StackLayout", "check_images", "frames", "resize_frames", "working_shape"]
 
 FRAME_BYTES_PER_READ = 64 * 2**20
@@ -141,12 +144,22 @@ def read_block(
     name: str = "images",
 ) -> torch.Tensor:
     """Frames ``start:stop`` of one problem as float32 on ``device``; refuses NaN and infinity."""
-    block = to_device(frames(images, layout, problem, start, stop), device)
+    raw = frames(images, layout, problem, start, stop)
+    block = to_device(raw, device)
     if not bool(torch.isfinite(block).all()):
         bad = (~torch.isfinite(block)).flatten(1).any(dim=1).nonzero().flatten()
         where = f"frame {start + int(bad[0])}"
         if layout.batch_axis is not None:
             where += f" of problem {problem} (batch axis {layout.batch_axis})"
+        source = raw[int(bad[0])]
+        source = source.cpu().numpy() if isinstance(source, torch.Tensor) else np.asarray(source)
+        if np.isfinite(source).all():  # finite, beyond float32 (the fit's precision)
+            largest = float(np.abs(source).max())
+            raise InvalidInputError(
+                f"{name} hold values up to {largest:.3g} ({where}), beyond float32's range "
+                f"(+-{FLOAT32_MAX:.3g}) the fit computes in; rescale them (the "
+                "flatfield does not depend on their scale)"
+            )
         raise InvalidInputError(
             f"{name} contain NaN or infinite values ({where}); replace or mask them first"
         )
