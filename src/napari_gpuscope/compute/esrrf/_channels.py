@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._types import Device
 from ..arrays import InvalidInputError
 from ..jobs import Job, Progress, mapped
 from ..memory import check_budget
@@ -345,7 +346,7 @@ def iter_channels(
     frames_per_chunk: int | None = None,
     memory_budget: int | None = None,
     name: str = "stack",
-    device: Any = None,
+    device: Device | None = None,
     finish: Callable[[Job[Any]], Job[Any]] | None = None,
     channel_names: tuple[str, ...] | None = None,
 ) -> Job[ChannelsResult]:
@@ -413,7 +414,7 @@ def _run_channels(
     drift_shifts: np.ndarray | DriftResult | None,
     chunking: tuple[int | None, int | None],
     name: str,
-    device: Any,
+    device: Device,
     finish: Callable[[Job[Any]], Job[Any]] | None,
 ) -> Job[ChannelsResult]:
     """The job of :func:`iter_channels` once its input is checked (the module docstring's
@@ -518,7 +519,7 @@ def _stopped_in_drift(
     stopped: DriftResult,
     chunking: tuple[int | None, int | None],
     name: str,
-    device: Any,
+    device: Device,
     finish: Callable[[Job[Any]], Job[Any]] | None,
     axis: int,
     n_channels: int,

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._types import Device
 from ..arrays import InvalidInputError, download_into, to_device, validate_image
 from ..devices import device_context
 from ..jobs import Job, Progress, blocking
@@ -230,7 +231,7 @@ def _correct(
     frames_per_chunk: int | None,
     memory_budget: int | None,
     name: str,
-    device: Any,
+    device: Device,
 ) -> Job[np.ndarray]:
     n, height, width = (int(s) for s in stack.shape)
     out = np.empty((n, height, width), np.float32)

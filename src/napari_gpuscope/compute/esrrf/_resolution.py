@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from .._types import Device
 from ._decorr import DecorrelationResult, decorrelation_resolution
 
 
@@ -92,7 +93,7 @@ def _centre(image: np.ndarray) -> np.ndarray:
     return image[top : top + DECORRELATION_SIDE, left : left + DECORRELATION_SIDE]
 
 
-def measure_resolution(result: Reconstruction, device: Any) -> ResolutionMeasurement:
+def measure_resolution(result: Reconstruction, device: Device) -> ResolutionMeasurement:
     """The decorrelation analysis of ``result``'s first time point and its widefield mean.
 
     A failure of the analysis (e.g. no time point after an early stop) leaves the

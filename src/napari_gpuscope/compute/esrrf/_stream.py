@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._types import Device
 from ..arrays import download_into
 from ..devices import device_context
 from ..jobs import Job, Output, Progress, is_stop, scaled
@@ -293,7 +294,7 @@ def _run(
     frames_per_chunk: int | None,
     memory_budget: int | None,
     name: str,
-    device: Any,
+    device: Device,
     drift: DriftResult | None = None,
 ) -> Job[EsrrfResult]:
     n_frames, height, width = (int(s) for s in stack.shape)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._types import ArrayLike
 from ..jobs import Job, Progress, blocking
 from ..params import merge_call
 from ..results import Geometry, LayerDataTuple, image_layer, result_name
@@ -207,7 +208,7 @@ class _Frames:
 
 
 def iter_apply_profile(
-    images: Any,
+    images: ArrayLike,
     profile: ShadingProfile,
     params: BasicParams | None = None,
     *,
@@ -299,7 +300,7 @@ def iter_apply_profile(
 
 
 def _run(
-    images: Any,
+    images: ArrayLike,
     profile: ShadingProfile,
     params: BasicParams,
     correction: Job[Any],

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._types import ArrayLike
 from ..arrays import InvalidInputError
 from ..devices import device_context
 from ..jobs import Job, Progress, blocking, mapped
@@ -119,7 +120,7 @@ def _search_indices(n_frames: int) -> np.ndarray:
 class _Subset:
     """Every k-th frame of a ``(T, Y, X)`` array, still lazy."""
 
-    def __init__(self, images: Any, indices: np.ndarray) -> None:
+    def __init__(self, images: ArrayLike, indices: np.ndarray) -> None:
         self.images, self.indices = images, indices
         self.shape = (len(indices), *tuple(images.shape[1:]))
         self.dtype = images.dtype
@@ -131,7 +132,7 @@ class _Subset:
 
 @takes_params(BasicParams)
 def iter_autotune(
-    images: Any,
+    images: ArrayLike,
     params: BasicParams,
     *,
     candidates: tuple[float, ...] = CANDIDATES,

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._types import ArrayLike
 from ..arrays import InvalidInputError, download_into
 from ..devices import device_context
 from ..jobs import Job, Progress, blocking, scaled
@@ -96,7 +97,7 @@ def timelapse_baseline(
 
 
 def iter_correct(
-    images: Any,
+    images: ArrayLike,
     profile: ShadingProfile,
     *,
     timelapse: bool = False,

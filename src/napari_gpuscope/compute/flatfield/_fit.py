@@ -9,6 +9,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .._types import ArrayLike, Device
 from ..arrays import InvalidInputError, to_device, to_host
 from ..devices import device_context, resolve_device
 from ..jobs import Job, Output, Progress, blocking, is_stop
@@ -32,7 +33,7 @@ OUTPUTS = ("flatfield", "darkfield", "baseline")
 
 
 def working_stack(
-    images: Any,
+    images: ArrayLike,
     layout: StackLayout,
     shape: tuple[int, int],
     device: torch.device,
@@ -184,7 +185,7 @@ def _upsample(small: torch.Tensor, frame: tuple[int, int]) -> torch.Tensor:
 
 @takes_params(BasicParams)
 def iter_fit_basic(
-    images: Any,
+    images: ArrayLike,
     params: BasicParams,
     *,
     dark_frame: Any = None,
@@ -286,12 +287,12 @@ def fit_bytes(layout: StackLayout, params: BasicParams) -> int:
 
 
 def _run_with_retry(
-    images: Any,
+    images: ArrayLike,
     params: BasicParams,
     layout: StackLayout,
     dark_frame: Any,
     fitting_weight: Any,
-    device: Any,
+    device: Device,
 ) -> Job[ShadingProfile]:
     """:func:`_run`, tried again from the start after an out-of-memory error (with the failed
     attempt's memory and the device caches freed: the first attempt can fail on memory that
@@ -312,12 +313,12 @@ def _run_with_retry(
 
 
 def _run(
-    images: Any,
+    images: ArrayLike,
     params: BasicParams,
     layout: StackLayout,
     dark_frame: Any,
     fitting_weight: Any,
-    device: Any,
+    device: Device,
 ) -> Job[ShadingProfile]:
     with torch.no_grad(), device_context(device) as dev:
         frame = layout.frame_shape

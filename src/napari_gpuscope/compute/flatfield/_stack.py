@@ -13,6 +13,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .._types import ArrayLike
 from ..arrays import InvalidInputError, refuse_masked, to_device
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -46,7 +47,7 @@ class StackLayout:
         return axes[0]
 
 
-def check_images(images: Any, batch_axis: int | None, name: str = "images") -> StackLayout:
+def check_images(images: ArrayLike, batch_axis: int | None, name: str = "images") -> StackLayout:
     """Check shape and dtype (values are checked while reading). Raise a clear error."""
     refuse_masked(images, name)
     shape = getattr(images, "shape", None)
@@ -112,7 +113,7 @@ def working_shape(frame_shape: tuple[int, int], working_size: int) -> tuple[int,
     return max(4, round(y * scale)), max(4, round(x * scale))
 
 
-def frames(images: Any, layout: StackLayout, problem: int, start: int, stop: int) -> Any:
+def frames(images: ArrayLike, layout: StackLayout, problem: int, start: int, stop: int) -> Any:
     """Frames ``start:stop`` of one problem, still lazy for dask/zarr/memmap inputs."""
     if layout.batch_axis is None:
         return images[start:stop]
@@ -135,7 +136,7 @@ def resize_frames(
 
 
 def read_block(
-    images: Any,
+    images: ArrayLike,
     layout: StackLayout,
     problem: int,
     start: int,

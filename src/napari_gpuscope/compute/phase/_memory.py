@@ -23,8 +23,8 @@ allocator; the GPU kit checks it against ``torch.cuda.max_memory_allocated``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
+from .._types import Device
 from ..memory import plan_chunk
 from ..tv import _ops as tv_ops
 from ._optics import FFT_WORK_PLANES
@@ -80,7 +80,7 @@ class MemoryPlan:
         kept = SMALL_BYTES + self.stored + slices * self.stored_per_slice
         return {name: kept + p.bytes(slices, fft_work) for name, p in self.passes.items()}
 
-    def chunk(self, n_z: int, device: Any, budget: int | None, what: str) -> int:
+    def chunk(self, n_z: int, device: Device, budget: int | None, what: str) -> int:
         """The most slices (<= ``n_z``) whose :meth:`peak` fits the usable memory.
 
         Raises :class:`~napari_gpuscope.compute.memory.DeviceMemoryError` when one does not.

@@ -41,6 +41,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._types import Device
+
 __all__ = [
     "BUILD_GROUP_ELEMENTS",
     "FFT_WORK_PLANES",
@@ -74,7 +76,7 @@ def z_positions(
     focus_offset: float | torch.Tensor = 0.0,
     *,
     descending: bool = True,
-    device: Any = None,
+    device: Device | None = None,
 ) -> torch.Tensor:
     """Slice positions ``(Z//2 - i + offset) * dz`` (waveorder's order: slice 0 = highest z).
 
@@ -190,7 +192,7 @@ def _central_crop(tf: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor:
     return tf.index_select(-2, rows).index_select(-1, cols)
 
 
-def crop_indices(big: int, small: int, device: Any = None) -> torch.Tensor:
+def crop_indices(big: int, small: int, device: Device | None = None) -> torch.Tensor:
     """Indices into an FFT-ordered ``big``-point axis of the ``small``-point axis' frequencies.
 
     ``fftfreq(small) * small`` (``0, 1, ..., -1``) modulo ``big``. An fftshift-and-slice crop
@@ -216,7 +218,7 @@ class _Crop:
     full oversampled arrays are read once and never shifted or copied.
     """
 
-    def __init__(self, big: tuple[int, int], small: tuple[int, int], device: Any) -> None:
+    def __init__(self, big: tuple[int, int], small: tuple[int, int], device: Device) -> None:
         parts = []
         for n_big, n_small in zip(big, small, strict=True):
             plus = crop_indices(n_big, n_small)
@@ -371,7 +373,7 @@ class OpticsCache:
         with self._lock:
             return sum(size for size, _ in self._large.values())
 
-    def limit(self, device: Any) -> int:
+    def limit(self, device: Device) -> int:
         """The byte limit of the large entries on ``device``."""
         if self.max_bytes is not None:
             return int(self.max_bytes)
@@ -388,7 +390,7 @@ class OpticsCache:
         self._large.move_to_end(key)
         return entry[1]
 
-    def _keep(self, key: Any, value: Any, size: int, device: Any) -> None:
+    def _keep(self, key: Any, value: Any, size: int, device: Device) -> None:
         limit = self.limit(device)
         if size > limit:
             return
@@ -467,7 +469,7 @@ _SHARED: dict[str, OpticsCache] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def shared_cache(device: Any) -> OpticsCache:
+def shared_cache(device: Device) -> OpticsCache:
     """This process's optics cache of ``device`` (made on first use).
 
     A reconstruction, a tilt-corrected solve or a live preview given no cache of its own uses
@@ -562,7 +564,9 @@ def transfer_functions(
     return TransferFunctions(absorption, phase)
 
 
-def key_for(params: Any, shape: Sequence[int], device: Any, steepness: float = DEFAULT_STEEPNESS):
+def key_for(
+    params: Any, shape: Sequence[int], device: Device, steepness: float = DEFAULT_STEEPNESS
+):
     """The :class:`OpticsKey` of :class:`PhaseParams` for a ``(Y, X)`` shape on ``device``."""
     return OpticsKey(
         shape=(int(shape[-2]), int(shape[-1])),

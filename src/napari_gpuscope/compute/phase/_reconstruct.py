@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
+from .._types import Device
 from ..jobs import run_job
 from ..memory import DeviceMemoryError, run_in_chunks
 from ..tv._fgp import FUSED_OPS as TV_FUSED_OPS
@@ -236,7 +236,7 @@ class Reconstructor:
 class _Blend:
     """Weighted sum of overlapping tile solutions (smooth weights, normalised at the end)."""
 
-    def __init__(self, tilt: TiltMap, device: Any) -> None:
+    def __init__(self, tilt: TiltMap, device: Device) -> None:
         self.boxes = tilt.grid.boxes()
         shape = tilt.grid.shape
         self.weights = blend_weights(tilt.grid, device)

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._types import Device
 from ._optics import OpticsCache, key_for, z_positions
 from ._params import PhaseParams
 
@@ -21,7 +22,7 @@ def simulate_stack(
     *,
     tilt_zenith: float = 0.0,
     tilt_azimuth: float = 0.0,
-    device: Any = "cpu",
+    device: Device = "cpu",
 ) -> np.ndarray:
     """Noise-free normalised intensity ``1 + Re IFFT2(A_z a + P_z phi)``, ``(Z, Y, X)`` float32.
 

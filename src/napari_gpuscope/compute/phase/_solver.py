@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._types import Device
 from ..devices import resolve_device
 from ._job import _check_stack, _load, download
 from ._optics import OpticsCache, shared_cache
@@ -62,7 +63,7 @@ class PhaseSolver:
         params: PhaseParams,
         *,
         tilt_map: TiltMap | None = None,
-        device: Any = None,
+        device: Device | None = None,
         optics_cache: OpticsCache | None = None,
     ) -> None:
         _check_stack(zyx, params)

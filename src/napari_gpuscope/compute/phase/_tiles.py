@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._types import Device
+
 __all__ = ["TileGrid", "TiltMap", "blend_weights", "canonical_tilt", "radial_zenith_init"]
 
 
@@ -116,7 +118,7 @@ class TileGrid:
         return torch.stack([image[..., ys, xs] for ys, xs in self.boxes()])
 
 
-def _ramp(length: int, ramp: int, device: Any) -> torch.Tensor:
+def _ramp(length: int, ramp: int, device: Device) -> torch.Tensor:
     """1 in the middle, a raised-cosine fall to a small floor over ``ramp`` pixels at each end."""
     t = torch.arange(length, device=device, dtype=torch.float32)
     distance = torch.minimum(t + 0.5, length - t - 0.5)
@@ -126,7 +128,7 @@ def _ramp(length: int, ramp: int, device: Any) -> torch.Tensor:
     return torch.clamp(torch.sin(0.5 * math.pi * x) ** 2, min=1e-3)
 
 
-def blend_weights(grid: TileGrid, device: Any = "cpu") -> torch.Tensor:
+def blend_weights(grid: TileGrid, device: Device = "cpu") -> torch.Tensor:
     """Per-tile weights ``(h, w)`` that fall smoothly to ~0 across the overlaps.
 
     The ramp spans the overlap between neighbours, so every pixel is a convex combination of the

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._types import Device
 from ..arrays import download_into, to_device, value_range
 from ..camera import CameraModel
 from ..chunking import AxisLayout, HaloChunker, Region
@@ -303,7 +304,7 @@ Examples
 """
 
 
-def _bytes_per_element(method: str, n_coupled: int, device: Any = None) -> int:
+def _bytes_per_element(method: str, n_coupled: int, device: Device | None = None) -> int:
     """Device bytes per voxel: resident fields plus the largest temporaries.
 
     FGP: see :func:`._fgp.bytes_per_element` (less on a device where the fused kernels run;
@@ -354,7 +355,7 @@ def _run(
     channel: int | None,
     spacing: tuple[float, ...],
     memory_budget: int | None,
-    device: Any,
+    device: Device,
     known_camera: CameraModel | None = None,
 ) -> Job[TVResult]:
     with torch.no_grad(), device_context(device) as dev:
