@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from typing import Any
 
 import numpy as np
 import torch
+
+from ._types import ArrayLike
 
 __all__ = [
     "InvalidInputError",
@@ -61,7 +62,7 @@ class InvalidInputError(ValueError):
     """The input array cannot be processed; the message says why and what would be valid."""
 
 
-def _dtype_of(data: Any) -> np.dtype:
+def _dtype_of(data: ArrayLike) -> np.dtype:
     if isinstance(data, torch.Tensor):
         try:
             return np.dtype(torch.empty((), dtype=data.dtype).numpy().dtype)
@@ -99,7 +100,7 @@ def _leading_blocks(shape: tuple[int, ...]) -> Iterator[tuple[slice, ...]]:
         yield (slice(start, min(shape[0], start + step)),)
 
 
-def _blocks(data: Any) -> Iterator[tuple[int, np.ndarray | torch.Tensor]]:
+def _blocks(data: ArrayLike) -> Iterator[tuple[int, np.ndarray | torch.Tensor]]:
     """``data`` read along axis 0 in blocks of bounded size, each with its first index (a
     tensor is one block: it is in memory already)."""
     if isinstance(data, torch.Tensor):
@@ -129,7 +130,7 @@ def _non_finite(block: np.ndarray | torch.Tensor) -> tuple[int, int, tuple[int, 
     return count, nans, tuple(int(i) for i in np.unravel_index(flat, tuple(block.shape)))
 
 
-def check_finite(data: Any, *, name: str = "image") -> None:
+def check_finite(data: ArrayLike, *, name: str = "image") -> None:
     """Raise if ``data`` contains NaN or infinity, saying how many and where the first one is.
 
     Parameters
@@ -166,7 +167,7 @@ def check_finite(data: Any, *, name: str = "image") -> None:
         raise _non_finite_error(name, count, nans, first)
 
 
-def value_range(data: Any, *, name: str = "image") -> tuple[float, float]:
+def value_range(data: ArrayLike, *, name: str = "image") -> tuple[float, float]:
     """Bounds of the values of ``data`` in one blockwise pass, refusing NaN and infinity.
 
     Integer dtypes up to 32 bits are not read: every value lies within the bounds of the dtype,
@@ -209,7 +210,7 @@ def value_range(data: Any, *, name: str = "image") -> tuple[float, float]:
     return low, high
 
 
-def refuse_masked(data: Any, name: str = "image") -> None:
+def refuse_masked(data: ArrayLike, name: str = "image") -> None:
     """Refuse a NumPy masked array with masked values: the methods read the values under the
     mask, so the mask would be silently ignored (nothing masked: nothing to ignore).
 
@@ -230,7 +231,7 @@ def refuse_masked(data: Any, name: str = "image") -> None:
 
 
 def validate_image(
-    data: Any,
+    data: ArrayLike,
     *,
     name: str = "image",
     min_ndim: int = 2,
@@ -333,7 +334,7 @@ def _converted(raw: torch.Tensor, host_dtype: np.dtype) -> torch.Tensor:
 
 
 def to_device(
-    data: Any,
+    data: ArrayLike,
     device: str | torch.device,
     *,
     region: tuple[slice, ...] | None = None,

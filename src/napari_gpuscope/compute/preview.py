@@ -20,6 +20,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ._types import ArrayLike
+
 __all__ = ["DataIdentity", "PlaneView", "PreviewResult", "Slab"]
 
 
@@ -200,7 +202,7 @@ class PreviewResult:
 _SAMPLED_VALUES = 1 << 16
 
 
-def _sample_digest(data: Any) -> bytes | None:
+def _sample_digest(data: ArrayLike) -> bytes | None:
     """A digest of an in-memory array's shape, dtype and an even sample of its values.
 
     Whole-image estimates (a noise level, say) are cached per array; a user who edits the array
@@ -239,7 +241,7 @@ class DataIdentity:
     False
     """
 
-    def __init__(self, data: Any) -> None:
+    def __init__(self, data: ArrayLike) -> None:
         self._ref: weakref.ref[Any] | None
         try:
             self._ref = weakref.ref(data)
@@ -252,7 +254,7 @@ class DataIdentity:
         """Whether the array can still be matched (it exists and could be weakly held)."""
         return self._ref is not None and self._ref() is not None
 
-    def matches(self, data: Any) -> bool:
+    def matches(self, data: ArrayLike) -> bool:
         """Whether ``data`` is the same array with (by the sample) the same content."""
         return (
             self._ref is not None and self._ref() is data and _sample_digest(data) == self._digest

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._types import Device
+from .._types import ArrayLike, Device
 from ..arrays import InvalidInputError
 from ..jobs import Job, Progress, mapped
 from ..memory import check_budget
@@ -68,7 +68,7 @@ class ChannelView:
     True
     """
 
-    def __init__(self, data: Any, axis: int, index: int) -> None:
+    def __init__(self, data: ArrayLike, axis: int, index: int) -> None:
         self.data, self.axis, self.index = data, int(axis), int(index)
         shape = tuple(int(s) for s in data.shape)
         self.shape = shape[: self.axis] + shape[self.axis + 1 :]
@@ -123,7 +123,7 @@ class StackedChannels:
         return array[rest] if rest else array
 
 
-def channel_stack(data: Any, axis: int, index: int) -> Any:
+def channel_stack(data: ArrayLike, axis: int, index: int) -> Any:
     """Channel ``index`` of ``data`` along ``axis``: a view of a NumPy array or torch tensor
     (basic indexing), a :class:`ChannelView` of anything else."""
     if isinstance(data, np.ndarray | torch.Tensor):
@@ -136,7 +136,7 @@ class _FirstFrames:
     """The first ``count`` frames of a lazy ``(T, Y, X)`` stack (a :class:`ChannelView`),
     still lazy."""
 
-    def __init__(self, stack: Any, count: int) -> None:
+    def __init__(self, stack: ArrayLike, count: int) -> None:
         self.stack, self.count = stack, int(count)
         self.shape = (self.count, *(int(s) for s in stack.shape[1:]))
         self.dtype = stack.dtype
@@ -152,7 +152,7 @@ class _FirstFrames:
         return self.stack[(first, *key[1:])]
 
 
-def first_frames(stack: Any, count: int) -> Any:
+def first_frames(stack: ArrayLike, count: int) -> Any:
     """``stack[:count]`` without reading it: a view, or a lazy :class:`_FirstFrames`."""
     if isinstance(stack, np.ndarray | torch.Tensor):
         return stack[:count]
@@ -179,7 +179,7 @@ def guess_channel_axis(shape: tuple[int, ...], axis_labels: Any = None) -> int:
     return 0
 
 
-def check_channels(data: Any, channel_axis: int, *, name: str = "stack") -> int:
+def check_channels(data: ArrayLike, channel_axis: int, *, name: str = "stack") -> int:
     """The number of channels of a 4D input, or a clear error naming what is valid."""
     shape = tuple(int(s) for s in data.shape)
     if not -len(shape) <= channel_axis < len(shape) or channel_axis not in (0, 1, -4, -3):
@@ -338,7 +338,7 @@ def _quiet(start: float, stop: float, prefix: str) -> Callable[[Progress], Progr
 
 
 def iter_channels(
-    data: Any,
+    data: ArrayLike,
     params: EsrrfParams,
     *,
     channel_axis: int = 0,
@@ -513,7 +513,7 @@ def _run_channels(
 
 
 def _stopped_in_drift(
-    stack: Any,
+    stack: ArrayLike,
     params: EsrrfParams,
     reference: DriftResult,
     stopped: DriftResult,
@@ -555,7 +555,7 @@ def _reporting_drift(job: Job[Any], drift: Any) -> Job[Any]:
     return dataclasses.replace(result, drift=drift)
 
 
-def _mean(stack: Any, frames_per_chunk: int | None) -> np.ndarray:
+def _mean(stack: ArrayLike, frames_per_chunk: int | None) -> np.ndarray:
     """The mean over frames, read in chunks (a lazy channel is never read whole)."""
     step = max(1, frames_per_chunk or 64)
     total = np.zeros(stack.shape[1:], np.float64)

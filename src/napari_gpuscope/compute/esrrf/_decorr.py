@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._types import ArrayLike
 from ..arrays import InvalidInputError, validate_image
 from ..devices import device_context
 from ..params import ParameterError
@@ -200,7 +201,7 @@ def analysed_region(shape: tuple[int, int]) -> tuple[slice, slice]:
 
 
 def decorrelation_resolution(
-    image: Any,
+    image: ArrayLike,
     *,
     pixel_size: float | None = None,
     rmin: float = 0.0,

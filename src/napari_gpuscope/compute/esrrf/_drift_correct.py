@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._types import Device
+from .._types import ArrayLike, Device
 from ..arrays import InvalidInputError, download_into, to_device, validate_image
 from ..devices import device_context
 from ..jobs import Job, Progress, blocking
@@ -140,7 +140,7 @@ def check_shifts(
     return array
 
 
-def _check_stack(stack: Any, name: str) -> tuple[int, int, int]:
+def _check_stack(stack: ArrayLike, name: str) -> tuple[int, int, int]:
     if not (hasattr(stack, "shape") and hasattr(stack, "dtype")):
         stack = np.asarray(stack)
     shape = tuple(int(s) for s in stack.shape)
@@ -177,7 +177,7 @@ def _frames_on_device(host: Any, device: torch.device, name: str, first: int) ->
 
 
 def iter_correct_drift(
-    stack: Any,
+    stack: ArrayLike,
     shifts: Any,
     *,
     frames_per_chunk: int | None = None,
@@ -226,7 +226,7 @@ def iter_correct_drift(
 
 
 def _correct(
-    stack: Any,
+    stack: ArrayLike,
     shifts: np.ndarray,
     frames_per_chunk: int | None,
     memory_budget: int | None,

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from .._types import ArrayLike
 from ..arrays import InvalidInputError, validate_image
 from ..params import ParameterError
 from ._params import EsrrfParams
@@ -25,7 +26,9 @@ def check_frames_per_chunk(frames_per_chunk: Any) -> None:
         )
 
 
-def check_stack(stack: Any, params: EsrrfParams, *, name: str = "stack") -> tuple[int, int, int]:
+def check_stack(
+    stack: ArrayLike, params: EsrrfParams, *, name: str = "stack"
+) -> tuple[int, int, int]:
     """``(T, H, W)`` of a valid input, or a clear error naming what would be valid.
 
     Values (NaN, infinity) are checked frame chunk by frame chunk while the job streams.

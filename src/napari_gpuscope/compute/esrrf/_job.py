@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._types import ArrayLike
 from ..jobs import Job, blocking
 from ..params import takes_params
 from ._channels import ChannelsResult, iter_channels
@@ -29,7 +30,7 @@ __all__ = [
 
 @takes_params(EsrrfParams)
 def iter_esrrf(
-    stack: Any,
+    stack: ArrayLike,
     params: EsrrfParams,
     *,
     frames_per_chunk: int | None = None,

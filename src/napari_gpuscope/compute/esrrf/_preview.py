@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
+from .._types import ArrayLike
 from ..jobs import Job, Progress, mapped
 from ..preview import PlaneView, PreviewResult
 from ._job import OUTPUT, iter_esrrf
@@ -81,7 +81,7 @@ def visible_region(shape: tuple[int, ...], corners: np.ndarray, frame: int) -> P
 
 
 def preview_job(
-    data: Any, params: EsrrfParams, device: str, view: PlaneView, region: PreviewRegion
+    data: ArrayLike, params: EsrrfParams, device: str, view: PlaneView, region: PreviewRegion
 ) -> Job[PreviewResult]:
     """Reconstruct ``region`` of ``data`` as one time point; returns the plane to show."""
     (r0, r1), (c0, c1) = region.rows, region.cols

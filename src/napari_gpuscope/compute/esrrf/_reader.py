@@ -14,10 +14,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._types import ArrayLike
+
 __all__ = ["FrameReader"]
 
 
-def _read(stack: Any, start: int, stop: int) -> Any:
+def _read(stack: ArrayLike, start: int, stop: int) -> Any:
     part = stack[start:stop]
     return part if isinstance(part, torch.Tensor) else np.asarray(part)
 
@@ -37,7 +39,7 @@ class FrameReader:
     (2, 2, 2)
     """
 
-    def __init__(self, stack: Any) -> None:
+    def __init__(self, stack: ArrayLike) -> None:
         self.stack = stack
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="esrrf-reader")
         self._pending: tuple[int, int, Future[Any]] | None = None

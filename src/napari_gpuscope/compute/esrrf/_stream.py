@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._types import Device
+from .._types import ArrayLike, Device
 from ..arrays import download_into
 from ..devices import device_context
 from ..jobs import Job, Output, Progress, is_stop, scaled
@@ -256,7 +256,7 @@ def check_drift_input(
 
 
 def iter_stack(
-    stack: Any,
+    stack: ArrayLike,
     params: EsrrfParams,
     *,
     frames_per_chunk: int | None = None,
@@ -289,7 +289,7 @@ def iter_stack(
 
 
 def _run(
-    stack: Any,
+    stack: ArrayLike,
     params: EsrrfParams,
     frames_per_chunk: int | None,
     memory_budget: int | None,

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._types import ArrayLike
 from ..arrays import InvalidInputError
 from ..jobs import STOP, Job, Output, Progress, blocking, is_stop, mapped
 from ..params import ParameterError
@@ -215,7 +216,7 @@ def _values(name: str, values: Sequence[float], low: float, high: float) -> tupl
 
 
 def iter_parameter_sweep(
-    stack: Any,
+    stack: ArrayLike,
     radii: Sequence[float] = (1.0, 1.5, 2.0),
     sensitivities: Sequence[float] = (1.0, 2.0),
     *,
@@ -295,7 +296,7 @@ def iter_parameter_sweep(
 
 
 def iter_sweep(
-    stack: Any,
+    stack: ArrayLike,
     params: SweepParams | None = None,
     *,
     pixel_size: float = 1.0,

@@ -75,11 +75,11 @@ class ShadingStats:
     frame_means: np.ndarray
 
 
-def _frame_means(stack: Any) -> np.ndarray:
+def _frame_means(stack: ArrayLike) -> np.ndarray:
     return np.array([np.asarray(stack[t], dtype=np.float64).mean() for t in range(stack.shape[0])])
 
 
-def shading_stats(stack: Any) -> ShadingStats:
+def shading_stats(stack: ArrayLike) -> ShadingStats:
     """Mean image, its centre lines, coefficient of variation and per-frame means of a
     ``(T, Y, X)`` stack (float64 sums, frame by frame: a memmap is never loaded whole).
 
@@ -199,7 +199,7 @@ class CorrectionResult:
 class _Frames:
     """``(stack - dark) [/ flat]`` frame by frame, in float64 (nothing is kept)."""
 
-    def __init__(self, stack: Any, dark: np.ndarray, flat: np.ndarray | None) -> None:
+    def __init__(self, stack: ArrayLike, dark: np.ndarray, flat: np.ndarray | None) -> None:
         self.stack, self.dark, self.flat, self.shape = stack, dark, flat, stack.shape
 
     def __getitem__(self, t: int) -> np.ndarray:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._types import ArrayLike
 from ..jobs import Job
 from ._params import BasicParams
 from ._profile import ShadingProfile
@@ -345,7 +346,7 @@ def prepare(
 
 
 def job(
-    data: Any,
+    data: ArrayLike,
     params: BasicParams,
     *,
     prepared: ShadingProfile,

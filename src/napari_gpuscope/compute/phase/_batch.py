@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .._types import ArrayLike
 from ..jobs import Job
 from ._params import PhaseParams
 
@@ -23,7 +24,7 @@ __all__ = ["job"]
 
 
 def job(
-    data: Any,
+    data: ArrayLike,
     params: PhaseParams,
     *,
     prepared: Any,

@@ -12,6 +12,7 @@ import threading
 import weakref
 from typing import Any
 
+from .._types import ArrayLike
 from ..jobs import Job, Progress
 from ..preview import PlaneView, PreviewResult
 from ._job import PhaseResult
@@ -32,7 +33,7 @@ class PhaseSolvers:
         self._solver: PhaseSolver | None = None
 
     def get(
-        self, data: Any, params: PhaseParams, tilt_map: TiltMap | None, device: str
+        self, data: ArrayLike, params: PhaseParams, tilt_map: TiltMap | None, device: str
     ) -> PhaseSolver | None:
         """The kept solver if it serves these inputs, else None."""
         with self._lock:
@@ -43,7 +44,7 @@ class PhaseSolvers:
             return solver if solver.matches(params, tilt_map) else None
 
     def build(
-        self, data: Any, params: PhaseParams, tilt_map: TiltMap | None, device: str
+        self, data: ArrayLike, params: PhaseParams, tilt_map: TiltMap | None, device: str
     ) -> PhaseSolver:
         """Build (and keep) the solver of these inputs."""
         solver = PhaseSolver(data, params, tilt_map=tilt_map, device=device)
@@ -63,7 +64,7 @@ class PhaseSolvers:
 
 def preview_job(
     solvers: PhaseSolvers,
-    data: Any,
+    data: ArrayLike,
     params: PhaseParams,
     device: str,
     view: PlaneView,

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._types import Device
+from .._types import ArrayLike, Device
 from ..arrays import download_into, to_device, value_range
 from ..camera import CameraModel
 from ..chunking import AxisLayout, HaloChunker, Region
@@ -201,7 +201,7 @@ class TVResult:
 
 @takes_params(TVParams, positional=("weight",))
 def iter_denoise(
-    image: Any,
+    image: ArrayLike,
     params: TVParams,
     *,
     memory_budget: int | None = None,
@@ -350,7 +350,7 @@ def _estimating(params: TVParams) -> str | None:
 
 
 def _run(
-    image: Any,
+    image: ArrayLike,
     params: TVParams,
     channel: int | None,
     spacing: tuple[float, ...],
@@ -431,7 +431,7 @@ def _run(
 
 
 def _fill_unprocessed(
-    image: Any, out: np.ndarray, written: list[tuple[slice, ...]], nonnegative: bool
+    image: ArrayLike, out: np.ndarray, written: list[tuple[slice, ...]], nonnegative: bool
 ) -> float:
     """Copy the input (clipped at 0 in non-negative mode) into every part of ``out`` no chunk
     wrote (a run stopped early). Returns the fraction of the voxels left so."""

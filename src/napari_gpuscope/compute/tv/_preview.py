@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from .._types import ArrayLike
 from ..jobs import Job, Output, Progress, mapped
 from ..preview import DataIdentity, PlaneView, PreviewResult
 from ._job import OUTPUT, iter_denoise
@@ -74,16 +75,16 @@ class WholeImageWeights:
             channel_axis=params.channel_axis,
         )
 
-    def _lookup(self, data: Any, key: TVParams) -> Any:
+    def _lookup(self, data: ArrayLike, key: TVParams) -> Any:
         same = self._data is not None and self._data.matches(data)
         return self._known.get(key) if same else None
 
-    def known(self, data: Any, params: TVParams) -> bool:
+    def known(self, data: ArrayLike, params: TVParams) -> bool:
         """Whether :meth:`resolve` would answer without reading the image."""
         with self._lock:
             return self._lookup(data, self._key(params)) is not None
 
-    def resolve(self, data: Any, params: TVParams) -> Any:
+    def resolve(self, data: ArrayLike, params: TVParams) -> Any:
         """The weight, noise level and camera model a run on ``data`` would use."""
         key = self._key(params)
         with self._lock:
@@ -111,7 +112,7 @@ def _estimate_message(params: TVParams) -> str | None:
 
 
 def preview_job(
-    weights: WholeImageWeights, data: Any, params: TVParams, device: str, view: PlaneView
+    weights: WholeImageWeights, data: ArrayLike, params: TVParams, device: str, view: PlaneView
 ) -> Job[TVPreview]:
     """A small-budget TV solve of a slab around the displayed plane, smoothing like a run: the
     weight (or camera model) of the whole image comes from ``weights``, in the worker thread."""

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._types import ArrayLike
 from ..arrays import InvalidInputError
 from ..camera import CameraModel
 from ..noise import anscombe_forward
@@ -133,7 +134,7 @@ class ScaledView:
     that float32 could not hold as it is.
     """
 
-    def __init__(self, data: Any, factor: float) -> None:
+    def __init__(self, data: ArrayLike, factor: float) -> None:
         self.data = data
         self.factor = float(factor)
         self.shape = tuple(int(s) for s in data.shape)

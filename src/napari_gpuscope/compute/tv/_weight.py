@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from .. import arrays
+from .._types import ArrayLike
 from ..arrays import InvalidInputError, validate_image
 from ..camera import CameraModel
 from ..noise import estimate_noise_sigma, estimate_poisson_gaussian
@@ -36,7 +36,7 @@ class ResolvedWeight:
     camera: CameraModel | None = None
 
 
-def check_input(image: Any, params: TVParams) -> tuple[int | None, tuple[float, ...]]:
+def check_input(image: ArrayLike, params: TVParams) -> tuple[int | None, tuple[float, ...]]:
     """Shape checks that need both the image and the parameters; returns the channel axis (a
     non-negative index, or None) and one spacing weight per non-channel axis."""
     extra = params.channel_axis is not None
@@ -66,7 +66,7 @@ def check_input(image: Any, params: TVParams) -> tuple[int | None, tuple[float, 
 
 
 def resolve_weight(
-    image: Any,
+    image: ArrayLike,
     params: TVParams,
     *,
     value_range: tuple[float, float] | None = None,
@@ -140,7 +140,7 @@ def resolve_weight(
     return ResolvedWeight(params.strength * sigma, sigma, None)
 
 
-def noise_sigma(image: Any, scale: DataScale) -> float:
+def noise_sigma(image: ArrayLike, scale: DataScale) -> float:
     """Immerkaer's estimate in the input's units, computed on the scaled data (float32-safe)."""
     view = image if scale.factor == 1.0 else ScaledView(image, scale.factor)
     try:
@@ -152,7 +152,7 @@ def noise_sigma(image: Any, scale: DataScale) -> float:
         ) from None
 
 
-def _camera(image: Any, params: TVParams) -> CameraModel | None:
+def _camera(image: ArrayLike, params: TVParams) -> CameraModel | None:
     """Poisson mode's camera model: as given, or estimated from (a subsample of) the image."""
     if params.noise_model != "poisson":
         return None
