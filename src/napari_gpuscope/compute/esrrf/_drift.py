@@ -94,9 +94,10 @@ class _Correlator:
 
     def peak(
         self, moved: torch.Tensor, reference: torch.Tensor, limit: float | None
-    ) -> tuple[np.ndarray, bool]:
-        """``(dy, dx)`` such that ``moved`` is ``reference`` moved by it, and whether the
-        integer peak lies on the edge of the search window (the drift may exceed ``limit``)."""
+    ) -> tuple[np.ndarray, bool, float]:
+        """``(dy, dx)`` such that ``moved`` is ``reference`` moved by it, whether the
+        integer peak lies on the edge of the search window (the drift may exceed ``limit``),
+        and the peak's significance (:func:`_peak_significance`; >= 1: a real peak)."""
         height, width = self.shape
         cross = moved * reference.conj()
         surface = torch.fft.ifft2(cross).real
@@ -116,12 +117,13 @@ class _Correlator:
             index = int(torch.argmax(surface))
             row, col = divmod(index, width)
         coarse = np.array([row - cy, col - cx], np.float64)
+        significance = _peak_significance(surface, float(surface[row, col]))
         refined = self._upsampled_peak(cross, coarse)
-        return refined, on_edge
+        return refined, on_edge, significance
 
     def measure(
         self, image: torch.Tensor, reference: torch.Tensor, limit: float | None
-    ) -> tuple[np.ndarray, bool]:
+    ) -> tuple[np.ndarray, bool, float]:
         """``(dy, dx)`` of ``image`` relative to the image of the spectrum ``reference``.
 
         The window that keeps the frame's edges out of the correlation stays put while the
@@ -129,10 +131,12 @@ class _Correlator:
         a 96 px frame); so the image is moved back by the first estimate and the small residual
         measured again, where the window is symmetric about the content.
         """
-        first, on_edge = self.peak(self.spectrum(image), reference, limit)
+        first, on_edge, significance = self.peak(self.spectrum(image), reference, limit)
+        if not significance >= 1.0:  # no structure: the residual would be noise too
+            return first, on_edge, significance
         back = shift_frames(image.to(torch.float32)[None], first[None])[0]
-        residual, _ = self.peak(self.spectrum(back), reference, 2.0)
-        return first + residual, on_edge
+        residual, _, _ = self.peak(self.spectrum(back), reference, 2.0)
+        return first + residual, on_edge, significance
 
     def _upsampled_peak(self, cross: torch.Tensor, coarse: np.ndarray) -> np.ndarray:
         """The correlation's maximum near ``coarse``: a matrix DFT of ``cross`` on a
@@ -157,6 +161,38 @@ class _Correlator:
         return np.array(
             [float(ys[i]) + di / UPSAMPLING, float(xs[j]) + dj / UPSAMPLING], np.float64
         )
+
+
+_FALSE_PEAK_PROBABILITY = 1e-3
+"""Chance that two images without common structure pass :func:`_peak_significance`."""
+
+
+def _peak_significance(surface: torch.Tensor, peak: float) -> float:
+    """The correlation peak's height above the surface's median, in units of the height
+    that pure noise reaches with probability :data:`_FALSE_PEAK_PROBABILITY`.
+
+    Noise model: the cross-correlation of two images without common structure is, at each
+    of its ``N`` lags, a sum of many products of independent pixels, so roughly Gaussian
+    with a spread estimated robustly by the surface's median absolute deviation (x 1.4826,
+    which a real peak a few pixels wide barely moves). The highest of ``N`` such values
+    exceeds ``z`` standard deviations with probability at most ``N Q(z)`` (Bonferroni; the
+    lags are mildly correlated by the window, so fewer effective samples: conservative), so
+    the threshold is ``z = Q^-1(p / N)``: 4.9 sigma for 64 x 64 frames, 5.3 for 128 x 128.
+    A constant image has a zero surface: significance 0.
+    """
+    from scipy.special import ndtri
+
+    values = surface.flatten()
+    centre = torch.median(values)
+    spread = 1.4826 * float(torch.median(torch.abs(values - centre)))
+    height = peak - float(centre)
+    threshold = float(-ndtri(_FALSE_PEAK_PROBABILITY / values.numel()))
+    scale = max(abs(float(centre)), abs(peak), 1e-300)
+    if not height > 1e-9 * scale:
+        return 0.0
+    if spread <= 1e-12 * scale:
+        return math.inf  # a clean peak on a flat background
+    return height / spread / threshold
 
 
 def _parabola_vertex(before: float, centre: float, after: float) -> float:
@@ -463,6 +499,7 @@ def _estimate(
                 pass_over = summed(0, n, sums, interruptible=True)
                 yield from scaled(pass_over, 0.0, 1.0 / passes, "reference: ")
             reference_spectrum = correlator.spectrum(sums.total / sums.frames)
+            reference_frames = sums.frames
             del sums
 
         measured = np.zeros((len(blocks), 2), np.float64)
@@ -484,22 +521,32 @@ def _estimate(
                 if previous is None:
                     step = np.zeros(2)
                 else:
-                    step, edge = correlator.measure(mean, previous, limit)
+                    step, edge, significance = correlator.measure(mean, previous, limit)
+                    _check_structure(significance, k, blocks, "the previous block", name)
                     _check_limit(step, edge, limit, k, first, stop, "the previous block")
                 measured[k] = (measured[k - 1] if k else 0.0) + step
                 previous = spectrum
             elif params.reference == "first" and k == 0:
                 measured[k] = 0.0
             else:
-                shift, edge = correlator.measure(mean, reference_spectrum, limit)
+                shift, edge, significance = correlator.measure(mean, reference_spectrum, limit)
+                if params.reference == "mean" and reference_frames == n:
+                    # The mean holds the block itself, whose noise correlates with itself at
+                    # 0: its structure is judged against the mean of the other frames
+                    # (spectra are linear in the image).
+                    others = (n * reference_spectrum - count * spectrum) / (n - count)
+                    _, _, significance = correlator.peak(spectrum, others, limit)
+                _check_structure(significance, k, blocks, f"the {params.reference}", name)
                 _check_limit(shift, edge, limit, k, first, stop, f"the {params.reference}")
                 measured[k] = shift
             if count >= 2:
                 early = count // 2
                 second = (sums.total - sums.first_half) / (count - early)
-                halves[k], _ = correlator.measure(
+                half, _, half_significance = correlator.measure(
                     sums.first_half / early, correlator.spectrum(second), None
                 )
+                if half_significance >= 1.0:  # else unknown (NaN): no noise-only shifts
+                    halves[k] = half
             aligned += shift_frames(mean[None], measured[k : k + 1]) * (count / n)
             del sums, spectrum, mean
             centre = (first + stop - 1) / 2
@@ -551,6 +598,24 @@ def _estimate(
     )
 
 
+def _check_structure(
+    significance: float, k: int, blocks: list[tuple[int, int]], against: str, name: str
+) -> None:
+    """Refuse a block whose correlation with its reference has no peak above the noise
+    (:func:`_peak_significance`): frames without sample (background, a constant or pure
+    noise) would give a shift that is noise, tens of pixels."""
+    if significance >= 1.0:
+        return
+    first, stop = blocks[k]
+    raise InvalidInputError(
+        f"{name}: block {k + 1} of {len(blocks)} (frames {first}-{stop - 1}) has no "
+        f"structure in common with {against}: its correlation peak is "
+        f"{significance:.2f} x the height that noise alone reaches (needs >= 1), so "
+        "no drift can be measured there (frames without sample: background, a constant, "
+        "noise). Crop the stack to frames that show the sample, or raise time_averaging"
+    )
+
+
 def _check_limit(
     shift: np.ndarray,
     on_edge: bool,
@@ -584,8 +649,9 @@ Examples
 --------
 >>> import numpy as np
 >>> from napari_gpuscope.compute.esrrf import estimate_drift
->>> rng = np.random.default_rng(0)
->>> stack = rng.poisson(100, (8, 32, 32)).astype(np.uint16)
+>>> y, x = np.mgrid[:32, :32]
+>>> blob = 1000 * np.exp(-((y - 15) ** 2 + (x - 16) ** 2) / 8)
+>>> stack = np.random.default_rng(0).poisson(100 + np.stack([blob] * 8)).astype(np.uint16)
 >>> estimate_drift(stack, time_averaging=4, device="cpu").shifts.shape
 (8, 2)
 """
