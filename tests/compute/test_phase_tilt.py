@@ -284,3 +284,16 @@ def test_tilt_arrows_stay_in_their_tiles_and_proportional():
         assert rows.start <= tip[0] <= rows.stop - 1 and cols.start <= tip[1] <= cols.stop - 1
     lengths = np.hypot(*arrows[:, 1].T)
     np.testing.assert_allclose(lengths / zenith.ravel(), lengths[5] / 0.79, rtol=1e-5)
+
+
+def test_a_blank_stack_is_not_measurable_never_converged():
+    """Issue 26 item 12: a constant stack has no contrast, so no tilt; the result says so
+    instead of "converged" at the start values."""
+    params = phase.PhaseParams(**OPTICS, optimizer="newton", iterations=5)
+    result = phase.estimate_tilt(
+        np.full((5, 64, 64), 800.0, np.float32), params=params, device="cpu"
+    )
+    assert not result.converged
+    assert "constant" in result.not_measurable
+    assert "not measurable" in result.describe() and "converged" not in result.describe()
+    assert result.summary()["not_measurable"] == result.not_measurable

@@ -266,6 +266,10 @@ class Screened:
     excluded: dict[str, str] = field(default_factory=dict)
 
 
+class NotMeasurableError(ValueError):
+    """The job ran but its input held nothing to measure (the result says why)."""
+
+
 def run_position(task: TaskSpec, position: Position, key: str, prepared: Any = None) -> dict:
     """Compute, write and mark one position; returns a small JSON-able summary.
 
@@ -318,6 +322,9 @@ def run_position(task: TaskSpec, position: Position, key: str, prepared: Any = N
         stage = "computing"
         compute_start = time.perf_counter()
         result, record = _compute(resolved, position, data, device, prepared, info.axes)
+        unmeasured = getattr(result, "not_measurable", "")
+        if unmeasured:  # e.g. a tilt estimate of a blank stack: no result to mark done
+            raise NotMeasurableError(f"{result.describe()}")
         compute_s = time.perf_counter() - compute_start
         if store.is_complete(position.name, key):
             # Finished meanwhile by another attempt (e.g. a resumed run while this cancelled

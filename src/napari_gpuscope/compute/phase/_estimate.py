@@ -49,6 +49,9 @@ class TiltResult:
         stopped early or when the loss went non-finite.
     stopped_early : bool
         The user asked to stop and keep the best values so far.
+    not_measurable : str
+        Why the stack holds no tilt to measure (e.g. every slice constant: no contrast), or
+        ``""``. Such a result is never ``converged``, and a batch fails its position.
     """
 
     tilt_map: TiltMap
@@ -58,6 +61,7 @@ class TiltResult:
     converged: bool = False
     stopped_early: bool = False
     non_finite: bool = False
+    not_measurable: str = ""
 
     @property
     def is_global(self) -> bool:
@@ -74,6 +78,7 @@ class TiltResult:
             "converged": bool(self.converged),
             "stopped_early": bool(self.stopped_early),
             "non_finite": bool(self.non_finite),
+            **({"not_measurable": self.not_measurable} if self.not_measurable else {}),
         }
 
     def layers(
@@ -162,7 +167,9 @@ class TiltResult:
                     "the neighbouring tiles replaced by their fit"
                 )
         how = "NAdam" if self.params.optimizer == "nadam" else "damped Newton"
-        if self.non_finite:
+        if self.not_measurable:
+            state = f"not measurable: {self.not_measurable}"
+        elif self.non_finite:
             state = (
                 f"loss became non-finite; kept the best values from {self.iterations} iterations"
             )
@@ -265,15 +272,38 @@ def estimate_on_device(
     tilt_map = _as_map(grid, current, shared)
     if not shared:
         tilt_map = replace_outlier_tiles(tilt_map)
+    blank = _blank_reason(data)
     return TiltResult(
         tilt_map=tilt_map,
         params=params,
         loss_history=history,
         iterations=len(history),
-        converged=converged and not stopped and not non_finite,
+        converged=converged and not stopped and not non_finite and not blank,
         stopped_early=stopped,
         non_finite=non_finite,
+        not_measurable=blank,
     )
+
+
+_CONSTANT = 1e-6
+"""A slice whose spatial standard deviation is below this fraction of its mean magnitude is
+constant: float32 rounding of a uniform image (2**-24 relative) is far below it, and any
+contrast a camera records (one count in the mean of a few thousand) far above."""
+
+
+def _blank_reason(data: torch.Tensor) -> str:
+    """Why ``data (Z, Y, X)`` holds no tilt to measure, or ``""``: the tilt shows only in how
+    the sample's contrast changes through focus, and a stack whose every slice is constant
+    has none (the optimiser's loss is then flat and it reports the start values)."""
+    values = data.to(torch.float64)
+    spread = values.std(dim=(-2, -1))
+    level = values.abs().mean(dim=(-2, -1))
+    if bool((spread <= _CONSTANT * torch.clamp(level, min=1e-300)).all()):
+        return (
+            f"every one of the {int(data.shape[-3])} slices is constant (no contrast), so "
+            "the stack shows no tilt"
+        )
+    return ""
 
 
 def _optimise_group(
