@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tifffile
+from dock_helpers import open_dock, select_input
 
 from napari_gpuscope.compute.flatfield import BasicParams, batch_hooks, fit_basic
 from napari_gpuscope.compute.jobs import run_job
@@ -16,15 +17,7 @@ from napari_gpuscope.widgets.flatfield_dock import FlatfieldDock
 
 @pytest.fixture
 def dock(viewer, qtbot, cpu_device):
-    widget = FlatfieldDock(viewer)
-    qtbot.addWidget(widget)
-    qtbot.waitUntil(lambda: not widget.is_running(), timeout=10_000)
-    return widget
-
-
-def _select(dock, name):
-    dock.reset_choices()
-    dock.input_layer = next(c for c in dock.input.combo.choices if c.name == name)
+    return open_dock(FlatfieldDock, viewer, qtbot)
 
 
 def _run(dock, qtbot):
@@ -48,7 +41,7 @@ def test_a_recipe_saved_from_the_dock_runs_its_dark_frame_and_mask(viewer, dock,
     viewer.add_image(tiles, name="tiles")
     viewer.add_image(dark, name="dark")
     viewer.add_labels(mask, name="background")
-    _select(dock, "tiles")
+    select_input(dock, "tiles")
     dock.reset_choices()
     dock.dark_frame.value = viewer.layers["dark"]
     dock.fit_mask.value = viewer.layers["background"]
@@ -105,7 +98,7 @@ def test_the_independent_axis_is_a_parameter_of_the_dock_and_its_recipes(
     truth = shaded_tiles(8, (64, 64), seed=7)
     stack = np.stack([truth.images, 3 * truth.images]).astype(np.float32)  # (C, T, Y, X)
     viewer.add_image(stack, name="channels")
-    _select(dock, "channels")
+    select_input(dock, "channels")
     dock.set_param("working_size", 64)
     dock.set_param("batch_axis", 0)
     assert dock.params().batch_axis == 0
@@ -126,7 +119,7 @@ def test_a_mask_of_the_wrong_shape_names_the_layer_and_the_valid_shapes(viewer, 
     truth = shaded_tiles(6, (64, 64), seed=8)
     viewer.add_image(truth.images, name="tiles")
     viewer.add_labels(np.ones((32, 64), np.uint8), name="small")
-    _select(dock, "tiles")
+    select_input(dock, "tiles")
     dock.reset_choices()
     dock.fit_mask.value = viewer.layers["small"]
     with pytest.raises(ValueError) as info:
