@@ -200,7 +200,8 @@ def register_channels(
         data = torch.as_tensor(images, dtype=torch.float32, device=dev)
         reference = data[reference_channel].expand_as(data)
         limit = max_shift if max_shift is not None else None
-        shifts, similarity = _measure(data, reference, limit)
+        shifts, similarity, on_edge, significance = _measure(data, reference, limit, guard=True)
+        _check_channels(shifts, similarity, on_edge, significance, reference_channel, limit)
         shifts[reference_channel] = 0.0
         similarity[reference_channel] = 1.0
         if not elastic:
@@ -216,7 +217,7 @@ def register_channels(
         ref_blocks = blocks[reference_channel].expand_as(blocks)
         flat = blocks.reshape(-1, block_size, block_size)
         block_limit = min(limit, block_size / 4) if limit is not None else block_size / 4
-        measured, block_similarity = _measure(
+        measured, block_similarity, _, _ = _measure(
             flat, ref_blocks.reshape(-1, block_size, block_size), block_limit
         )
         grid = (n_channels, len(rows), len(cols))
@@ -287,13 +288,15 @@ def apply_registration(
             frames = data[c].reshape(-1, height, width)
             target = out[c].reshape(-1, height, width)
             if c == registration.reference_channel:
+                for start in range(0, frames.shape[0], chunk):
+                    _check_float32_range(np.asarray(frames[start : start + chunk]), c, start)
                 target[...] = frames
                 continue
             ys, xs = _positions(registration, c, dev)
             for start in range(0, frames.shape[0], chunk):
-                planes = torch.as_tensor(
-                    np.asarray(frames[start : start + chunk], np.float32), device=dev
-                )
+                values = np.asarray(frames[start : start + chunk])
+                _check_float32_range(values, c, start)
+                planes = torch.as_tensor(values.astype(np.float32), device=dev)
                 target[start : start + chunk] = _sample(planes, ys, xs).cpu().numpy()
     return out
 
@@ -391,6 +394,25 @@ def _check_options(
 
 
 # --------------------------------------------------------------------------- estimation
+_FLOAT32_HEADROOM = float(np.finfo(np.float32).max) / 2
+"""Largest magnitude resampled: the float32 result holds up to 3.4e38, and Catmull-Rom's
+overshoot (at most 1/4 of a step between neighbours) stays within twice the input's."""
+
+
+def _check_float32_range(values: np.ndarray, channel: int, start: int) -> None:
+    """Refuse values the float32 resampling would turn into infinity (e.g. float64 near
+    1e300): a clear error, not a result of +-inf."""
+    if values.dtype.kind not in "fiu" or values.size == 0:
+        return
+    peak = float(np.abs(values).max())
+    if peak > _FLOAT32_HEADROOM:
+        raise InvalidInputError(
+            f"channel {channel} (frames from {start}) holds values up to {peak:.3g}; the "
+            f"registered channels are float32 (at most {_FLOAT32_HEADROOM:.3g} after "
+            "resampling): divide the data by a power of two first"
+        )
+
+
 def _spectra(images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """complex128 FFTs of the windowed, mean-subtracted ``(B, H, W)`` images, and their
     energies (for the normalised correlation)."""
@@ -403,41 +425,111 @@ def _spectra(images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _measure(
-    moving: torch.Tensor, reference: torch.Tensor, limit: float | None
-) -> tuple[np.ndarray, np.ndarray]:
-    """``(B, 2)`` shifts of ``moving`` relative to ``reference`` and ``(B,)`` similarities:
-    a first estimate, then the residual after moving back by it (see the module notes)."""
-    first, similarity = _peaks(moving, reference, limit)
+    moving: torch.Tensor, reference: torch.Tensor, limit: float | None, *, guard: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(B, 2)`` shifts of ``moving`` relative to ``reference``, ``(B,)`` similarities,
+    whether the integer peak lies on the edge of the ``limit`` search window, and the peak's
+    significance (:func:`_significance`): a first estimate, then the residual after moving
+    back by it (see the module notes)."""
+    first, similarity, on_edge, significance = _peaks(moving, reference, limit, guard=guard)
     table = torch.as_tensor(first, dtype=torch.float64, device=moving.device)
     back = _shift_batch(moving.to(torch.float32), table)
-    residual, _ = _peaks(back, reference, 2.0)
-    return first + residual, similarity
+    residual, _, _, _ = _peaks(back, reference, 2.0)
+    return first + residual, similarity, on_edge, significance
+
+
+_FALSE_PEAK_PROBABILITY = 1e-3
+"""Chance that a channel without structure in common with the reference passes
+:func:`_significance` (as the drift estimate's)."""
+
+
+def _significance(surface: torch.Tensor, best: torch.Tensor, searched: int) -> np.ndarray:
+    """``(B,)`` height of each correlation peak above its surface's median, in units of the
+    height pure noise reaches over the ``searched`` lags with probability
+    :data:`_FALSE_PEAK_PROBABILITY`: the correlation of unrelated images is, lag by lag,
+    roughly Gaussian with a spread estimated by the median absolute deviation (x 1.4826),
+    and the highest of ``N`` such values exceeds ``Q^-1(p / N)`` of them with probability at
+    most ``p`` (Bonferroni). ``>= 1``: a real peak."""
+    from scipy.special import ndtri
+
+    flat = surface.reshape(surface.shape[0], -1)
+    centre = flat.median(dim=1).values
+    spread = 1.4826 * (flat - centre[:, None]).abs().median(dim=1).values
+    height = best - centre
+    threshold = float(-ndtri(_FALSE_PEAK_PROBABILITY / max(searched, 1)))
+    scale = torch.maximum(centre.abs(), best.abs()).clamp(min=1e-300)
+    ratio = height / (spread * threshold).clamp(min=1e-300)
+    ratio = torch.where(height > 1e-9 * scale, ratio, torch.zeros_like(ratio))
+    ratio = torch.where(spread <= 1e-12 * scale, torch.where(height > 0, math.inf, 0.0), ratio)
+    return ratio.cpu().numpy()
+
+
+def _check_channels(
+    shifts: np.ndarray,
+    similarity: np.ndarray,
+    on_edge: np.ndarray,
+    significance: np.ndarray,
+    reference_channel: int,
+    limit: float | None,
+) -> None:
+    """Refuse a channel whose correlation with the reference has no peak above the noise, or
+    whose peak lies on the edge of the ``max_shift`` window or beyond it (the true shift is
+    larger: a shift within the window would be a wrong one)."""
+    for c in range(len(shifts)):
+        if c == reference_channel:
+            continue
+        where = f"dy {shifts[c, 0]:+.2f}, dx {shifts[c, 1]:+.2f} px"
+        if limit is not None and (on_edge[c] or np.abs(shifts[c]).max() > limit):
+            raise InvalidInputError(
+                f"channel {c} correlates best with channel {reference_channel} at the edge "
+                f"of max_shift={limit:g} px or beyond it ({where}, similarity "
+                f"{similarity[c]:.2f}): its shift is larger; raise max_shift (or None)"
+            )
+        if not significance[c] >= 1.0:
+            raise InvalidInputError(
+                f"channel {c} has no structure in common with channel {reference_channel}"
+                + (f" within max_shift={limit:g} px" if limit is not None else "")
+                + f": its correlation peak ({where}, similarity {similarity[c]:.2f}) is "
+                f"{significance[c]:.2f} x the height noise alone reaches (needs >= 1); "
+                "there is no shift to measure"
+            )
 
 
 def _peaks(
-    moving: torch.Tensor, reference: torch.Tensor, limit: float | None
-) -> tuple[np.ndarray, np.ndarray]:
+    moving: torch.Tensor, reference: torch.Tensor, limit: float | None, *, guard: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Shifts, similarities, edge flags and significances (see :func:`_measure`). With
+    ``guard``, one pixel beyond ``limit`` is searched too, so a peak there (or on that ring)
+    tells that the shift exceeds ``limit`` (``on_edge``)."""
     height, width = moving.shape[-2:]
     f_moving, e_moving = _spectra(moving)
     f_reference, e_reference = _spectra(reference)
     cross = f_moving * f_reference.conj()
     surface = torch.fft.fftshift(torch.fft.ifft2(cross).real, dim=(-2, -1))
     cy, cx = height // 2, width // 2
+    whole = surface
+    searched = height * width
+    radius = None
     if limit is not None:
-        radius = math.ceil(limit)
+        radius = math.ceil(limit) + (1 if guard else 0)
         ys = (torch.arange(height, device=surface.device) - cy).abs() <= radius
         xs = (torch.arange(width, device=surface.device) - cx).abs() <= radius
         inside = ys[:, None] & xs[None, :]
+        searched = int(inside.sum())
         surface = surface.masked_fill(~inside, -math.inf)
     flat = surface.reshape(surface.shape[0], -1)
     best, index = flat.max(dim=1)
+    significance = _significance(whole, best, searched)
     energy = torch.sqrt(e_moving * e_reference)
     similarity = torch.where(energy > 0, best / energy, torch.zeros_like(best))
     rows = torch.div(index, width, rounding_mode="floor") - cy
     cols = index % width - cx
     coarse = torch.stack([rows, cols], dim=1).to(torch.float64)
     refined = _upsampled_peaks(cross, coarse)
-    return refined, similarity.cpu().numpy()
+    on_edge = np.zeros(len(refined), bool)
+    if guard and radius is not None:
+        on_edge = (coarse.abs().max(dim=1).values >= radius).cpu().numpy()
+    return refined, similarity.cpu().numpy(), on_edge, significance
 
 
 def _upsampled_peaks(cross: torch.Tensor, coarse: torch.Tensor) -> np.ndarray:
