@@ -443,18 +443,37 @@ _FALSE_PEAK_PROBABILITY = 1e-3
 :func:`_significance` (as the drift estimate's)."""
 
 
-def _significance(surface: torch.Tensor, best: torch.Tensor, searched: int) -> np.ndarray:
+def _null_spread(f_moving: torch.Tensor, f_reference: torch.Tensor) -> torch.Tensor:
+    """``(B,)`` standard deviation of the cross-correlation, at any lag, of two independent
+    images with these (windowed) spectra: Bartlett's formula, the variance of
+    ``sum_x a(x) b(x + s)`` is ``sum_t c_a(t) c_b(t)`` times the pixels, i.e. (Parseval)
+    ``sum_k |A_k|^2 |B_k|^2 / N^2`` of the spectra, times ``sum w^4 / (sum w^2)^2 N`` for
+    the edge taper ``w`` (1 without one). It keeps each image's own smoothness and
+    structure, which the surface's median absolute deviation mistook for noise (a 32 x 32 px
+    filament pair of similarity 0.88 was refused)."""
+    height, width = f_moving.shape[-2:]
+    dev = f_moving.device
+    window = tukey_window(height, dev)[:, None] * tukey_window(width, dev)[None, :]
+    w2 = (window.to(torch.float64) ** 2).sum()
+    w4 = (window.to(torch.float64) ** 4).sum()
+    n = height * width
+    power = (f_moving.abs() ** 2 * f_reference.abs() ** 2).sum(dim=(-2, -1)) / n
+    return torch.sqrt(power * (w4 / w2**2))
+
+
+def _significance(
+    surface: torch.Tensor, best: torch.Tensor, searched: int, spread: torch.Tensor
+) -> np.ndarray:
     """``(B,)`` height of each correlation peak above its surface's median, in units of the
     height pure noise reaches over the ``searched`` lags with probability
     :data:`_FALSE_PEAK_PROBABILITY`: the correlation of unrelated images is, lag by lag,
-    roughly Gaussian with a spread estimated by the median absolute deviation (x 1.4826),
-    and the highest of ``N`` such values exceeds ``Q^-1(p / N)`` of them with probability at
-    most ``p`` (Bonferroni). ``>= 1``: a real peak."""
+    roughly Gaussian with the spread of :func:`_null_spread`, and the highest of ``N`` such
+    values exceeds ``Q^-1(p / N)`` of them with probability at most ``p`` (Bonferroni).
+    ``>= 1``: a real peak."""
     from scipy.special import ndtri
 
     flat = surface.reshape(surface.shape[0], -1)
     centre = flat.median(dim=1).values
-    spread = 1.4826 * (flat - centre[:, None]).abs().median(dim=1).values
     height = best - centre
     threshold = float(-ndtri(_FALSE_PEAK_PROBABILITY / max(searched, 1)))
     scale = torch.maximum(centre.abs(), best.abs()).clamp(min=1e-300)
@@ -519,7 +538,7 @@ def _peaks(
         surface = surface.masked_fill(~inside, -math.inf)
     flat = surface.reshape(surface.shape[0], -1)
     best, index = flat.max(dim=1)
-    significance = _significance(whole, best, searched)
+    significance = _significance(whole, best, searched, _null_spread(f_moving, f_reference))
     energy = torch.sqrt(e_moving * e_reference)
     similarity = torch.where(energy > 0, best / energy, torch.zeros_like(best))
     rows = torch.div(index, width, rounding_mode="floor") - cy
