@@ -82,8 +82,9 @@ def test_a_tilt_iteration_reads_the_device_once(optimizer, per_iteration):
         assert result.iterations == iterations
         totals[iterations] = transfers.total
     assert (totals[7] - totals[3]) / 4 <= per_iteration, totals
-    # before the iterations: the stack, its checks, the crop indices and the start values
-    assert totals[3] - 3 * per_iteration <= 4, totals
+    # outside the iterations: the stack, its checks, the crop indices, the start values and,
+    # after them, the one flag of the blank-stack check (TiltResult.not_measurable)
+    assert totals[3] - 3 * per_iteration <= 5, totals
 
 
 def test_a_reconstruction_reads_back_a_fixed_few_whatever_its_slices_and_tiles():
