@@ -3,7 +3,8 @@ module (issue 18 item 16), and the lazy method packages they rely on still expor
 
 Each command runs in a fresh interpreter that reports, after the command, which forbidden
 modules ``sys.modules`` holds: torch (2-18 s by load), napari and the Qt/vispy stack,
-distributed and CuPy. The lazy packages (``compute/_lazy.py``) are checked against their
+distributed and CuPy. ``validate`` may load torch: it runs each job's own input checks
+(:data:`VALIDATE_LOADS`). The lazy packages (``compute/_lazy.py``) are checked against their
 modules: every name of ``__all__`` is in ``dir()`` and is the object its module defines.
 """
 
@@ -74,10 +75,18 @@ def _quick(commands: list[list[str]], cwd: Path) -> list[dict]:
     return results
 
 
+VALIDATE_LOADS = ("torch",)
+"""What ``validate`` may load: it makes each position's job to run the job's own input checks
+(issue 26 item 7: it passed inputs that run then failed), and the jobs are torch modules. It
+still loads no GUI, Dask or CuPy."""
+
+
 def _assert_light(results: list[dict], codes: tuple[int, ...] = (0,)) -> None:
     for result in results:
         assert result["code"] in codes, result
-        assert result["loaded"] == [], f"{result['argv']} imported {result['loaded']}"
+        allowed = VALIDATE_LOADS if result["argv"][:1] == ["validate"] else ()
+        loaded = [name for name in result["loaded"] if name not in allowed]
+        assert loaded == [], f"{result['argv']} imported {result['loaded']}"
 
 
 @pytest.fixture(scope="module")
@@ -108,17 +117,19 @@ def test_help_and_recipes_of_every_job_import_no_heavy_module(positions):
     assert (positions / "flatfield-apply.yaml").read_text().count("sha256") == 2  # tif + json
 
 
-def test_validate_of_every_job_reads_pixels_without_torch(positions):
-    commands = []
+def test_validate_of_every_job_runs_its_checks_without_a_gui_dask_or_cupy(positions):
+    recipes, validates = [], []  # one interpreter: the recipes first, before torch loads
     for spec in METHODS.values():
         for job in spec.job_ids:
             if "profile" in spec.job_spec(job).needs:
                 continue  # a recipe with an artifact: the test above
             recipe = f"validate-{spec.id}-{job}.yaml"
-            commands += [["recipe", spec.id, "--job", job, "-o", recipe]]
-            commands += [["validate", recipe, "p*.tif"]]
+            recipes += [["recipe", spec.id, "--job", job, "-o", recipe]]
+            validates += [["validate", recipe, "p*.tif"]]
+    commands = recipes + validates
     results = _quick(commands, positions)
-    _assert_light(results)
+    # 1: the job refuses these single 48 x 48 images (eSRRF and drift want frames), as run would
+    _assert_light(results, codes=(0, 1))
     assert len(results) >= 12
 
 
