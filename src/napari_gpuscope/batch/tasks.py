@@ -183,18 +183,24 @@ class ResolvedRecipe:
     ) -> Job[MethodResult]:
         """One position's job: the hooks' ``job`` (given ``prepared``) or the method's; a job
         that takes ``channel_axis`` (eSRRF of channels) is told where the input's ``"c"`` axis
-        is (an ImageJ hyperstack is ``(T, C, Y, X)``, the job's default ``(C, T, Y, X)``)."""
+        is (an ImageJ hyperstack is ``(T, C, Y, X)``, the job's default ``(C, T, Y, X)``), and
+        so is a hooks' ``job`` that takes it (eSRRF's, which applies a recipe's drift trace)."""
         make = getattr(self.hooks, "job", None)
-        if make is not None:
-            return make(
-                data, self.params, prepared=prepared, device=device, cache_key=self.recipe_hash
-            )
         extra = {}
-        reads_axes = _takes(self.job_function, "channel_axis") and (
+        reads_axes = _takes(make or self.job_function, "channel_axis") and (
             "channel_axis" not in self.params.names()  # a parameter (TV's) is the recipe's
         )
         if reads_axes and axes and "c" in axes and len(axes) == len(data.shape):
             extra["channel_axis"] = axes.index("c")
+        if make is not None:
+            return make(
+                data,
+                self.params,
+                prepared=prepared,
+                device=device,
+                cache_key=self.recipe_hash,
+                **extra,
+            )
         return self.job_function(data, params=self.params, device=device, **extra)
 
 
