@@ -116,8 +116,9 @@ class JobSpec:
         Inputs beyond the data, by their recipe artifact names (e.g. ``("profile",)``).
     accepts : tuple of str
         Optional inputs beyond the data, by their recipe artifact names (e.g. flat-field's
-        fit: ``("dark_frame", "fitting_weight")``): a dock passes them as keywords of
-        :attr:`function` when it has them, batch takes them from the :attr:`batch` hooks.
+        fit: ``("dark_frame", "fitting_weight")``, eSRRF's run: ``("drift_trace",)``): a dock
+        passes them to :attr:`function` when it has them (its ``recipe_artifacts()`` writes them
+        beside a recipe saved from it), batch takes them from the :attr:`batch` hooks.
     description : str
         One sentence: what the job does (CLI help, docs).
     output_kinds : tuple of str
@@ -402,6 +403,9 @@ METHODS: dict[str, MethodSpec] = {
                     "napari_gpuscope.compute.esrrf:EsrrfParams",
                     "napari_gpuscope.compute.esrrf:iter_esrrf",
                     output_kinds=("eSRRF", "widefield mean"),
+                    # A trace loaded in the dock travels with its recipes (a drift-trace CSV).
+                    batch="napari_gpuscope.compute.esrrf._batch:batch_hooks",
+                    accepts=("drift_trace",),
                     description="Reconstruct a super-resolved image per time point.",
                 ),
                 JobSpec(
