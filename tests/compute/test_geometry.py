@@ -44,7 +44,7 @@ def test_extreme_steps_are_clipped_to_the_accepted_range():
 
 def test_the_widgets_layer_helper_uses_magnitudes_too():
     napari = pytest.importorskip("napari")
-    from napari_gpuscope.widgets._layers import spacing_from_layer
+    from napari_gpuscope.dock.layers import spacing_from_layer
 
     layer = napari.layers.Image(np.zeros((4, 5, 6)), scale=(0.4, 0.1, -0.1))
     assert spacing_from_layer(layer) == pytest.approx((0.25, 1.0, 1.0))

@@ -19,7 +19,7 @@ from napari_gpuscope.widgets._controls import FieldStyle
 @pytest.fixture(autouse=True)
 def _settings_in_tmp(tmp_path, monkeypatch):
     """Saved dock settings go to a fresh folder per test (never the user's)."""
-    from napari_gpuscope.widgets._settings import CONFIG_DIR_ENV
+    from napari_gpuscope.dock.settings import CONFIG_DIR_ENV
 
     monkeypatch.setenv(CONFIG_DIR_ENV, str(tmp_path / "config"))
 

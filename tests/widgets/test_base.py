@@ -329,7 +329,7 @@ def test_removing_the_dock_from_napari_releases_it(
     assert not _connected(viewer.dims.events.current_step, dock)
     viewer.add_image(np.ones((6, 8), np.float32), name="later")
     assert dock.input_layer.name == "vol"  # no longer follows the layer list
-    saved, _ = dock.jobs.settings.load(dock.params_class)
+    saved, _ = dock.model.load_settings()
     assert saved.factor == 3.0  # saved when it changed; nothing was pending
 
 

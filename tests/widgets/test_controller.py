@@ -1,6 +1,6 @@
-"""The Qt-free dock controller: one runner, one job on the device at a time, refusals in words.
+"""The Qt-free dock model: one runner, one job on the device at a time, refusals in words.
 
-No QApplication: the runner is a stand-in with the few members the controller uses.
+No QApplication: the runner is a stand-in with the few members the model uses.
 """
 
 from __future__ import annotations
@@ -10,18 +10,27 @@ from pathlib import Path
 
 import pytest
 
+import napari_gpuscope.dock as dock_package
 import napari_gpuscope.widgets as widgets_package
 from napari_gpuscope.compute.params import Params
-from napari_gpuscope.widgets._controller import (
-    PREVIEW,
-    RUN,
-    WARMUP,
-    DockController,
-    DockJob,
-)
+from napari_gpuscope.dock.jobs import PREVIEW, RUN, WARMUP, DockJob
+from napari_gpuscope.dock.model import DockModel
+from napari_gpuscope.methods import method
 
 WIDGETS = Path(widgets_package.__file__).parent
-QT = ("qtpy", "PyQt5", "PyQt6", "PySide2", "PySide6", "magicgui", "superqt", "napari.qt")
+QT = (
+    "qtpy",
+    "PyQt5",
+    "PyQt6",
+    "PySide2",
+    "PySide6",
+    "magicgui",
+    "superqt",
+    "vispy",
+    "napari.qt",
+    "napari._qt",
+    "napari.window",
+)
 
 
 class FakeRunner:
@@ -48,7 +57,7 @@ class FakeRunner:
 
 @pytest.fixture
 def jobs():
-    return DockController(FakeRunner(), title="Fake", method_id="fake")
+    return DockModel(method("tv"), FakeRunner())
 
 
 def _module_level_imports(path: Path) -> set[str]:
@@ -65,14 +74,55 @@ def _module_level_imports(path: Path) -> set[str]:
     return names
 
 
-@pytest.mark.parametrize("module", ["_controller", "_context", "_messages", "_settings"])
-def test_the_controller_and_context_import_no_qt(module):
-    imported = _module_level_imports(WIDGETS / f"{module}.py")
+DOCK = Path(dock_package.__file__).parent
+
+
+@pytest.mark.parametrize("module", sorted(path.stem for path in DOCK.glob("*.py")))
+def test_the_dock_model_package_imports_no_qt(module):
+    """Every import, TYPE_CHECKING and function-level ones included: the package is Qt-free."""
+    tree = ast.parse((DOCK / f"{module}.py").read_text(encoding="utf-8"))
+    imported = {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    }
+    imported |= {
+        node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+    }
     assert not {name for name in imported if name.split(".")[0] in QT or name.startswith(QT)}
+    assert not {name for name in imported if name.startswith("napari_gpuscope.widgets")}
+
+
+def test_widgets_holds_only_qt_views():
+    """Every module of ``widgets/`` is a Qt view: it imports Qt (or Qt views of the package) at
+    module level; the Qt-free side of the docks lives in ``napari_gpuscope.dock``."""
+    qt_free = []
+    for path in sorted(WIDGETS.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        imported = _module_level_imports(path)
+        qt = any(name.startswith((*QT, "napari_gpuscope.widgets")) for name in imported)
+        # a package's __init__ gathers its Qt modules by relative imports
+        gathers = path.name == "__init__.py" and any(
+            isinstance(node, ast.ImportFrom) and node.level > 0 for node in tree.body
+        )
+        if not (qt or gathers):
+            qt_free.append(str(path.relative_to(WIDGETS)))
+    assert qt_free == []
 
 
 @pytest.mark.parametrize(
-    "module", ["_dock_parts", "_recipes", "esrrf_sweep", "flatfield_apply", "esrrf_dock"]
+    "module",
+    [
+        "_dock_parts",
+        "_recipes",
+        "_job_view",
+        "_status_view",
+        "_form_binding",
+        "esrrf_sweep",
+        "flatfield_apply",
+        "esrrf_dock",
+    ],
 )
 def test_parts_use_no_private_member_of_their_dock(module):
     """The parts talk to the dock through its context (public names), never its internals."""
@@ -89,10 +139,10 @@ def test_parts_use_no_private_member_of_their_dock(module):
 
 
 def test_a_run_is_never_disturbed_and_says_why(jobs):
-    jobs.launch(DockJob(RUN, name="cells"), iter(()), description="Fake: cells")
+    jobs.launch(DockJob(RUN, name="cells"), iter(()), description="TV denoise: cells")
     assert jobs.holds_device() and jobs.is_running()
     assert jobs.refusal(RUN) == (
-        "Fake is already running on 'cells'; it was not started again (Escape cancels it)."
+        "TV denoise is already running on 'cells'; it was not started again (Escape cancels it)."
     )
     assert "start the sweep when it has finished" in jobs.refusal("sweep")
     assert jobs.refusal(PREVIEW) is not None
@@ -142,7 +192,7 @@ def test_cancel_forgets_the_job_and_the_queue(jobs):
 
 
 def test_settings_are_saved_only_while_saving_and_only_valid(jobs, tmp_path, monkeypatch):
-    from napari_gpuscope.widgets._settings import CONFIG_DIR_ENV
+    from napari_gpuscope.dock.settings import CONFIG_DIR_ENV
 
     monkeypatch.setenv(CONFIG_DIR_ENV, str(tmp_path))
     from napari_gpuscope.compute.tv import TVParams
@@ -157,7 +207,7 @@ def test_settings_are_saved_only_while_saving_and_only_valid(jobs, tmp_path, mon
     jobs.save_settings(invalid, {})
     assert not jobs.settings.path.exists()
     jobs.save_settings(lambda: TVParams(strength=2.0), {"replace_last": True})
-    params, options = jobs.load_settings(TVParams)
+    params, options = jobs.load_settings()
     assert params.strength == 2.0 and options == {"replace_last": True}
     jobs.forget_settings()
     assert not jobs.settings.path.exists()

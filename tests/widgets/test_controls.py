@@ -18,7 +18,7 @@ from napari_gpuscope.widgets._controls import (
     SpacingRow,
     is_log_metric,
 )
-from napari_gpuscope.widgets._settings import DockSettings
+from napari_gpuscope.dock.settings import DockSettings
 
 
 def test_form_rows_come_from_the_params_model(qtbot):

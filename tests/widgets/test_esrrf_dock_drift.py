@@ -406,7 +406,7 @@ def test_the_channel_registration_choice_is_saved_with_the_settings(viewer, qtbo
     viewer.add_image(np.zeros((2, 8, 32, 32), np.float32), name="two colours")
     select_input(dock, "two colours")
     _registration(dock).value = "elastic"
-    record = json.loads(dock.jobs.settings.path.read_text())
+    record = json.loads(dock.model.settings.path.read_text())
     assert record["params"]["channel_registration"] == "elastic"
     assert dock.params().channel_registration == "elastic"
     again = open_dock(EsrrfDock, viewer, qtbot)  # a new napari session

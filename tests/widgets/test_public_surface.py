@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from napari_gpuscope.compute.jobs import Progress, is_stop
-from napari_gpuscope.widgets._controller import JobHandlers, JobRefused
+from napari_gpuscope.dock.jobs import JobHandlers, JobRefused
 
 
 @pytest.fixture
@@ -43,11 +43,11 @@ def test_params_set_param_and_input_layer(viewer, qtbot, image, fake_dock, cpu_d
     assert dock.input_layer == other  # follows the newest layer (a proxy of it)
     dock.input_layer = image
     assert dock.input_layer == image
-    assert dock.jobs.input_layer is dock.input.layer  # the controller holds what the picker shows
+    assert dock.model.input_layer is dock.input.layer  # the controller holds what the picker shows
     dock.set_param("factor", 3.5)
     dock.set_param("steps", 7)  # an advanced field
     assert (dock.params().factor, dock.params().steps) == (3.5, 7)
-    assert dock.jobs.params == dock.params() and dock.jobs.params_error is None
+    assert dock.model.params == dock.params() and dock.model.params_error is None
     with pytest.raises(KeyError, match="no control"):
         dock.set_param("weight", 1.0)
 

@@ -9,7 +9,7 @@ from skimage.restoration import denoise_tv_chambolle
 
 from napari_gpuscope.compute.tv import TVParams, _preview
 from napari_gpuscope.provenance import PROVENANCE_KEY
-from napari_gpuscope.widgets._layers import spacing_from_layer
+from napari_gpuscope.dock.layers import spacing_from_layer
 from napari_gpuscope.widgets.tv_dock import TVDenoiseDock
 
 pytest.importorskip("napari_gpuscope.compute.tv")
@@ -466,7 +466,7 @@ def test_settings_persist_between_sessions_and_reset(viewer, qtbot, cpu_device):
     first.spacing_row.boxes[0].value = 0.9  # saved with the parameters, but it follows the layer
     first.panel.replace_last.setChecked(True)
     # written at once (nothing waits for a timer that a closing napari would never fire)
-    record = json.loads(first.jobs.settings.path.read_text())
+    record = json.loads(first.model.settings.path.read_text())
     assert TVParams.from_dict(record["params"]) == first.params()  # a TVParams recipe
     assert first.params().spacing == pytest.approx((0.9, 1.0, 1.0))
     assert record["options"]["replace_last"] is True
@@ -487,11 +487,11 @@ def test_settings_persist_between_sessions_and_reset(viewer, qtbot, cpu_device):
     defaults = TVParams(spacing=params.spacing)
     assert second.params() == defaults
     qtbot.wait(600)  # longer than any quiet time a save could wait for
-    assert not second.jobs.settings.path.exists()
+    assert not second.model.settings.path.exists()
 
     record["params"]["tolerance"] = -1.0  # written by another version: not valid parameters
     record["options"]["replace_last"] = "yes"
-    second.jobs.settings.path.write_text(json.dumps(record))
+    second.model.settings.path.write_text(json.dumps(record))
     third = TVDenoiseDock(viewer)  # invalid saved values: defaults, no error
     qtbot.addWidget(third)
     assert third.params() == defaults and not third.panel.replace_last.isChecked()

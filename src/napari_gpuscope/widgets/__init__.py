@@ -4,12 +4,12 @@
   parameter rows, Run / Stop & keep / Cancel, progress, metrics plot, streaming, live preview,
   results linked to their input, saved settings, recipes, export buttons); see
   :mod:`napari_gpuscope.widgets._base` for what a method dock adds;
-- :class:`~napari_gpuscope.widgets._controller.DockController` -- the Qt-free controller of a
+- :class:`~napari_gpuscope.dock.jobs.DockController` -- the Qt-free controller of a
   dock: its one runner (every job of the dock goes through it, one at a time; a second request
   is refused in words), the job state machine and the settings;
 - :class:`JobRunner` -- runs jobs on napari's thread worker, at most one at a time (a newer
   job supersedes an older one);
-- :class:`~napari_gpuscope.widgets._context.DockContext` -- what a dock's parts (recipe row,
+- :class:`~napari_gpuscope.dock.context.DockContext` -- what a dock's parts (recipe row,
   sweep and apply panels) may ask of their dock;
 - :class:`DeviceRow` -- the device choice (:func:`available_devices`);
 - :mod:`napari_gpuscope.widgets._controls` -- the reusable controls;

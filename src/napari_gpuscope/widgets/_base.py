@@ -50,15 +50,20 @@ with the reason in the status line, when refused), :meth:`~MethodDock.is_running
 
 How it is built
 ---------------
-The dock is a view over a Qt-free controller,
-:class:`~napari_gpuscope.widgets._controller.DockController` (``self.jobs``): its one runner,
-through which every job of the dock goes (run, preview, warm-up and the method's other jobs,
-:meth:`~MethodDock.start_job`), the job state and the settings. The view's parts live in their
-own modules: the lower panel (:mod:`._dock_parts`, a view the dock connects to through Qt
-signals), the job reactions (:mod:`._dock_jobs`), the live preview's scheduling
-(:mod:`._preview_schedule`) and the Qt events (:mod:`._dock_events`). The parts of a dock
-(recipe row, eSRRF sweep, flat-field apply) see it through
-:class:`~napari_gpuscope.widgets._context.DockContext`.
+By composition, around a Qt-free model. :class:`~napari_gpuscope.dock.model.DockModel`
+(``self.model``) owns the method (from the registry), the input, the evented parameters, the
+one runner through which every job of the dock goes (run, preview, warm-up and the method's other
+jobs, :meth:`~MethodDock.start_job`), the job state and the settings, and builds the method's
+job as the CLI and batch do (:meth:`~napari_gpuscope.dock.model.DockModel.default_job`). The
+view is assembled from parts, each built as ``Part(..., model)`` and holding the dock typed as
+:class:`~napari_gpuscope.dock.context.MethodView` (its hooks), never its internals:
+the lower panel (:class:`~napari_gpuscope.widgets._dock_parts.DockPanel`: run controls,
+progress, plot), the status (:class:`~napari_gpuscope.widgets._status_view.StatusView`), the
+jobs' reactions (:class:`~napari_gpuscope.widgets._job_view.JobView`), the live preview's
+schedule (:class:`~napari_gpuscope.widgets._preview_schedule.PreviewScheduler`), the form
+binding (:class:`~napari_gpuscope.widgets._form_binding.FormBinding`), the recipe row and each
+method's sections. The parts of a method (recipe row, eSRRF sweep, flat-field apply) see the
+dock through :class:`~napari_gpuscope.dock.context.DockContext`.
 
 The result follows the result protocol (:mod:`napari_gpuscope.compute.results`): its
 ``layers(name, geometry, metadata)`` give the result layers, ``describe()`` the status line,
@@ -69,50 +74,48 @@ the layer that result layer ``k`` then takes over.
 from __future__ import annotations
 
 import contextlib
-import weakref
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, ClassVar
 
-from qtpy.QtCore import Qt
+from qtpy.QtCore import QEvent, QSize, Qt
+from qtpy.QtGui import QCloseEvent, QHideEvent, QKeyEvent, QShowEvent
 from qtpy.QtWidgets import QFrame, QScrollArea, QVBoxLayout, QWidget
 
-from napari_gpuscope.compute.params import ParameterError, Params
+from napari_gpuscope.compute.params import Params
 from napari_gpuscope.compute.preview import PreviewResult
+from napari_gpuscope.dock.connections import Connections
+from napari_gpuscope.dock.jobs import PREVIEW, RUN, DockJob, JobHandlers, JobRefused
+from napari_gpuscope.dock.layers import check_image_layer
+from napari_gpuscope.dock.model import DockModel
+from napari_gpuscope.dock.outputs import relink_display
+from napari_gpuscope.methods import MethodSpec, method
 from napari_gpuscope.provenance import provenance_of
-from napari_gpuscope.widgets._controller import (
-    RUN,
-    DockController,
-    DockJob,
-    JobHandlers,
-    JobRefused,
-)
-from napari_gpuscope.widgets._controls import ParamForm
+from napari_gpuscope.widgets._controls import FieldStyle, ParamForm
 from napari_gpuscope.widgets._controls._changes import ChangesRow
 from napari_gpuscope.widgets._controls._layer_picker import LayerPicker
 from napari_gpuscope.widgets._devices import DeviceRow
-from napari_gpuscope.widgets._dock_events import DockQtEvents
-from napari_gpuscope.widgets._dock_jobs import DockJobs
 from napari_gpuscope.widgets._dock_parts import DockPanel
-from napari_gpuscope.widgets._dock_state import DockStatus
-from napari_gpuscope.widgets._events import Connections
-from napari_gpuscope.widgets._method_hooks import MethodHooks
-from napari_gpuscope.widgets._outputs import relink_display
-from napari_gpuscope.widgets._preview_schedule import PreviewScheduling
+from napari_gpuscope.widgets._form_binding import FormBinding
+from napari_gpuscope.widgets._job_view import JobView
+from napari_gpuscope.widgets._preview_schedule import PreviewScheduler
 from napari_gpuscope.widgets._recipes import RecipeRow
 from napari_gpuscope.widgets._runner import JobRunner
+from napari_gpuscope.widgets._status_view import StatusView
 
 if TYPE_CHECKING:
     import napari.layers
     import napari.viewer
+    from numpy.typing import ArrayLike
 
     from napari_gpuscope.compute.jobs import Job
+    from napari_gpuscope.compute.preview import PlaneView
+    from napari_gpuscope.compute.results import MethodResult
 
 __all__ = ["MethodDock", "PreviewResult"]
 
 
-class MethodDock(MethodHooks, DockJobs, PreviewScheduling, DockStatus, DockQtEvents, QWidget):
-    """Base class of the method docks; see the module docstring for what a subclass adds
-    (:class:`~napari_gpuscope.widgets._method_hooks.MethodHooks` lists the hooks).
+class MethodDock(QWidget):
+    """Base class of the method docks; see the module docstring for what a subclass adds.
 
     Parameters
     ----------
@@ -120,30 +123,48 @@ class MethodDock(MethodHooks, DockJobs, PreviewScheduling, DockStatus, DockQtEve
         Injected by napari when the dock is opened from the plugin menu.
     """
 
+    # ---------------------------------------------------------------- what a method says
+    method_id: ClassVar[str] = ""
+    """Registry key of the method (:data:`napari_gpuscope.methods.METHODS`)."""
+    short_title: ClassVar[str] = ""
+    """Tag of preview and streaming layer names, e.g. ``"TV"`` (default: the method's title)."""
+    streamed_outputs: ClassVar[tuple[str, ...] | None] = None
+    """Outputs streamed into layers, in the order of the result's layers (None: all)."""
+    hidden_fields: ClassVar[tuple[str, ...]] = ()
+    """Parameters the dock does not show (they keep their defaults)."""
+    dock_defaults: ClassVar[Mapping[str, object]] = {}
+    """Where the dock starts (and Reset returns) other than the model's defaults, which the API
+    and recipes keep: e.g. phase estimates a global tilt, since the manual 0 is rarely right."""
+    layer_fields: ClassVar[tuple[str, ...]] = ()
+    """Parameters filled in from the input layer (pixel size, optics): not "changed from the
+    defaults" when they differ."""
+    field_styles: ClassVar[Mapping[str, FieldStyle]] = {}
+    """How some generated fields are shown."""
+    input_dims: ClassVar[tuple[int, int]] = (2, 4)
+    """Accepted input dimensionality."""
+    step_label: ClassVar[str] = "iteration"
+    """What ``Progress.step`` counts (x axis of the metrics plot)."""
+    output_display: ClassVar[Mapping[str, Mapping[str, object]]] = {}
+    """Layer keywords of streamed outputs by name; one with a colormap is not linked to the
+    input's display (e.g. a flatfield, a ratio near 1, next to tiles in ADU)."""
+    preview_debounce_ms: ClassVar[int] = 200
+    """Quiet time after the last parameter change before a live preview starts."""
+    dock_width: ClassVar[int] = 340
+    """Width the dock opens with (px): enough for every control of the method's form, which is
+    clipped, not wrapped, below its minimum (check the whole-window screenshots)."""
+
     def __init__(self, viewer: napari.viewer.Viewer) -> None:
         super().__init__()
         self.viewer = viewer
-        self.spec = self.method_spec()
-        self.params_class: type[Params] = self.spec.params_class()
-        self.title = self.spec.title
         self.runner = JobRunner(self)
-        self.jobs = DockController(self.runner, title=self.title, method_id=self.method_id)
-        self.runner.progressed.connect(self._on_progress)
-        self.runner.succeeded.connect(self._on_succeeded)
-        self.runner.failed.connect(self._on_failed)
-        self.runner.stopped.connect(self._on_stopped)
-        self._last_preview_error: str | None = None
-        self._preview_layers: dict[str, napari.layers.Layer] = {}
-        self.last_results: list[napari.layers.Layer] = []
-        # every layer this dock made -> its input layer (weakly: the user may delete either)
-        self._owned: weakref.WeakKeyDictionary[
-            napari.layers.Layer, weakref.ref[napari.layers.Layer]
-        ] = weakref.WeakKeyDictionary()
+        self.model = DockModel(
+            self.method_spec(), self.runner, dock_defaults=self.dock_defaults
+        )
+        self.spec = self.model.spec
+        self.params_class: type[Params] = self.model.params_class
+        self.title = self.model.title
         self._links = Connections()
-        self._preview_timer = self._make_preview_timer()
         self._docked = False  # napari put the dock in a panel
-        self._hidden = False  # its panel is hidden (napari's hide button, another tab)
-        self._released = False
 
         self.device_row = DeviceRow()
         self.input = LayerPicker(
@@ -171,6 +192,25 @@ class MethodDock(MethodHooks, DockJobs, PreviewScheduling, DockStatus, DockQtEve
         # Values restored from the last session, or changed since, are said and resettable.
         self.changes = ChangesRow(self.reset_to_defaults)
         self.form.add_row("", self.changes, after=None)
+        self.binding = FormBinding(
+            self.form, self.model, self.changes, layer_fields=self.layer_fields
+        )
+        self.status_view = StatusView(self, self.model, panel=self.panel, dock=self)
+        self.job_view = JobView(
+            self,
+            self.model,
+            runner=self.runner,
+            panel=self.panel,
+            status=self.status_view,
+            dock=self,
+        )
+        self.preview = PreviewScheduler(
+            self,
+            self.model,
+            live=self.panel.live_preview,
+            start=lambda: self.job_view.start(PREVIEW),
+            debounce_ms=self.preview_debounce_ms,
+        )
         # Batch recipes: the parameters tuned here, applied to a whole experiment.
         self.recipe_row = RecipeRow(self)
         self.form.add_row(
@@ -178,10 +218,10 @@ class MethodDock(MethodHooks, DockJobs, PreviewScheduling, DockStatus, DockQtEve
         )
         self._build_layout()
         self._connect()
-        self._load_settings()
+        self.binding.load_settings(self.panel)
         self._on_input_changed()
         self.panel.set_tab_order(self.content)
-        self._warm_up(self.device)
+        self.job_view.warm_up(self.device)
 
     def _connect(self) -> None:
         """The dock's reactions to its panel, form, input and device row (Qt signals), and to
@@ -199,8 +239,8 @@ class MethodDock(MethodHooks, DockJobs, PreviewScheduling, DockStatus, DockQtEve
         self.input.changed.connect(self._on_input_changed)
         for event in ("current_step", "order", "ndisplay"):
             self._links.connect(getattr(self.viewer.dims.events, event), self._on_dims_changed)
-        self.device_row.availability_changed.connect(self._update_buttons)
-        self.device_row.device_changed.connect(self._warm_up)
+        self.device_row.availability_changed.connect(self.status_view.update_buttons)
+        self.device_row.device_changed.connect(self.job_view.warm_up)
         for box in (panel.replace_last, panel.link_display):
             box.toggled.connect(self._save_settings)
         self.form.advanced.toggled.connect(self._save_settings)
@@ -222,6 +262,105 @@ class MethodDock(MethodHooks, DockJobs, PreviewScheduling, DockStatus, DockQtEve
         outer.setContentsMargins(0, 0, 0, 0)
         outer.addWidget(scroll)
 
+    # ---------------------------------------------------------------- hooks (a method overrides)
+    @classmethod
+    def defaults(cls) -> dict[str, object]:
+        """The dock's default value of every parameter (:attr:`dock_defaults` over the model's)."""
+        model = {info.name: info.default for info in cls.method_spec().params_class().param_info()}
+        return {**model, **cls.dock_defaults}
+
+    @classmethod
+    def method_spec(cls) -> MethodSpec:
+        """The method's registry entry (title, params model, job function, stop support)."""
+        return method(cls.method_id)
+
+    def custom_fields(self) -> dict[str, QWidget]:
+        """Controls standing for fields the form cannot generate (default: none)."""
+        return {}
+
+    def build_controls(self) -> None:
+        """Add the method's own rows and wiring to ``self.form`` (default: nothing)."""
+
+    def build_params(self) -> Params:
+        """The parameters the controls describe (raises ParameterError for invalid ones); the
+        dock's :meth:`params` hands them to its model."""
+        return self.params_class(**self.form.values())
+
+    def validate_input(
+        self, layer: napari.layers.Layer | None, *, check_values: bool = True
+    ) -> None:
+        """Raise ValueError naming the layer and what is valid (default: an image layer)."""
+        low, high = self.input_dims
+        check_image_layer(layer, min_ndim=low, max_ndim=high, check_values=check_values)
+
+    def make_job(
+        self, layer: napari.layers.Image, params: Params, device: str
+    ) -> Job[MethodResult]:
+        """The full run (default: the registry's job on the layer's data, built by the model
+        as the CLI and batch build it)."""
+        return self.model.default_job(layer.data, params, device)
+
+    def make_preview_job(
+        self, layer: napari.layers.Image, params: Params, device: str, view: PlaneView
+    ) -> Job[PreviewResult]:
+        """A quick job on the displayed plane; not overriding it means no live preview."""
+        raise NotImplementedError
+
+    def on_input_changed(self, layer: napari.layers.Image | None) -> None:
+        """React to a new input layer (default: nothing)."""
+
+    def on_result(
+        self, result: MethodResult | PreviewResult, *, preview: bool, layer: napari.layers.Image
+    ) -> None:
+        """React to a finished job's result on input ``layer`` (default: nothing); a preview's
+        result is its :class:`PreviewResult`."""
+
+    def recipe_notes(self) -> list[str]:
+        """What a recipe saved now cannot carry of the dock's next run, in words (default:
+        nothing: the dock runs the registry's job with its parameters, as the recipe does);
+        the Recipe row says it when it saves one."""
+        return []
+
+    def recipe_artifacts(self) -> dict[str, tuple[ArrayLike, str]]:
+        """The job's inputs beyond the data that the dock's next run uses, by their recipe
+        artifact names (``JobSpec.accepts``): ``{name: (array, layer name)}``. The Recipe row
+        writes each as a TIFF beside the recipe, so a recipe reproduces the run (default:
+        none)."""
+        return {}
+
+    def metric_targets(self, params: Params) -> dict[str, float]:
+        """Values the plotted metrics aim for (dashed lines), e.g. a tolerance."""
+        return {}
+
+    def output_geometry(
+        self,
+        geometry: dict[str, object],
+        ndim: int,
+        *,
+        preview: bool,
+        params: Params,
+        layer: napari.layers.Image,
+    ) -> dict[str, object]:
+        """Layer geometry kwargs of a streamed (or preview) output with ``ndim`` axes, given
+        those it takes from the input, for the job on ``layer`` with ``params`` (default:
+        unchanged)."""
+        return geometry
+
+    def kernel_packages(self) -> tuple[str, ...] | None:
+        """Where the kernels this dock's method launches are defined: its compute package and
+        the platform's (a dock warms up only those; kernels another package lends it, e.g.
+        TV's to phase's TV regulariser, compile at their first use). None: every kernel."""
+        job = getattr(self.spec, "job", None)
+        if not isinstance(job, str) or not job.startswith("napari_gpuscope.compute."):
+            return None
+        package = ".".join(job.split(":")[0].split(".")[:3])
+        return (package, "napari_gpuscope.compute.kernels")
+
+    @property
+    def supports_preview(self) -> bool:
+        """Whether the subclass implements :meth:`make_preview_job`."""
+        return type(self).make_preview_job is not MethodDock.make_preview_job
+
     # ---------------------------------------------------------------- public surface
     @property
     def device(self) -> str | None:
@@ -232,14 +371,19 @@ class MethodDock(MethodHooks, DockJobs, PreviewScheduling, DockStatus, DockQtEve
     def input_layer(self) -> napari.layers.Image | None:
         """The selected input layer (None when there is none); settable."""
         # The picker's combo can lose its layer without a signal (its choices emptied): hand
-        # the controller what it shows now.
-        self.jobs.set_input(self.input.layer)
-        return self.jobs.input_layer
+        # the model what it shows now.
+        self.model.set_input(self.input.layer)
+        return self.model.input_layer
 
     @input_layer.setter
     def input_layer(self, layer: napari.layers.Image | None) -> None:
         self.input.layer = layer
-        self.jobs.set_input(self.input.layer)  # also when the picker emits nothing
+        self.model.set_input(self.input.layer)  # also when the picker emits nothing
+
+    @property
+    def last_results(self) -> list[napari.layers.Layer]:
+        """The layers of the latest full run (some may have been deleted since)."""
+        return self.job_view.last_results
 
     @property
     def last_result_layer(self) -> napari.layers.Layer | None:
@@ -250,7 +394,7 @@ class MethodDock(MethodHooks, DockJobs, PreviewScheduling, DockStatus, DockQtEve
     def is_running(self) -> bool:
         """Whether a job of this dock (run, preview, kernel warm-up or another job of the
         method) is running or waiting to start."""
-        return self.jobs.is_running()
+        return self.model.is_running()
 
     def run(self) -> bool:
         """Start a full run on the whole input layer; return whether it started (or queued).
@@ -258,35 +402,35 @@ class MethodDock(MethodHooks, DockJobs, PreviewScheduling, DockStatus, DockQtEve
         Refused (False, the reason in the status line) while a run or another job of the
         method is going on: Cancel (Escape) or Stop & keep it first.
         """
-        reason = self.jobs.refusal(RUN)
+        reason = self.model.refusal(RUN)
         if self.device is None:
             # Said once, in the dock (the device row explains): no notification on top.
-            reason = self.input_problem()
+            reason = self.status_view.input_problem()
         if reason is not None:
             self.set_status(reason)
             return False
-        self._preview_timer.stop()
-        return self._start(RUN)
+        self.preview.stop()
+        return self.job_view.start(RUN)
 
     def stop(self) -> bool:
         """Stop & keep: ask the running run (or other job of the method) to finish now and
         keep its result so far; a preview, a warm-up or a run that cannot stop early is
         cancelled instead. Returns whether a job was running."""
-        kind = self.jobs.kind
+        kind = self.model.kind
         if kind is None:
             return False
-        if (kind == RUN and not self.spec.supports_stop) or not self.jobs.holds_device():
+        if (kind == RUN and not self.spec.supports_stop) or not self.model.holds_device():
             self.cancel()
             return True
-        if self.jobs.request_stop():
+        if self.model.request_stop():
             self.set_status("Stopping after the current step; the result so far will be kept.")
             self.panel.stop_button.setEnabled(False)
         return True
 
     def cancel(self) -> None:
         """Cancel the running job; its partial outputs are rolled back."""
-        self._preview_timer.stop()
-        job = self.jobs.cancel()
+        self.preview.stop()
+        job = self.model.cancel()
         if job is not None:
             if job.outputs is not None:
                 job.outputs.rollback()
@@ -294,14 +438,14 @@ class MethodDock(MethodHooks, DockJobs, PreviewScheduling, DockStatus, DockQtEve
             self.panel.stop_clock()
             if job.handlers is not None:
                 job.handlers.ended()
-        self._update_buttons()
+        self.status_view.update_buttons()
 
     def params(self) -> Params:
-        """The parameters the controls describe, as the dock's controller now holds them
+        """The parameters the controls describe, as the dock's model now holds them
         (raises ``ParameterError``, naming the field, while they are invalid)."""
-        return self.jobs.update_params(self.build_params)
+        return self.model.update_params(self.build_params)
 
-    def set_param(self, name: str, value: Any) -> None:
+    def set_param(self, name: str, value: object) -> None:
         """Show ``value`` in the control of parameter ``name`` (None: "auto" where the field
         has it).
 
@@ -317,42 +461,32 @@ class MethodDock(MethodHooks, DockJobs, PreviewScheduling, DockStatus, DockQtEve
             refuses (NaN, None without "auto", 2.5 for an integer, a word for a switch) or
             one outside what the control can show.
         """
-        control = self.form.custom.get(name)
-        if control is None and name not in self.form.widgets:
-            raise KeyError(f"{self.title} has no control for the parameter {name!r}")
-        value = checked_value(self.params_class, name, value)
-        if control is not None:
-            set_value = getattr(control, "set_value", None)
-            if set_value is None:
-                raise KeyError(f"{name!r} is taken from the input layer; it cannot be set")
-            set_value(value)
-            return
-        widget = self.form.widgets[name]
-        low, high = getattr(widget, "min", None), getattr(widget, "max", None)
-        is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if is_number and low is not None and high is not None and not low <= value <= high:
-            raise ParameterError(
-                f"{self.title}: {name} = {value!r} is outside what its control offers, "
-                f"[{low:g}, {high:g}]"
-            )
-        self.form.set_values({name: value})
+        self.binding.set_param(name, value)
 
     def set_params(self, params: Params) -> None:
         """Show ``params`` in every control that can show them (the others, e.g. a spacing
         taken from the layer, keep theirs)."""
-        self.form.set_values({name: getattr(params, name) for name in self.form.widgets})
-        for name, control in self.form.custom.items():
-            set_value = getattr(control, "set_value", None)
-            if set_value is not None:
-                set_value(getattr(params, name))
+        self.binding.set_params(params)
 
     def set_status(self, text: str) -> None:
         """Write the status line."""
-        self.panel.status.setText(text)
+        self.status_view.set_status(text)
+
+    def show_changes(self) -> list[str]:
+        """Mark the fields changed from the defaults and name them; returns their names."""
+        return self.binding.show_changes()
+
+    def request_preview(self, *_: object) -> None:
+        """(Re)start the live preview's debounce, if live preview is on."""
+        self.preview.request()
+
+    def preview_now(self) -> bool:
+        """Start a live preview now (no debounce); return whether it started."""
+        return self.preview.start_now()
 
     def follows(self, layer: napari.layers.Layer) -> bool:
         """Whether selecting ``layer`` makes it the input: not our own results or preview."""
-        if layer in self._owned:
+        if layer in self.model.owned:
             return False
         record = provenance_of(layer)
         return not (isinstance(record, dict) and record.get("method") == self.method_id)
@@ -360,7 +494,7 @@ class MethodDock(MethodHooks, DockJobs, PreviewScheduling, DockStatus, DockQtEve
     def start_job(
         self,
         kind: str,
-        job: Job[Any],
+        job: Job[object],
         *,
         title: str,
         description: str,
@@ -378,7 +512,7 @@ class MethodDock(MethodHooks, DockJobs, PreviewScheduling, DockStatus, DockQtEve
             Another job holds the device, or there is no device; the status line says so.
         """
         reason = "no usable CUDA GPU (see the device row)" if self.device is None else None
-        reason = reason or self.jobs.refusal(kind)
+        reason = reason or self.model.refusal(kind)
         if reason is not None:
             job.close()
             self.set_status(reason)
@@ -386,11 +520,11 @@ class MethodDock(MethodHooks, DockJobs, PreviewScheduling, DockStatus, DockQtEve
         self._stop_preview()
         name = getattr(layer, "name", "")
         record = DockJob(kind, layer, params, self.device or "", name, title, handlers=handlers)
-        self.jobs.launch(record, job, description=description, wanted=wanted)
+        self.model.launch(record, job, description=description, wanted=wanted)
         self.panel.start_clock(self.runner)
-        self._update_buttons()
+        self.status_view.update_buttons()
 
-    def reset_choices(self, *_: Any) -> None:
+    def reset_choices(self, *_: object) -> None:
         """Refresh the input combo (napari calls this when the layer list changes)."""
         self.input.reset_choices()
 
@@ -402,10 +536,10 @@ class MethodDock(MethodHooks, DockJobs, PreviewScheduling, DockStatus, DockQtEve
         lost its panel (see :meth:`event`). Settings need no saving here: every change was
         written when it was made.
         """
-        if self._released:
+        if self.preview.released:
             return
-        self._released = True
-        self.jobs.saving = False
+        self.preview.released = True
+        self.model.saving = False
         self._stop_preview()
         self.cancel()
         self._links.disconnect_all()
@@ -417,34 +551,57 @@ class MethodDock(MethodHooks, DockJobs, PreviewScheduling, DockStatus, DockQtEve
     def reset_to_defaults(self) -> None:
         """Set every shown parameter to its default and forget the saved settings."""
         defaults = self.defaults()
-        self.jobs.saving = False  # the changes below must not write the settings again
+        self.model.saving = False  # the changes below must not write the settings again
         try:
             self.form.set_values(defaults)
             self.on_input_changed(self.input_layer)  # layer-derived fields from the layer again
         finally:
-            self.jobs.saving = True
-        self.jobs.forget_settings()
+            self.model.saving = True
+        self.model.forget_settings()
         self.show_changes()
         self.set_status("Parameters reset to their defaults.")
 
     # ---------------------------------------------------------------- reactions
-    def _on_input_changed(self, *_: Any) -> None:
-        self.jobs.set_input(self.input.layer)
+    def _on_input_changed(self, *_: object) -> None:
+        self.model.set_input(self.input.layer)
         self._stop_preview()  # a preview of the previous input is of no use any more
         self.on_input_changed(self.input_layer)
-        self._update_buttons()
+        self.status_view.update_buttons()
         self.request_preview()
 
-    def _on_params_changed(self, *_: Any) -> None:
-        with contextlib.suppress(ValueError):  # the controller keeps why they are invalid
+    def _on_params_changed(self, *_: object) -> None:
+        with contextlib.suppress(ValueError):  # the model keeps why they are invalid
             self.params()
         self.show_changes()
         self._save_settings()
         self.request_preview()
 
+    def _save_settings(self, *_: object) -> None:
+        self.binding.save_settings(self.panel, self.params)
+
+    def _stop_preview(self) -> None:
+        self.preview.stop()
+        self.job_view.stop_preview()
+
+    def _on_live_preview_toggled(self, checked: bool) -> None:
+        if checked:
+            self.request_preview()
+            return
+        self._stop_preview()
+        self.status_view.update_buttons()
+        if not self.model.is_running():  # the status described the preview, which is gone
+            layer = self.input_layer
+            ready = f" Ready: Run processes '{layer.name}'." if layer is not None else ""
+            self.status_view.show_idle(f"Live preview off.{ready}")
+
+    def _on_dims_changed(self, *_: object) -> None:
+        layer = self.input_layer
+        if layer is not None and layer in self.viewer.layers and layer.ndim > 2:
+            self.request_preview()
+
     def _on_link_toggled(self, checked: bool) -> None:
         """Link (or unlink) the display of every result and preview of this dock."""
-        relink_display(self.viewer, self._owned, link=checked)
+        relink_display(self.viewer, self.model.owned, link=checked)
 
     # The export commands report their own failures as notifications (they are File-menu
     # commands too), so the buttons just call them.
@@ -458,28 +615,60 @@ class MethodDock(MethodHooks, DockJobs, PreviewScheduling, DockStatus, DockQtEve
 
         save_tiff_dialog(self.viewer, layer=self.last_result_layer)
 
+    # ---------------------------------------------------------------- Qt events
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        """Enter refreshes the live preview when it is on and runs otherwise (never while a
+        run is going on); Escape cancels."""
+        key = event.key()
+        if key in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
+            live = self.panel.live_preview
+            if live.isChecked() and live.isEnabled():
+                self.preview_now()
+            else:
+                self.run()
+            event.accept()
+        elif key == Qt.Key.Key_Escape:
+            self.cancel()
+            event.accept()
+        else:
+            super().keyPressEvent(event)
 
-def checked_value(params_class: type[Params], name: str, value: Any) -> Any:
-    """``value`` as the model ``params_class`` validates the field ``name`` (its type and
-    range, with the other fields at their defaults), so a dock takes exactly what the API and
-    recipes take.
+    def sizeHint(self) -> QSize:
+        """A sensible dock width; long texts wrap instead of widening the dock."""
+        return QSize(self.dock_width, self.content.sizeHint().height())
 
-    Raises
-    ------
-    ParameterError
-        Naming the field, the value and what is valid (the model's own message).
+    def minimumSizeHint(self) -> QSize:
+        """The dock may be narrowed down to this, and be short (it scrolls)."""
+        return QSize(260, 200)
 
-    Examples
-    --------
-    >>> from napari_gpuscope.compute.tv import TVParams
-    >>> checked_value(TVParams, "max_iterations", 200)
-    200
-    >>> try:
-    ...     checked_value(TVParams, "max_iterations", 2.5)
-    ... except ValueError as error:
-    ...     print(error)
-    TVParams.max_iterations must be an integer in [1, 1e+06], got 2.5
-    """
-    if name not in params_class.model_fields:
-        return value
-    return getattr(params_class().replace(**{name: value}), name)
+    def event(self, event: QEvent) -> bool:
+        """Notice napari removing the dock: it takes the widget out of its panel and tells it
+        nothing else (neither ``remove_dock_widget`` nor the panel's close reaches
+        :meth:`closeEvent`)."""
+        if event.type() == QEvent.Type.ParentChange:
+            if self.parent() is not None:
+                self._docked = True
+            elif self._docked:
+                self.release()
+        return super().event(event)
+
+    def hideEvent(self, event: QHideEvent) -> None:
+        """A hidden panel (napari's hide button, another tab in front) shows no live preview;
+        a full run goes on (its result is wanted; the activity dock shows its progress)."""
+        if not event.spontaneous():  # not a minimised window
+            self.preview.hidden = True
+            self._stop_preview()
+            self.status_view.update_buttons()
+        super().hideEvent(event)
+
+    def showEvent(self, event: QShowEvent) -> None:
+        """Shown again: the live preview (if on) catches up with the displayed plane."""
+        if self.preview.hidden and not event.spontaneous():
+            self.preview.hidden = False
+            self.request_preview()
+        super().showEvent(event)
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        """The widget itself was closed (outside a napari panel): release it."""
+        self.release()
+        super().closeEvent(event)

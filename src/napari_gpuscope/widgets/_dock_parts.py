@@ -26,9 +26,9 @@ from qtpy.QtWidgets import (
     QWidget,
 )
 
+from napari_gpuscope.dock.messages import progress_text
 from napari_gpuscope.widgets._controls import MetricsPlot
 from napari_gpuscope.widgets._controls._plot import theme_colors
-from napari_gpuscope.widgets._messages import progress_text
 
 if TYPE_CHECKING:
     import napari.viewer

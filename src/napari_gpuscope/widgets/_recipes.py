@@ -19,7 +19,7 @@ from napari_gpuscope.batch.recipes import Artifact, InputFacts, Recipe, file_sha
 if TYPE_CHECKING:
     import napari.layers
 
-    from napari_gpuscope.widgets._context import DockContext
+    from napari_gpuscope.dock.context import DockContext
 
 __all__ = ["RecipeRow", "apply_recipe", "recipe_from_dock"]
 
@@ -89,7 +89,7 @@ def apply_recipe(dock: DockContext, recipe: Recipe) -> list[str]:
 class RecipeRow(QWidget):
     """The dock's "Recipe" row: "Save..." and "Load..." buttons (short: the dock stays narrow).
 
-    It talks to its dock through :class:`~napari_gpuscope.widgets._context.DockContext` (the
+    It talks to its dock through :class:`~napari_gpuscope.dock.context.DockContext` (the
     parameters, the input layer, the status line).
     """
 

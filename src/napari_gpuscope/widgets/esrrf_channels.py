@@ -17,8 +17,8 @@ from qtpy.QtCore import Qt, Signal
 from qtpy.QtWidgets import QListWidget, QListWidgetItem, QSizePolicy
 
 from napari_gpuscope.compute.esrrf import MAX_CHANNELS
+from napari_gpuscope.dock.connections import Connections
 from napari_gpuscope.provenance import PROVENANCE_KEY
-from napari_gpuscope.widgets._events import Connections
 
 if TYPE_CHECKING:
     import napari.layers

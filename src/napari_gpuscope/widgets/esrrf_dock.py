@@ -60,7 +60,7 @@ from napari_gpuscope.compute.preview import PlaneView, PreviewResult
 from napari_gpuscope.compute.results import Geometry
 from napari_gpuscope.provenance import PROVENANCE_KEY
 from napari_gpuscope.widgets._base import MethodDock
-from napari_gpuscope.widgets._controller import RUN
+from napari_gpuscope.dock.jobs import RUN
 from napari_gpuscope.widgets._controls import FieldStyle
 from napari_gpuscope.widgets._controls._changes import mark_labels
 from napari_gpuscope.widgets.esrrf_channels import ChannelLayers
@@ -274,7 +274,7 @@ class EsrrfDock(MethodDock):
         return changed
 
     def _on_run_progress(self, update: Progress) -> None:
-        if self.jobs.kind == RUN and update.metrics:
+        if self.model.kind == RUN and update.metrics:
             self.drift.on_run_progress(update)
 
     # ---------------------------------------------------------------- layers

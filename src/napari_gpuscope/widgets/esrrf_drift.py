@@ -2,7 +2,7 @@
 
 A view of drift estimation (the registry's ``drift`` job of eSRRF,
 :func:`~napari_gpuscope.compute.esrrf.iter_estimate_drift`), seen through
-:class:`~napari_gpuscope.widgets._context.DockContext` as the sweep panel is:
+:class:`~napari_gpuscope.dock.context.DockContext` as the sweep panel is:
 
 - a choice that drives the params model's ``drift_correction`` (so settings, recipes and
   provenance carry it): *Off*, *Estimate in the run* (the run estimates over the whole
@@ -38,10 +38,10 @@ from qtpy.QtWidgets import (
 
 from napari_gpuscope.compute.devices import device_label
 from napari_gpuscope.compute.results import Geometry
+from napari_gpuscope.dock.jobs import JobHandlers, JobRefused
+from napari_gpuscope.dock.messages import plain_error_message, sentence
 from napari_gpuscope.provenance import PROVENANCE_KEY, build_provenance
-from napari_gpuscope.widgets._controller import JobHandlers, JobRefused
 from napari_gpuscope.widgets._controls._plot import theme_colors
-from napari_gpuscope.widgets._messages import plain_error_message, sentence
 from napari_gpuscope.widgets.esrrf_drift_plot import DriftPlot
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
     from napari_gpuscope.compute.esrrf import DriftResult, EsrrfParams
     from napari_gpuscope.compute.jobs import Progress
-    from napari_gpuscope.widgets._context import DockContext
+    from napari_gpuscope.dock.context import DockContext
 
 __all__ = ["MODES", "DriftSection", "channel_axis", "layer_unit"]
 

@@ -4,7 +4,7 @@ and the decorrelation resolution.
 The sweep (the registry's ``sweep`` job, :func:`~napari_gpuscope.compute.esrrf.iter_sweep` with
 a :class:`~napari_gpuscope.compute.esrrf.SweepParams`) runs as one job of the
 dock, on the dock's one runner (``start_job`` of
-:class:`~napari_gpuscope.widgets._context.DockContext`: refused while a run holds the device),
+:class:`~napari_gpuscope.dock.context.DockContext`: refused while a run holds the device),
 on the visible region of the input (at most 128 input pixels per side, as the live preview)
 and the first N frames; each heatmap cell appears as soon as it is computed, Stop & keep ends
 it keeping the cells done, and clicking a cell puts its radius and sensitivity into the dock.
@@ -33,14 +33,14 @@ from superqt import QCollapsible
 
 from napari_gpuscope.compute.esrrf import visible_region
 from napari_gpuscope.compute.jobs import Progress
-from napari_gpuscope.widgets._controller import JobHandlers
+from napari_gpuscope.dock.jobs import JobHandlers
+from napari_gpuscope.dock.messages import plain_error_message
 from napari_gpuscope.widgets._controls._plot import style_axes, theme_colors
-from napari_gpuscope.widgets._messages import plain_error_message
 from napari_gpuscope.widgets.esrrf_drift import channel_axis
 
 if TYPE_CHECKING:
     from napari_gpuscope.compute.esrrf import SweepResult
-    from napari_gpuscope.widgets._context import DockContext
+    from napari_gpuscope.dock.context import DockContext
 
 __all__ = ["SweepPanel", "parse_values"]
 

@@ -4,7 +4,7 @@ A view of the apply job (the registry's ``apply`` job of flat-field,
 :func:`~napari_gpuscope.compute.flatfield.iter_apply_profile`): its
 options are the apply fields of :class:`~napari_gpuscope.compute.flatfield.BasicParams`
 (controls generated from the model), the job runs on the dock's one runner (``start_job`` of
-:class:`~napari_gpuscope.widgets._context.DockContext`: an apply is refused while a fit holds
+:class:`~napari_gpuscope.dock.context.DockContext`: an apply is refused while a fit holds
 the device, and the other way round), and the result's ``layers()`` become the corrected
 layer, with its provenance. The figure shows the shading left (the mean image's centre lines,
 before and after) and, for time-lapses, each frame's mean before and after (the baseline).
@@ -39,17 +39,17 @@ from napari_gpuscope.compute.flatfield import (
 )
 from napari_gpuscope.compute.results import Geometry
 from napari_gpuscope.provenance import PROVENANCE_KEY, build_provenance
-from napari_gpuscope.widgets._controller import JobHandlers
+from napari_gpuscope.dock.jobs import JobHandlers
 from napari_gpuscope.widgets._controls import ParamForm
 from napari_gpuscope.widgets._controls._layer_picker import LayerPicker
 from napari_gpuscope.widgets._controls._plot import DARK, style_axes, theme_colors
-from napari_gpuscope.widgets._messages import plain_error_message
+from napari_gpuscope.dock.messages import plain_error_message
 
 if TYPE_CHECKING:
     import napari.layers
     import napari.viewer
 
-    from napari_gpuscope.widgets._context import DockContext
+    from napari_gpuscope.dock.context import DockContext
 
 __all__ = ["ApplyPanel", "ShadingFigure"]
 

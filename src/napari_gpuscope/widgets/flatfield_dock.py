@@ -20,10 +20,10 @@ from qtpy.QtWidgets import QLabel, QPushButton
 
 from napari_gpuscope.compute.flatfield import APPLY_FIELDS, BasicParams, ShadingProfile
 from napari_gpuscope.compute.jobs import Job
+from napari_gpuscope.dock.jobs import JobHandlers
+from napari_gpuscope.dock.messages import plain_error_message
 from napari_gpuscope.widgets._base import MethodDock
-from napari_gpuscope.widgets._controller import JobHandlers
 from napari_gpuscope.widgets._controls import FieldStyle
-from napari_gpuscope.widgets._messages import plain_error_message
 from napari_gpuscope.widgets.flatfield_apply import ApplyPanel
 
 if TYPE_CHECKING:

@@ -39,10 +39,10 @@ from napari_gpuscope.compute.phase import (
 )
 from napari_gpuscope.compute.preview import PlaneView, PreviewResult
 from napari_gpuscope.compute.results import Geometry
+from napari_gpuscope.dock.jobs import JobHandlers, JobRefused
+from napari_gpuscope.dock.messages import plain_error_message
 from napari_gpuscope.provenance import PROVENANCE_KEY, build_provenance
 from napari_gpuscope.widgets._base import MethodDock
-from napari_gpuscope.widgets._controller import JobHandlers, JobRefused
-from napari_gpuscope.widgets._messages import plain_error_message
 
 if TYPE_CHECKING:
     import napari.layers
@@ -317,7 +317,7 @@ class PhaseDock(MethodDock):
         from napari.layers import Vectors
 
         for candidate in self.viewer.layers:
-            owner = self._owned.get(candidate)
+            owner = self.model.owned.get(candidate)
             if isinstance(candidate, Vectors) and owner is not None and owner() is layer:
                 candidate.edge_color = "yellow"
                 candidate.edge_width = 2.0

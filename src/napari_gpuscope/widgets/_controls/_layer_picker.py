@@ -9,7 +9,7 @@ from magicgui.widgets import ComboBox
 from qtpy.QtCore import QObject, Signal
 from qtpy.QtWidgets import QComboBox
 
-from napari_gpuscope.widgets._events import Connections
+from napari_gpuscope.dock.connections import Connections
 
 if TYPE_CHECKING:
     import napari.layers

@@ -16,8 +16,8 @@ from qtpy.QtWidgets import (
 )
 from superqt.utils import signals_blocked
 
-from napari_gpuscope.widgets._events import Connections
-from napari_gpuscope.widgets._layers import spacing_from_layer
+from napari_gpuscope.dock.connections import Connections
+from napari_gpuscope.dock.layers import spacing_from_layer
 
 if TYPE_CHECKING:
     import napari.layers

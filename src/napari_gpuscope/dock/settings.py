@@ -14,13 +14,14 @@ import contextlib
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 from napari_gpuscope.compute.params import Params
 
-__all__ = ["CONFIG_DIR_ENV", "DockSettings"]
+__all__ = ["CONFIG_DIR_ENV", "DockSettings", "SettingValue"]
 
 CONFIG_DIR_ENV = "NAPARI_GPUSCOPE_CONFIG_DIR"
+SettingValue = bool | int | float | str | None
+"""A dock option as the JSON file holds it (a check box's state, a section left open)."""
 _VERSION = 2
 """Version 1 kept only the fields a dock showed; such files are ignored (defaults)."""
 
@@ -63,7 +64,7 @@ class DockSettings:
         """The JSON file."""
         return _config_dir() / "docks" / f"{self.method_id}.json"
 
-    def load(self, params_class: type[Params]) -> tuple[Params | None, dict[str, Any]]:
+    def load(self, params_class: type[Params]) -> tuple[Params | None, dict[str, SettingValue]]:
         """``(params, options)`` as saved.
 
         ``params`` is None when nothing readable was saved or the saved values are not valid
@@ -84,7 +85,7 @@ class DockSettings:
             params = None
         return params, options
 
-    def save(self, params: Params, options: dict[str, Any]) -> None:
+    def save(self, params: Params, options: dict[str, SettingValue]) -> None:
         """Write the settings (a failure to write is not an error worth interrupting work)."""
         text = json.dumps(
             {"version": _VERSION, "params": params.to_dict(), "options": options}, indent=2

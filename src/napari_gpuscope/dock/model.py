@@ -1,23 +1,20 @@
-"""The Qt-free controller of a dock: its input, its parameters, its one runner, the job state
-machine and its settings.
+"""The Qt-free model of one method's dock: its method, input, parameters, job state and settings.
 
-Every job of a dock -- the full run, the live preview, the kernel warm-up and the method's
-other jobs (eSRRF's sweep, flat-field's apply and autotune) -- goes through the dock's one
-:class:`DockController`, so one job at a time holds the device:
+A :class:`DockModel` is what a dock *is*, without its widgets: the registry entry it runs, the
+input layer (held weakly: the user may delete it), the latest valid parameters or why the
+controls describe invalid ones, the one runner through which every job of the dock goes, the
+job state machine (what runs, what is queued, what may start) and the settings saved between
+sessions. It announces changes through psygnal signals (the events napari's own models use), so
+the dock's parts follow it without calling each other; and it builds the method's jobs through
+the registry (:meth:`DockModel.default_job`), as the CLI, batch and live runs do.
 
-- a *preview* or a *warm-up* gives way: a newer preview supersedes a running one, any other job
-  cancels it first, and a job asked for while the kernels are being prepared is queued (a run or
-  a preview) or refused;
-- a *run* or a *side job* (any other kind) is never disturbed: a second request is refused with
-  a sentence that says what is running (:meth:`DockController.refusal`); previews wait for it.
-
-The controller receives the runner (:class:`~napari_gpuscope.widgets._runner.JobRunner` in a
-dock, anything with the same few members in a test) and imports no Qt. The view (the dock)
-makes the jobs, shows their progress and results, and asks the controller what may start.
+The model receives the runner (:class:`~napari_gpuscope.widgets._runner.JobRunner` in a dock,
+anything with the same few members in a test, :class:`~napari_gpuscope.dock.jobs.Runner`) and
+imports no Qt.
 
 Examples
 --------
->>> class Runner:  # what the controller needs of a runner
+>>> >>> class Runner:  # what the model needs of a runner
 ...     running, tag = False, None
 ...     def start(self, job, *, description, tag=None, wanted=None):
 ...         self.running, self.tag = True, tag
@@ -26,192 +23,147 @@ Examples
 ...         return was
 ...     def request_stop(self):
 ...         return self.running
->>> jobs = DockController(Runner(), title="TV denoise", method_id="tv")
->>> jobs.launch(DockJob(RUN, name="blobs"), iter(()), description="TV denoise: blobs")
->>> jobs.refusal(RUN)
+>>> model = DockModel(method("tv"), Runner())
+>>> model.title, model.params_class.__name__
+('TV denoise', 'TVParams')
+>>> model.launch(DockJob(RUN, name="blobs"), iter(()), description="TV denoise: blobs")
+>>> model.refusal(RUN)
 "TV denoise is already running on 'blobs'; it was not started again (Escape cancels it)."
->>> jobs.refusal("sweep")
+>>> model.refusal("sweep")
 "TV denoise is running on 'blobs'; start the sweep when it has finished (Escape cancels it)."
->>> jobs.take().kind, jobs.is_running()
+>>> model.take().kind, model.is_running()
 ('run', True)
 """
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
-from napari_gpuscope.widgets._settings import DockSettings
+from psygnal import Signal
+
+from napari_gpuscope.dock.jobs import _YIELDING, PREVIEW, RUN, WARMUP, DockJob, Runner
+from napari_gpuscope.dock.settings import DockSettings, SettingValue
 
 if TYPE_CHECKING:
-    from napari_gpuscope.compute.jobs import Job, Progress
+    import napari.layers
+    from numpy.typing import ArrayLike
+
+    from napari_gpuscope.compute.jobs import Job
     from napari_gpuscope.compute.params import Params
-    from napari_gpuscope.compute.preview import PlaneView
+    from napari_gpuscope.compute.results import MethodResult
+    from napari_gpuscope.methods import MethodSpec
 
-__all__ = [
-    "PREVIEW",
-    "RUN",
-    "WARMUP",
-    "DockController",
-    "DockJob",
-    "JobHandlers",
-    "JobRefused",
-    "Runner",
-    "unprepared_kernels",
-]
-
-RUN, PREVIEW, WARMUP = "run", "preview", "warmup"
-"""The kinds of job the dock itself makes; any other kind is a side job (``"sweep"``...)."""
-_YIELDING = (PREVIEW, WARMUP)
+__all__ = ["DockModel"]
 
 
-class JobRefused(ValueError):
-    """A job was not started: another one holds the device (the message says which)."""
-
-
-def unprepared_kernels(device: str, packages: tuple[str, ...] | None = None) -> list[str]:
-    """The registered fused ops (under ``packages``, see
-    :func:`~napari_gpuscope.compute.kernels.ops_under`) whose path on ``device`` is not decided
-    yet.
-
-    The kernels module keeps, per op and device, the outcome of its compile and self-test
-    (:func:`~napari_gpuscope.compute.kernels.path_report`), so a method imported later, with
-    kernels of its own, is prepared too.
-    """
-    from napari_gpuscope.compute import kernels
-
-    decided = kernels.path_report(device)
-    return [op.name for op in kernels.ops_under(packages) if op.name not in decided]
-
-
-class Runner(Protocol):
-    """What the controller needs of a runner (:class:`~napari_gpuscope.widgets.JobRunner`)."""
-
-    @property
-    def running(self) -> bool: ...
-
-    @property
-    def tag(self) -> Any: ...
-
-    def start(
-        self,
-        job: Job[Any],
-        *,
-        description: str,
-        tag: Any = None,
-        wanted: Callable[[str], bool] | None = None,
-    ) -> int | None: ...
-
-    def cancel(self) -> bool: ...
-
-    def request_stop(self) -> bool: ...
-
-
-def _nothing(*_: Any) -> None:
-    return None
-
-
-@dataclass
-class JobHandlers:
-    """How a side job's owner (a panel of the dock) hears of its job, on the GUI thread.
-
-    ``ended()`` follows ``succeeded``/``failed`` and a cancel: the job is gone.
-    """
-
-    succeeded: Callable[[Any, float], None] = _nothing
-    failed: Callable[[BaseException], None] = _nothing
-    progressed: Callable[[Progress], None] = _nothing
-    ended: Callable[[], None] = _nothing
-
-
-@dataclass
-class DockJob:
-    """What the dock remembers about the running job.
-
-    Attributes
-    ----------
-    kind : str
-        :data:`RUN`, :data:`PREVIEW`, :data:`WARMUP` or a side job's kind (e.g. ``"sweep"``).
-    layer : napari.layers.Layer or None
-        The input (None only for a warm-up).
-    params : Params or None
-        The parameters it runs with.
-    device : str
-        Where it runs.
-    name : str
-        The input's name at the start (messages).
-    title : str
-        What the job is called in messages (a side job's own title, e.g. ``"the sweep"``).
-    outputs : OutputLayers or None
-        The layers a run or preview streams into.
-    view : PlaneView or None
-        A preview's displayed plane.
-    handlers : JobHandlers or None
-        A side job's owner; None for the dock's own jobs.
-    """
-
-    kind: str
-    layer: Any = None
-    params: Params | None = None
-    device: str = ""
-    name: str = ""
-    title: str = ""
-    outputs: Any = None
-    view: PlaneView | None = None
-    handlers: JobHandlers | None = field(default=None, repr=False)
-
-    @property
-    def is_side_job(self) -> bool:
-        """Whether the job is one of the method's other jobs (not run, preview, warm-up)."""
-        return self.kind not in (RUN, *_YIELDING)
-
-
-class DockController:
-    """One dock's input, parameters, runner, job state and settings (Qt-free).
+class DockModel:
+    """One dock's method, input, parameters, runner, job state and settings (Qt-free).
 
     The view writes the input (:meth:`set_input`, from its layer picker) and builds the
     parameters from its controls (:meth:`update_params`, on every change and whenever a job
-    starts); the controller keeps the layer weakly, the latest valid parameters and, while the
+    starts); the model keeps the layer weakly, the latest valid parameters and, while the
     controls describe invalid ones, the reason (:attr:`params_error`), which a run asked for
     then fails with.
 
     Parameters
     ----------
+    spec : MethodSpec
+        The method's registry entry (``method(method_id)``,
+        :data:`napari_gpuscope.methods.METHODS`).
     runner : Runner
         The dock's one runner.
-    title : str
-        The method's title (messages).
-    method_id : str
-        The method (the settings file).
+    dock_defaults : Mapping, optional
+        Where the dock starts (and Reset returns) other than the model's defaults.
+
+    Attributes
+    ----------
+    input_changed : psygnal.Signal
+        Emitted with the new input layer (or None) when it changes.
+    params_changed : psygnal.Signal
+        Emitted with the new valid parameters, or None when the controls became invalid.
+    job_changed : psygnal.Signal
+        Emitted with the kind of the job that started (or None when it ended).
     """
 
-    def __init__(self, runner: Runner, *, title: str, method_id: str) -> None:
+    input_changed = Signal(object)
+    params_changed = Signal(object)
+    job_changed = Signal(object)
+
+    def __init__(
+        self,
+        spec: MethodSpec,
+        runner: Runner,
+        *,
+        dock_defaults: Mapping[str, object] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.method_id = spec.id
+        self.params_class: type[Params] = self.spec.params_class()
+        self.title = self.spec.title
         self.runner = runner
-        self.title = title
-        self.settings = DockSettings(method_id)
+        self.dock_defaults = dict(dock_defaults or {})
+        self.settings = DockSettings(spec.id)
         self.job: DockJob | None = None
         self.queued: str | None = None
         """A run or preview asked for while the kernels were being prepared."""
         self.saving = False
         """Whether parameter changes are written to the settings (once loaded, not while
         resetting or after release)."""
-        self._input: weakref.ref[Any] | None = None
+        self._input: weakref.ref[napari.layers.Layer] | None = None
         self.params: Params | None = None
         """The latest valid parameters the view's controls described."""
         self.params_error: str | None = None
         """Why the controls' current values are not valid parameters (None: they are)."""
+        self.owned: weakref.WeakKeyDictionary[
+            napari.layers.Layer, weakref.ref[napari.layers.Layer]
+        ] = weakref.WeakKeyDictionary()
+        """Every layer the dock made (results, previews) -> its input layer, both weakly: the
+        user may delete either."""
+
+    # ---------------------------------------------------------------- the method
+    def defaults(self) -> dict[str, object]:
+        """The dock's default value of every parameter (``dock_defaults`` over the model's)."""
+        model = {info.name: info.default for info in self.params_class.param_info()}
+        return {**model, **self.dock_defaults}
+
+    def default_job(
+        self,
+        data: ArrayLike,
+        params: Params,
+        device: str,
+        **inputs: object,
+    ) -> Job[MethodResult]:
+        """The method's main job on ``data``, exactly as the registry builds it for the CLI,
+        batch and live runs (``inputs``: the job's declared extra inputs, e.g. a dark frame).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from napari_gpuscope.compute.jobs import run_job
+        >>> from napari_gpuscope.methods import method
+        >>> model = DockModel(method("tv"), runner=None)
+        >>> params = model.params_class(strength=1.0, max_iterations=5)
+        >>> job = model.default_job(np.ones((8, 8), np.float32), params, "cpu")
+        >>> run_job(job).image.shape
+        (8, 8)
+        """
+        return self.spec.job_function()(data, params=params, device=device, **inputs)
 
     # ---------------------------------------------------------------- input and parameters
     @property
-    def input_layer(self) -> Any:
+    def input_layer(self) -> napari.layers.Layer | None:
         """The dock's input layer (None: none, or it was deleted)."""
         return self._input() if self._input is not None else None
 
-    def set_input(self, layer: Any) -> None:
-        """The input the view's picker shows (held weakly: the user may delete the layer)."""
+    def set_input(self, layer: napari.layers.Layer | None) -> None:
+        """The input the view's picker shows (held weakly: the user may delete the layer);
+        emits :attr:`input_changed` when it is another layer."""
+        if layer is self.input_layer:
+            return
         self._input = weakref.ref(layer) if layer is not None else None
+        self.input_changed.emit(layer)
 
     def update_params(self, build: Callable[[], Params]) -> Params:
         """Build the parameters from the view's controls and keep them, or keep the reason they
@@ -220,22 +172,29 @@ class DockController:
         Examples
         --------
         >>> from napari_gpuscope.compute.tv import TVParams
-        >>> jobs = DockController(None, title="TV denoise", method_id="tv")
-        >>> jobs.update_params(lambda: TVParams(strength=2)).strength
+        >>> from napari_gpuscope.methods import method
+        >>> model = DockModel(method("tv"), runner=None)
+        >>> model.update_params(lambda: TVParams(strength=2)).strength
         2.0
         >>> try:
-        ...     jobs.update_params(lambda: TVParams(strength=-1))
+        ...     model.update_params(lambda: TVParams(strength=-1))
         ... except ValueError:
         ...     pass
-        >>> jobs.params.strength, jobs.params_error[:30]
+        >>> model.params.strength, model.params_error[:30]
         (2.0, 'TVParams.strength must be a fi')
         """
         try:
             params = build()
         except ValueError as exc:
+            changed = self.params_error != str(exc)
             self.params_error = str(exc)
+            if changed:
+                self.params_changed.emit(None)
             raise
+        changed = params != self.params or self.params_error is not None
         self.params, self.params_error = params, None
+        if changed:
+            self.params_changed.emit(params)
         return params
 
     # ---------------------------------------------------------------- state
@@ -286,7 +245,7 @@ class DockController:
     def launch(
         self,
         record: DockJob,
-        job: Job[Any],
+        job: Job[object],
         *,
         description: str,
         wanted: Callable[[str], bool] | None = None,
@@ -294,10 +253,13 @@ class DockController:
         """Start ``job`` on the runner as the current job (a running preview is superseded)."""
         self.job = record
         self.runner.start(job, description=description, tag=record.kind, wanted=wanted)
+        self.job_changed.emit(record.kind)
 
     def take(self) -> DockJob | None:
         """Forget the current job (it ended) and return it."""
         job, self.job = self.job, None
+        if job is not None:
+            self.job_changed.emit(None)
         return job
 
     def cancel(self) -> DockJob | None:
@@ -307,6 +269,7 @@ class DockController:
         if not self.runner.cancel():
             return None
         self.job = None
+        self.job_changed.emit(None)
         return job
 
     def cancel_preview(self) -> DockJob | None:
@@ -318,6 +281,7 @@ class DockController:
             return None
         self.runner.cancel()
         self.job = None
+        self.job_changed.emit(None)
         return job
 
     def request_stop(self) -> bool:
@@ -336,11 +300,13 @@ class DockController:
         return queued
 
     # ---------------------------------------------------------------- settings
-    def load_settings(self, params_class: type[Params]) -> tuple[Params | None, dict[str, Any]]:
+    def load_settings(self) -> tuple[Params | None, dict[str, SettingValue]]:
         """The saved ``(params, options)`` (see :meth:`DockSettings.load`)."""
-        return self.settings.load(params_class)
+        return self.settings.load(self.params_class)
 
-    def save_settings(self, params: Callable[[], Params], options: dict[str, Any]) -> None:
+    def save_settings(
+        self, params: Callable[[], Params], options: Mapping[str, SettingValue]
+    ) -> None:
         """Write the settings now (a few hundred bytes), so closing napari loses nothing;
         invalid parameters keep the last valid settings."""
         if not self.saving:
@@ -349,7 +315,7 @@ class DockController:
             current = params()
         except ValueError:
             return
-        self.settings.save(current, options)
+        self.settings.save(current, dict(options))
 
     def forget_settings(self) -> None:
         """Delete the saved settings."""
