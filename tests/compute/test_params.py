@@ -7,13 +7,19 @@ import importlib.util
 import inspect
 import json
 import math
-from dataclasses import FrozenInstanceError
 
 import numpy as np
 import pytest
+from pydantic.fields import FieldInfo
 
 from napari_gpuscope.compute import tv
-from napari_gpuscope.compute.params import ParameterError, Params, param, takes_params
+from napari_gpuscope.compute.params import (
+    ParameterError,
+    ParamInfo,
+    Params,
+    param,
+    takes_params,
+)
 
 
 class Demo(Params):
@@ -55,8 +61,12 @@ def test_values_are_normalised_and_frozen():
     p = Demo(sigma=np.float32(2), count=np.int64(4), weights=np.array([1, 2]), flag=np.bool_(True))
     assert (p.sigma, p.count, p.weights, p.flag) == (2.0, 4, (1.0, 2.0), True)
     assert type(p.sigma) is float and type(p.count) is int and type(p.flag) is bool
-    with pytest.raises(FrozenInstanceError):
+    # pydantic's own refusal (a ValueError): it names the model and the field and says why.
+    with pytest.raises(ValueError, match=r"for Demo\nsigma\n  Instance is frozen"):
         p.sigma = 3.0  # type: ignore[misc]
+    with pytest.raises(ValueError, match=r"for Demo\ncount\n  Instance is frozen"):
+        del p.count
+    assert (p.sigma, p.count) == (2.0, 4)
 
 
 def test_json_and_yaml_round_trips_are_lossless():
@@ -175,9 +185,13 @@ def test_pydantic_entry_points_give_parameter_errors_and_the_same_values():
         Demo.model_validate({"sigma": 0})
     with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):
         Demo(colour="red")
-    with pytest.raises(ParameterError, match=r"Demo.count must be an integer >= 1, got -1"):
-        Demo().info("count").check(-1, "Demo")
-    assert Demo.info("weights").check(np.array([1, 2]), "Demo") == (1.0, 2.0)
+    for build in (
+        lambda: Demo(count=-1),
+        lambda: Demo.from_dict({"count": -1}),
+        lambda: Demo().replace(count=-1),
+    ):
+        with pytest.raises(ParameterError, match=r"^Demo.count must be an integer >= 1, got -1$"):
+            build()
 
 
 def test_rules_between_fields_raise_the_parameter_error_itself():
@@ -201,3 +215,42 @@ def test_a_field_without_param_is_refused():
 
         class Bad(Params):
             x: float = 1.0
+
+
+def test_a_rule_that_raises_a_plain_value_error_still_names_the_model():
+    class Window(Params):
+        low: float = param(0.0, help="Lower end")
+        high: float = param(1.0, help="Upper end")
+
+        def validate(self):
+            if self.high <= self.low:
+                raise ValueError("high must exceed low")
+
+    with pytest.raises(ParameterError, match=r"^Window: high must exceed low$"):
+        Window(low=2.0)
+
+
+def test_param_is_a_pydantic_field_and_param_info_reads_it():
+    field = Demo.model_fields["sigma"]
+    assert isinstance(field, FieldInfo)
+    assert (field.default, field.title, field.description) == (1.0, "Sigma", "Width")
+    assert field.json_schema_extra == {"advanced": False, "unit": "px"}
+    # Every argument of the declaration at the top of this file, and nothing else.
+    assert Demo.info("sigma") == ParamInfo(
+        "sigma", "float", False, 1.0, "Width", "Sigma", "px", 0.0, 10.0, True, None, False
+    )
+    assert Demo.info("weights") == ParamInfo(
+        "weights", "floats", True, None, "Per-axis weights", "Weights", "", 0.0
+    )
+    # A view: changing the copy it returns changes nothing in the model.
+    Demo.info("mode").choices["c"] = "Mode C"  # type: ignore[index]
+    assert Demo.info("mode").choices == {"a": "Mode A", "b": "Mode B"}
+    with pytest.raises(KeyError, match="Demo has no parameter 'colour'"):
+        Demo.info("colour")
+
+
+def test_an_unsupported_field_type_is_refused():
+    with pytest.raises(TypeError, match="unsupported parameter type"):
+
+        class Bad(Params):
+            x: list[int] = param([1], help="A list")

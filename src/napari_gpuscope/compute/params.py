@@ -38,27 +38,19 @@ napari_gpuscope.compute.params.ParameterError: BlurParams.sigma must be a finite
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import inspect
 import json
-import sys
 import textwrap
 import typing
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, GetJsonSchemaHandler, ValidationError, model_validator
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
-from ._param_fields import (
-    ParameterError,
-    ParamInfo,
-    _Declared,
-    _kind_of,
-    _pydantic_field,
-    _UnknownKeyword,
-    param,
-)
+from ._param_fields import ParameterError, ParamInfo, _Checks, _UnknownKeyword, param
 
 __all__ = [
     "ParamInfo",
@@ -70,23 +62,42 @@ __all__ = [
     "takes_params",
 ]
 
+P = TypeVar("P", bound="Params")
+R = TypeVar("R")
+
 
 class Params(BaseModel):
     """Base class of the per-method parameter models (frozen, strict pydantic models).
 
     Subclasses declare :func:`param` fields and may override :meth:`validate` for rules between
-    fields. Instances are validated on creation, so an instance is always valid.
+    fields. Instances are validated on creation (and are frozen: assigning to a field raises
+    pydantic's "Instance is frozen" error; :meth:`replace` makes a changed copy), so an
+    instance is always valid.
     """
 
-    model_config = ConfigDict(frozen=True, strict=True, extra="forbid", validate_default=True)
+    model_config = ConfigDict(
+        frozen=True,
+        strict=True,
+        extra="forbid",
+        validate_default=True,
+        # A field's label (its title) defaults to its name in words: "Max iterations".
+        field_title_generator=lambda name, _field: name.replace("_", " ").capitalize(),
+    )
 
     method_id: ClassVar[str] = ""
     """Id of the method these parameters belong to (e.g. ``"tv"``)."""
 
-    __param_infos__: ClassVar[dict[str, ParamInfo]] = {}
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: object) -> None:
+        # ParamInfo (the docks, the CLI, the docs) reads the metadata only param() gives.
+        for name, field in cls.model_fields.items():
+            if not any(isinstance(meta, _Checks) for meta in field.metadata):
+                raise TypeError(f"{cls.__name__}.{name} must be declared with param()")
 
     @classmethod
-    def __get_pydantic_json_schema__(cls, core_schema: Any, handler: Any) -> Any:
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
         """The schema's description is the docstring's first paragraph (pydantic would copy
         the whole docstring, doctests included)."""
         schema = handler(core_schema)
@@ -96,32 +107,9 @@ class Params(BaseModel):
             target["description"] = " ".join(summary.split())
         return schema
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Turn the :func:`param` declarations into typed pydantic fields (before pydantic
-        collects the fields)."""
-        super().__init_subclass__(**kwargs)
-        infos = dict(cls.__param_infos__)
-        annotations = cls.__dict__.get("__annotations__", {})  # noqa: RUF063 (edited in place)
-        module = vars(sys.modules[cls.__module__]) if cls.__module__ in sys.modules else {}
-        for name, annotation in list(annotations.items()):
-            if isinstance(annotation, str):
-                annotation = eval(annotation, {**vars(typing), **module})
-            if typing.get_origin(annotation) is ClassVar or annotation is ClassVar:
-                continue
-            declared = cls.__dict__.get(name)
-            if not isinstance(declared, _Declared):
-                raise TypeError(f"{cls.__name__}.{name} must be declared with param()")
-            kind, optional = _kind_of(annotation)
-            meta = declared.meta
-            label = meta["label"] or name.replace("_", " ").capitalize()
-            info = ParamInfo(name, kind, optional, declared.default, **{**meta, "label": label})
-            infos[name] = info
-            annotations[name] = info.field_type()
-            setattr(cls, name, _pydantic_field(info))
-        cls.__param_infos__ = infos
-
-    def __init__(self, /, **values: Any) -> None:
-        unknown = [name for name in values if name not in type(self).__param_infos__]
+    def __init__(self, /, **values: object) -> None:
+        # pydantic calls this for nested models too (recipes), so every path gets these errors.
+        unknown = [name for name in values if name not in type(self).model_fields]
         if unknown:
             raise _UnknownKeyword(
                 f"{type(self).__name__}.__init__() got an unexpected keyword argument "
@@ -134,40 +122,53 @@ class Params(BaseModel):
 
     @model_validator(mode="after")
     def _rules_between_fields(self) -> Self:
-        self.validate()
+        try:
+            self.validate()
+        except ParameterError:
+            raise
+        except ValueError as exc:  # a rule that did not use fail(): still a clear message
+            raise ParameterError(f"{type(self).__name__}: {exc}") from None
         return self
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
-
-    def __delattr__(self, name: str) -> None:
-        raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
 
     def __str__(self) -> str:
         return repr(self)  # "TVParams(weight=None, ...)", not pydantic's bare "weight=None ..."
 
     def validate(self) -> None:  # type: ignore[override]
-        """Check rules that involve several fields (override; raise :class:`ParameterError`)."""
+        """Check rules that involve several fields (override; report with :meth:`fail`)."""
 
     def fail(self, name: str, message: str) -> typing.NoReturn:
-        """Raise a :class:`ParameterError` about field ``name`` (for :meth:`validate`)."""
+        """Raise the :class:`ParameterError` of a rule of :meth:`validate` about field
+        ``name``: recipes, ``--set`` and the docks all report it as ``Class.name message``.
+
+        Examples
+        --------
+        >>> class Window(Params):
+        ...     low: float = param(0.0, help="Lower end")
+        ...     high: float = param(1.0, help="Upper end")
+        ...     def validate(self):
+        ...         if self.high <= self.low:
+        ...             self.fail("high", f"must exceed low ({self.low:g}), got {self.high:g}")
+        >>> Window(low=2.0)
+        Traceback (most recent call last):
+        ...
+        napari_gpuscope.compute.params.ParameterError: Window.high must exceed low (2), got 1
+        """
         raise ParameterError(f"{type(self).__name__}.{name} {message}")
 
     @classmethod
     def param_info(cls) -> tuple[ParamInfo, ...]:
-        """One :class:`ParamInfo` per field, in declaration order."""
-        return tuple(cls.__param_infos__.values())
+        """One :class:`ParamInfo` per field, in declaration order (read from ``model_fields``)."""
+        return tuple(ParamInfo.of(name, field) for name, field in cls.model_fields.items())
 
     @classmethod
     def info(cls, name: str) -> ParamInfo:
         """The :class:`ParamInfo` of field ``name``."""
-        try:
-            return cls.__param_infos__[name]
-        except KeyError:
-            raise KeyError(f"{cls.__name__} has no parameter {name!r}") from None
+        if name not in cls.model_fields:
+            raise KeyError(f"{cls.__name__} has no parameter {name!r}")
+        return ParamInfo.of(name, cls.model_fields[name])
 
     @classmethod
-    def declaration(cls, name: str, **overrides: Any) -> Any:
+    def declaration(cls, name: str, **overrides: object) -> Any:  # param()'s
         """Field ``name``'s :func:`param` declaration, for another model that offers the same
         parameter (default, bounds, choices, unit and help stay declared once); keywords of
         :func:`param` override the copy's (e.g. ``label``, ``advanced``, ``added_later``).
@@ -183,34 +184,19 @@ class Params(BaseModel):
         (1.0, 0.0, 'px', 'Blur sigma', 'Gaussian sigma')
         """
         info = cls.info(name)
-        meta = {
-            key: getattr(info, key)
-            for key in (
-                "help",
-                "label",
-                "unit",
-                "minimum",
-                "maximum",
-                "exclusive_minimum",
-                "choices",
-                "advanced",
-                "step",
-                "added_later",
-            )
-        }
-        unknown = sorted(set(overrides) - set(meta))
+        keywords = tuple(inspect.signature(param).parameters)[1:]  # all but the default
+        unknown = sorted(set(overrides) - set(keywords))
         if unknown:
             raise TypeError(f"{cls.__name__}.declaration() got unknown keyword(s) {unknown}")
-        meta["choices"] = None if meta["choices"] is None else dict(meta["choices"])
-        return param(info.default, **{**meta, **overrides})
+        return param(info.default, **{key: getattr(info, key) for key in keywords} | overrides)
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
         """Field names in declaration order."""
-        return tuple(cls.__param_infos__)
+        return tuple(cls.model_fields)
 
     # -- (de)serialisation ---------------------------------------------------------------------
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """Plain JSON-able values (tuples become lists); a field declared ``added_later`` only
         where it differs from its default."""
         data = self.model_dump(mode="json")
@@ -220,7 +206,7 @@ class Params(BaseModel):
         return data
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+    def from_dict(cls, data: Mapping[str, object]) -> Self:
         """Build from a mapping; unknown keys are an error (a typo must not be ignored)."""
         if not isinstance(data, Mapping):
             raise ParameterError(
@@ -252,13 +238,13 @@ class Params(BaseModel):
 
         return cls.from_dict(yaml.safe_load(text) or {})
 
-    def replace(self, **changes: Any) -> Self:
+    def replace(self, **changes: object) -> Self:
         """A validated copy with some fields changed."""
         self._check_names(changes)
         return type(self)(**{**{name: getattr(self, name) for name in self.names()}, **changes})
 
     @classmethod
-    def _check_names(cls, data: Mapping[str, Any]) -> None:
+    def _check_names(cls, data: Mapping[str, object]) -> None:
         unknown = sorted(set(data) - set(cls.names()))
         if unknown:
             raise ParameterError(
@@ -267,12 +253,12 @@ class Params(BaseModel):
 
 
 def _parameter_error(
-    cls: type[Params], values: Mapping[str, Any], exc: ValidationError
+    cls: type[Params], values: Mapping[str, object], exc: ValidationError
 ) -> ParameterError:
     """pydantic's first error as the :class:`ParameterError` the field (or rule) gives."""
     error = exc.errors()[0]
     raised = error.get("ctx", {}).get("error")
-    if isinstance(raised, ParameterError):  # from validate()
+    if isinstance(raised, ParameterError):  # from a rule between fields
         return raised
     name, *loc = error["loc"]
     info = cls.info(str(name))
