@@ -15,6 +15,15 @@ after the last centre the trace goes on straight, with the slope at that centre 
 least-squares parabola through the nearest blocks (3 to 5 of them), or of a line through them
 where the parabola's curvature is within their noise. Each block's uncertainty comes from the
 difference between its first and second half of frames (:func:`_block_uncertainty`).
+
+A block whose correlation with its reference has no peak above the height noise alone
+reaches (:func:`_peak_significance`: frames without sample, camera background, a constant)
+is not measured (issue 26 item 1): its drift is interpolated from the measured blocks, by the
+same spline, and beyond the first and last measured blocks' frames the trace is held at its
+value there (never extrapolated over frames without sample). :attr:`DriftResult.measured`
+marks which blocks were measured, and the summary, the description and the CSV say which
+frames were interpolated. Fewer than two measured blocks is an error, and so is a trace that
+moves a frame by its whole size (``reference="previous"`` adds its steps up).
 """
 
 from __future__ import annotations
@@ -98,10 +107,19 @@ class _Correlator:
         reference: torch.Tensor,
         limit: float | None,
         noise: torch.Tensor | None = None,
+        reference_noise: torch.Tensor | None = None,
     ) -> tuple[np.ndarray, bool, float]:
         """``(dy, dx)`` such that ``moved`` is ``reference`` moved by it, whether the
         integer peak lies on the edge of the search window (the drift may exceed ``limit``),
-        and the peak's significance (:func:`_peak_significance`; >= 1: a real peak)."""
+        and the peak's significance (:func:`_peak_significance`; >= 1: a real peak).
+
+        ``noise`` and ``reference_noise``: spectra of the two images' own noise
+        (:func:`_noise_image`). The correlation of ``moved = S + N`` with ``reference = R +
+        M`` fluctuates by ``N * (R + M)`` and by ``S * M``: the first is the correlation of
+        ``noise`` with the reference, the second that of ``moved`` with ``reference_noise``
+        (it holds ``N * M`` again: conservative by at most that term). Without the second,
+        a block with sample correlated with a blank reference block (background noise) passed
+        as a real peak: ``S * M`` is as large as ``S``'s structure."""
         height, width = self.shape
         cross = moved * reference.conj()
         surface = torch.fft.ifft2(cross).real
@@ -124,6 +142,9 @@ class _Correlator:
         spread = None
         if noise is not None:  # the correlation of the block's own noise with the reference
             spread = float(torch.fft.ifft2(noise * reference.conj()).real.std())
+            if reference_noise is not None:  # and of the block with the reference's noise
+                other = float(torch.fft.ifft2(moved * reference_noise.conj()).real.std())
+                spread = math.hypot(spread, other)
         significance = _peak_significance(surface, float(surface[row, col]), spread)
         refined = self._upsampled_peak(cross, coarse)
         return refined, on_edge, significance
@@ -134,15 +155,19 @@ class _Correlator:
         reference: torch.Tensor,
         limit: float | None,
         noise: torch.Tensor | None = None,
+        reference_noise: torch.Tensor | None = None,
     ) -> tuple[np.ndarray, bool, float]:
-        """``(dy, dx)`` of ``image`` relative to the image of the spectrum ``reference``.
+        """``(dy, dx)`` of ``image`` relative to the image of the spectrum ``reference``
+        (``noise``, ``reference_noise``: see :meth:`peak`).
 
         The window that keeps the frame's edges out of the correlation stays put while the
         content moves, which pulls a shift measured in one go towards zero (0.08 px at 5 px on
         a 96 px frame); so the image is moved back by the first estimate and the small residual
         measured again, where the window is symmetric about the content.
         """
-        first, on_edge, significance = self.peak(self.spectrum(image), reference, limit, noise)
+        first, on_edge, significance = self.peak(
+            self.spectrum(image), reference, limit, noise, reference_noise
+        )
         if not significance >= 1.0:  # no structure: the residual would be noise too
             return first, on_edge, significance
         back = shift_frames(image.to(torch.float32)[None], first[None])[0]
@@ -530,8 +555,17 @@ def _estimate(
             del sums
 
         measured = np.zeros((len(blocks), 2), np.float64)
+        # known[k]: block k shares structure with its reference (its shift is measured);
+        # the others are interpolated from the measured blocks (issue 26 item 1).
+        known = np.zeros(len(blocks), bool)
         aligned = torch.zeros((1, height, width), dtype=torch.float64, device=dev)
-        previous = None
+        all_frames, aligned_frames = n, 0
+        # reference="previous": the last block with structure (index, spectrum, mean, noise)
+        anchor: tuple[int, torch.Tensor, torch.Tensor, torch.Tensor | None] | None = None
+        # reference="first": block 0's noise. The mean of the other frames (reference="mean")
+        # averages their noise: a block can pass against it by chance only where all other
+        # blocks are blank, and then it is the only measured block, which is refused.
+        reference_noise = None
         halves = np.full((len(blocks), 2), np.nan)
         done = len(blocks)
         for k, (first, stop) in enumerate(blocks):
@@ -544,21 +578,37 @@ def _estimate(
             spectrum = correlator.spectrum(mean)
             noise = correlator.spectrum(_noise_image(sums, count)) if count >= 2 else None
             if params.reference == "first" and k == 0:
-                reference_spectrum = spectrum
+                reference_spectrum, reference_noise = spectrum, noise
             if params.reference == "previous":
-                if previous is None:
-                    step = np.zeros(2)
+                if anchor is not None:
+                    at, against, at_mean, at_noise = anchor
+                    step, edge, significance = correlator.measure(
+                        mean, against, limit, noise, at_noise
+                    )
+                    if significance >= 1.0:
+                        what = "the previous block" if at == k - 1 else f"block {at + 1}"
+                        _check_limit(step, edge, limit, k, first, stop, what)
+                        if not known[at]:  # the chain's first block: its origin (0, 0)
+                            known[at] = True
+                            weight = (blocks[at][1] - blocks[at][0]) / n
+                            aligned += at_mean[None] * weight
+                            aligned_frames += blocks[at][1] - blocks[at][0]
+                        measured[k] = measured[at] + step
+                        known[k] = True
+                        anchor = (k, spectrum, mean, noise)
+                    elif not known[at]:
+                        # Nothing measured yet: the earlier block or this one is blank; the
+                        # chain starts with the first pair that shares structure.
+                        anchor = (k, spectrum, mean, noise)
+                    # else: no structure in common with the last measured block: this block
+                    # is unmeasured, and the next one is correlated with that block again.
                 else:
-                    step, edge, significance = correlator.measure(mean, previous, limit, noise)
-                    _check_structure(significance, k, blocks, "the previous block", name)
-                    _check_limit(step, edge, limit, k, first, stop, "the previous block")
-                measured[k] = (measured[k - 1] if k else 0.0) + step
-                previous = spectrum
+                    anchor = (k, spectrum, mean, noise)
             elif params.reference == "first" and k == 0:
-                measured[k] = 0.0
+                measured[k] = 0.0  # known once another block correlates with it
             else:
                 shift, edge, significance = correlator.measure(
-                    mean, reference_spectrum, limit, noise
+                    mean, reference_spectrum, limit, noise, reference_noise
                 )
                 if params.reference == "mean" and reference_frames == n:
                     # The mean holds the block itself, whose noise correlates with itself at
@@ -566,9 +616,12 @@ def _estimate(
                     # (spectra are linear in the image).
                     others = (n * reference_spectrum - count * spectrum) / (n - count)
                     _, _, significance = correlator.peak(spectrum, others, limit, noise)
-                _check_structure(significance, k, blocks, f"the {params.reference}", name)
-                _check_limit(shift, edge, limit, k, first, stop, f"the {params.reference}")
-                measured[k] = shift
+                if significance >= 1.0:
+                    _check_limit(shift, edge, limit, k, first, stop, f"the {params.reference}")
+                    measured[k] = shift
+                    known[k] = True
+                    if params.reference == "first":
+                        known[0] = True
             if count >= 2:
                 early = count // 2
                 second = (sums.total - sums.first_half) / (count - early)
@@ -577,31 +630,55 @@ def _estimate(
                 )
                 if half_significance >= 1.0:  # else unknown (NaN): no noise-only shifts
                     halves[k] = half
-            aligned += shift_frames(mean[None], measured[k : k + 1]) * (count / n)
+            if known[k] or (params.reference == "first" and k == 0):
+                # blocks without structure (no sample) are left out of the aligned mean; a
+                # first block that nothing correlates with is refused below
+                aligned += shift_frames(mean[None], measured[k : k + 1]) * (count / n)
+                aligned_frames += count
             del sums, spectrum, mean, noise
             centre = (first + stop - 1) / 2
-            yield Progress(
-                hi,
-                f"drift: block {k + 1}/{len(blocks)} dy {measured[k, 0]:+.3f}, "
-                f"dx {measured[k, 1]:+.3f} px",
-                step=round(centre),
-                metrics={"dy": float(measured[k, 0]), "dx": float(measured[k, 1])},
-            )
-            if stopping["requested"] and k >= 1:
+            if known[k] or (params.reference == "first" and k == 0):
+                yield Progress(
+                    hi,
+                    f"drift: block {k + 1}/{len(blocks)} dy {measured[k, 0]:+.3f}, "
+                    f"dx {measured[k, 1]:+.3f} px",
+                    step=round(centre),
+                    metrics={"dy": float(measured[k, 0]), "dx": float(measured[k, 1])},
+                )
+            else:
+                yield Progress(
+                    hi,
+                    f"drift: block {k + 1}/{len(blocks)} has no structure in common with "
+                    "its reference: its drift will be interpolated",
+                )
+            if stopping["requested"] and k >= 1 and known[: k + 1].sum() >= 2:
                 done = k + 1
                 break
         stopped = done < len(blocks)
         if stopped:  # the trace of the frames the measured blocks cover
             blocks, measured, halves = blocks[:done], measured[:done], halves[:done]
-            aligned *= n / blocks[-1][1]  # the blocks' weights were count / n
+            known = known[:done]
             n = blocks[-1][1]
+        _check_measured(known, blocks, params.reference, name)
         centres = np.array([(a + b - 1) / 2 for a, b in blocks], np.float64)
-        uncertainty = _block_uncertainty(centres, measured, halves, blocks)
-        trace = _interpolate(centres, measured, n, params.smoothing, uncertainty)
+        good = np.nonzero(known)[0]
+        uncertainty = np.full((len(blocks), 2), np.nan)
+        uncertainty[good] = _block_uncertainty(
+            centres[good], measured[good], halves[good], [blocks[i] for i in good]
+        )
+        trace = _interpolate(centres[good], measured[good], n, params.smoothing, uncertainty[good])
+        # Beyond the measured blocks' frames the drift is unknown: held at the last value.
+        start, end = blocks[good[0]][0], blocks[good[-1]][1]
+        trace[:start] = trace[start]
+        trace[end:] = trace[end - 1]
+        frames = np.arange(n, dtype=np.float64)
+        for k in np.nonzero(~known)[0]:
+            measured[k] = [np.interp(centres[k], frames, trace[:, a]) for a in range(2)]
         origin = trace[0].copy()
         shifts = trace - origin
         shifts[0] = 0.0  # exactly, whatever the rounding of the subtraction
         block_shifts = measured - origin
+        _check_within_frame(shifts, (height, width), params.reference, name)
         if limit is not None:
             worst = np.abs(shifts).max(axis=1)
             if worst.max() > limit:
@@ -611,6 +688,7 @@ def _estimate(
                     f"(dy {shifts[t, 0]:+.2f}, dx {shifts[t, 1]:+.2f}) px from frame 0; "
                     "raise max_drift (or None)"
                 )
+        aligned *= all_frames / aligned_frames  # the blocks' weights were count / all frames
         # The aligned mean is in the reference's coordinates; frame 0's are ``origin`` away.
         moved = shift_frames(aligned, -origin[None])
         aligned_mean = moved[0].cpu().numpy().astype(np.float32)
@@ -625,24 +703,75 @@ def _estimate(
         frame_shape=(height, width),
         stopped_early=stopped,
         kernel_paths={"drift": path},
+        measured=known.copy(),
     )
 
 
-def _check_structure(
-    significance: float, k: int, blocks: list[tuple[int, int]], against: str, name: str
+_MIN_MEASURED = 2
+"""Blocks with structure a trace needs: the drift between two measured blocks is the least
+there is to interpolate; with one, any trace would be invented."""
+
+
+def _block_list(indices: np.ndarray, blocks: list[tuple[int, int]], most: int = 4) -> str:
+    """``"block 1 (frames 0-19), block 4 (frames 60-79)"`` (the first ``most``)."""
+    parts = [f"block {k + 1} (frames {blocks[k][0]}-{blocks[k][1] - 1})" for k in indices[:most]]
+    if len(indices) > most:
+        parts.append(f"and {len(indices) - most} more")
+    return ", ".join(parts)
+
+
+def _check_measured(
+    known: np.ndarray, blocks: list[tuple[int, int]], reference: str, name: str
 ) -> None:
-    """Refuse a block whose correlation with its reference has no peak above the noise
-    (:func:`_peak_significance`): frames without sample (background, a constant or pure
-    noise) would give a shift that is noise, tens of pixels."""
-    if significance >= 1.0:
+    """Refuse a stack with fewer than :data:`_MIN_MEASURED` blocks whose correlation with
+    their reference has a peak above the noise (:func:`_peak_significance`): frames without
+    sample (background, a constant or pure noise) give a shift that is noise, tens of
+    pixels, and blocks without a measured neighbour have nothing to interpolate from."""
+    if known.sum() >= _MIN_MEASURED:
         return
-    first, stop = blocks[k]
+    blank = np.nonzero(~known)[0]
+    against = {
+        "first": "the first block",
+        "previous": "the block before them",
+        "mean": "the mean of the other frames",
+    }[reference]
+    hint = (
+        " (with reference='first', the first block is every block's reference: if it shows "
+        "no sample, use reference='mean')"
+        if reference == "first"
+        else ""
+    )
     raise InvalidInputError(
-        f"{name}: block {k + 1} of {len(blocks)} (frames {first}-{stop - 1}) has no "
-        f"structure in common with {against}: its correlation peak is "
-        f"{significance:.2f} x the height that noise alone reaches (needs >= 1), so "
-        "no drift can be measured there (frames without sample: background, a constant, "
-        "noise). Crop the stack to frames that show the sample, or raise time_averaging"
+        f"{name}: {len(blank)} of {len(blocks)} blocks have no structure in common with "
+        f"{against}: {_block_list(blank, blocks)}: their correlation peaks are below the "
+        f"height that noise alone reaches, so no drift can be measured there (frames "
+        f"without sample: background, a constant, noise). A trace needs at least "
+        f"{_MIN_MEASURED} measured blocks to interpolate the others from{hint}. Crop the "
+        "stack to frames that show the sample, or raise time_averaging"
+    )
+
+
+def _check_within_frame(
+    shifts: np.ndarray, frame_shape: tuple[int, int], reference: str, name: str
+) -> None:
+    """Refuse a trace that moves a frame by its whole size or more: such frames share no
+    content with frame 0 and cannot be corrected (:func:`check_shifts` refuses the trace).
+    Each block's shift is measured within half a frame, but ``reference="previous"`` adds
+    the steps up (issue 26 item 13: a shift beyond the frame is never returned)."""
+    too_far = np.abs(shifts) >= np.asarray(frame_shape, np.float64)
+    if not too_far.any():
+        return
+    t = int(np.nonzero(too_far.any(axis=1))[0][0])
+    how = (
+        "the previous-block steps add up to more than the frame"
+        if reference == "previous"
+        else "the trace goes beyond the frame"
+    )
+    raise InvalidInputError(
+        f"{name}: frame {t} has drifted by (dy {shifts[t, 0]:+.2f}, dx {shifts[t, 1]:+.2f}) "
+        f"px from frame 0, as far as the whole {frame_shape[0]} x {frame_shape[1]} px frame "
+        f"or more ({how}): such frames share no content with frame 0, so the trace cannot "
+        "be right and cannot be corrected. Split the stack where the field of view changes"
     )
 
 

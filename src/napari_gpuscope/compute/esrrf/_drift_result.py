@@ -34,7 +34,8 @@ class DriftResult:
         ``(0, 0)``.
     block_shifts : numpy.ndarray
         float64 ``(B, 2)``: the measured shift of each block (its frames' mean), relative to
-        frame 0 as ``shifts`` (the value of the interpolated trace at frame 0 subtracted).
+        frame 0 as ``shifts`` (the value of the interpolated trace at frame 0 subtracted);
+        for a block not measured (:attr:`measured` False) the trace's value at its centre.
     uncertainty : numpy.ndarray
         float64 ``(B, 2)``: each block shift's standard error (1 sigma, px) per axis, from
         the noise of the block's frames: the shift between its first and second half of
@@ -42,8 +43,8 @@ class DriftResult:
         the blocks' errors fall within it on simulated stacks). Errors common to all blocks
         are not in it: frame 0's extrapolated position, which offsets the whole trace, a
         ``mean`` reference's blur, the accumulated steps of ``previous``. Its RMS over
-        blocks is :attr:`rms_uncertainty`. NaN for blocks of one frame, and for a loaded
-        trace.
+        blocks is :attr:`rms_uncertainty`. NaN for blocks of one frame, for blocks not
+        measured, and for a loaded trace.
     block_frames : list of (int, int)
         Frame range ``[start, stop)`` of each block.
     params : DriftParams or None
@@ -56,6 +57,12 @@ class DriftResult:
     stopped_early : bool
         Stop & keep ended the estimate: :attr:`shifts` covers only the frames of the blocks
         measured before the stop (fewer rows than the stack has frames).
+    measured : numpy.ndarray or None
+        bool ``(B,)``: whether each block's shift was measured. A block whose correlation
+        with its reference has no peak above the noise (frames without sample: background,
+        a constant) is not: its frames' drift is interpolated from the measured blocks
+        between which it lies, or held at the nearest measured block's value beyond the
+        first or last of them (:attr:`interpolated_frames`). None for a loaded trace.
     """
 
     shifts: np.ndarray
@@ -67,6 +74,43 @@ class DriftResult:
     frame_shape: tuple[int, int] | None = None
     stopped_early: bool = False
     kernel_paths: dict[str, str] = field(default_factory=dict)
+    measured: np.ndarray | None = None
+
+    @property
+    def unmeasured_blocks(self) -> list[int]:
+        """Indices of the blocks whose drift was interpolated (or held), not measured."""
+        if self.measured is None:
+            return []
+        return [int(k) for k in np.nonzero(~np.asarray(self.measured, bool))[0]]
+
+    @property
+    def interpolated_frames(self) -> np.ndarray:
+        """bool ``(T,)``: frames whose drift was interpolated between measured blocks or held
+        beyond them, because their block had no structure to measure.
+
+        Examples
+        --------
+        >>> r = DriftResult.from_shifts([[0, 0], [0.5, 1.0]])
+        >>> r.interpolated_frames.tolist()
+        [False, False]
+        """
+        mask = np.zeros(self.shifts.shape[0], bool)
+        for k in self.unmeasured_blocks:
+            start, stop = self.block_frames[k]
+            mask[start:stop] = True
+        return mask
+
+    def _unmeasured_text(self) -> str:
+        """``"frames 0-19, 60-79"`` of the unmeasured blocks ('' when all were measured)."""
+        merged: list[list[int]] = []
+        for start, stop in (self.block_frames[k] for k in self.unmeasured_blocks):
+            if merged and merged[-1][1] == start:
+                merged[-1][1] = stop
+            else:
+                merged.append([start, stop])
+        if not merged:
+            return ""
+        return "frames " + ", ".join(f"{a}-{b - 1}" if b - a > 1 else f"{a}" for a, b in merged)
 
     @property
     def rms_uncertainty(self) -> float:
@@ -115,6 +159,11 @@ class DriftResult:
             "max_drift_px": self.max_drift,
             "stopped_early": bool(self.stopped_early),
             "kernel_paths": dict(self.kernel_paths),
+            "measured_blocks": (
+                None if self.measured is None else [bool(v) for v in self.measured]
+            ),
+            "interpolated_blocks": self.unmeasured_blocks,
+            "interpolated_frames": int(self.interpolated_frames.sum()),
         }
 
     @classmethod
@@ -145,6 +194,13 @@ class DriftResult:
             f"{text}; {len(self.block_frames)} blocks of {p.time_averaging} frames vs the "
             f"{p.reference} {'frames' if p.reference == 'mean' else 'block'}{noise}"
         )
+        unmeasured = self.unmeasured_blocks
+        if unmeasured:
+            text += (
+                f"; {len(unmeasured)} of {len(self.block_frames)} blocks without structure "
+                f"({self._unmeasured_text()}): their drift is interpolated from the measured "
+                "blocks, held at the ends, not measured"
+            )
         if self.stopped_early:
             text += (
                 f"; stopped early: frames 0-{self.shifts.shape[0] - 1} only (the blocks "
@@ -302,6 +358,11 @@ class DriftResult:
             buffer.write(f"# pixel_size: {float(pixel_size)!r} {unit}\n")
         if self.params is not None:
             buffer.write(f"# estimated with: {self.params.to_json(indent=None)}\n")
+        if self.unmeasured_blocks:
+            buffer.write(
+                f"# not measured (blocks without structure): {self._unmeasured_text()}; "
+                "interpolated from the measured blocks, held beyond the first and last\n"
+            )
         writer = csv.writer(buffer, lineterminator="\n")
         header = ["frame", "dy_px", "dx_px"]
         if pixel_size is not None:
