@@ -258,7 +258,7 @@ def test_a_streamed_result_s_display_follows_its_data_until_the_user_sets_it(
 ):
     """Issue 18: eSRRF's display froze at its first update (a few frames), leaving the finished
     image nearly black. The oracle is the data range of each update."""
-    from napari_gpuscope.widgets import _outputs
+    from napari_gpuscope.dock import outputs as _outputs
 
     monkeypatch.setattr(_outputs, "REFIT_SECONDS", 0.0)
     outputs = _outputs.OutputLayers(viewer, image, lambda n: f"cells [{n}]", link=False)
@@ -281,7 +281,7 @@ def test_a_streamed_result_s_display_follows_its_data_until_the_user_sets_it(
 
 
 def test_a_display_linked_to_the_input_is_not_refitted(viewer, image, monkeypatch):
-    from napari_gpuscope.widgets import _outputs
+    from napari_gpuscope.dock import outputs as _outputs
 
     monkeypatch.setattr(_outputs, "REFIT_SECONDS", 0.0)
     image.contrast_limits = (1.0, 48.0)
