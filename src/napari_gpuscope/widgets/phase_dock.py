@@ -201,14 +201,8 @@ class PhaseDock(MethodDock):
         return params
 
     # ---------------------------------------------------------------- jobs
-    def make_job(
-        self, layer: napari.layers.Image, params: PhaseParams, device: str
-    ) -> Job[PhaseResult]:
-        """The registry's job as a recipe runs it (tilt estimate when asked, then the
-        reconstruction); the job reuses the optics of earlier runs itself (compute's cache of
-        the device, keyed by the optics)."""
-        return self.spec.job_function()(layer.data, params=params, device=device)
-
+    # A run is the dock's default job: the registry's, as a recipe runs it (tilt estimate when
+    # asked, then the reconstruction); compute caches the optics of earlier runs itself.
     def _known_tilt(self, layer: napari.layers.Image | None) -> TiltMap | None:
         if self._tilt is None or layer is None:
             return None
