@@ -10,9 +10,17 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import Any
+from typing import Protocol
 
-__all__ = ["Connections"]
+__all__ = ["Connections", "Emitter"]
+
+
+class Emitter(Protocol):
+    """A napari event emitter (``viewer.dims.events.current_step``...) or a psygnal signal."""
+
+    def connect(self, callback: Callable[..., object]) -> object: ...
+
+    def disconnect(self, callback: Callable[..., object]) -> object: ...
 
 
 class Connections:
@@ -33,9 +41,9 @@ class Connections:
     """
 
     def __init__(self) -> None:
-        self._links: list[tuple[Any, Callable[..., Any]]] = []
+        self._links: list[tuple[Emitter, Callable[..., object]]] = []
 
-    def connect(self, emitter: Any, callback: Callable[..., Any]) -> None:
+    def connect(self, emitter: Emitter, callback: Callable[..., object]) -> None:
         """Connect ``callback`` to a napari event emitter and remember it."""
         emitter.connect(callback)
         self._links.append((emitter, callback))

@@ -5,12 +5,13 @@ Kept free of Qt so they are trivially unit-testable; they only read napari layer
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 if TYPE_CHECKING:
     import napari.layers
+    from numpy.typing import ArrayLike
 
 __all__ = [
     "check_image_layer",
@@ -22,14 +23,14 @@ _TIME_UNITS = {"s", "ms", "us", "µs", "ns", "min", "h", "second", "millisecond"
 _TIME_LABELS = {"t", "time", "frame", "frames", "timepoint", "timepoints"}
 
 
-def _unit_text(unit: Any) -> str:
+def _unit_text(unit: object) -> str:
     """A layer unit (pint unit, string or None) as lower-case text."""
     if unit is None:
         return ""
     return str(unit).strip().lower()
 
 
-def is_time_axis(label: Any, unit: Any) -> bool:
+def is_time_axis(label: object, unit: object) -> bool:
     """Whether an axis is time, judged from its napari axis label or unit.
 
     Parameters
@@ -85,7 +86,7 @@ def check_image_layer(
     min_ndim: int = 2,
     max_ndim: int = 4,
     check_values: bool = True,
-) -> Any:
+) -> ArrayLike:
     """Validate a method's input layer and return its data (never a copy).
 
     Layer-level checks (type, RGB, multiscale) are made here; the array itself is checked by

@@ -20,7 +20,7 @@ import time
 import weakref
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -31,6 +31,7 @@ from napari_gpuscope.compute.results import Geometry, LayerDataTuple, image_laye
 if TYPE_CHECKING:
     import napari.layers
     import napari.viewer
+    from numpy.typing import ArrayLike
 
 __all__ = [
     "DISPLAY_ATTRIBUTES",
@@ -100,14 +101,14 @@ class _Target:
     layer: napari.layers.Layer
     created: bool
     name: str
-    previous: tuple[Any, dict[str, Any], tuple[float, ...]] | None = None
+    previous: tuple[ArrayLike, dict[str, object], tuple[float, ...]] | None = None
     buffer: np.ndarray | None = None
     limits: tuple[float, float] | None = None
     """The contrast limits this job last set (None: not its to set, e.g. linked to the input);
     once the user changes them, they are the user's."""
     refitted: float = 0.0
 
-    def refit(self, *, force: bool = False, limits: Any = None) -> None:
+    def refit(self, *, force: bool = False, limits: tuple[float, float] | None = None) -> None:
         """Fit the display to the data streamed so far (at most every ``REFIT_SECONDS``
         unless ``force``), or set ``limits``; never over the user's own choice."""
         layer = self.layer
@@ -164,8 +165,8 @@ class OutputLayers:
         view: PlaneView | None = None,
         link: bool = True,
         owned: MutableMapping[napari.layers.Layer, weakref.ref[napari.layers.Layer]] | None = None,
-        geometry: Callable[[dict[str, Any], int], dict[str, Any]] | None = None,
-        display: Mapping[str, Mapping[str, Any]] | None = None,
+        geometry: Callable[[dict[str, object], int], dict[str, object]] | None = None,
+        display: Mapping[str, Mapping[str, object]] | None = None,
     ) -> None:
         self.display = dict(display or {})
         self.viewer = viewer
@@ -218,7 +219,7 @@ class OutputLayers:
             return tuple(self.view.shape[a] for a in self.view.axes)
         return tuple(np.shape(self.source.data))
 
-    def _claim(self, name: str, data: Any, kind: str) -> _Target:
+    def _claim(self, name: str, data: ArrayLike, kind: str) -> _Target:
         layer = self.reuse.get(name)
         if layer is not None and layer.ndim == np.ndim(data) - (kind == "vectors"):
             target = _Target(layer, False, layer.name)
@@ -243,7 +244,7 @@ class OutputLayers:
         return target
 
     def _add(
-        self, data: Any, kwargs: dict[str, Any], kind: str, *, inherit: bool
+        self, data: ArrayLike, kwargs: dict[str, object], kind: str, *, inherit: bool
     ) -> napari.layers.Layer:
         from napari.layers import Layer
 
@@ -253,7 +254,7 @@ class OutputLayers:
             link_display(self.source, layer)
         return self.viewer.add_layer(layer)
 
-    def _geometry(self, ndim: int) -> dict[str, Any]:
+    def _geometry(self, ndim: int) -> dict[str, object]:
         """The input's geometry for an output of ``ndim`` axes; a preview plane (embedded in
         the input's dimensionality) is translated to the displayed position."""
         geometry = Geometry.of_layer(self.source).trailing(ndim).as_kwargs()
@@ -265,7 +266,7 @@ class OutputLayers:
 
     # -- the end ------------------------------------------------------------------------------
     def finish_planes(
-        self, planes: Mapping[str, np.ndarray], metadata: Mapping[str, Any]
+        self, planes: Mapping[str, np.ndarray], metadata: Mapping[str, object]
     ) -> list[napari.layers.Layer]:
         """Show a live preview's planes (over the view's two displayed axes) in place.
 
@@ -338,5 +339,5 @@ class OutputLayers:
         return {name: target.layer for name, target in self.targets.items()}
 
 
-def _ndim(data: Any, layer_type: str) -> int:
+def _ndim(data: ArrayLike, layer_type: str) -> int:
     return int(np.shape(data)[-1]) if layer_type == "vectors" else np.ndim(data)

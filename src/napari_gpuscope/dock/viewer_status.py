@@ -6,14 +6,17 @@ cells" (the streamed layer, replaced by the result) until the mouse moved.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from napari.components import ViewerModel
 
 __all__ = ["refresh_viewer_status"]
 
 READY = "Ready"
 
 
-def _named_layer(status: Any) -> str | None:
+def _named_layer(status: object) -> str | None:
     """The layer a napari status names (its cursor status is a dict with ``layer_name``)."""
     if isinstance(status, dict):
         name = status.get("layer_name")
@@ -21,7 +24,7 @@ def _named_layer(status: Any) -> str | None:
     return None
 
 
-def refresh_viewer_status(viewer: Any) -> None:
+def refresh_viewer_status(viewer: ViewerModel) -> None:
     """Recompute ``viewer``'s status from the cursor; when the cursor is off the canvas and the
     status still names a layer that is no longer in the viewer (a job's streamed layer,
     renamed or replaced by its result), say "Ready" instead.

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import itertools
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from qtpy.QtCore import QObject, Qt, QTimer
 from qtpy.QtWidgets import (
@@ -188,7 +189,7 @@ class DockPanel:
             "link_display": self.link_display.isChecked(),
         }
 
-    def apply_options(self, options: dict[str, Any]) -> None:
+    def apply_options(self, options: Mapping[str, object]) -> None:
         """Restore saved options (unknown or invalid entries are ignored)."""
         for key, box in (("replace_last", self.replace_last), ("link_display", self.link_display)):
             if isinstance(options.get(key), bool):

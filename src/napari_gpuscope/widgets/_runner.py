@@ -25,12 +25,15 @@ import threading
 import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from napari.qt.threading import GeneratorWorker, create_worker
 from qtpy.QtCore import QObject, QTimer, Signal
 
 from napari_gpuscope.compute.jobs import STOP, Job, PreviewThrottle, Progress
+
+if TYPE_CHECKING:
+    from napari.utils import progress
 
 __all__ = ["JobRunner"]
 
@@ -44,7 +47,7 @@ class _ClosingGeneratorWorker(GeneratorWorker):
     later by the garbage collector, in whatever thread drops the last reference.
     """
 
-    def work(self) -> Any:
+    def work(self) -> object:
         try:
             return super().work()
         finally:
@@ -91,7 +94,7 @@ def _for_display(update: Progress, control: _Control) -> Progress:
     return dataclasses.replace(update, outputs=keep)
 
 
-def _drive(job: Job[Any], control: _Control) -> Generator[Progress, None, tuple[Any, float]]:
+def _drive(job: Job[object], control: _Control) -> Generator[Progress, None, tuple[object, float]]:
     """Run ``job`` in this (worker) thread; return (result, seconds).
 
     Lazy outputs are materialised here, in the worker thread, while the job is paused at its
@@ -99,7 +102,7 @@ def _drive(job: Job[Any], control: _Control) -> Generator[Progress, None, tuple[
     host arrays only.
     """
     start = time.perf_counter()
-    command: Any = None
+    command: object = None
     try:
         while True:
             try:
@@ -121,7 +124,7 @@ def _drive(job: Job[Any], control: _Control) -> Generator[Progress, None, tuple[
 class _Run:
     """One started job: its worker once launched, its generation and how to describe it."""
 
-    job: Job[Any]
+    job: Job[object]
     generation: int
     description: str
     control: _Control
@@ -153,10 +156,10 @@ class JobRunner(QObject):
         self.generation = 0
         self._run: _Run | None = None
         self._closing: set[GeneratorWorker] = set()
-        self._pbar: Any = None
+        self._pbar: progress | None = None
         self._started_at: float | None = None
         self._latest: Progress | None = None
-        self.tag: Any = None
+        self.tag: str | None = None
         self._pbar_timer = QTimer(self)
         self._pbar_timer.setInterval(200)
         self._pbar_timer.timeout.connect(self._sync_progress)
@@ -179,10 +182,10 @@ class JobRunner(QObject):
 
     def start(
         self,
-        job: Job[Any],
+        job: Job[object],
         *,
         description: str,
-        tag: Any = None,
+        tag: str | None = None,
         wanted: Callable[[str], bool] | None = None,
     ) -> int:
         """Start ``job``, superseding (cancelling) any running job.
@@ -277,7 +280,7 @@ class JobRunner(QObject):
     def _is_current(self, generation: int) -> bool:
         return self._run is not None and generation == self.generation
 
-    def _on_yielded(self, generation: int, update: Any) -> None:
+    def _on_yielded(self, generation: int, update: object) -> None:
         if not self._is_current(generation) or not isinstance(update, Progress):
             return
         # The napari activity bar calls processEvents() whenever it changes, which would
@@ -285,7 +288,7 @@ class JobRunner(QObject):
         self._latest = update
         self.progressed.emit(update)
 
-    def _on_returned(self, generation: int, value: tuple[Any, float]) -> None:
+    def _on_returned(self, generation: int, value: tuple[object, float]) -> None:
         if not self._is_current(generation):
             return
         result, seconds = value

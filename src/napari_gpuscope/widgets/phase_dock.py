@@ -20,7 +20,7 @@ import math
 import warnings
 import weakref
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, ClassVar, cast
 
 from magicgui.widgets import Label
 from qtpy.QtCore import Qt
@@ -77,7 +77,7 @@ class PhaseDock(MethodDock):
     layer_fields = ("yx_pixel_size", "z_pixel_size", *_OPTICS)
     # Without knowing the tilt, the best a user gets is a global estimate first: the model's
     # "manual, 0, 0" left shadows and a checkerboard on the tilted sample (issue 18).
-    dock_defaults: ClassVar[Mapping[str, Any]] = {"tilt_mode": "global"}
+    dock_defaults: ClassVar[Mapping[str, object]] = {"tilt_mode": "global"}
     streamed_outputs = OUTPUTS
     input_dims = (3, 3)
     step_label = "iteration"
@@ -86,7 +86,7 @@ class PhaseDock(MethodDock):
         self._solvers = PhaseSolvers()
         self._syncing = False
         # The tilt map of the latest run and the array it belongs to (GUI thread only).
-        self._tilt: tuple[weakref.ref[Any], TiltMap] | None = None
+        self._tilt: tuple[weakref.ref[napari.layers.Image], TiltMap] | None = None
         super().__init__(viewer)
         # Phase is in radians, the input in photons: one display range cannot serve both.
         link = self.panel.link_display
@@ -147,7 +147,7 @@ class PhaseDock(MethodDock):
         finally:
             self._syncing = False
 
-    def _sync_slider(self, *_: Any) -> None:
+    def _sync_slider(self, *_: object) -> None:
         if self._syncing:
             return
         low, high = REGULARIZATION_DECADES
@@ -159,7 +159,7 @@ class PhaseDock(MethodDock):
         finally:
             self._syncing = False
 
-    def _on_tilt_mode(self, *_: Any) -> None:
+    def _on_tilt_mode(self, *_: object) -> None:
         mode = self.form.value("tilt_mode")
         for name in _MANUAL:
             self.form.set_row_visible(name, mode == "manual")

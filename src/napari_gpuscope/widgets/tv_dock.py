@@ -16,7 +16,7 @@ or run: nothing is estimated on the GUI thread.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from magicgui.widgets import Label
 from qtpy.QtWidgets import QSizePolicy, QWidget
@@ -89,7 +89,7 @@ class TVDenoiseDock(MethodDock):
         self.spacing_row.changed.connect(self._update_weight_label)  # also on new layer data
         self._on_noise_model_changed()
 
-    def _on_noise_model_changed(self, *_: Any) -> None:
+    def _on_noise_model_changed(self, *_: object) -> None:
         poisson = self.form.value("noise_model") == "poisson"
         self.camera.set_visible(poisson)
         self.form.widgets["nonnegative"].value = poisson  # photon counts cannot be negative
@@ -109,7 +109,7 @@ class TVDenoiseDock(MethodDock):
         data, sigma = self._sigma
         return sigma if data.matches(layer.data) else None
 
-    def _update_weight_label(self, *_: Any) -> None:
+    def _update_weight_label(self, *_: object) -> None:
         strength = self.form.value("strength")
         if self.form.value("noise_model") == "poisson":
             self.weight_label.value = f"σ = 1 (stabilised) → weight {strength:.4g}"

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from qtpy.QtCore import QObject, Qt
 from qtpy.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QWidget
 
@@ -92,7 +90,7 @@ class CameraRows(QObject):
     def _show_row(self) -> None:
         self.row.setVisible(self._visible and self._camera is not None)
 
-    def _sync(self, *_: Any) -> None:
+    def _sync(self, *_: object) -> None:
         known = self.known_gain
         auto_text = self.form.styles["gain"].auto_text
         for name in ("offset", "read_noise"):

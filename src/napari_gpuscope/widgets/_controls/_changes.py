@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
 
 from qtpy.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QWidget
 
@@ -20,7 +19,7 @@ CHANGED_COLOUR = "#e0a030"
 _SHOWN = 3
 
 
-def differs(value: Any, default: Any) -> bool:
+def differs(value: object, default: object) -> bool:
     """Whether a control's value is not the default (floats to the precision a box shows).
 
     Examples
@@ -33,7 +32,7 @@ def differs(value: Any, default: Any) -> bool:
     return value != default
 
 
-def _short(value: Any) -> str:
+def _short(value: object) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
@@ -63,7 +62,10 @@ class ChangesRow(QWidget):
         self.setVisible(False)
 
     def show_changes(
-        self, labels: Mapping[str, str], values: Mapping[str, Any], defaults: Mapping[str, Any]
+        self,
+        labels: Mapping[str, str],
+        values: Mapping[str, object],
+        defaults: Mapping[str, object],
     ) -> list[str]:
         """Show the fields whose value differs from the default; returns their names."""
         changed = [n for n in values if n in defaults and differs(values[n], defaults[n])]

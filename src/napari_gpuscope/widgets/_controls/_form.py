@@ -11,9 +11,9 @@ import dataclasses
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from magicgui.widgets import CheckBox, ComboBox, FloatSlider, FloatSpinBox, SpinBox
+from magicgui.widgets.bases import ValueWidget
 from qtpy.QtCore import Signal
 from qtpy.QtWidgets import QComboBox, QFormLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 from superqt import QCollapsible
@@ -64,7 +64,7 @@ def _decimals(step: float | None) -> int:
     return 4 if not step else max(2, min(8, 2 - math.floor(math.log10(step))))
 
 
-def _make_widget(info: ParamInfo, style: FieldStyle) -> Any:
+def _make_widget(info: ParamInfo, style: FieldStyle) -> ValueWidget:
     """The magicgui widget of one parameter."""
     tooltip = field_tooltip(info)
     if info.kind == "bool":
@@ -174,7 +174,7 @@ class ParamForm(QWidget):
         self.styles = dict(styles or {})
         custom = dict(custom or {})
         wanted = set(fields) if fields is not None else set(params_class.names()) | set(custom)
-        self.widgets: dict[str, Any] = {}
+        self.widgets: dict[str, ValueWidget] = {}
         self.main = _Rows()
         self.advanced_rows = _Rows()
         self.advanced = QCollapsible(advanced_title, expandedIcon="▾", collapsedIcon="▸")
@@ -243,7 +243,7 @@ class ParamForm(QWidget):
         return self.widgets[name].native if name in self.widgets else self.custom[name]
 
     # -- values -------------------------------------------------------------------------------
-    def value(self, name: str) -> Any:
+    def value(self, name: str) -> object:
         """The value of a generated field (None where the control shows its "auto" text)."""
         widget = self.widgets[name]
         value = widget.value
@@ -252,11 +252,11 @@ class ParamForm(QWidget):
             return None
         return value
 
-    def values(self) -> dict[str, Any]:
+    def values(self) -> dict[str, object]:
         """Every generated field's value, by name."""
         return {name: self.value(name) for name in self.widgets}
 
-    def set_values(self, values: Mapping[str, Any]) -> None:
+    def set_values(self, values: Mapping[str, object]) -> None:
         """Set generated fields from a mapping (None shows "auto"); other keys are ignored."""
         for name, value in values.items():
             widget = self.widgets.get(name)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import TYPE_CHECKING, TypeGuard
 
 from magicgui.widgets import ComboBox
 from qtpy.QtCore import QObject, Signal
@@ -14,6 +14,7 @@ from napari_gpuscope.dock.connections import Connections
 if TYPE_CHECKING:
     import napari.layers
     import napari.viewer
+    from napari.utils.events import Event
 
 __all__ = ["LayerPicker"]
 
@@ -74,7 +75,7 @@ class LayerPicker(QObject):
         self._links.connect(layers.selection.events.active, self._on_active)
         self._take(layers.selection.active)
 
-    def _choices(self, *_: Any) -> list[tuple[str, napari.layers.Image]]:
+    def _choices(self, *_: object) -> list[tuple[str, napari.layers.Image]]:
         return [(layer.name, layer) for layer in self.viewer.layers if _is_image(layer)]
 
     @property
@@ -88,7 +89,7 @@ class LayerPicker(QObject):
         if layer is not None:
             self.combo.value = layer
 
-    def reset_choices(self, *_: Any) -> None:
+    def reset_choices(self, *_: object) -> None:
         """Re-read the layer list, keeping the current layer while it exists (also when it was
         renamed: the combo would otherwise match entries by their old text)."""
         current = self.combo.value
@@ -103,11 +104,11 @@ class LayerPicker(QObject):
         if layer is not None and _is_image(layer) and self.follow(layer):
             self.layer = layer
 
-    def _on_inserted(self, event: Any) -> None:
+    def _on_inserted(self, event: Event) -> None:
         self.reset_choices()
         self._take(event.value)
 
-    def _on_active(self, event: Any) -> None:
+    def _on_active(self, event: Event) -> None:
         self._take(event.value)
 
     def stop_following(self) -> None:

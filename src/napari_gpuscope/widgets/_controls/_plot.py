@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from matplotlib.backends.backend_qtagg import FigureCanvasQTAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
-from qtpy.QtCore import QTimer
+from qtpy.QtCore import QSize, QTimer
 from qtpy.QtWidgets import QSizePolicy, QVBoxLayout, QWidget
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from napari.components import ViewerModel
 
 __all__ = ["MetricsPlot", "is_log_metric"]
 
@@ -21,7 +25,7 @@ DARK = {"background": "#262930", "foreground": "#414851", "text": "#f0f1f2"}
 """Colours when napari's theme cannot be read (napari's dark theme)."""
 
 
-def theme_colors(viewer: Any) -> dict[str, str]:
+def theme_colors(viewer: ViewerModel) -> dict[str, str]:
     """``{"background", "foreground", "text"}`` of the viewer's napari theme (CSS colours)."""
     try:
         from napari.utils.theme import get_theme
@@ -36,7 +40,7 @@ def theme_colors(viewer: Any) -> dict[str, str]:
         return dict(DARK)
 
 
-def style_axes(figure: Any, axes: Any, colors: Mapping[str, str], *, size: int = 7) -> None:
+def style_axes(figure: Figure, axes: Axes, colors: Mapping[str, str], *, size: int = 7) -> None:
     """A matplotlib figure and its axes in napari's theme (no white panel on the dark one)."""
     figure.set_facecolor(colors["background"])
     for ax in axes:
@@ -174,7 +178,7 @@ class MetricsPlot(QWidget):
         """The plotted values of one metric (NaN separates segments)."""
         return list(self.series.get(name, ([], []))[1])
 
-    def sizeHint(self) -> Any:
+    def sizeHint(self) -> QSize:
         """Narrow: the plot follows the dock's width, never sets it."""
         hint = super().sizeHint()
         hint.setWidth(200)

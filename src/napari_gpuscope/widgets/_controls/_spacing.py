@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from magicgui.widgets import FloatSpinBox
 from qtpy.QtCore import Signal
@@ -127,7 +127,7 @@ class SpacingRow(QWidget):
                     self._links.connect(getattr(layer.events, event), self.refill)
         self.refill()
 
-    def refill(self, *_: Any) -> None:
+    def refill(self, *_: object) -> None:
         """Fill the boxes from the layer's scale again (rebuilt when the axes changed)."""
         layer = self._layer
         if layer is None:
