@@ -138,7 +138,7 @@ def explain(exc: ValidationError) -> str:
         elif kind == "value_error":
             message = str(error.get("ctx", {}).get("error", error["msg"]))
             if loc[:1] == ("params",):
-                lines.append(f"params.{_param_message(message)}")
+                lines.append(_param_message(message))
             elif loc:
                 lines.append(f"{key}: {message}")
             else:
@@ -148,14 +148,14 @@ def explain(exc: ValidationError) -> str:
     return "; ".join(lines)
 
 
-def _param_message(exc: Any) -> str:
-    """``"weight: TVParams.weight must be..."`` from a ParameterError message."""
-    text = str(exc)
+def _param_message(text: str) -> str:
+    """``"params.weight: TVParams.weight must be..."`` from a ParameterError message;
+    ``"params: TVParams: ..."`` for a rule between fields that names none."""
     head = text.split(" ", 1)[0]
     if "." in head:  # "TVParams.weight" -> the key is "weight"
-        return f"{head.split('.', 1)[1]}: {text}"
+        return f"params.{head.split('.', 1)[1]}: {text}"
     if "no parameter(s) [" in text:
         names = text.split("no parameter(s) [", 1)[1].split("]", 1)[0]
         keys = ", ".join(n.strip().strip("'") for n in names.split(","))
-        return f"{keys}: {text}"
-    return text
+        return f"params.{keys}: {text}"
+    return f"params: {text}"
