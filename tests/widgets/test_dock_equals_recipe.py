@@ -12,23 +12,17 @@ blinking stack (eSRRF), a 9-slice 64 x 64 brightfield stack (phase), a 128 x 128
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 import numpy as np
 import pytest
 import tifffile
-import zarr
 from dock_helpers import open_dock, select_input
+from recipe_helpers import measured as _measured
+from recipe_helpers import position as _position
+from recipe_helpers import run_recipe as _run_recipe
+from recipe_helpers import same_bytes as _same_bytes
 
 from napari_gpuscope.batch.recipes import load_recipe
-from napari_gpuscope.cli import main
 from napari_gpuscope.provenance import PROVENANCE_KEY
-
-ATTRIBUTE = "napari_gpuscope"  # the position group's attribute (docs/batch.md, Output)
-RUN_FACTS = ("chunks", "kernel_paths")
-"""How a run went, not what it measured: eSRRF's frame chunks are the dock's smaller ones
-(the image streams as it builds up; the result does not depend on them)."""
 
 
 @pytest.fixture(scope="module")
@@ -36,36 +30,14 @@ def client(inprocess_client):
     return inprocess_client
 
 
-def _run_recipe(recipe: Path, source: Path, out: Path, client: Any) -> None:
-    argv = ["run", str(recipe), str(source), "--out", str(out), "--device", "cpu"]
-    argv += ["--no-progress", "--cluster", client.scheduler.address]
-    assert main(argv) == 0
-
-
-def _position(out: Path, name: str) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, Any]]:
-    """The written image, the extra layers by name, and the group attribute."""
-    group = zarr.open_group(str(out / name), mode="r")
-    extra = {}
-    if (out / name / "extra").is_dir():
-        for child in sorted(p for p in (out / name / "extra").iterdir() if p.is_dir()):
-            sub = zarr.open_group(str(child), mode="r")
-            extra[sub.attrs["ome"]["multiscales"][0]["name"]] = np.asarray(sub["0"][...])
-    return np.asarray(group["0"][...]), extra, dict(group.attrs[ATTRIBUTE])
-
-
-def _measured(facts: dict[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in facts.items() if key not in RUN_FACTS}
-
-
-def _same_bytes(written: np.ndarray, shown: Any) -> None:
-    shown = np.asarray(shown)
-    assert written.dtype == shown.dtype and written.shape == shown.shape
-    assert written.tobytes() == shown.tobytes()
-
-
 def _blinking(frames: int = 60, side: int = 48) -> np.ndarray:
     """Blinking emitters on two lines and scattered points, drifting by a smooth sub-pixel
     path (Gaussian PSF sigma 1.3 px, ~30 % on per frame, Poisson noise), uint16 ADU."""
+    return _drifting(frames, side)[0]
+
+
+def _drifting(frames: int = 60, side: int = 48) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_blinking`'s stack and its true drift, (dy, dx) per frame in pixels."""
     rng = np.random.default_rng(3)
     s = np.linspace(0, 1, 60)
     points = np.concatenate(
@@ -84,7 +56,7 @@ def _blinking(frames: int = 60, side: int = 48) -> np.ndarray:
         for py, px in points[rng.random(len(points)) < 0.3] + (dy, dx):
             image += 300 * np.exp(-((y - py) ** 2 + (x - px) ** 2) / (2 * 1.3**2))
         stack[k] = rng.poisson(image + 20)
-    return stack
+    return stack, drift - drift[0]
 
 
 def test_esrrf_dock_with_an_estimated_trace_and_its_resolution_equals_its_recipe(
@@ -132,6 +104,110 @@ def test_esrrf_dock_with_an_estimated_trace_and_its_resolution_equals_its_recipe
     trace = load_drift_trace(out / "drifting" / "drift.csv")
     _same_bytes(trace, np.asarray(shown["drift"]["shifts_px"]))
     np.testing.assert_allclose(track.data[:, 2:] - 23.5, trace, atol=1e-12)  # the drawn track
+
+
+def test_esrrf_dock_with_a_loaded_trace_equals_its_recipe_which_carries_it(
+    viewer, qtbot, cpu_device, tmp_path, client
+):
+    """A trace loaded from a file is the run job's drift_trace input: Save... writes it beside
+    the recipe (a drift-trace CSV in input pixels, every float exact) and the batch run
+    corrects the position with it, byte for byte as the dock did."""
+    from napari_gpuscope.compute.esrrf import DriftResult, load_drift_trace
+    from napari_gpuscope.widgets.esrrf_dock import EsrrfDock
+
+    stack, truth = _drifting()
+    source = tmp_path / "drifting.tif"
+    tifffile.imwrite(
+        source, stack, imagej=True, resolution=(10, 10), metadata={"unit": "um", "axes": "TYX"}
+    )
+    # The trace as another tool saves it: in µm only, with its pixel size (0.1 µm).
+    saved = DriftResult.from_shifts(truth).to_csv(tmp_path / "truth.csv", pixel_size=0.1)
+    viewer.add_image(stack, name="drifting", scale=(1.0, 0.1, 0.1))
+    dock = open_dock(EsrrfDock, viewer, qtbot)
+    select_input(dock, "drifting")
+    dock.set_param("magnification", 2)
+    assert dock.drift.load(saved), dock.panel.status.text()
+    assert dock.drift.current_mode == "trace"
+    loaded = dock.drift.trace.shifts
+    np.testing.assert_allclose(loaded, truth, rtol=0, atol=1e-12)  # µm read back in pixels
+    assert dock.run()
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=180_000)
+    sr, widefield = dock.last_results[:2]
+    shown = sr.metadata[PROVENANCE_KEY]["result"]
+    assert _same_trace(shown["drift"]["shifts_px"], loaded)
+
+    folder = tmp_path / "recipe"
+    folder.mkdir()
+    recipe_path = dock.recipe_row.save(folder / "esrrf.yaml")
+    status = dock.panel.status.text()
+    assert "which a recipe does not carry" not in status
+    assert "carries the drift trace loaded from truth.csv" in status
+    recipe = load_recipe(recipe_path)
+    assert recipe.params["drift_correction"] is True
+    assert [(a.name, a.path) for a in recipe.artifacts] == [
+        ("drift_trace", "esrrf.drift_trace.csv")
+    ]
+    assert recipe.check_artifacts(folder) == []
+    carried = load_drift_trace(folder / "esrrf.drift_trace.csv")
+    assert carried.tobytes() == loaded.tobytes()  # the run's input, exactly
+
+    out = tmp_path / "out.zarr"
+    _run_recipe(recipe_path, source, out, client)
+    image, extra, attrs = _position(out, "drifting")
+    _same_bytes(image, sr.data)
+    _same_bytes(extra["widefield mean · drifting"], widefield.data)
+    written = attrs["provenance"]["result"]
+    assert _measured(written) == _measured(shown)  # decorrelation, drift trace, parameters
+    assert written["drift"] == shown["drift"]
+    assert load_drift_trace(out / "drifting" / "drift.csv").tobytes() == loaded.tobytes()
+
+
+def _same_trace(written: list, trace: np.ndarray) -> bool:
+    return np.asarray(written, np.float64).tobytes() == np.asarray(trace).tobytes()
+
+
+def test_esrrf_dock_with_a_setting_picked_in_the_sweep_equals_its_recipe(
+    viewer, qtbot, cpu_device, tmp_path, client
+):
+    """Parameter sweep: a cell clicked puts its radius and sensitivity into the dock; the run
+    with them and the recipe saved then write the same image and measurements."""
+    from napari_gpuscope.widgets.esrrf_dock import EsrrfDock
+
+    stack = _blinking(frames=40)
+    source = tmp_path / "blinking.tif"
+    tifffile.imwrite(source, stack, imagej=True, metadata={"axes": "TYX"})
+    viewer.add_image(stack, name="blinking")
+    dock = open_dock(EsrrfDock, viewer, qtbot)
+    select_input(dock, "blinking")
+    dock.set_param("magnification", 2)
+    sweep = dock.sweep
+    sweep.radii_edit.setText("1, 2.5")
+    sweep.sensitivities_edit.setText("1, 3")
+    sweep.frames_box.setValue(20)
+    assert sweep.run(), sweep.status.text()
+    qtbot.waitUntil(lambda: not sweep.running, timeout=180_000)
+    assert sweep.result is not None, sweep.status.text()
+    row, column = 1, 1  # sensitivity 3, radius 2.5: neither is the default
+    sweep.apply_cell(row, column)
+    params = dock.params()
+    assert (params.radius, params.sensitivity) == (2.5, 3.0)
+    assert np.isfinite(sweep.grids["rsp"][row, column])  # the cell was measured
+    assert dock.run()
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=180_000)
+    sr, widefield = dock.last_results[:2]
+    shown = sr.metadata[PROVENANCE_KEY]["result"]
+    assert (shown["params"]["radius"], shown["params"]["sensitivity"]) == (2.5, 3.0)
+
+    recipe_path = dock.recipe_row.save(tmp_path / "picked.yaml")
+    recipe = load_recipe(recipe_path)
+    assert (recipe.params["radius"], recipe.params["sensitivity"]) == (2.5, 3.0)
+    assert recipe.artifacts == []
+    out = tmp_path / "out.zarr"
+    _run_recipe(recipe_path, source, out, client)
+    image, extra, attrs = _position(out, "blinking")
+    _same_bytes(image, sr.data)
+    _same_bytes(extra["widefield mean · blinking"], widefield.data)
+    assert _measured(attrs["provenance"]["result"]) == _measured(shown)
 
 
 def test_phase_dock_with_an_estimated_tilt_equals_its_recipe(
@@ -207,9 +283,10 @@ def test_tv_dock_equals_its_recipe(viewer, qtbot, cpu_device, tmp_path, client):
 def test_saving_a_recipe_says_what_it_cannot_carry_of_the_esrrf_dock(
     viewer, qtbot, cpu_device, tmp_path, monkeypatch
 ):
-    """A loaded trace, or an estimate made with other drift options, is not what a recipe
-    run does (it estimates each position's drift with the recipe's options): Save... says so;
-    an estimate with the recipe's options needs no note."""
+    """An estimate made with other drift options is not what a recipe run does (it estimates
+    each position's drift with the recipe's options): Save... says so; an estimate with the
+    recipe's options needs no note; a loaded trace is carried, and the note says how a batch
+    run uses it."""
     from napari_gpuscope.compute.esrrf import DriftResult
     from napari_gpuscope.widgets.esrrf_dock import EsrrfDock
 
@@ -235,5 +312,15 @@ def test_saving_a_recipe_says_what_it_cannot_carry_of_the_esrrf_dock(
     dock.drift.load_button.click()
     assert dock.drift.current_mode == "trace"
     dock.recipe_row.save(tmp_path / "loaded.yaml")
-    assert "loaded from a file, which a recipe does not carry" in dock.panel.status.text()
-    assert load_recipe(tmp_path / "loaded.yaml").params["drift_correction"] is True
+    # A loaded trace travels with the recipe (its drift_trace artifact): the note says that a
+    # batch run corrects every position with it.
+    status = dock.panel.status.text()
+    assert "which a recipe does not carry" not in status
+    assert (
+        "the recipe carries the drift trace loaded from trace.csv (its drift_trace artifact): "
+        "a batch run corrects every position with it, and refuses positions that have not 40 "
+        "frames"
+    ) in status
+    recipe = load_recipe(tmp_path / "loaded.yaml")
+    assert recipe.params["drift_correction"] is True
+    assert [a.name for a in recipe.artifacts] == ["drift_trace"]

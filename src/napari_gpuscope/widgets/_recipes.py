@@ -41,16 +41,22 @@ def input_facts(layer: napari.layers.Image | None) -> InputFacts:
 
 
 def write_artifacts(dock: DockContext, recipe_path: Path) -> list[Artifact]:
-    """Write the dock's job inputs (:meth:`recipe_artifacts`: a dark frame, a mask layer) as
-    TIFFs beside the recipe, ``<recipe stem>.<artifact name>.tif``, pinned by their SHA-256 and
-    named relative to the recipe, as ``napari-gpuscope recipe --artifact`` names them."""
+    """Write the dock's job inputs (:meth:`recipe_artifacts`: a dark frame, a mask layer, a
+    loaded drift trace) beside the recipe, ``<recipe stem>.<artifact name>.<ext>``, pinned by
+    their SHA-256 and named relative to the recipe, as ``napari-gpuscope recipe --artifact``
+    names them. An image is a TIFF; a drift trace (anything with ``to_csv``, a
+    :class:`~napari_gpuscope.compute.esrrf.DriftResult`) is its CSV: ``(dy, dx)`` per frame in
+    input pixels, every float written exactly (``repr``), which is what the job reads back."""
     import numpy as np
     import tifffile
 
     artifacts = []
-    for name, (array, _layer) in dock.recipe_artifacts().items():
-        file = recipe_path.with_name(f"{recipe_path.stem}.{name}.tif")
-        tifffile.imwrite(file, np.ascontiguousarray(np.asarray(array)))
+    for name, (value, _source) in dock.recipe_artifacts().items():
+        if hasattr(value, "to_csv"):
+            file = value.to_csv(recipe_path.with_name(f"{recipe_path.stem}.{name}.csv"))
+        else:
+            file = recipe_path.with_name(f"{recipe_path.stem}.{name}.tif")
+            tifffile.imwrite(file, np.ascontiguousarray(np.asarray(value)))
         artifacts.append(Artifact(name=name, path=file.name, sha256=file_sha256(file)))
     return artifacts
 

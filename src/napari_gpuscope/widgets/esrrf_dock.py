@@ -23,15 +23,16 @@ Run / Stop & keep / Cancel, streaming, results, provenance, settings, export -- 
 - the parameter sweep panel (:mod:`.esrrf_sweep`).
 
 A full run is the registry's eSRRF job with the dock's parameters, nothing added: what a recipe
-saved from the dock runs in ``napari-gpuscope run``. It streams the reconstruction of the
-current time point as frames go through, and adds the widefield mean (same frames) for
-comparison. "Measure resolution" (on in the dock, ``measure_resolution``) has the job measure
-the decorrelation resolution of the first time point's eSRRF image and of its widefield mean
-(:mod:`napari_gpuscope.compute.esrrf._resolution`): the result's ``describe()`` says it in the
-status line and its ``summary()`` in the provenance. The dock asks for small frame chunks so
-that the image visibly builds up; the result does not depend on the chunks (the job's
-statistics and widefield sums run frame by frame), so a batch run's own chunks give the same
-bytes.
+saved from the dock runs in ``napari-gpuscope run`` (a drift trace loaded from a file is the
+job's ``drift_trace`` input: the recipe carries it as an artifact beside it). It streams the
+reconstruction of the current time point as frames go through, and adds the widefield mean
+(same frames) for comparison. "Measure resolution" (on in the dock, ``measure_resolution``)
+has the job measure the decorrelation resolution of the first time point's eSRRF image and of
+its widefield mean (:mod:`napari_gpuscope.compute.esrrf._resolution`): the result's
+``describe()`` says it in the status line and its ``summary()`` in the provenance. The dock
+asks for small frame chunks so that the image visibly builds up; the result does not depend on
+the chunks (the job's statistics and widefield sums run frame by frame), so a batch run's own
+chunks give the same bytes.
 """
 
 from __future__ import annotations
@@ -58,9 +59,9 @@ from napari_gpuscope.compute.esrrf import (
 from napari_gpuscope.compute.jobs import Job, Progress
 from napari_gpuscope.compute.preview import PlaneView, PreviewResult
 from napari_gpuscope.compute.results import Geometry
+from napari_gpuscope.dock.jobs import RUN
 from napari_gpuscope.provenance import PROVENANCE_KEY
 from napari_gpuscope.widgets._base import MethodDock
-from napari_gpuscope.dock.jobs import RUN
 from napari_gpuscope.widgets._controls import FieldStyle
 from napari_gpuscope.widgets._controls._changes import mark_labels
 from napari_gpuscope.widgets.esrrf_channels import ChannelLayers
@@ -70,7 +71,7 @@ from napari_gpuscope.widgets.esrrf_sweep import SweepPanel
 if TYPE_CHECKING:
     import napari.layers
 
-    from napari_gpuscope.compute.esrrf import EsrrfResult
+    from napari_gpuscope.compute.esrrf import DriftResult, EsrrfResult
     from napari_gpuscope.compute.results import MethodResult
 
 __all__ = ["EsrrfDock"]
@@ -236,19 +237,38 @@ class EsrrfDock(MethodDock):
             drift_shifts=drift,
         )
 
+    def loaded_trace(self) -> DriftResult | None:
+        """The trace the next run is corrected with when it was loaded from a file (not
+        estimated): the run's ``drift_trace`` input, which a recipe saved now carries."""
+        trace = self.drift.trace
+        if self.drift.current_mode != "trace" or trace is None or trace.params is not None:
+            return None
+        return None if trace.stopped_early else trace
+
+    def recipe_artifacts(self) -> dict[str, tuple[Any, str]]:
+        """A drift trace loaded from a file, when runs use it (the run job's ``accepts``): the
+        Recipe row writes it beside the recipe as a drift-trace CSV (``(dy, dx)`` per frame in
+        input pixels, what the job's ``drift_shifts`` takes), and a batch run corrects every
+        position with it. An estimated trace is not carried: a recipe run estimates each
+        position's drift with the recipe's drift options."""
+        trace = self.loaded_trace()
+        if trace is None:
+            return {}
+        return {"drift_trace": (trace, self.drift.trace_source)}
+
     def recipe_notes(self) -> list[str]:
-        """A trace in the drift section that a recipe cannot carry: one loaded from a file, one
-        estimated with other drift options than the parameters', or channel 0's trace used for
-        every channel (a recipe run estimates each position's, and each channel's, drift with
-        the recipe's options)."""
+        """What a recipe does otherwise than runs here: a loaded trace (carried) corrects every
+        position of a batch run; a trace estimated with other drift options than the
+        parameters', or channel 0's trace used for every channel, is not carried (a recipe
+        run estimates each position's, and each channel's, drift with the recipe's options)."""
         trace = self.drift.trace
         if self.drift.current_mode != "trace" or trace is None:
             return []
         if trace.params is None:
             return [
-                "runs here use the drift trace loaded from a file, which a recipe does not "
-                "carry: a batch run estimates each position's drift with the recipe's drift "
-                "options"
+                f"the recipe carries the drift trace {self.drift.trace_source} (its "
+                f"drift_trace artifact): a batch run corrects every position with it, and "
+                f"refuses positions that have not {trace.shifts.shape[0]} frames"
             ]
         notes = []
         try:
