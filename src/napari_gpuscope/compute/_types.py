@@ -6,12 +6,12 @@ are strings under ``from __future__ import annotations``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypeAlias, runtime_checkable
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["ArrayLike", "Device"]
+__all__ = ["ArrayLike", "Device", "JSONDict", "JSONValue"]
 
 
 @runtime_checkable
@@ -23,10 +23,18 @@ class ArrayLike(Protocol):
     def shape(self) -> tuple[int, ...]: ...
 
     @property
-    def dtype(self) -> Any: ...
+    def dtype(self) -> object: ...
 
-    def __array__(self, *args: Any, **kwargs: Any) -> Any: ...
+    # NumPy's own takes optional dtype and copy arguments, which a no-argument method admits.
+    def __array__(self) -> object: ...
 
 
 Device: TypeAlias = "str | torch.device"
 """A compute device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``... or a ``torch.device``."""
+
+
+JSONValue: TypeAlias = "str | int | float | bool | list[JSONValue] | dict[str, JSONValue] | None"
+"""A value JSON can hold (provenance, run records, result summaries)."""
+
+JSONDict: TypeAlias = "dict[str, JSONValue]"
+"""A JSON object: a record or summary, keys are strings."""

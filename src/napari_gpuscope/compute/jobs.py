@@ -37,11 +37,12 @@ import threading
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
 if TYPE_CHECKING:
+    from ._types import ArrayLike
     from .params import Params
 
 __all__ = [
@@ -65,6 +66,7 @@ __all__ = [
 ]
 
 R = TypeVar("R")
+Y = TypeVar("Y")
 
 OUTPUT_KINDS = ("image", "vectors")
 """What an :class:`Output` holds: an image (any dimensionality) or napari vectors data
@@ -92,7 +94,7 @@ STOP = _Stop()
 """Sent into a job (``job.send(STOP)``) to ask it to return its current result now."""
 
 
-def is_stop(command: Any) -> bool:
+def is_stop(command: object) -> bool:
     """Whether the value a ``yield`` returned is the :data:`STOP` command."""
     return command is STOP
 
@@ -121,7 +123,7 @@ class Output:
     (True, False)
     """
 
-    data: Any
+    data: ArrayLike | Callable[[], ArrayLike]
     region: tuple[slice, ...] | None = None
     kind: str = "image"
     shape: tuple[int, ...] | None = None
@@ -201,7 +203,7 @@ class Progress:
         return dataclasses.replace(self, outputs=keep)
 
 
-Job = Generator[Progress, Any, R]
+Job = Generator[Progress, object, R]
 """Type of a job: a generator of :class:`Progress` that accepts commands and returns ``R``."""
 
 
@@ -244,7 +246,7 @@ class StopToken:
 def run_job(
     job: Job[R],
     *,
-    on_progress: Callable[[Progress], Any] | None = None,
+    on_progress: Callable[[Progress], object] | None = None,
     cancel: CancelToken | None = None,
     stop: StopToken | None = None,
 ) -> R:
@@ -282,7 +284,7 @@ def run_job(
     >>> run_job(count(3))
     3
     """
-    command: Any = None
+    command: object = None
     try:
         while True:
             update = job.send(command)
@@ -300,7 +302,7 @@ def run_job(
         job.close()
 
 
-def mapped(job: Generator[Any, Any, R], transform: Callable[[Any], Progress | None]) -> Job[R]:
+def mapped(job: Generator[Y, object, R], transform: Callable[[Y], Progress | None]) -> Job[R]:
     """Re-emit a generator's updates through ``transform`` and return its result.
 
     The building block for composing jobs: ``result = yield from mapped(sub_job, fn)``.
@@ -329,7 +331,7 @@ def mapped(job: Generator[Any, Any, R], transform: Callable[[Any], Progress | No
     >>> run_job(mapped(ticks(), lambda k: Progress(k / 2, f"tick {k}")))
     'done'
     """
-    command: Any = None
+    command: object = None
     try:
         while True:
             try:
@@ -380,7 +382,9 @@ def scaled(job: Job[R], start: float, stop: float, prefix: str = "") -> Job[R]:
     return (yield from mapped(job, rescale))
 
 
-def blocking(job_function: Callable[..., Job[Any]], unwrap: Callable[[Any], Any] | None = None):
+def blocking(
+    job_function: Callable[..., Job[R]], unwrap: Callable[[R], object] | None = None
+) -> Callable[..., object]:
     """Make the blocking twin of a job function: same signature, runs the job to completion.
 
     Parameters
@@ -407,7 +411,7 @@ def blocking(job_function: Callable[..., Job[Any]], unwrap: Callable[[Any], Any]
     """
 
     @functools.wraps(job_function)
-    def run(*args: Any, **kwargs: Any) -> Any:
+    def run(*args: object, **kwargs: object) -> object:
         result = run_job(job_function(*args, **kwargs))
         return result if unwrap is None else unwrap(result)
 

@@ -28,7 +28,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
+
+from ._types import ArrayLike, JSONDict
 
 __all__ = [
     "NAME_SEPARATOR",
@@ -41,7 +43,7 @@ __all__ = [
     "vectors_layer",
 ]
 
-LayerDataTuple = tuple[Any, dict[str, Any], str]
+LayerDataTuple = tuple[ArrayLike, dict[str, object], str]
 """``(data, kwargs, layer_type)`` as napari's ``Layer.create`` and sample-data functions use."""
 
 NAME_SEPARATOR = " · "
@@ -99,7 +101,7 @@ def split_result_name(name: str) -> tuple[str, str, str] | None:
     return kind, rest, ""
 
 
-def _tuple(values: Sequence[Any] | None, cast: type) -> tuple | None:
+def _tuple(values: Sequence[float] | Sequence[str] | None, cast: type) -> tuple | None:
     return None if values is None else tuple(cast(v) for v in values)
 
 
@@ -129,7 +131,7 @@ class Geometry:
     axis_labels: tuple[str, ...] | None = None
 
     @classmethod
-    def from_kwargs(cls, kwargs: Mapping[str, Any]) -> Geometry:
+    def from_kwargs(cls, kwargs: Mapping[str, object]) -> Geometry:
         """The geometry part of a layer-data kwargs dict (or of a layer's attributes)."""
         units = kwargs.get("units")
         if isinstance(units, str):
@@ -142,7 +144,7 @@ class Geometry:
         )
 
     @classmethod
-    def of_layer(cls, layer: Any) -> Geometry:
+    def of_layer(cls, layer: object) -> Geometry:
         """The geometry of a napari layer (read-only use of its attributes)."""
         return cls.from_kwargs(
             {
@@ -171,7 +173,7 @@ class Geometry:
         )
         return self.select(range(max(0, known - ndim), known))
 
-    def as_kwargs(self) -> dict[str, Any]:
+    def as_kwargs(self) -> dict[str, tuple[float, ...] | tuple[str, ...]]:
         """Layer kwargs holding the known fields only."""
         fields = {
             "scale": self.scale,
@@ -195,7 +197,7 @@ class MethodResult(Protocol):
 
     stopped_early: bool
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> JSONDict:
         """JSON-able facts for provenance."""
         ...
 
@@ -207,22 +209,22 @@ class MethodResult(Protocol):
         self,
         name: str = "image",
         geometry: Geometry | None = None,
-        metadata: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, object] | None = None,
     ) -> list[LayerDataTuple]:
         """napari layer-data tuples of the result, named after the input ``name``."""
         ...
 
 
 def _layer_tuple(
-    data: Any,
+    data: ArrayLike,
     name: str,
     geometry: Geometry | None,
     ndim: int,
-    metadata: Mapping[str, Any] | None,
-    display: Mapping[str, Any],
+    metadata: Mapping[str, object] | None,
+    display: Mapping[str, object],
     layer_type: str,
 ) -> LayerDataTuple:
-    kwargs: dict[str, Any] = {"name": name}
+    kwargs: dict[str, object] = {"name": name}
     if geometry is not None:
         kwargs.update(geometry.trailing(ndim).as_kwargs())
     kwargs.update(display)
@@ -231,12 +233,12 @@ def _layer_tuple(
 
 
 def image_layer(
-    data: Any,
+    data: ArrayLike,
     name: str,
     geometry: Geometry | None = None,
     *,
-    metadata: Mapping[str, Any] | None = None,
-    **display: Any,
+    metadata: Mapping[str, object] | None = None,
+    **display: object,
 ) -> LayerDataTuple:
     """An image layer-data tuple; the geometry is that of ``data``'s trailing axes.
 
@@ -269,12 +271,12 @@ def image_layer(
 
 
 def vectors_layer(
-    data: Any,
+    data: ArrayLike,
     name: str,
     geometry: Geometry | None = None,
     *,
-    metadata: Mapping[str, Any] | None = None,
-    **display: Any,
+    metadata: Mapping[str, object] | None = None,
+    **display: object,
 ) -> LayerDataTuple:
     """A vectors layer-data tuple: ``data`` is ``(N, 2, D)`` (start point, direction).
 
