@@ -8,11 +8,14 @@ options are the apply fields of :class:`~napari_gpuscope.compute.flatfield.Basic
 the device, and the other way round), and the result's ``layers()`` become the corrected
 layer, with its provenance. The figure shows the shading left (the mean image's centre lines,
 before and after) and, for time-lapses, each frame's mean before and after (the baseline).
+"Save recipe..." saves what Apply does as a recipe of the apply job with the profile as its
+``profile`` artifact, which ``napari-gpuscope run`` applies to a whole experiment.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -38,12 +41,12 @@ from napari_gpuscope.compute.flatfield import (
     centre_lines,
 )
 from napari_gpuscope.compute.results import Geometry
-from napari_gpuscope.provenance import PROVENANCE_KEY, build_provenance
 from napari_gpuscope.dock.jobs import JobHandlers
+from napari_gpuscope.dock.messages import plain_error_message
+from napari_gpuscope.provenance import PROVENANCE_KEY, build_provenance
 from napari_gpuscope.widgets._controls import ParamForm
 from napari_gpuscope.widgets._controls._layer_picker import LayerPicker
 from napari_gpuscope.widgets._controls._plot import DARK, style_axes, theme_colors
-from napari_gpuscope.dock.messages import plain_error_message
 
 if TYPE_CHECKING:
     import napari.layers
@@ -141,6 +144,12 @@ class ApplyPanel(QGroupBox):
         self.profile_label.setWordWrap(True)
         self.load_button = QPushButton("Load profile...")
         self.save_button = QPushButton("Save profile...")
+        self.recipe_button = QPushButton("Save recipe...")
+        self.recipe_button.setToolTip(
+            "Save this correction as a recipe of the apply job, the profile beside it (its "
+            "'profile' artifact): 'napari-gpuscope run' corrects a whole experiment as Apply "
+            "does here (docs/batch.md)"
+        )
         self.apply_button = QPushButton("Apply")
         self.cancel_button = QPushButton("Cancel")
         self.status = QLabel("")
@@ -152,6 +161,7 @@ class ApplyPanel(QGroupBox):
         files = QHBoxLayout()
         files.addWidget(self.load_button)
         files.addWidget(self.save_button)
+        files.addWidget(self.recipe_button)
         form.addRow(files)
         buttons = QHBoxLayout()
         buttons.addWidget(self.apply_button)
@@ -164,6 +174,7 @@ class ApplyPanel(QGroupBox):
         layout.addWidget(self.figure)
         self.load_button.clicked.connect(self._ask_load)
         self.save_button.clicked.connect(self._ask_save)
+        self.recipe_button.clicked.connect(lambda: self.save_recipe())
         self.apply_button.clicked.connect(self.apply)
         self.cancel_button.clicked.connect(self.cancel)
         self.target.changed.connect(self._update_buttons)
@@ -213,6 +224,49 @@ class ApplyPanel(QGroupBox):
                 self.save(path)
             except Exception as exc:
                 self.status.setText(f"Could not save: {plain_error_message(exc)}")
+
+    def save_recipe(self, path: str | Path | None = None) -> Path | None:
+        """Save what Apply does as a recipe of the apply job (asks for a file when ``path`` is
+        None): the apply options, the chosen layer's facts, and the profile written beside it
+        (``<stem>-profile.tif`` and its ``.json``) as the ``profile`` artifact, both files
+        pinned by their SHA-256. ``napari-gpuscope run`` of it corrects every position as
+        Apply corrects the layer. None when cancelled or refused (the status says why)."""
+        from napari_gpuscope.batch.recipes import Recipe
+        from napari_gpuscope.widgets._recipes import FILE_FILTER, input_facts, pinned_artifact
+
+        if self.profile is None:
+            self.status.setText("Recipe not saved: fit or load a profile first.")
+            return None
+        layer = self.target.layer
+        if path is None:
+            stem = f"{layer.name if layer is not None else 'images'}-flatfield-apply"
+            name, _ = QFileDialog.getSaveFileName(self, "Save recipe", f"{stem}.yaml", FILE_FILTER)
+            if not name:
+                return None
+            path = Path(name) if Path(name).suffix else Path(name).with_suffix(".yaml")
+        path = Path(path)
+        try:
+            params = self.params()
+            # "-profile", not ".profile": ShadingProfile.save replaces a name's last suffix.
+            tiff = self.profile.save(path.with_name(f"{path.stem}-profile.tif"))
+            artifact = pinned_artifact("profile", tiff, (tiff.with_suffix(".json"),))
+            source = None if layer is None else f"layer {layer.name!r}"
+            recipe = Recipe.from_params(
+                params,
+                job="apply",
+                input=input_facts(layer),
+                artifacts=[artifact],
+                source=source,
+            )
+            written = recipe.save(path)
+        except (ValueError, OSError) as exc:
+            self.status.setText(f"Recipe not saved: {plain_error_message(exc)}")
+            return None
+        self.status.setText(
+            f"Recipe saved to {written.name} (apply job, recipe {recipe.hash()[:12]}), the "
+            f"profile {self.profile_source} beside it as {tiff.name}."
+        )
+        return written
 
     # ---------------------------------------------------------------- apply
     def apply(self) -> bool:
@@ -295,6 +349,7 @@ class ApplyPanel(QGroupBox):
         self.apply_button.setEnabled(not running and self.profile is not None)
         self.cancel_button.setEnabled(running)
         self.save_button.setEnabled(self.profile is not None)
+        self.recipe_button.setEnabled(self.profile is not None)
 
     def release(self) -> None:
         """Stop following layers (the dock is closing; it cancels its running job itself)."""

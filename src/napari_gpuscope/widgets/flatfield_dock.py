@@ -135,12 +135,14 @@ class FlatfieldDock(MethodDock):
             return False
         try:
             params = self.params().replace(smoothness_flatfield=None, smoothness_darkfield=None)
-            dark = self.dark_frame.value
+            # The dark frame the run takes: none while the darkfield is estimated (its row is
+            # off then), so the autotune's profile is the one Run fits with its choice.
+            dark = self.recipe_artifacts().get("dark_frame")
             job = iter_autotune(
                 layer.data,
                 params=params,
                 device=device,
-                dark_frame=None if dark is None else dark.data,
+                dark_frame=None if dark is None else dark[0],
             )
             self.start_job(
                 "autotune",
@@ -166,10 +168,22 @@ class FlatfieldDock(MethodDock):
         return True
 
     def _on_tuned(self, result: Any, elapsed: float, layer: napari.layers.Image) -> None:
-        self.form.widgets["smoothness_flatfield"].value = result.smoothness_flatfield
-        self.autotune_status.setText(
-            f"{result.describe()[0].upper()}{result.describe()[1:]}. Took {elapsed:.1f} s."
-        )
+        """Set the smoothness the autotune chose; an estimated darkfield's goes back to auto,
+        0.1 x the flatfield's, which is what the autotune fitted with (a value typed before
+        would make Run fit another profile; the form's 4 decimals cannot hold 0.1 x 1.5).
+        Run then fits the autotune's profile, and a recipe saved now carries the choice."""
+        chosen = {"smoothness_flatfield": result.smoothness_flatfield}
+        if result.smoothness_darkfield is not None:
+            chosen["smoothness_darkfield"] = None  # shown as "auto"
+        self.form.set_values(chosen)
+        text = f"{result.describe()[0].upper()}{result.describe()[1:]}. Took {elapsed:.1f} s."
+        mask = self.fit_mask.value
+        if mask is not None:  # iter_autotune takes no fitting_weight
+            text += (
+                f" The autotune fits every pixel: Run fits on '{mask.name}' (Fit on), so its "
+                "profile differs from the one shown."
+            )
+        self.autotune_status.setText(text)
         self.profile = result.profile
         self.apply_panel.set_profile(result.profile, f"autotuned on '{layer.name}'")
 
