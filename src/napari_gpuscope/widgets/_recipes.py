@@ -14,30 +14,51 @@ from typing import TYPE_CHECKING
 
 from qtpy.QtWidgets import QFileDialog, QHBoxLayout, QPushButton, QWidget
 
-from napari_gpuscope.batch.recipes import Artifact, InputFacts, Recipe, file_sha256, load_recipe
+from napari_gpuscope.batch.recipes import (
+    Artifact,
+    ArtifactFile,
+    InputFacts,
+    Recipe,
+    file_sha256,
+    load_recipe,
+)
 
 if TYPE_CHECKING:
     import napari.layers
 
     from napari_gpuscope.dock.context import DockContext
 
-__all__ = ["RecipeRow", "apply_recipe", "recipe_from_dock"]
+__all__ = ["RecipeRow", "apply_recipe", "pinned_artifact", "recipe_from_dock"]
 
 FILE_FILTER = "Recipe (*.yaml *.yml)"
 
 
 def input_facts(layer: napari.layers.Image | None) -> InputFacts:
-    """The facts of an image layer that a batch run checks its inputs against."""
+    """The facts of an image layer that a batch run checks its inputs against (its axes only
+    when every axis has a label of its own)."""
     if layer is None:
         return InputFacts()
     units = [str(getattr(unit, "units", unit)) for unit in getattr(layer, "units", ()) or ()]
+    labels = [str(label) for label in layer.axis_labels]
     return InputFacts(
-        axes=[str(label) for label in layer.axis_labels],
+        axes=None if any(_unlabelled(label) for label in labels) else labels,
         pixel_size=[float(step) for step in layer.scale],
         units=units if units and all(units) else None,
         ndim=int(layer.ndim),
         dtype=str(getattr(layer.data, "dtype", "")) or None,
     )
+
+
+def _unlabelled(label: str) -> bool:
+    """napari's placeholder for an axis without a label (``"-3"``, ``"-2"``, ``"-1"``), which
+    says nothing about a batch run's inputs (recorded, every file's axes, ``"tyx"``, differed).
+
+    Examples
+    --------
+    >>> [_unlabelled(label) for label in ("-2", "t", "y")]
+    [True, False, False]
+    """
+    return label.startswith("-") and label[1:].isdigit()
 
 
 def write_artifacts(dock: DockContext, recipe_path: Path) -> list[Artifact]:
@@ -59,6 +80,17 @@ def write_artifacts(dock: DockContext, recipe_path: Path) -> list[Artifact]:
             tifffile.imwrite(file, np.ascontiguousarray(np.asarray(value)))
         artifacts.append(Artifact(name=name, path=file.name, sha256=file_sha256(file)))
     return artifacts
+
+
+def pinned_artifact(name: str, file: Path, others: tuple[Path, ...] = ()) -> Artifact:
+    """An artifact written beside a recipe (``file`` and the ``others`` it consists of, e.g. a
+    profile's JSON sidecar), each pinned by its SHA-256 and named relative to the recipe."""
+    return Artifact(
+        name=name,
+        path=file.name,
+        sha256=file_sha256(file),
+        files=[ArtifactFile(path=other.name, sha256=file_sha256(other)) for other in others],
+    )
 
 
 def recipe_from_dock(dock: DockContext, artifacts: list[Artifact] | None = None) -> Recipe:
