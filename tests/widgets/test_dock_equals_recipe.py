@@ -329,3 +329,13 @@ def test_saving_a_recipe_says_what_it_cannot_carry_of_the_esrrf_dock(
     recipe = load_recipe(tmp_path / "loaded.yaml")
     assert recipe.params["drift_correction"] is True
     assert [a.name for a in recipe.artifacts] == ["drift_trace"]
+
+    # Other layers added as channels (More channels) are no part of a recipe: Save... says so.
+    viewer.add_image(_blinking(frames=40, side=32)[::-1].copy(), name="second")
+    select_input(dock, "drifting")  # the new layer became the active one
+    dock.channel_layers.select([viewer.layers["second"]])
+    assert dock.channel_layers.selected == [viewer.layers["second"]]
+    dock.recipe_row.save(tmp_path / "channels.yaml")
+    assert (
+        "runs here add 'second' as channels (More channels), which a recipe does not carry"
+    ) in dock.panel.status.text()

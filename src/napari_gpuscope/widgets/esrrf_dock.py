@@ -257,20 +257,31 @@ class EsrrfDock(MethodDock):
         return {"drift_trace": (trace, self.drift.trace_source)}
 
     def recipe_notes(self) -> list[str]:
-        """What a recipe does otherwise than runs here: a loaded trace (carried) corrects every
-        position of a batch run; a trace estimated with other drift options than the
-        parameters', or channel 0's trace used for every channel, is not carried (a recipe
-        run estimates each position's, and each channel's, drift with the recipe's options)."""
+        """What a recipe does otherwise than runs here: other layers added as channels (More
+        channels) are not carried (a batch position's channels are its file's); a loaded trace
+        (carried) corrects every position of a batch run; a trace estimated with other drift
+        options than the parameters', or channel 0's trace used for every channel, is not
+        carried (a recipe run estimates each position's, and each channel's, drift with the
+        recipe's options)."""
+        notes = []
+        layer = self.input_layer
+        extra = self.channel_layers.selected if layer is not None and layer.ndim == 3 else []
+        if extra:  # other layers, which no recipe names: a position's channels are its file's
+            names = ", ".join(f"'{other.name}'" for other in extra)
+            notes.append(
+                f"runs here add {names} as channels (More channels), which a recipe does not "
+                "carry: a batch run reconstructs each position's own channels (a 4D file)"
+            )
         trace = self.drift.trace
         if self.drift.current_mode != "trace" or trace is None:
-            return []
+            return notes
         if trace.params is None:
             return [
+                *notes,
                 f"the recipe carries the drift trace {self.drift.trace_source} (its "
                 f"drift_trace artifact): a batch run corrects every position with it, and "
-                f"refuses positions that have not {trace.shifts.shape[0]} frames"
+                f"refuses positions that have not {trace.shifts.shape[0]} frames",
             ]
-        notes = []
         try:
             if trace.params != cast("EsrrfParams", self.params()).drift_params():
                 notes.append(
@@ -279,7 +290,6 @@ class EsrrfDock(MethodDock):
                 )
         except ValueError:
             pass  # invalid parameters: no recipe is saved
-        layer = self.input_layer
         if layer is not None and (layer.ndim == 4 or self.channel_layers.selected):
             notes.append(
                 "runs here correct every channel with channel 0's estimated trace; a batch run "
