@@ -7,7 +7,9 @@ writes the input layer as an ImageJ TIFF and runs the real command line on it (o
 module's in-process Dask cluster, so no worker process is spawned); the oracle is the dock's
 own result layers and provenance. Sizes are realistic but CPU-affordable: a 60-frame 48 x 48
 blinking stack (eSRRF), a 9-slice 64 x 64 brightfield stack (phase), a 128 x 128 noisy image
-(TV).
+(TV). The side panels: eSRRF's drift (a trace estimated, or loaded from a file and carried as
+the recipe's drift_trace artifact) and sweep (a cell picked), phase's "Estimate tilt"; the
+flat-field panels are in test_flatfield_panels_equal_recipe.py.
 """
 
 from __future__ import annotations
@@ -252,6 +254,55 @@ def test_phase_dock_with_an_estimated_tilt_equals_its_recipe(
     assert _measured(written) == _measured(shown)
     assert written["tilt_map"] == shown["tilt_map"]  # the estimated tilt
     assert written["estimate"] == shown["estimate"]  # and its loss history
+
+
+def test_phase_dock_after_estimate_tilt_equals_its_recipe(
+    viewer, qtbot, cpu_device, tmp_path, client
+):
+    """The tilt panel: "Estimate tilt" (global) sets its estimate as the manual tilt; the run
+    with it and the recipe saved then (tilt_mode manual, the estimate's angles) write the same
+    images and tilt."""
+    from napari_gpuscope.sample_data.phase import tilted_brightfield_stack
+    from napari_gpuscope.widgets.phase_dock import PhaseDock
+
+    data, kwargs, _ = tilted_brightfield_stack()[0]
+    stack = np.ascontiguousarray(np.asarray(data)[:, :64, :64])
+    source = tmp_path / "well.tif"
+    tifffile.imwrite(source, stack, imagej=True, metadata={"axes": "ZYX"})
+    viewer.add_image(stack, name="well", scale=kwargs["scale"], metadata=kwargs.get("metadata"))
+    dock = open_dock(PhaseDock, viewer, qtbot)
+    select_input(dock, "well")
+    dock.set_param("tilt_mode", "global")
+    dock.set_param("optimizer", "newton")
+    dock.set_param("iterations", 4)
+    assert dock.estimate_tilt(), dock.panel.status.text()
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=180_000)
+    params = dock.params()
+    assert params.tilt_mode == "manual", dock.panel.status.text()
+    assert params.tilt_zenith > 0.05  # the sample's tilt, set as the manual one
+    assert dock.run()
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=180_000)
+    phase_layer = dock.last_results[0]
+    absorption = next(ly for ly in dock.last_results if ly.name.startswith("absorption"))
+    shown = phase_layer.metadata[PROVENANCE_KEY]["result"]
+    assert shown["tilt_map"]["zenith_rad"][0][0] == pytest.approx(params.tilt_zenith)
+
+    recipe_path = dock.recipe_row.save(tmp_path / "phase.yaml")
+    recipe = load_recipe(recipe_path)
+    assert recipe.params["tilt_mode"] == "manual"
+    assert (recipe.params["tilt_zenith"], recipe.params["tilt_azimuth"]) == (
+        params.tilt_zenith,
+        params.tilt_azimuth,
+    )
+    out = tmp_path / "out.zarr"
+    _run_recipe(recipe_path, source, out, client)
+    image, extra, attrs = _position(out, "well")
+    _same_bytes(image, phase_layer.data)
+    (written_absorption,) = (v for k, v in extra.items() if k.startswith("absorption"))
+    _same_bytes(written_absorption, absorption.data)
+    written = attrs["provenance"]["result"]
+    assert _measured(written) == _measured(shown)
+    assert written["tilt_map"] == shown["tilt_map"]
 
 
 def test_tv_dock_equals_its_recipe(viewer, qtbot, cpu_device, tmp_path, client):
