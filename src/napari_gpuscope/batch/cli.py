@@ -11,14 +11,22 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from napari_gpuscope.batch.cluster import ClusterChoice
+    from napari_gpuscope.batch.inputs import Position
+    from napari_gpuscope.batch.recipes import Recipe
+    from napari_gpuscope.compute.params import Params
 
 __all__ = ["add_parsers", "dispatch"]
 
 COMMANDS = ("recipe", "run", "validate", "status")
 
 
-def add_parsers(sub: Any) -> None:
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the batch subcommands to the console command's subparsers."""
     from napari_gpuscope.methods import METHODS
 
@@ -111,7 +119,7 @@ MAX_WORKERS = 1000
 """The most workers (local) or SLURM jobs ``--workers`` accepts."""
 
 
-def _int_range(option: str, low: int, high: int) -> Any:
+def _int_range(option: str, low: int, high: int) -> Callable[[str], int]:
     """An argparse type: an integer from ``low`` to ``high`` (argparse exits 2 otherwise)."""
 
     def parse(text: str) -> int:
@@ -195,7 +203,7 @@ def _recipe(args: argparse.Namespace) -> int:
         return _fail(f"--job: {exc.args[0]}")
     import yaml
 
-    changes: dict[str, Any] = {}
+    changes: dict[str, object] = {}
     for item in args.changes:
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
@@ -269,7 +277,7 @@ def _recipe(args: argparse.Namespace) -> int:
     return 0
 
 
-def _field_value(params_class: Any, name: str, text: str) -> Any:
+def _field_value(params_class: type[Params], name: str, text: str) -> object:
     """``--set NAME=TEXT`` read as the field's type (the model validates the value itself).
 
     A choice or string field takes the text as it is (``--set noise_model=no`` is the string,
@@ -293,7 +301,7 @@ def _field_value(params_class: Any, name: str, text: str) -> Any:
     return _number(parsed) if info.kind in ("float", "int") else parsed
 
 
-def _number(parsed: Any) -> Any:
+def _number(parsed: object) -> object:
     """A YAML 1.1 string that is a number (``1e-5``) as that number; anything else unchanged."""
     if isinstance(parsed, str) and parsed.strip().lower() not in ("nan", "inf", "-inf", "+inf"):
         try:
@@ -375,7 +383,9 @@ def _run(args: argparse.Namespace) -> int:
         return _run_on_cluster(args, recipe, positions, choice)
 
 
-def _run_on_cluster(args: argparse.Namespace, recipe: Any, positions: Any, choice: Any) -> int:
+def _run_on_cluster(
+    args: argparse.Namespace, recipe: Recipe, positions: list[Position], choice: ClusterChoice
+) -> int:
     from napari_gpuscope.batch.cluster import open_client
     from napari_gpuscope.batch.progress import ProgressBar
     from napari_gpuscope.batch.runner import StoreExistsError, run_batch

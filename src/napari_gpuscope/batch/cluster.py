@@ -23,7 +23,11 @@ import contextlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from distributed import Client
+    from distributed.deploy import Cluster
 
 __all__ = [
     "CLOSE_TIMEOUT",
@@ -145,7 +149,7 @@ def _spawn() -> None:
     )
 
 
-def _local_cpu(choice: ClusterChoice) -> Any:
+def _local_cpu(choice: ClusterChoice) -> Cluster:
     from distributed import LocalCluster
 
     return LocalCluster(
@@ -181,7 +185,7 @@ def physical_gpus(indices: list[int]) -> list[str]:
     return [names[index] for index in indices]
 
 
-def _local_gpu(choice: ClusterChoice) -> Any:
+def _local_gpu(choice: ClusterChoice) -> Cluster:
     indices = physical_gpus(gpu_indices(choice.device))
     dashboard = choice.dashboard or None
     try:
@@ -201,7 +205,7 @@ def _local_gpu(choice: ClusterChoice) -> Any:
 
 def pinned_gpu_cluster(
     indices: list[int] | list[str], *, dashboard_address: str | None = ":0"
-) -> Any:
+) -> Cluster:
     """One nanny-managed worker process per GPU, pinned with ``CUDA_VISIBLE_DEVICES``.
 
     The variable is in each worker's environment from its start, so its CUDA runtime only ever
@@ -224,7 +228,7 @@ def pinned_gpu_cluster(
     return SpecCluster(workers=workers, scheduler=scheduler, name="napari-gpuscope GPUs")
 
 
-def slurm_cluster(choice: ClusterChoice) -> Any:
+def slurm_cluster(choice: ClusterChoice) -> Cluster:
     """dask-jobqueue's SLURMCluster for ``choice`` (no job is submitted until work exists):
     one worker per job with one thread, one GPU (``--gres=gpu:1``) advertised as ``GPU=1``,
     and a lifetime staggered below the wall time."""
@@ -256,7 +260,7 @@ def slurm_cluster(choice: ClusterChoice) -> Any:
 
 
 @contextlib.contextmanager
-def open_client(choice: ClusterChoice) -> Iterator[Any]:
+def open_client(choice: ClusterChoice) -> Iterator[Client]:
     """A :class:`distributed.Client` on the chosen cluster, closed (with the cluster) after.
 
     Examples
@@ -293,7 +297,7 @@ CLOSE_TIMEOUT = 60.0
 """Seconds the client, the workers and the cluster are each given to close."""
 
 
-def close_cluster(cluster: Any, timeout: float = CLOSE_TIMEOUT) -> None:
+def close_cluster(cluster: Cluster, timeout: float = CLOSE_TIMEOUT) -> None:
     """Close a cluster after its client, its worker processes given ``timeout`` to exit.
 
     A cluster's own ``close()`` closes each nanny with distributed's default of 5 s, of which

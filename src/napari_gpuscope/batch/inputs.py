@@ -18,7 +18,12 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tifffile import TiffFile
+
+    from napari_gpuscope.compute._types import ArrayLike, JSONDict
 
 import numpy as np
 
@@ -50,7 +55,7 @@ class InputInfo:
     pixel_size: tuple[float | None, ...] | None = None
     units: tuple[str | None, ...] | None = None
 
-    def geometry_kwargs(self) -> dict[str, Any]:
+    def geometry_kwargs(self) -> dict[str, tuple[float, ...] | tuple[str, ...]]:
         """Layer kwargs (``scale``, ``units``, ``axis_labels``) for ``result.layers()``.
 
         An axis without a unit (an ImageJ TIFF's time axis) is in ``"pixel"`` (napari's own
@@ -63,7 +68,7 @@ class InputInfo:
         >>> info.geometry_kwargs()["units"]
         ('pixel', 'um', 'um')
         """
-        kwargs: dict[str, Any] = {}
+        kwargs: dict[str, tuple[float, ...] | tuple[str, ...]] = {}
         if self.pixel_size is not None and all(p is not None for p in self.pixel_size):
             kwargs["scale"] = tuple(float(p) for p in self.pixel_size)  # type: ignore[arg-type]
             if self.units is not None and any(self.units):
@@ -114,7 +119,7 @@ class Position:
             return _tiff_info(self.path)
         return _zarr_info(self.path, self.array)
 
-    def open(self) -> Any:
+    def open(self) -> ArrayLike:
         """The position's pixels for a job, read lazily where possible: the Zarr array itself
         (a method reads it chunk by chunk, e.g. eSRRF frames), a read-only memory map of an
         uncompressed TIFF, else the array read into memory."""
@@ -222,7 +227,9 @@ def _tiff_info(path: str) -> InputInfo:
     return InputInfo(shape, dtype, axes, pixel_size, units)
 
 
-def _tiff_pixel_size(tif: Any, axes: tuple[str, ...] | None) -> tuple[Any, Any]:
+def _tiff_pixel_size(
+    tif: TiffFile, axes: tuple[str, ...] | None
+) -> tuple[tuple[float | None, ...] | None, tuple[str | None, ...] | None]:
     """Pixel size from the resolution tags (x, y) and ImageJ's ``spacing`` (z)."""
     if axes is None:
         return None, None
@@ -253,7 +260,7 @@ def _zarr_meta_file(path: Path) -> Path | None:
     return None
 
 
-def _ome_attrs(path: Path) -> dict[str, Any]:
+def _ome_attrs(path: Path) -> JSONDict:
     """The OME attributes of a group (NGFF 0.5 ``attributes.ome`` or 0.4 ``.zattrs``)."""
     for name in ("zarr.json", ".zattrs"):
         file = path / name
@@ -290,7 +297,7 @@ def _zarr_positions(root: Path) -> list[Position]:
     return [_image_position(child, safe_name(child.name)) for child in children]
 
 
-def _plate_positions(root: Path, plate: Any) -> list[Position]:
+def _plate_positions(root: Path, plate: object) -> list[Position]:
     wells = plate.get("wells", []) if isinstance(plate, dict) else None
     if not isinstance(wells, list):
         raise InputError(f"{_meta_name(root)}: the plate's 'wells' is not a list; fix the plate")

@@ -16,9 +16,12 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from napari_gpuscope.batch.store import HOST, LOCK_NAME, BatchStore, StoreError, process_gone
+
+if TYPE_CHECKING:
+    from napari_gpuscope.compute._types import JSONDict
 
 __all__ = ["StoreLock"]
 
@@ -143,7 +146,7 @@ class StoreLock:
         if owner is not None and owner.get("pid") == os.getpid() and owner.get("host") == HOST:
             self.path.unlink(missing_ok=True)
 
-    def owner(self) -> dict[str, Any] | None:
+    def owner(self) -> JSONDict | None:
         """The lock's record (pid, host, since), None when absent or unreadable."""
         content = self._read()
         return None if content is None else _record(content)
@@ -155,7 +158,7 @@ class StoreLock:
         except OSError:
             return None
 
-    def _take_over(self, content: bytes, owner: dict[str, Any] | None) -> bool:
+    def _take_over(self, content: bytes, owner: JSONDict | None) -> bool:
         """Replace the stale generation ``content`` with this process's lock, if this contender
         is the one that takes that generation over; whether it did."""
         generation = hashlib.sha256(content).hexdigest()[:32]
@@ -181,7 +184,7 @@ class StoreLock:
             claim.unlink(missing_ok=True)
 
     @staticmethod
-    def describe(owner: dict[str, Any] | None) -> str:
+    def describe(owner: JSONDict | None) -> str:
         """``"pid 123 on host since 2026-..."`` (or that the lock is unreadable)."""
         if owner is None:
             return "an unreadable lock"
@@ -212,7 +215,7 @@ class StoreLock:
             Path(temporary).unlink(missing_ok=True)
 
     @staticmethod
-    def is_stale(owner: dict[str, Any]) -> bool:
+    def is_stale(owner: JSONDict) -> bool:
         """Whether a lock's owner is gone: its pid runs no process on this host (a lock of
         another host is never stale: its processes cannot be checked from here)."""
         pid = owner.get("pid")
@@ -221,7 +224,7 @@ class StoreLock:
         return process_gone(pid)
 
 
-def _record(content: bytes) -> dict[str, Any] | None:
+def _record(content: bytes) -> JSONDict | None:
     """A lock file's record, None when it is not one (unreadable: stale)."""
     try:
         record = json.loads(content.decode("utf-8"))

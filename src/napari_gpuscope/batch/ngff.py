@@ -11,11 +11,20 @@ groups go, and when, is the store's business (:mod:`napari_gpuscope.batch.store`
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from napari_gpuscope.compute.results import split_result_name
+
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Sequence
+
+    import zarr
+
+    from napari_gpuscope.compute._types import JSONDict
+    from napari_gpuscope.compute.results import LayerDataTuple
 
 __all__ = ["ATTRIBUTE", "check_file_name", "ngff_unit", "read_image", "safe_label", "write_image"]
 
@@ -102,7 +111,9 @@ def safe_label(layer_name: str, index: int) -> str:
 _SPACE = {"x", "y", "z"}
 
 
-def _axes(labels: tuple[str, ...] | None, ndim: int, units: Any) -> list[dict[str, str]]:
+def _axes(
+    labels: tuple[str, ...] | None, ndim: int, units: Sequence[str | None] | None
+) -> list[dict[str, str]]:
     """NGFF axes: the layer's labels when they are valid NGFF names, else the usual trailing
     ``(t, c, z, y, x)``."""
     names = [str(label).lower() for label in labels] if labels else []
@@ -131,7 +142,7 @@ _UNITS = {
 }
 
 
-def ngff_unit(unit: Any) -> str | None:
+def ngff_unit(unit: object) -> str | None:
     """The NGFF (UDUNITS) name of a unit as napari or ImageJ write it; None when unknown.
 
     Examples
@@ -147,7 +158,7 @@ def ngff_unit(unit: Any) -> str | None:
     return _UNITS.get(text, text if text.isalpha() and len(text) > 2 else None)
 
 
-def write_image(group: Any, layer: tuple[Any, dict[str, Any], str], attrs: dict[str, Any]) -> None:
+def write_image(group: zarr.Group, layer: LayerDataTuple, attrs: JSONDict) -> None:
     """Write one image layer into a zarr group as an OME-Zarr image: its array ``0`` (one chunk
     per plane), the multiscales metadata (ome-zarr-py, NGFF 0.5) and the attribute
     :data:`ATTRIBUTE`.
@@ -183,7 +194,7 @@ def write_image(group: Any, layer: tuple[Any, dict[str, Any], str], attrs: dict[
     group.attrs[ATTRIBUTE] = attrs
 
 
-def read_image(path: Any) -> np.ndarray:
+def read_image(path: str | os.PathLike[str]) -> np.ndarray:
     """The full-resolution array ``0`` of the image group at ``path``, read whole."""
     import zarr
 

@@ -24,18 +24,21 @@ import math
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from napari_gpuscope.batch.ngff import ATTRIBUTE
 
+if TYPE_CHECKING:
+    from napari_gpuscope.compute._types import JSONDict
+    from napari_gpuscope.compute.results import LayerDataTuple
+
 __all__ = ["DamagedPosition", "get_reader", "read_position"]
 
-LayerDataTuple = tuple[Any, dict[str, Any], str]
 
 _UNITS = {"micrometer": "µm", "nanometer": "nm", "millimeter": "mm", "second": "s"}
 
 
-def _attributes(folder: Path) -> dict[str, Any] | None:
+def _attributes(folder: Path) -> JSONDict | None:
     """The group attributes of ``folder`` when this package wrote it (its ``zarr.json`` has
     our attribute), else None; never raises."""
     try:
@@ -75,7 +78,7 @@ def _require(condition: bool, folder: Path, what: str) -> None:
         raise DamagedPosition(f"{folder}: {what}")
 
 
-def _layer(folder: Path, attrs: dict[str, Any], visible: bool) -> LayerDataTuple:
+def _layer(folder: Path, attrs: JSONDict, visible: bool) -> LayerDataTuple:
     """The image layer of one group; :class:`DamagedPosition` names what is wrong."""
     import zarr
 
@@ -108,7 +111,7 @@ def _layer(folder: Path, attrs: dict[str, Any], visible: bool) -> LayerDataTuple
     if not (isinstance(axes, list) and all(isinstance(a, dict) and "name" in a for a in axes)):
         axes = []
     name = scales.get("name")
-    kwargs: dict[str, Any] = {
+    kwargs: dict[str, object] = {
         "name": name if isinstance(name, str) and name else folder.name,
         "scale": scale,
         "visible": visible,
@@ -133,7 +136,7 @@ def _layer(folder: Path, attrs: dict[str, Any], visible: bool) -> LayerDataTuple
     return data, kwargs, "image"
 
 
-def _scale(folder: Path, dataset: dict[str, Any], ndim: int) -> tuple[float, ...]:
+def _scale(folder: Path, dataset: JSONDict, ndim: int) -> tuple[float, ...]:
     """The dataset's scale transformation: one positive finite number per axis (1 each when
     there is none)."""
     transforms = dataset.get("coordinateTransformations", [])
@@ -213,7 +216,7 @@ DRIFT_FILE = "drift.csv"
 """A position's drift trace (eSRRF's ``files``), opened as a Tracks layer."""
 
 
-def _frames(shape: list[Any], source: dict[str, Any]) -> int | None:
+def _frames(shape: list[int], source: JSONDict) -> int | None:
     """The input's frame count (its time axis), when its shape and labels say so."""
     labels = ((source.get("geometry") or {}).get("axis_labels")) or ()
     if len(shape) == 3:
@@ -224,7 +227,7 @@ def _frames(shape: list[Any], source: dict[str, Any]) -> int | None:
     return None
 
 
-def _drift_layer(path: Path, batch: dict[str, Any]) -> LayerDataTuple:
+def _drift_layer(path: Path, batch: JSONDict) -> LayerDataTuple:
     """The drift track of ``drift.csv``, as the dock draws it over the input (the input's
     geometry and frame size from the group's ``input`` attribute)."""
     import dataclasses

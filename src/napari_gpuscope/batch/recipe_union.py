@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 from pydantic import (
     AfterValidator,
@@ -31,6 +31,13 @@ from pydantic import (
 
 from napari_gpuscope.methods import METHODS, JobSpec, MethodSpec
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pydantic.fields import FieldInfo
+
+    from napari_gpuscope.compute.params import Params
+
 __all__ = ["explain", "job_recipe_types", "job_recipe_union", "validate"]
 
 
@@ -38,11 +45,11 @@ def _name(*ids: str) -> str:
     return "".join(part.capitalize() for i in ids for part in i.split("_"))
 
 
-def _params_field(params_class: type) -> Any:
+def _params_field(params_class: type[Params]) -> tuple[object, FieldInfo]:
     """The ``params`` field of a job's recipe type: validated by the job's model, held (and
     written) as the model's dict."""
 
-    def known_names(value: Any) -> Any:
+    def known_names(value: object) -> object:
         if isinstance(value, Mapping):
             params_class._check_names(value)  # "TVParams has no parameter(s) [...]"
         return value
@@ -84,7 +91,7 @@ def job_recipe_types(base: type[BaseModel]) -> dict[tuple[str, str], type[BaseMo
     return {(s.id, j.id): _recipe_type(s, j, base) for s in METHODS.values() for j in s.jobs}
 
 
-def _tag(value: Any) -> str:
+def _tag(value: object) -> str:
     """The recipe type a recipe's data selects: ``"method:job"``, or ``""`` (none)."""
     get = value.get if isinstance(value, Mapping) else lambda key: getattr(value, key, None)
     spec = METHODS.get(get("method")) if isinstance(get("method"), str) else None
@@ -94,7 +101,7 @@ def _tag(value: Any) -> str:
     return f"{spec.id}:{job or spec.jobs[0].id}"
 
 
-def job_recipe_union(base: type[BaseModel], *, fallback: bool = False) -> Any:
+def job_recipe_union(base: type[BaseModel], *, fallback: bool = False) -> object:
     """The union of :func:`job_recipe_types`, selected by ``method`` and ``job``.
 
     ``fallback`` adds ``base`` itself for data that selects none (a missing or unknown method
@@ -111,11 +118,13 @@ def _registry_key() -> tuple[tuple[MethodSpec, ...], ...]:
 
 
 @functools.cache
-def _validator(key: Any, base: type[BaseModel]) -> Any:
+def _validator(
+    key: tuple[tuple[MethodSpec, ...], ...], base: type[BaseModel]
+) -> Callable[[object], BaseModel]:
     return TypeAdapter(job_recipe_union(base, fallback=True)).validate_python
 
 
-def validate(base: type[BaseModel], data: dict[str, Any]) -> BaseModel:
+def validate(base: type[BaseModel], data: Mapping[str, object]) -> BaseModel:
     """Validate ``data`` as the recipe type its ``method`` and ``job`` select (``base`` when
     they select none); raises pydantic's :class:`~pydantic.ValidationError`
     (:func:`explain` words it)."""

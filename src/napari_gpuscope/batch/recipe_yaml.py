@@ -18,7 +18,12 @@ napari_gpuscope.batch.recipe_yaml.RecipeYamlError: key 'method' appears twice in
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import yaml
+
+    from napari_gpuscope.compute._types import JSONDict, JSONValue
 
 __all__ = ["RecipeYamlError", "read_yaml", "write_yaml"]
 
@@ -28,7 +33,7 @@ class RecipeYamlError(ValueError):
     file)."""
 
 
-def read_yaml(text: str) -> Any:
+def read_yaml(text: str) -> JSONValue:
     """Parse YAML text with the strict safe loader.
 
     Raises
@@ -47,14 +52,14 @@ def read_yaml(text: str) -> Any:
         raise RecipeYamlError(f"not a safe YAML recipe: {_yaml_problem(exc)}") from None
 
 
-def write_yaml(data: Any) -> str:
+def write_yaml(data: JSONDict) -> str:
     """YAML text of plain data (safe types only), keys in their order."""
     import yaml
 
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
 
-def _yaml_problem(exc: Any) -> str:
+def _yaml_problem(exc: yaml.YAMLError) -> str:
     """PyYAML's error on one line: what is wrong and where (its message spans several lines,
     quoting the text)."""
     problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
@@ -74,11 +79,11 @@ def _strict_loader() -> type:
     import yaml
 
     class StrictLoader(yaml.SafeLoader):
-        def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+        def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict[object, object]:
             if not isinstance(node, yaml.MappingNode):
                 return super().construct_mapping(node, deep=deep)
             self.flatten_mapping(node)
-            mapping: dict[Any, Any] = {}
+            mapping: dict[object, object] = {}
             for key_node, value_node in node.value:
                 key = self.construct_object(key_node, deep=deep)
                 line = key_node.start_mark.line + 1

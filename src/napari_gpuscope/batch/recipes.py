@@ -41,7 +41,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -49,6 +49,12 @@ from napari_gpuscope.batch.recipe_union import explain, job_recipe_types, job_re
 from napari_gpuscope.batch.recipe_yaml import RecipeYamlError, read_yaml, write_yaml
 from napari_gpuscope.methods import METHODS, JobSpec, method
 from napari_gpuscope.provenance import software_versions
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from napari_gpuscope.compute._types import JSONDict
+    from napari_gpuscope.compute.params import Params
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -192,7 +198,7 @@ class Recipe(BaseModel):
             )
         return self
 
-    def __reduce__(self) -> Any:
+    def __reduce__(self) -> tuple[Callable[[JSONDict], Recipe], tuple[JSONDict]]:
         # The recipe types are made at run time: pickle the data, rebuild from the registry.
         return (_rebuild, (self.model_dump(mode="json"),))
 
@@ -200,10 +206,10 @@ class Recipe(BaseModel):
     @classmethod
     def from_params(
         cls,
-        params: Any,
+        params: Params,
         *,
         job: str | None = None,
-        input: InputFacts | Mapping[str, Any] | None = None,
+        input: InputFacts | Mapping[str, object] | None = None,
         artifacts: list[Artifact] | None = None,
         source: str | None = None,
     ) -> Recipe:
@@ -231,7 +237,7 @@ class Recipe(BaseModel):
         return cls.from_data(data)
 
     @classmethod
-    def from_defaults(cls, method_id: str, *, job: str | None = None, **changes: Any) -> Recipe:
+    def from_defaults(cls, method_id: str, *, job: str | None = None, **changes: object) -> Recipe:
         """A recipe with the default parameters of a method's job (default: its main job)."""
         params = method(method_id).job_spec(job).params_class()(**changes)
         return cls.from_params(params, job=job)
@@ -240,7 +246,7 @@ class Recipe(BaseModel):
         """The recipe's job in the registry (its method's main job when :attr:`job` is None)."""
         return method(self.method).job_spec(self.job)
 
-    def params_model(self) -> Any:
+    def params_model(self) -> Params:
         """The job's params model instance."""
         return self.job_spec().params_class().from_dict(self.params)
 
@@ -309,7 +315,7 @@ class Recipe(BaseModel):
         return cls.from_data(data, origin=origin)
 
     @classmethod
-    def from_data(cls, data: Any, *, origin: str = "recipe") -> Recipe:
+    def from_data(cls, data: object, *, origin: str = "recipe") -> Recipe:
         """Validate a parsed mapping (see :meth:`from_yaml`) as the recipe type of its job."""
         if not isinstance(data, Mapping):
             raise RecipeError(f"{origin}: a recipe is a mapping of keys, got {type(data).__name__}")
@@ -325,7 +331,7 @@ class Recipe(BaseModel):
         return path
 
 
-def _rebuild(data: dict[str, Any]) -> Recipe:
+def _rebuild(data: JSONDict) -> Recipe:
     return Recipe.from_data(data)
 
 
@@ -336,7 +342,7 @@ def recipe_types() -> dict[tuple[str, str], type[Recipe]]:
     return job_recipe_types(Recipe)
 
 
-def recipe_union(*, fallback: bool = False) -> Any:
+def recipe_union(*, fallback: bool = False) -> object:
     """The union of :func:`recipe_types`, selected by ``method`` and ``job``.
 
     ``fallback`` adds the generic :class:`Recipe` for data that selects none (a missing or

@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from napari_gpuscope.compute._types import JSONDict
 
 __all__ = ["BatchReport"]
 
@@ -50,7 +53,7 @@ class BatchReport:
     done: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
-    timings: dict[str, Any] = field(default_factory=dict)
+    timings: JSONDict = field(default_factory=dict)
     dashboard: str | None = None
     dry_run: bool = False
     interrupted: bool = False

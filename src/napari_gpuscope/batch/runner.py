@@ -23,7 +23,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from napari_gpuscope.batch.cluster import GPU_RESOURCE
 from napari_gpuscope.batch.inputs import Position
@@ -32,6 +32,11 @@ from napari_gpuscope.batch.recipes import Recipe
 from napari_gpuscope.batch.report import BatchReport
 from napari_gpuscope.batch.store import BatchStore, StoreError, marker_key
 from napari_gpuscope.batch.tasks import TaskSpec, prepare_run, run_position
+
+if TYPE_CHECKING:
+    from distributed import Client, Future
+
+    from napari_gpuscope.compute._types import JSONDict
 
 __all__ = ["StoreExistsError", "check_run", "plan", "run_batch"]
 
@@ -136,7 +141,7 @@ def run_batch(
     recipe: Recipe,
     positions: Sequence[Position],
     out: str | Path,
-    client: Any,
+    client: Client,
     *,
     resume: bool = False,
     overwrite: bool = False,
@@ -207,7 +212,7 @@ def _run_batch(
     recipe: Recipe,
     positions: Sequence[Position],
     out: str | Path,
-    client: Any,
+    client: Client,
     resume: bool,
     overwrite: bool,
     device: str,
@@ -301,12 +306,12 @@ def _run_batch(
 
 
 def _submit(
-    client: Any,
+    client: Client,
     spec: TaskSpec,
     todo: list[tuple[Position, str]],
-    resources: Any,
+    resources: dict[str, float] | None,
     prepare_on: Sequence[Position],
-) -> dict[Any, Position]:
+) -> dict[Future, Position]:
     from napari_gpuscope.methods import load, method
 
     run_id = uuid.uuid4().hex[:8]
@@ -336,7 +341,7 @@ def _submit(
     }
 
 
-def _outcome(future: Any, position: Position) -> dict[str, Any]:
+def _outcome(future: Future, position: Position) -> JSONDict:
     """The task's summary, or a failed one when the task could not report (worker died,
     ``prepare`` failed)."""
     try:
@@ -356,7 +361,7 @@ def _outcome(future: Any, position: Position) -> dict[str, Any]:
 
 def _run_record(
     recipe: Recipe, recipe_hash: str, positions: Sequence[Position], input_name: str
-) -> dict[str, Any]:
+) -> JSONDict:
     entries = []
     for position in positions:
         try:

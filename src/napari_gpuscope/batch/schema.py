@@ -23,22 +23,26 @@ Examples
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pydantic import TypeAdapter
 
 from napari_gpuscope.batch.recipes import SCHEMA_VERSION, recipe_union
 from napari_gpuscope.methods import METHODS
 
+if TYPE_CHECKING:
+    from napari_gpuscope.compute._types import JSONDict
+    from napari_gpuscope.compute.params import Params
+
 __all__ = ["params_schema", "recipe_json_schema", "schema_text"]
 
 
-def params_schema(params_cls: type) -> dict[str, Any]:
+def params_schema(params_cls: type[Params]) -> JSONDict:
     """JSON Schema of one params model (every key optional: defaults fill the rest)."""
     return params_cls.model_json_schema()  # type: ignore[attr-defined]
 
 
-def recipe_json_schema() -> dict[str, Any]:
+def recipe_json_schema() -> JSONDict:
     """The recipe's JSON Schema (draft 2020-12), with every registered method's parameters."""
     union = TypeAdapter(recipe_union()).json_schema()
     return {

@@ -6,12 +6,16 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from napari_gpuscope.batch.inputs import Position
 from napari_gpuscope.batch.ngff import ngff_unit
 from napari_gpuscope.batch.recipes import Recipe
 from napari_gpuscope.batch.store import BatchStore
+
+if TYPE_CHECKING:
+    from napari_gpuscope.batch.inputs import InputInfo
+    from napari_gpuscope.batch.recipes import InputFacts
 
 __all__ = ["StoreStatus", "has_input_facts", "store_status", "validate_inputs"]
 
@@ -192,7 +196,7 @@ def has_input_facts(recipe: Recipe) -> bool:
     return any(value is not None for value in recipe.input.model_dump().values())
 
 
-def _mismatches(facts: Any, info: Any) -> list[str]:
+def _mismatches(facts: InputFacts, info: InputInfo) -> list[str]:
     out = []
     if facts.ndim is not None and len(info.shape) != facts.ndim:
         out.append(f"{len(info.shape)} dimensions {info.shape}, the recipe expects {facts.ndim}")

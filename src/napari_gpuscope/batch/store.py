@@ -44,11 +44,15 @@ import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from napari_gpuscope.batch.ngff import check_file_name, read_image, safe_label, write_image
+
+if TYPE_CHECKING:
+    from napari_gpuscope.compute._types import JSONDict
+    from napari_gpuscope.compute.results import LayerDataTuple
 
 __all__ = ["HOST", "LOCK_NAME", "BatchStore", "StoreError", "marker_key", "process_gone"]
 
@@ -69,7 +73,7 @@ def marker_key(recipe_hash: str, identity: str) -> str:
     return hashlib.sha256(f"{recipe_hash}\n{identity}".encode()).hexdigest()
 
 
-def _write_json_atomic(path: Path, data: Any) -> None:
+def _write_json_atomic(path: Path, data: JSONDict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -104,7 +108,7 @@ class BatchStore:
         self.markers = self.out.with_name(self.out.name + ".batch")
 
     # ---------------------------------------------------------------- driver side
-    def prepare(self, run: dict[str, Any], *, overwrite: bool = False) -> None:
+    def prepare(self, run: JSONDict, *, overwrite: bool = False) -> None:
         """Create the store and write ``run.json``; ``overwrite`` first deletes every earlier
         output and marker."""
         import zarr
@@ -154,7 +158,7 @@ class BatchStore:
             else:
                 child.unlink(missing_ok=True)
 
-    def run_record(self) -> dict[str, Any] | None:
+    def run_record(self) -> JSONDict | None:
         """The last run's ``run.json`` (None when the store was never run).
 
         Raises
@@ -184,11 +188,11 @@ class BatchStore:
             )
         return record
 
-    def done_record(self, name: str) -> dict[str, Any] | None:
+    def done_record(self, name: str) -> JSONDict | None:
         """A position's completion marker, or None."""
         return self._read(self.markers / "done" / f"{name}.json")
 
-    def failed_record(self, name: str) -> dict[str, Any] | None:
+    def failed_record(self, name: str) -> JSONDict | None:
         """A position's failure record, or None."""
         return self._read(self.markers / "failed" / f"{name}.json")
 
@@ -218,7 +222,7 @@ class BatchStore:
         return digest.hexdigest()
 
     @staticmethod
-    def _read(path: Path) -> dict[str, Any] | None:
+    def _read(path: Path) -> JSONDict | None:
         try:
             return json.loads(path.read_text())
         except (OSError, ValueError):
@@ -233,8 +237,8 @@ class BatchStore:
     def write_position(
         self,
         name: str,
-        layers: list[tuple[Any, dict[str, Any], str]],
-        attrs: dict[str, Any],
+        layers: list[LayerDataTuple],
+        attrs: JSONDict,
         files: Mapping[str, str] | None = None,
     ) -> list[str]:
         """Write a position's image layers as OME-Zarr image groups, and its text files beside
@@ -350,12 +354,12 @@ class BatchStore:
             return
         raise OSError(f"could not move the written group into place at {final}")
 
-    def mark_done(self, name: str, record: dict[str, Any]) -> None:
+    def mark_done(self, name: str, record: JSONDict) -> None:
         """Write the completion marker (after the group is complete); clear a failure."""
         _write_json_atomic(self.markers / "done" / f"{name}.json", record)
         (self.markers / "failed" / f"{name}.json").unlink(missing_ok=True)
 
-    def mark_failed(self, name: str, record: dict[str, Any]) -> None:
+    def mark_failed(self, name: str, record: JSONDict) -> None:
         """Record why a position failed."""
         _write_json_atomic(self.markers / "failed" / f"{name}.json", record)
 

@@ -41,16 +41,17 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from napari_gpuscope.batch.inputs import Position
 from napari_gpuscope.batch.recipes import Recipe
 from napari_gpuscope.batch.store import BatchStore
 
 if TYPE_CHECKING:
+    from napari_gpuscope.compute._types import ArrayLike, JSONDict
     from napari_gpuscope.compute.jobs import Job
     from napari_gpuscope.compute.params import Params
-    from napari_gpuscope.compute.results import MethodResult
+    from napari_gpuscope.compute.results import Geometry, MethodResult
 
 __all__ = [
     "POOL_SLACK",
@@ -89,7 +90,7 @@ class TaskSpec:
         driver before the run).
     """
 
-    recipe: dict[str, Any]
+    recipe: JSONDict
     recipe_hash: str
     out: str
     device: str = "cpu"
@@ -155,7 +156,7 @@ class ResolvedRecipe:
     recipe_hash: str
     params: Params
     job_function: Callable[..., Job[MethodResult]]
-    hooks: Any = None
+    hooks: object = None
     job_id: str = ""
 
     @classmethod
@@ -176,9 +177,9 @@ class ResolvedRecipe:
 
     def make_job(
         self,
-        data: Any,
+        data: ArrayLike,
         device: str,
-        prepared: Any = None,
+        prepared: object = None,
         axes: tuple[str, ...] | None = None,
     ) -> Job[MethodResult]:
         """One position's job: the hooks' ``job`` (given ``prepared``) or the method's; a job
@@ -204,7 +205,7 @@ class ResolvedRecipe:
         return self.job_function(data, params=self.params, device=device, **extra)
 
 
-def _takes(function: Callable[..., Any], keyword: str) -> bool:
+def _takes(function: Callable[..., object], keyword: str) -> bool:
     """Whether ``function`` has a parameter called ``keyword``."""
     try:
         return keyword in inspect.signature(function).parameters
@@ -229,10 +230,10 @@ def _device(task: TaskSpec) -> str:
     return str(resolve_device(None if task.device == "cuda" else task.device))
 
 
-def prepare_run(task: TaskSpec, positions: Sequence[Position]) -> Any:
+def prepare_run(task: TaskSpec, positions: Sequence[Position]) -> object:
     """Run a two-phase method's ``prepare`` once (as one task); None for other methods."""
     resolved = task.resolve()
-    prepare: Callable[..., Any] | None = getattr(resolved.hooks, "prepare", None)
+    prepare: Callable[..., object] | None = getattr(resolved.hooks, "prepare", None)
     if prepare is None:
         return None
     device = _device(task)
@@ -268,7 +269,7 @@ class Screened:
     """What :func:`prepare_run` returns for hooks with ``screen``: ``prepare``'s value on the
     positions that passed, and the positions left out with their reasons."""
 
-    value: Any
+    value: object
     excluded: dict[str, str] = field(default_factory=dict)
 
 
@@ -276,7 +277,7 @@ class NotMeasurableError(ValueError):
     """The job ran but its input held nothing to measure (the result says why)."""
 
 
-def run_position(task: TaskSpec, position: Position, key: str, prepared: Any = None) -> dict:
+def run_position(task: TaskSpec, position: Position, key: str, prepared: object = None) -> dict:
     """Compute, write and mark one position; returns a small JSON-able summary.
 
     Parameters
@@ -403,7 +404,7 @@ def run_position(task: TaskSpec, position: Position, key: str, prepared: Any = N
         release_pools(device, failed=failed)
 
 
-def _result_files(result: MethodResult, geometry: Any) -> dict[str, str]:
+def _result_files(result: MethodResult, geometry: Geometry) -> dict[str, str]:
     """The result's text files (``files(geometry)``, optional in the result protocol: e.g.
     eSRRF's ``{"drift.csv": ...}``); ``{}`` for results without it."""
     make = getattr(result, "files", None)
@@ -418,12 +419,12 @@ def _result_files(result: MethodResult, geometry: Any) -> dict[str, str]:
     return dict(files)
 
 
-def _json_geometry(kwargs: Mapping[str, Any]) -> dict[str, list[Any]]:
+def _json_geometry(kwargs: Mapping[str, object]) -> dict[str, list[object]]:
     """The input's layer geometry (scale, units, axis labels) as JSON lists."""
     return {key: list(value) for key, value in kwargs.items() if value is not None}
 
 
-def _already_done(store: BatchStore, position: Position) -> dict[str, Any]:
+def _already_done(store: BatchStore, position: Position) -> JSONDict:
     """The summary of a position another attempt completed (its marker's, without the key)."""
     record = store.done_record(position.name) or {}
     return {
@@ -440,11 +441,11 @@ class _LeftOut(ValueError):
 def _compute(
     resolved: ResolvedRecipe,
     position: Position,
-    data: Any,
+    data: ArrayLike,
     device: str,
-    prepared: Any,
+    prepared: object,
     axes: tuple[str, ...] | None = None,
-) -> tuple[MethodResult, dict[str, Any]]:
+) -> tuple[MethodResult, JSONDict]:
     from napari_gpuscope.compute import devices
     from napari_gpuscope.compute.jobs import run_job
     from napari_gpuscope.provenance import build_provenance
