@@ -147,3 +147,28 @@ def test_the_apply_panels_recipe_runs_what_apply_did(viewer, dock, qtbot, tmp_pa
     assert set(shown) >= SHADING and not SHADING & set(written)
     assert written == {k: v for k, v in measured(shown).items() if k not in SHADING}
     assert written["profile"] == _json(profile.summary())
+
+
+def test_apply_corrects_a_4d_layer_along_the_axis_its_profile_was_fitted_on(viewer, dock, qtbot):
+    """A (C, T, Y, X) layer fitted with the independent axis 0 is applied with it: before, the
+    panel passed no axis and the apply job refused the 4D layer it had just been fitted on."""
+    from napari_gpuscope.compute.flatfield import iter_apply_profile
+
+    truth = shaded_tiles(8, (32, 32), seed=13)
+    stack = np.stack([truth.images, 3 * truth.images]).astype(np.float32)  # (C, T, Y, X)
+    viewer.add_image(stack, name="channels")
+    select_input(dock, "channels")
+    dock.set_param("working_size", 32)
+    dock.set_param("batch_axis", 0)
+    profile = _fit(dock, qtbot)
+    assert profile.batch_axis == 0 and profile.flatfield.shape == (2, 32, 32)
+    panel = dock.apply_panel
+    assert panel.target.layer == viewer.layers["channels"]  # the fitted layer, by default
+    assert panel.apply(), panel.status.text()
+    qtbot.waitUntil(lambda: not panel.running, timeout=120_000)
+    corrected = viewer.layers[-1]
+    assert corrected.name.startswith("flat-field corrected · channels"), panel.status.text()
+    direct = run_job(
+        iter_apply_profile(stack, profile, panel.params(), batch_axis=0, device="cpu")
+    ).image
+    same_bytes(np.asarray(corrected.data), direct)

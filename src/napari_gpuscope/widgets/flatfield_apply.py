@@ -281,9 +281,13 @@ class ApplyPanel(QGroupBox):
             return False
         try:
             params = self.params()
-            # The registry's apply job, given the profile it needs (JobSpec.needs).
+            # The registry's apply job, given the profile it needs (JobSpec.needs); a 4D layer
+            # is corrected along the axis the profile was fitted with (batch_axis).
             apply = self.dock.spec.job_spec("apply").job_function()
-            job = apply(layer.data, params=params, profile=self.profile, device=device)
+            axis = self.profile.batch_axis if np.ndim(layer.data) == 4 else None
+            job = apply(
+                layer.data, params=params, profile=self.profile, batch_axis=axis, device=device
+            )
             self.dock.start_job(
                 "apply",
                 job,
