@@ -18,7 +18,15 @@ import sys
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import napari
+
+    from .compute._types import ArrayLike
+    from .compute.results import LayerDataTuple
+    from .demos import DemoRun
+    from .methods import MethodSpec
 
 import numpy as np
 
@@ -53,7 +61,7 @@ def _has_display() -> bool:
     )
 
 
-def _show_middle_plane(viewer: Any) -> None:
+def _show_middle_plane(viewer: napari.Viewer) -> None:
     """Put every slider (the axes not displayed) on its middle plane, not on plane 0."""
     displayed = set(viewer.dims.displayed)
     viewer.dims.current_step = tuple(
@@ -64,7 +72,7 @@ def _show_middle_plane(viewer: Any) -> None:
     )
 
 
-def _demo_sample_layers(spec: Any) -> list[Any]:
+def _demo_sample_layers(spec: MethodSpec) -> list[LayerDataTuple]:
     """The layer-data tuples the interactive demo opens: the method's first volume (or
     stack), so the dock shows how it handles more than one plane; else its first sample."""
     for sample in reversed(spec.samples):
@@ -74,7 +82,7 @@ def _demo_sample_layers(spec: Any) -> list[Any]:
     return spec.samples[0].load()
 
 
-def _populate_demo(viewer: Any) -> None:
+def _populate_demo(viewer: napari.Viewer) -> None:
     """Open one sample at its middle plane, selected, and every method's dock."""
     from napari.layers import Layer
 
@@ -124,7 +132,7 @@ def demo_grid_shape(viewboxes: int) -> tuple[int, int]:
     return (2, -(-viewboxes // 2))
 
 
-def _robust_limits(data: Any) -> tuple[float, float]:
+def _robust_limits(data: ArrayLike) -> tuple[float, float]:
     """0.1 and 99.9 percentiles of (a sample of) the values: a few bright spots must not make
     the rest of the input dark."""
     import numpy as np
@@ -138,7 +146,7 @@ def _robust_limits(data: Any) -> tuple[float, float]:
     return (low, high) if high > low else (low - 0.5, high + 0.5)
 
 
-def _demo_viewer(run: Any) -> Any:
+def _demo_viewer(run: DemoRun) -> napari.Viewer:
     """A shown viewer with the sample and its results side by side in one row (two rows from
     four panels): results in the input's unit on the input's display range, others on their own
     range and labelled with what they show."""
@@ -191,7 +199,7 @@ def _demo_viewer(run: Any) -> Any:
     return viewer
 
 
-def _value_limits(data: Any) -> tuple[float, float]:
+def _value_limits(data: ArrayLike) -> tuple[float, float]:
     """The finite value range of a result (a constant one widened, as napari needs)."""
     import numpy as np
 
@@ -203,7 +211,7 @@ def _value_limits(data: Any) -> tuple[float, float]:
     return (low, high) if high > low else (low - 0.5, high + 0.5)
 
 
-def _screenshot(run: Any, path: Path) -> None:
+def _screenshot(run: DemoRun, path: Path) -> None:
     from .export import export_screenshot
     from .export._panels import figure_panels, world_region
 

@@ -13,13 +13,18 @@ import importlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .compute import devices
 from .compute.jobs import run_job
 from .compute.results import Geometry, LayerDataTuple, split_result_name
 from .methods import METHODS, MethodSpec
 from .provenance import PROVENANCE_KEY, build_provenance
+
+if TYPE_CHECKING:
+    from .compute._types import ArrayLike, JSONDict
+    from .compute.params import Params
+    from .compute.results import MethodResult
 
 __all__ = ["DEMO_QUANTITY_KEY", "DemoRun", "available_demos", "output_kind", "run_demo"]
 
@@ -56,7 +61,7 @@ class DemoRun:
         return self.result_layers[0]
 
     @property
-    def provenance(self) -> dict[str, Any]:
+    def provenance(self) -> JSONDict:
         """The result's provenance record."""
         return self.result_layer[1]["metadata"][PROVENANCE_KEY]
 
@@ -143,11 +148,11 @@ def output_kind(name: str, input_name: str, label: str = "") -> str:
 
 
 def _follow_up_layers(
-    follow_up: Callable[..., Any],
+    follow_up: Callable[..., tuple[str, MethodResult]],
     spec: MethodSpec,
-    sample: tuple[Any, dict[str, Any]],
-    result: Any,
-    params: Any,
+    sample: tuple[ArrayLike, dict[str, object]],
+    result: MethodResult,
+    params: Params,
     device: str,
 ) -> list[LayerDataTuple]:
     """The layers of the follow-up job (e.g. flat-field's Apply of the fitted profile), with
@@ -168,7 +173,7 @@ def _follow_up_layers(
     )
 
 
-def _sample_hook(spec: MethodSpec, name: str) -> Callable[..., Any] | None:
+def _sample_hook(spec: MethodSpec, name: str) -> Callable[..., object] | None:
     """An optional function ``name`` beside the method's ``demo_params`` (its sample module):
     ``demo_follow_up(data, kwargs, result, params, device) -> (job name, result)`` runs a job
     on the main result whose layers the demo shows too (flat-field: the tiles corrected with the

@@ -12,7 +12,10 @@ import importlib.metadata
 import json
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .compute._types import JSONDict, JSONValue
 
 import numpy as np
 
@@ -28,7 +31,7 @@ __all__ = [
 PROVENANCE_KEY = "napari_gpuscope"
 
 
-def provenance_of(layer: Any) -> dict[str, Any] | list[Any] | None:
+def provenance_of(layer: object) -> JSONDict | list[JSONValue] | None:
     """The provenance record a layer carries in ``metadata[PROVENANCE_KEY]``, else ``None``.
 
     Parameters
@@ -53,7 +56,7 @@ def provenance_of(layer: Any) -> dict[str, Any] | list[Any] | None:
     return record if isinstance(record, dict | list) else None
 
 
-def is_result(layer: Any) -> bool:
+def is_result(layer: object) -> bool:
     """Whether ``layer`` is a result: it carries a provenance record.
 
     The figure export lists the provenance of the visible result layers, "Save result as TIFF"
@@ -86,7 +89,7 @@ def software_versions() -> dict[str, str | None]:
     }
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(value: object) -> JSONValue:
     """Convert numpy scalars/arrays, tuples and non-finite floats into plain JSON values."""
     if isinstance(value, Mapping):
         return {str(k): _jsonable(v) for k, v in value.items()}
@@ -105,13 +108,13 @@ def _jsonable(value: Any) -> Any:
 
 def build_provenance(
     method: str,
-    parameters: Mapping[str, Any],
+    parameters: Mapping[str, object],
     *,
     device: str,
     input_name: str | None,
     elapsed_seconds: float,
-    result: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+    result: Mapping[str, object] | None = None,
+) -> JSONDict:
     """Assemble a provenance record.
 
     Parameters
@@ -148,6 +151,8 @@ def build_provenance(
     )
 
 
-def provenance_json(record: Mapping[str, Any] | list[Any], *, indent: int | None = None) -> str:
+def provenance_json(
+    record: Mapping[str, object] | list[JSONValue], *, indent: int | None = None
+) -> str:
     """Serialise a provenance record (or a list of them) to JSON."""
     return json.dumps(_jsonable(record), indent=indent, sort_keys=True)

@@ -7,7 +7,7 @@ Tests replace :func:`QFileDialog.getSaveFileName` or drive the option dialogs di
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from qtpy.QtWidgets import (
     QApplication,
@@ -34,6 +34,11 @@ from napari_gpuscope.export.figure import (
 )
 from napari_gpuscope.export.tiff import DTYPES, UINT16_SCALINGS, TiffOptions
 
+if TYPE_CHECKING:
+    from napari.viewer import Viewer
+
+    from napari_gpuscope.compute.params import Params
+
 __all__ = [
     "FigureOptionsDialog",
     "TiffOptionsDialog",
@@ -54,7 +59,7 @@ def _parent() -> QWidget | None:
     return QApplication.activeWindow()
 
 
-def napari_stylesheet(viewer: Any = None) -> str:
+def napari_stylesheet(viewer: Viewer | None = None) -> str:
     """The stylesheet napari gives its own window for the viewer's theme and font size.
 
     ``viewer.theme`` wins over the settings (a viewer can have its own theme); ``"system"``
@@ -79,7 +84,7 @@ def ask_save_path(caption: str, suggested: Path, file_filter: str, suffix: str) 
 class _OptionsDialog(QDialog):
     """A small modal form with OK/Cancel, themed like napari, returning ``options()``."""
 
-    def __init__(self, parent: QWidget | None = None, viewer: Any = None) -> None:
+    def __init__(self, parent: QWidget | None = None, viewer: Viewer | None = None) -> None:
         super().__init__(parent)
         self.setStyleSheet(napari_stylesheet(viewer))
 
@@ -93,12 +98,12 @@ class _OptionsDialog(QDialog):
         layout.addLayout(form)
         layout.addWidget(self.buttons)
 
-    def options(self) -> Any:
+    def options(self) -> Params:
         """The values currently shown."""
         raise NotImplementedError
 
     @classmethod
-    def ask(cls, defaults: Any, viewer: Any = None) -> Any:
+    def ask(cls, defaults: Params, viewer: Viewer | None = None) -> Params | None:
         """Show the dialog modally; ``None`` when cancelled."""
         dialog = cls(defaults, _parent(), viewer=viewer)
         try:
@@ -117,7 +122,11 @@ class FigureOptionsDialog(_OptionsDialog):
     """
 
     def __init__(
-        self, defaults: FigureOptions, parent: QWidget | None = None, *, viewer: Any = None
+        self,
+        defaults: FigureOptions,
+        parent: QWidget | None = None,
+        *,
+        viewer: Viewer | None = None,
     ) -> None:
         super().__init__(parent, viewer)
         self.setWindowTitle("Export figure")
@@ -187,7 +196,7 @@ class FigureOptionsDialog(_OptionsDialog):
         self._by_width = by_width
         self._update()
 
-    def _update(self, *_: Any) -> None:
+    def _update(self, *_: object) -> None:
         """Refresh the linked field and the size line from the plan."""
         if self._viewer is None:
             self.size_label.setText("")
@@ -237,7 +246,7 @@ class TiffOptionsDialog(_OptionsDialog):
     """Sample type and uint16 scaling for :func:`save_layer_tiff`."""
 
     def __init__(
-        self, defaults: TiffOptions, parent: QWidget | None = None, *, viewer: Any = None
+        self, defaults: TiffOptions, parent: QWidget | None = None, *, viewer: Viewer | None = None
     ) -> None:
         super().__init__(parent, viewer)
         self.setWindowTitle("TIFF options")

@@ -11,7 +11,6 @@ import functools
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
@@ -31,6 +30,8 @@ __all__ = [
 ]
 
 RGB = tuple[int, int, int]
+Face = ImageFont.FreeTypeFont | ImageFont.ImageFont
+"""A font PIL draws with (a TrueType face, or PIL's default when none is found)."""
 
 
 @functools.cache
@@ -42,7 +43,7 @@ def _font_file() -> str | None:
 
 
 @functools.cache
-def font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
+def font(size: int) -> Face:
     """DejaVu Sans at ``size`` pixels (Pillow's default font when it is missing)."""
     path = _font_file()
     if path is None:
@@ -50,18 +51,18 @@ def font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
     return ImageFont.truetype(path, size)
 
 
-def line_height(face: Any) -> int:
+def line_height(face: Face) -> int:
     """Height of one line of text (ascent + descent)."""
     ascent, descent = face.getmetrics()
     return int(ascent + descent)
 
 
-def text_width(face: Any, text: str) -> int:
+def text_width(face: Face, text: str) -> int:
     """Advance width of ``text``."""
     return math.ceil(face.getlength(text))
 
 
-def truncate(face: Any, text: str, width: int) -> str:
+def truncate(face: Face, text: str, width: int) -> str:
     """``text``, shortened with an ellipsis to fit ``width`` pixels."""
     if text_width(face, text) <= width:
         return text
@@ -70,7 +71,7 @@ def truncate(face: Any, text: str, width: int) -> str:
     return text + "…" if text else ""
 
 
-def wrap(face: Any, text: str, width: int, max_lines: int = 2) -> list[str]:
+def wrap(face: Face, text: str, width: int, max_lines: int = 2) -> list[str]:
     """``text`` broken at spaces into lines of at most ``width`` pixels, at most ``max_lines`` of
     them (the last one shortened with an ellipsis when text is left over; a word wider than a
     line is shortened too).
@@ -96,12 +97,12 @@ def wrap(face: Any, text: str, width: int, max_lines: int = 2) -> list[str]:
     return [truncate(face, line, width) for line in lines] or [""]
 
 
-def draw_text(image: Image.Image, xy: tuple[int, int], text: str, face: Any, fill: RGB) -> None:
+def draw_text(image: Image.Image, xy: tuple[int, int], text: str, face: Face, fill: RGB) -> None:
     """Draw ``text`` with its line box's top-left corner at ``xy``."""
     ImageDraw.Draw(image).text(xy, text, font=face, fill=fill, anchor="la")
 
 
-def rotated_text(text: str, face: Any, fill: RGB, background: RGB) -> Image.Image:
+def rotated_text(text: str, face: Face, fill: RGB, background: RGB) -> Image.Image:
     """``text`` rotated to read bottom to top, on ``background``."""
     strip = Image.new("RGB", (max(1, text_width(face, text)), line_height(face)), background)
     ImageDraw.Draw(strip).text((0, 0), text, font=face, fill=fill, anchor="la")

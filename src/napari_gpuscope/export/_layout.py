@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -21,8 +21,12 @@ from napari_gpuscope.export._options import DEFAULT_DPI, DPI_RANGE, MM_PER_INCH,
 from napari_gpuscope.export.units import intensity_unit, quantity
 
 if TYPE_CHECKING:
+    import pint
     from napari.layers import Layer
+    from napari.utils.colormaps import Colormap
     from napari.viewer import Viewer
+
+    from napari_gpuscope.compute._types import JSONDict
 
 __all__ = [
     "Colorbar",
@@ -52,7 +56,7 @@ class Colorbar:
     """One display range (colormap, contrast limits, gamma, unit) and the layers that use it."""
 
     layers: tuple[str, ...]
-    colormap: Any
+    colormap: Colormap
     contrast_limits: tuple[float, float]
     gamma: float
     unit: str | None
@@ -63,7 +67,7 @@ class Colorbar:
         """What the values are and their unit, e.g. "Intensity (ADU)", "Phase (rad)"."""
         return self.quantity + (f" ({self.unit})" if self.unit else "")
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONDict:
         return {
             "layers": list(self.layers),
             "colormap": str(self.colormap.name),
@@ -83,7 +87,7 @@ class Scene:
     grid: tuple[int, int]
     panel_size: tuple[int, int]  # (height, width) in figure pixels
     region: _panels.Region | None  # None in 3D
-    length_unit: Any | None
+    length_unit: pint.Unit | None
     colorbars: list[Colorbar]
     zoom: int
     caption: str
@@ -149,12 +153,12 @@ def measure_scene(viewer: Viewer, options: FigureOptions) -> Scene:
     return Scene(panels, (rows, columns), size, region, unit, bars, options.zoom, caption)
 
 
-def tick_count(height: int, face: Any) -> int:
+def tick_count(height: int, face: draw.Face) -> int:
     """About five ticks, fewer on a short bar so labels keep a line of space between them."""
     return max(2, min(5, height // (2 * draw.line_height(face)) + 1))
 
 
-def bar_title(bar: Colorbar, others: Sequence[Colorbar], face: Any, span: int) -> str:
+def bar_title(bar: Colorbar, others: Sequence[Colorbar], face: draw.Face, span: int) -> str:
     """The colorbar's label: the quantity and its unit. Only when another colorbar of the
     figure has the same label does it name its layers as well. Very long labels are shortened
     to the longer of the bar and 30 lines of text."""
@@ -163,7 +167,7 @@ def bar_title(bar: Colorbar, others: Sequence[Colorbar], face: Any, span: int) -
     return draw.truncate(face, title, max(span, 30 * draw.line_height(face)))
 
 
-def title_lines(scene: Scene, face: Any) -> list[list[str]]:
+def title_lines(scene: Scene, face: draw.Face) -> list[list[str]]:
     """Each panel's title wrapped to the panel width (at most :data:`TITLE_LINES` lines)."""
     width = scene.panel_size[1]
     return [draw.wrap(face, panel.title, width, TITLE_LINES) for panel in scene.panels]
@@ -183,7 +187,7 @@ class Layout:
     panel_origin: tuple[int, int]  # (x, y) of the first panel's image
     colorbar_x: int
     colorbar_widths: list[int]
-    scale_bar: dict[str, Any] | None
+    scale_bar: dict[str, object] | None
     notes: list[str] = field(default_factory=list)
 
     def panel_xy(self, scene: Scene, row: int, column: int) -> tuple[int, int]:
@@ -193,7 +197,7 @@ class Layout:
         return x, y
 
 
-def _scale_bar(scene: Scene, options: FigureOptions) -> tuple[dict[str, Any] | None, list[str]]:
+def _scale_bar(scene: Scene, options: FigureOptions) -> tuple[dict[str, object] | None, list[str]]:
     if not options.scale_bar:
         return None, []
     if scene.region is None:
@@ -211,7 +215,7 @@ def _scale_bar(scene: Scene, options: FigureOptions) -> tuple[dict[str, Any] | N
     }, []
 
 
-def _colorbar_width(bar: Colorbar, face: Any, span: int, point: float, gap: int) -> int:
+def _colorbar_width(bar: Colorbar, face: draw.Face, span: int, point: float, gap: int) -> int:
     """Gradient, ticks, tick labels and the rotated label of one colorbar, side by side."""
     ticks = draw.nice_ticks(*bar.contrast_limits, tick_count(span, face))
     ticks_width = max(draw.text_width(face, label) for label in draw.format_ticks(ticks))

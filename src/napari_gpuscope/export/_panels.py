@@ -16,13 +16,15 @@ import contextlib
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from napari_gpuscope.compute.results import split_result_name
 
 if TYPE_CHECKING:
+    import pint
+    from napari.components.overlays import Overlay
     from napari.layers import Layer
     from napari.viewer import Viewer
 
@@ -251,7 +253,7 @@ def world_region(viewer: Viewer, layers: Sequence[Layer]) -> Region:
     return Region(corner=(float(low[0]), float(low[1])), step=step, shape=shape)  # type: ignore[arg-type]
 
 
-def length_unit(viewer: Viewer, layers: Sequence[Layer]) -> Any | None:
+def length_unit(viewer: Viewer, layers: Sequence[Layer]) -> pint.Unit | None:
     """The pint unit of the displayed axes when all layers agree and it is a length, else None."""
     units = set()
     for layer in layers:
@@ -297,7 +299,7 @@ def hidden_overlays(viewer: Viewer) -> Iterator[None]:
     The figure draws its own titles, colorbars and scale bar outside the data; napari's would be
     drawn inside every tile.
     """
-    saved: list[tuple[Any, bool]] = []
+    saved: list[tuple[Overlay, bool]] = []
     try:
         for overlay in viewer.canvas.overlays.values():
             saved.append((overlay, overlay.visible))

@@ -18,7 +18,7 @@ physical size without rendering (for dialogs).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 from PIL import Image
@@ -48,6 +48,8 @@ from napari_gpuscope.export._options import (
 
 if TYPE_CHECKING:
     from napari.viewer import Viewer
+
+    from napari_gpuscope.compute._types import JSONDict
 
 __all__ = [
     "DEFAULT_DPI",
@@ -175,7 +177,7 @@ class Figure:
 
     image: np.ndarray
     plan: FigurePlan
-    info: dict[str, Any]
+    info: JSONDict
 
 
 def _background(viewer: Viewer) -> tuple[int, int, int]:
@@ -254,7 +256,7 @@ def _draw_colorbar(
 
 def _draw_scale_bar(
     canvas: Image.Image,
-    scale_bar: dict[str, Any],
+    scale_bar: dict[str, object],
     right: int,
     top: int,
     layout: Layout,
@@ -274,7 +276,7 @@ def _draw_scale_bar(
     return {"x": right - length, "y": top, "width": length, "height": thickness}
 
 
-def _describe(scene: Scene, layout: Layout, boxes: dict[str, Any]) -> dict[str, Any]:
+def _describe(scene: Scene, layout: Layout, boxes: dict[str, object]) -> JSONDict:
     region = scene.region
     height, width = scene.panel_size
     titles = title_lines(scene, draw.font(layout.font_px))
@@ -290,7 +292,7 @@ def _describe(scene: Scene, layout: Layout, boxes: dict[str, Any]) -> dict[str, 
                 "box": {"x": x, "y": y, "width": width, "height": height},
             }
         )
-    info: dict[str, Any] = {
+    info: JSONDict = {
         "zoom": scene.zoom,
         "dpi": layout.dpi,
         "text_pt": layout.font_px / layout.dpi * 72.0,
@@ -381,7 +383,7 @@ def render_figure(viewer: Viewer, options: FigureOptions | None = None) -> Figur
     rows, columns = scene.grid
     first_top = layout.panel_origin[1]
     last_bottom = layout.panel_xy(scene, rows - 1, 0)[1] + height
-    boxes: dict[str, Any] = {"colorbars": [], "scale_bar": None}
+    boxes: dict[str, object] = {"colorbars": [], "scale_bar": None}
     x = layout.colorbar_x
     for bar, bar_width in zip(scene.colorbars, layout.colorbar_widths, strict=True):
         x += 2 * layout.gap

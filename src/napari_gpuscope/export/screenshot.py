@@ -22,7 +22,7 @@ import datetime as _dt
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -40,6 +40,8 @@ from napari_gpuscope.provenance import (
 if TYPE_CHECKING:
     from napari.layers import Layer
     from napari.viewer import Viewer
+
+    from napari_gpuscope.compute._types import JSONDict
 
 __all__ = [
     "PNG_PROVENANCE_CHUNK",
@@ -88,7 +90,7 @@ def _unit_names(layer: Layer) -> list[str] | None:
     return None if units is None else [str(u) for u in units]
 
 
-def _layer_summary(layer: Layer) -> dict[str, Any]:
+def _layer_summary(layer: Layer) -> JSONDict:
     return {
         "name": layer.name,
         "type": layer.__class__.__name__,  # not type(): plugins receive proxied layers
@@ -99,7 +101,7 @@ def _layer_summary(layer: Layer) -> dict[str, Any]:
     }
 
 
-def _provenance_entries(viewer: Viewer) -> list[dict[str, Any]]:
+def _provenance_entries(viewer: Viewer) -> list[JSONDict]:
     """One ``{"layer": name, "provenance": record}`` entry per visible result layer."""
     # Round-trip through our serialiser so the PNG chunk and sidecar hold identical JSON values.
     return json.loads(
@@ -135,7 +137,7 @@ def _write_png(path: Path, image: np.ndarray, provenance_text: str, dpi: float) 
     )
 
 
-def read_png_provenance(path: str | Path) -> list[dict[str, Any]]:
+def read_png_provenance(path: str | Path) -> list[JSONDict]:
     """Provenance entries stored in a screenshot's ``napari_gpuscope`` text chunk.
 
     Parameters
@@ -159,7 +161,7 @@ def export_screenshot(
     viewer: Viewer,
     path: str | Path,
     options: FigureOptions | None = None,
-    **changes: Any,
+    **changes: object,
 ) -> ScreenshotFiles:
     """Save a figure of the viewer as PNG plus a JSON sidecar, both carrying provenance.
 

@@ -34,7 +34,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -43,6 +43,8 @@ from napari_gpuscope.provenance import PROVENANCE_KEY, provenance_json
 
 if TYPE_CHECKING:
     from napari.layers import Layer
+
+    from napari_gpuscope.compute._types import ArrayLike, JSONDict, JSONValue
 
 __all__ = [
     "DTYPES",
@@ -170,7 +172,7 @@ class TiffContents:
     axes: str
     scale: tuple[float, ...]
     units: tuple[str | None, ...]
-    provenance: dict[str, Any] | list[Any] | None
+    provenance: JSONDict | list[JSONValue] | None
     scaling: TiffScaling | None
 
     def calibrated_data(self) -> np.ndarray:
@@ -180,7 +182,7 @@ class TiffContents:
         return self.scaling.apply(self.data)
 
 
-def _unit_name(unit: Any) -> str | None:
+def _unit_name(unit: object) -> str | None:
     if unit is None:
         return None
     name = str(unit).strip()
@@ -232,7 +234,7 @@ def _validate_axes(axes: str, ndim: int) -> str:
     return axes
 
 
-def _per_axis(value: Any, ndim: int, name: str) -> list[Any] | None:
+def _per_axis(value: object, ndim: int, name: str) -> list[object] | None:
     if value is None:
         return None
     if isinstance(value, str) or not isinstance(value, Sequence | np.ndarray):
@@ -263,12 +265,12 @@ def _to_uint16(data: np.ndarray, scaling: str) -> tuple[np.ndarray, TiffScaling 
 
 def save_tiff(
     path: str | Path,
-    data: Any,
+    data: ArrayLike,
     *,
     scale: Sequence[float] | None = None,
-    units: str | Sequence[Any] | None = None,
+    units: str | Sequence[object] | None = None,
     axes: str | None = None,
-    provenance: Mapping[str, Any] | Sequence[Any] | None = None,
+    provenance: Mapping[str, object] | Sequence[object] | None = None,
     dtype: str = _DEFAULT_DTYPE,
     uint16_scaling: str = _DEFAULT_SCALING,
 ) -> Path:
@@ -338,7 +340,7 @@ def save_tiff(
     else:
         stored, calibration = _to_uint16(array, uint16_scaling)
 
-    metadata: dict[str, Any] = {"axes": axes}
+    metadata: dict[str, object] = {"axes": axes}
     axis_scale = dict(zip(axes, scales, strict=True)) if scales is not None else {}
     axis_unit = dict(zip(axes, unit_names, strict=True))
     plane_unit = axis_unit["X"] or axis_unit["Y"]
@@ -376,8 +378,8 @@ def _smallest_exact_dtype(array: np.ndarray) -> str:
 
 def save_layer_data_tiff(
     path: str | Path,
-    data: Any,
-    state: Mapping[str, Any],
+    data: ArrayLike,
+    state: Mapping[str, object],
     *,
     dtype: str | None = _DEFAULT_DTYPE,
     uint16_scaling: str = _DEFAULT_SCALING,
@@ -503,7 +505,7 @@ def read_tiff(path: str | Path) -> TiffContents:
         series = tif.series[0]
         data = series.asarray()
         axes = series.axes.upper()
-        info: dict[str, Any] = dict(tif.imagej_metadata or {})
+        info: dict[str, object] = dict(tif.imagej_metadata or {})
         page = tif.pages.first
         tags = page.tags
         xres = tags["XResolution"].value if "XResolution" in tags else None

@@ -16,7 +16,6 @@ A layer that is not an intensity states what it shows as ``layer.metadata["quant
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from napari_gpuscope.provenance import provenance_of
 
@@ -27,14 +26,14 @@ QUANTITY_KEY = "quantity"
 DEFAULT_QUANTITY = "Intensity"
 
 
-def _stated(metadata: Mapping[str, Any], key: str = INTENSITY_UNIT_KEY) -> str | None:
+def _stated(metadata: Mapping[str, object], key: str = INTENSITY_UNIT_KEY) -> str | None:
     unit = metadata.get(key)
     if isinstance(unit, str) and unit.strip():
         return unit.strip()
     return None
 
 
-def intensity_unit(layer: Any, layers: Iterable[Any] = ()) -> str | None:
+def intensity_unit(layer: object, layers: Iterable[object] = ()) -> str | None:
     """The intensity unit of ``layer``, or ``None`` when unknown.
 
     Parameters
@@ -74,7 +73,7 @@ def intensity_unit(layer: Any, layers: Iterable[Any] = ()) -> str | None:
     return None
 
 
-def quantity(layer: Any) -> str:
+def quantity(layer: object) -> str:
     """What ``layer``'s values are, for a colorbar label: its stated quantity with the first
     letter capitalised (not in a name like "eSRRF"), else "Intensity".
 

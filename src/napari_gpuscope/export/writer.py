@@ -12,16 +12,19 @@ data as float32 (exact for float32 input).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from napari_gpuscope.export.tiff import save_layer_data_tiff
+
+if TYPE_CHECKING:
+    from napari_gpuscope.compute._types import ArrayLike
 
 __all__ = ["WRITER_COMMAND", "write_image_tiff"]
 
 WRITER_COMMAND = "napari-gpuscope.write_tiff"
 
 
-def write_image_tiff(path: str, data: Any, attributes: Mapping[str, Any]) -> list[str]:
+def write_image_tiff(path: str, data: ArrayLike, attributes: Mapping[str, object]) -> list[str]:
     """Write one image layer as an ImageJ TIFF with calibration and provenance.
 
     Parameters
