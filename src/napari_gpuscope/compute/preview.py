@@ -16,11 +16,15 @@ import hashlib
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from ._types import ArrayLike
+
+if TYPE_CHECKING:
+    from ._types import JSONDict
+    from .results import MethodResult
 
 __all__ = ["DataIdentity", "PlaneView", "PreviewResult", "Slab"]
 
@@ -49,7 +53,7 @@ class _Layer(Protocol):
     """What a :class:`PlaneView` reads of a layer (napari's ``Layer``)."""
 
     @property
-    def data(self) -> Any: ...
+    def data(self) -> ArrayLike: ...
 
     @property
     def scale(self) -> Sequence[float]: ...
@@ -57,7 +61,7 @@ class _Layer(Protocol):
     @property
     def translate(self) -> Sequence[float]: ...
 
-    def world_to_data(self, position: Any) -> Any: ...
+    def world_to_data(self, position: Sequence[float]) -> Sequence[float]: ...
 
 
 @dataclass(frozen=True)
@@ -181,7 +185,7 @@ class PreviewResult:
         iterations)"``).
     """
 
-    result: Any
+    result: MethodResult
     planes: dict[str, np.ndarray]
     note: str = "displayed plane"
 
@@ -190,7 +194,7 @@ class PreviewResult:
         """Whether the preview was stopped early."""
         return bool(getattr(self.result, "stopped_early", False))
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> JSONDict:
         """The result's summary, marked as a preview."""
         return {**self.result.summary(), "preview": True, "previewed": self.note}
 
@@ -242,7 +246,7 @@ class DataIdentity:
     """
 
     def __init__(self, data: ArrayLike) -> None:
-        self._ref: weakref.ref[Any] | None
+        self._ref: weakref.ref[ArrayLike] | None
         try:
             self._ref = weakref.ref(data)
         except TypeError:  # not weakly referable: never matches (nothing is remembered)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -18,6 +18,9 @@ from ..noise import anscombe_forward, anscombe_inverse
 from . import _solvers as solvers
 from ._params import TVParams
 from ._scale import DataScale, ScaledView, unscale
+
+if TYPE_CHECKING:
+    from .._types import ArrayLike
 
 __all__ = ["OUTPUT", "NumericalError", "SolveContext", "StopAll", "Totals", "fraction_done"]
 
@@ -90,7 +93,7 @@ class SolveContext:
         Accumulated facts.
     """
 
-    image: Any
+    image: ArrayLike
     params: TVParams
     layout: AxisLayout
     weight: float

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -27,6 +27,11 @@ from ._params import TVParams
 from ._scale import NEGLIGIBLE_WEIGHT, DataScale
 from ._split import solve_split
 from ._weight import check_input, resolve_weight
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from .._types import JSONDict
 
 __all__ = ["OUTPUT", "TVResult", "denoise", "iter_denoise"]
 
@@ -105,7 +110,7 @@ class TVResult:
         """The camera model of Poisson mode (alias of :attr:`camera`)."""
         return self.camera
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> JSONDict:
         """JSON-able facts for provenance (everything but the image)."""
         return {
             "params": self.params.to_dict(),
@@ -182,7 +187,7 @@ class TVResult:
         self,
         name: str = "image",
         geometry: Geometry | None = None,
-        metadata: dict[str, Any] | None = None,
+        metadata: Mapping[str, object] | None = None,
     ) -> list[LayerDataTuple]:
         """One image layer, ``"TV denoised · <name> [s=1]"`` (or ``w=<weight>``), in the input's
         units.

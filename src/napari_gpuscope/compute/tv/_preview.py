@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import threading
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -21,7 +20,7 @@ from ..jobs import Job, Output, Progress, mapped
 from ..preview import DataIdentity, PlaneView, PreviewResult
 from ._job import OUTPUT, iter_denoise
 from ._params import TVParams
-from ._weight import resolve_weight
+from ._weight import ResolvedWeight, resolve_weight
 
 __all__ = [
     "PREVIEW_HALF_SLAB",
@@ -61,7 +60,7 @@ class WholeImageWeights:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._data: DataIdentity | None = None
-        self._known: dict[TVParams, Any] = {}
+        self._known: dict[TVParams, ResolvedWeight] = {}
 
     @staticmethod
     def _key(params: TVParams) -> TVParams:
@@ -75,7 +74,7 @@ class WholeImageWeights:
             channel_axis=params.channel_axis,
         )
 
-    def _lookup(self, data: ArrayLike, key: TVParams) -> Any:
+    def _lookup(self, data: ArrayLike, key: TVParams) -> ResolvedWeight | None:
         same = self._data is not None and self._data.matches(data)
         return self._known.get(key) if same else None
 
@@ -84,7 +83,7 @@ class WholeImageWeights:
         with self._lock:
             return self._lookup(data, self._key(params)) is not None
 
-    def resolve(self, data: ArrayLike, params: TVParams) -> Any:
+    def resolve(self, data: ArrayLike, params: TVParams) -> ResolvedWeight:
         """The weight, noise level and camera model a run on ``data`` would use."""
         key = self._key(params)
         with self._lock:
@@ -121,7 +120,7 @@ def preview_job(
     if message is not None and not weights.known(data, params):
         yield Progress(None, message)
     resolved = weights.resolve(data, params)
-    fixed: dict[str, Any] = {"weight": resolved.weight}  # so the slab smooths like a run
+    fixed: dict[str, object] = {"weight": resolved.weight}  # so the slab smooths like a run
     camera = resolved.camera
     if camera is not None:  # also passed whole below: the fields cannot carry its floor
         fixed.update(gain=camera.gain, offset=camera.offset, read_noise=camera.read_noise)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -27,6 +27,11 @@ from ..arrays import InvalidInputError
 from ..camera import CameraModel
 from ..noise import anscombe_forward
 from ._params import FLOAT32_MAX
+
+if TYPE_CHECKING:
+    from types import EllipsisType
+
+    import numpy.typing as npt
 
 __all__ = [
     "NEGLIGIBLE_WEIGHT",
@@ -74,7 +79,11 @@ class DataScale:
 
     @staticmethod
     def for_data(
-        low: float, high: float, dtype: Any, camera: CameraModel | None, name: str
+        low: float,
+        high: float,
+        dtype: np.dtype | torch.dtype,
+        camera: CameraModel | None,
+        name: str,
     ) -> DataScale:
         """The scale for data in ``[low, high]`` of ``dtype`` (NumPy or torch); refuses data
         float32 cannot represent."""
@@ -111,7 +120,7 @@ class DataScale:
         return min(self.factor * weight, WEIGHT_CAP)
 
 
-def _wider_than_float32(dtype: Any) -> bool:
+def _wider_than_float32(dtype: np.dtype | torch.dtype) -> bool:
     """Whether a float dtype (NumPy or torch) holds values float32 cannot."""
     if isinstance(dtype, torch.dtype):
         return dtype.is_floating_point and dtype.itemsize > 4
@@ -141,10 +150,10 @@ class ScaledView:
         self.ndim = len(self.shape)
         self.dtype = np.dtype(np.float64)
 
-    def __getitem__(self, index: Any) -> np.ndarray:
+    def __getitem__(self, index: tuple[slice, ...] | slice | EllipsisType) -> np.ndarray:
         return np.asarray(self.data[index], dtype=np.float64) * self.factor
 
-    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+    def __array__(self, dtype: npt.DTypeLike = None, copy: bool | None = None) -> np.ndarray:
         array = self[...]
         return array if dtype is None else array.astype(dtype)
 
