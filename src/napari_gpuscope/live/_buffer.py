@@ -1,0 +1,168 @@
+"""The bounded frame buffer between a source's callback and the session's worker.
+
+A source's callback (the acquisition's thread, or napari's) hands each frame to
+:meth:`FrameBuffer.put`, which copies it and returns at once: it never waits for the worker.
+When the buffer already holds ``capacity`` frames that the worker has not taken, the frame is
+not kept and is counted as dropped (the declared policy, :data:`DROP_POLICIES`). The worker
+reads frames by their index among the frames kept (:meth:`wait_for`, :meth:`take`) and
+releases them once processed (:meth:`release`), so the host memory held is at most
+``capacity`` frames (plus the ones the worker is processing) whatever the acquisition's length.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+__all__ = ["DROP_POLICIES", "FrameBuffer"]
+
+DROP_POLICIES = {
+    "skip": (
+        "a frame that arrives while the buffer is full is not kept (counted in frames_dropped); "
+        "the frames kept are processed in their order, so the result is that of the frames "
+        "kept"
+    ),
+}
+"""What happens to a frame when the worker has fallen ``capacity`` frames behind."""
+
+
+class FrameBuffer:
+    """Frames kept in arrival order, at most ``capacity`` of them not yet released.
+
+    Parameters
+    ----------
+    capacity : int
+        Frames the worker may fall behind before frames are dropped.
+
+    Examples
+    --------
+    >>> buffer = FrameBuffer(2)
+    >>> [buffer.put(np.full((2, 2), i)) for i in range(3)]
+    [True, True, False]
+    >>> buffer.received, buffer.kept, buffer.dropped
+    (3, 2, 1)
+    >>> buffer.take(0, 2)[:, 0, 0].tolist()
+    [0, 1]
+    """
+
+    def __init__(self, capacity: int) -> None:
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+            raise ValueError(f"capacity must be a positive integer (frames), got {capacity!r}")
+        self.capacity = capacity
+        self._frames: dict[int, np.ndarray] = {}
+        self._condition = threading.Condition()
+        self._received = 0
+        self._kept = 0
+        self._released = 0
+        self._closed = False
+        self._shape: tuple[int, ...] | None = None
+        self._dtype: np.dtype[Any] | None = None
+        self.refused: str | None = None
+
+    # -- the source's side ------------------------------------------------------------------
+
+    def put(self, frame: Any) -> bool:
+        """Copy ``frame`` in (True), or count it as dropped (False): never waits.
+
+        A frame of another shape or dtype than the first one is refused: the session's method
+        cannot take it; the buffer closes and :attr:`refused` says why.
+        """
+        with self._condition:
+            self._received += 1
+            if self._closed:
+                return False
+            if self._kept - self._released >= self.capacity:
+                return False
+            array = np.array(frame, copy=True)  # the callback's buffer is reused after it returns
+            if self._shape is None:
+                self._shape, self._dtype = array.shape, array.dtype
+            elif array.shape != self._shape or array.dtype != self._dtype:
+                self.refused = (
+                    f"frame {self._received - 1} is {array.shape} {array.dtype}, the first was "
+                    f"{self._shape} {self._dtype}: a live session takes frames of one shape"
+                )
+                self._closed = True
+                self._condition.notify_all()
+                return False
+            self._frames[self._kept] = array
+            self._kept += 1
+            self._condition.notify_all()
+            return True
+
+    def close(self) -> None:
+        """No more frames: the worker finishes with the frames kept; later frames are dropped."""
+        with self._condition:
+            self._closed = True
+            self._condition.notify_all()
+
+    # -- the worker's side ------------------------------------------------------------------
+
+    def wait_for(self, count: int, timeout: float | None = None) -> bool:
+        """Wait until ``count`` frames have been kept (True) or the buffer is closed with
+        fewer (False). With ``timeout``, False also when it expires first."""
+        with self._condition:
+            self._condition.wait_for(lambda: self._kept >= count or self._closed, timeout)
+            return self._kept >= count
+
+    def take(self, start: int, stop: int) -> np.ndarray:
+        """Frames ``start:stop`` (kept indices) as one array, waiting for them.
+
+        A frame the buffer will never hold (closed first) reads as zeros: only a read ahead of
+        the session's end asks for one, and its frames are never used.
+        """
+        with self._condition:
+            self._condition.wait_for(lambda: self._kept >= stop or self._closed)
+            assert self._shape is not None and self._dtype is not None
+            out = np.zeros((stop - start, *self._shape), self._dtype)
+            for index in range(start, min(stop, self._kept)):
+                frame = self._frames.get(index)
+                if frame is None:
+                    raise IndexError(f"frame {index} was released before it was read")
+                out[index - start] = frame
+            return out
+
+    def release(self, below: int) -> None:
+        """Forget the frames of index below ``below``: they are processed."""
+        with self._condition:
+            for index in range(self._released, min(below, self._kept)):
+                self._frames.pop(index, None)
+            self._released = max(self._released, min(below, self._kept))
+
+    # -- facts ------------------------------------------------------------------------------
+
+    @property
+    def received(self) -> int:
+        """Frames the source delivered (kept or dropped)."""
+        return self._received
+
+    @property
+    def kept(self) -> int:
+        """Frames kept for processing."""
+        return self._kept
+
+    @property
+    def dropped(self) -> int:
+        """Frames delivered and not kept."""
+        return self._received - self._kept
+
+    @property
+    def held(self) -> int:
+        """Frames held on the host now (at most ``capacity`` not yet released)."""
+        return len(self._frames)
+
+    @property
+    def closed(self) -> bool:
+        """Whether the buffer takes no more frames."""
+        return self._closed
+
+    @property
+    def frame_shape(self) -> tuple[int, ...] | None:
+        """The frames' shape (None before the first)."""
+        return self._shape
+
+    @property
+    def dtype(self) -> np.dtype[Any] | None:
+        """The frames' dtype (None before the first)."""
+        return self._dtype

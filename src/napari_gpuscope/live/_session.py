@@ -1,0 +1,263 @@
+"""A live session: a source's frames, a bounded buffer, one worker thread, a method's job."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from ._buffer import DROP_POLICIES, FrameBuffer
+from ._methods import LiveMethod, live_method
+from ._sources import Source, as_source
+
+__all__ = ["DEFAULT_CAPACITY", "LiveSession", "attach"]
+
+DEFAULT_CAPACITY = 64
+"""Frames the worker may fall behind before frames are dropped (64 frames of 2048 x 2048
+uint16 are 512 MiB of host memory; of 512 x 512, 32 MiB)."""
+
+
+class LiveSession:
+    """A method's job applied to the frames of a source while it acquires.
+
+    Made by :func:`attach`. The source's callback copies each frame into a bounded buffer and
+    returns; one worker thread runs the method on the frames kept, in order. The session ends
+    when the source says the acquisition is over (a core's MDA finishes) or on :meth:`finish`
+    (every frame kept is processed), :meth:`stop` (Stop & keep: the frames processed so far)
+    or :meth:`detach`.
+
+    Attributes
+    ----------
+    method : LiveMethod
+        What runs on the frames (its job spec, parameters and device).
+    source : Source
+        Where the frames come from.
+    drop_policy : str
+        ``"skip"`` (:data:`~napari_gpuscope.live.DROP_POLICIES`).
+    capacity : int
+        Frames the worker may fall behind before frames are dropped.
+    """
+
+    def __init__(
+        self, source: Source, live: LiveMethod, *, capacity: int, drop_policy: str
+    ) -> None:
+        if drop_policy not in DROP_POLICIES:
+            raise ValueError(
+                f"drop_policy must be one of {sorted(DROP_POLICIES)}, got {drop_policy!r}"
+            )
+        self.source = source
+        self.method = live
+        self.name = source.name
+        self.drop_policy = drop_policy
+        self.capacity = capacity
+        self._buffer = FrameBuffer(capacity)
+        self._processed = 0
+        self._stop = threading.Event()
+        self._done = threading.Event()
+        self._result: Any = None
+        self._error: BaseException | None = None
+        self._connected = False
+        self._connect_lock = threading.Lock()
+        self._worker = threading.Thread(
+            target=self._work, name=f"napari-gpuscope-live-{live.job.id}", daemon=True
+        )
+        self._worker.start()
+        self._connected = True
+        try:
+            source.connect(self._buffer.put, self._source_ended)
+        except BaseException:
+            self.detach()
+            raise
+
+    # -- counters -----------------------------------------------------------------------------
+
+    @property
+    def frames_received(self) -> int:
+        """Frames the source delivered since the session attached."""
+        return self._buffer.received
+
+    @property
+    def frames_processed(self) -> int:
+        """Frames the method has processed."""
+        return self._processed
+
+    @property
+    def frames_dropped(self) -> int:
+        """Frames delivered and never processed: the buffer was full (the drop policy), or
+        they came after the session's end."""
+        return self._buffer.dropped
+
+    @property
+    def frames_held(self) -> int:
+        """Frames held on the host, waiting for the worker (at most about ``capacity``)."""
+        return self._buffer.held
+
+    # -- life cycle ---------------------------------------------------------------------------
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until the session has ended and its result is made; False on timeout."""
+        return self._done.wait(timeout)
+
+    @property
+    def done(self) -> bool:
+        """Whether the session has ended (its result, or its error, is ready)."""
+        return self._done.is_set()
+
+    def finish(self) -> None:
+        """No more frames will come: process the frames kept, then end (a layer's acquisition
+        is over; a core's session ends by itself when its MDA finishes)."""
+        self._disconnect()
+        self._buffer.close()
+
+    def stop(self) -> None:
+        """Stop & keep: end after the frame being processed; the result covers the frames
+        processed. Frames kept and not processed are counted as dropped."""
+        self._stop.set()
+        self._disconnect()
+        self._buffer.close()
+
+    def detach(self, timeout: float | None = 60.0) -> None:
+        """Stop & keep, and wait for the worker thread to end: no thread and no callback of the
+        session stays behind. The result stays available."""
+        self.stop()
+        self._worker.join(timeout)
+        if self._worker.is_alive():
+            raise TimeoutError(f"the live session's worker did not end within {timeout} s")
+
+    def result(self) -> Any:
+        """The job's result over the frames processed: the same type as the offline job's.
+
+        While the session runs, the result so far (per-frame methods; a live eSRRF's result is
+        made when the session ends). Raises the worker's error if it failed.
+        """
+        if self._error is not None:
+            raise RuntimeError(f"the live {self.method.job.title} failed: {self._error}") from (
+                self._error
+            )
+        if self._done.is_set():
+            if self._result is None:
+                raise ValueError("the live session ended before a frame was processed")
+            return self._result
+        partial = self.method.partial_result()
+        if partial is None:
+            raise ValueError("no frame has been processed yet")
+        return partial
+
+    @property
+    def refused(self) -> str | None:
+        """Why the session stopped taking frames before its end (a frame of another shape)."""
+        return self._buffer.refused
+
+    def latest(self) -> Any:
+        """The latest output (the last processed frame, or eSRRF's running reconstruction; a
+        fresh one is made at the next frame), None before the first."""
+        return self.method.latest()
+
+    def describe(self) -> str:
+        """The counters in words."""
+        state = "ended" if self.done else "running"
+        return (
+            f"live {self.method.job.title} on {self.name!r} ({state}): "
+            f"{self.frames_received} frames received, {self.frames_processed} processed, "
+            f"{self.frames_dropped} dropped ({self.drop_policy})"
+        )
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _source_ended(self) -> None:
+        # Called by the source in its own thread (a core's acquisition thread): disconnecting
+        # there cannot race with the source's own emissions.
+        self.finish()
+
+    def _disconnect(self) -> None:
+        with self._connect_lock:
+            if self._connected:
+                self._connected = False
+                self.source.disconnect()
+
+    def _count(self, count: int) -> None:
+        self._processed = count
+
+    def _work(self) -> None:
+        control = _SessionControl(self)
+        try:
+            self._result = self.method.run(self._buffer, control)
+        except BaseException as error:  # reported by result()
+            self._error = error
+        finally:
+            self._buffer.close()
+            self._done.set()
+
+
+class _SessionControl:
+    """The session as its method sees it (:class:`~napari_gpuscope.live._methods.Control`)."""
+
+    def __init__(self, session: LiveSession) -> None:
+        self._session = session
+        self.name = session.name
+
+    def stopping(self) -> bool:
+        return self._session._stop.is_set()
+
+    def processed(self, count: int) -> None:
+        self._session._count(count)
+
+    def expected_frames(self) -> int | None:
+        return self._session.source.expected_frames()
+
+
+def attach(
+    source: Any,
+    method: str,
+    params: Any = None,
+    *,
+    device: Any,
+    job: str | None = None,
+    capacity: int = DEFAULT_CAPACITY,
+    drop_policy: str = "skip",
+    max_frames: int | None = None,
+    **inputs: Any,
+) -> LiveSession:
+    """Attach a method's job to a source of frames while it acquires.
+
+    Parameters
+    ----------
+    source : CMMCorePlus, UniMMCore, napari.layers.Image, FrameFeed or Source
+        A pymmcore-plus core (its MDA's frames), a napari image layer that grows, or any
+        object with ``connect(on_frame, on_end)``, ``disconnect()`` and ``expected_frames()``.
+    method : str
+        A registered method id: ``"tv"``, ``"flatfield"``, ``"esrrf"``.
+    params : Params, mapping or None
+        The job's parameters (its model, a mapping of its fields, or None for the defaults);
+        validated now.
+    device : str or torch.device
+        The device the job runs on (a GPU; ``"cpu"`` for tests and reference runs).
+    job : str, optional
+        The method's job id (default: its main job); flat-field runs ``"apply"``.
+    capacity : int
+        Frames the worker may fall behind before the drop policy applies.
+    drop_policy : str
+        ``"skip"``: a frame arriving while the buffer is full is not kept (counted).
+    max_frames : int, optional
+        eSRRF: the most frames the job takes when the source does not say (a core's MDA does).
+    **inputs
+        The job's other inputs (flat-field's ``profile``).
+
+    Returns
+    -------
+    LiveSession
+        Running: the worker thread waits for frames, the source's callback is connected.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from napari_gpuscope import live
+    >>> feed = live.FrameFeed()
+    >>> session = live.attach(feed, "tv", {"weight": 5.0}, device="cpu")
+    >>> for frame in np.random.default_rng(0).normal(100, 5, (3, 16, 16)):
+    ...     feed.push(frame)
+    >>> feed.end()
+    >>> session.wait(60), session.frames_processed, session.result().image.shape
+    (True, 3, (3, 16, 16))
+    """
+    live = live_method(method, job, params, device=device, inputs=inputs, max_frames=max_frames)
+    return LiveSession(as_source(source), live, capacity=capacity, drop_policy=drop_policy)

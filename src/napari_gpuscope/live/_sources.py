@@ -1,0 +1,228 @@
+"""Sources of frames: a pymmcore-plus core's acquisition, a napari image layer that grows, or
+frames pushed by a script.
+
+A source connects one callback that hands each new frame to the session (``on_frame``, which
+copies it and returns at once) and one that says no more frames will come (``on_end``), and
+undoes both in :meth:`disconnect`. Neither callback processes anything: the acquisition's
+thread (or napari's) only pays for a copy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import numpy as np
+
+__all__ = ["CoreSource", "FrameFeed", "LayerSource", "Source", "as_source"]
+
+FrameCallback = Callable[[Any], object]
+EndCallback = Callable[[], object]
+
+
+class Source(Protocol):
+    """What a live session needs of a source of frames."""
+
+    name: str
+
+    def connect(self, on_frame: FrameCallback, on_end: EndCallback) -> None:
+        """Start handing frames to ``on_frame``; call ``on_end`` when no more will come."""
+
+    def disconnect(self) -> None:
+        """Undo :meth:`connect`: no callback of the session stays connected."""
+
+    def expected_frames(self) -> int | None:
+        """How many frames the acquisition will deliver, when known (None otherwise)."""
+
+
+class CoreSource:
+    """The frames of a pymmcore-plus core's multi-dimensional acquisitions (MDA).
+
+    Connects to ``core.mda.events.frameReady`` (every frame of an MDA, in order, on the
+    acquisition's thread) and ``sequenceFinished`` (also after a cancelled MDA). The callback
+    copies the frame into the session's bounded buffer and returns: the processing happens in
+    the session's worker, so the acquisition never waits for it (what
+    ``mda_listeners_connected(..., asynchronous=True)`` achieves with an unbounded relay queue
+    and a thread per sequence, which a detach in the middle of an MDA could not end).
+
+    Parameters
+    ----------
+    core : pymmcore_plus.CMMCorePlus
+        A ``CMMCorePlus`` or ``UniMMCore``.
+    end_with_sequence : bool
+        End the session when the MDA finishes (default). False: the session takes the frames
+        of several MDAs until :meth:`~napari_gpuscope.live.LiveSession.finish`.
+    """
+
+    def __init__(self, core: Any, *, end_with_sequence: bool = True) -> None:
+        self.core = core
+        self.name = "core"
+        self.end_with_sequence = end_with_sequence
+        self._events = core.mda.events
+        self._on_frame: FrameCallback | None = None
+        self._on_end: EndCallback | None = None
+        self._expected: int | None = None
+
+    def connect(self, on_frame: FrameCallback, on_end: EndCallback) -> None:
+        self._on_frame, self._on_end = on_frame, on_end
+        self._events.sequenceStarted.connect(self._started)
+        self._events.frameReady.connect(self._frame)
+        self._events.sequenceFinished.connect(self._finished)
+
+    def disconnect(self) -> None:
+        for signal, slot in (
+            (self._events.sequenceStarted, self._started),
+            (self._events.frameReady, self._frame),
+            (self._events.sequenceFinished, self._finished),
+        ):
+            signal.disconnect(slot, missing_ok=True)
+        self._on_frame = self._on_end = None
+
+    def expected_frames(self) -> int | None:
+        return self._expected
+
+    def _started(self, sequence: Any, *_: Any) -> None:
+        try:
+            self._expected = len(list(sequence))
+        except (TypeError, ValueError):  # an open-ended sequence
+            self._expected = None
+
+    def _frame(self, image: Any, *_: Any) -> None:
+        callback = self._on_frame
+        if callback is not None:
+            callback(image)
+
+    def _finished(self, *_: Any) -> None:
+        callback = self._on_end
+        if callback is not None and self.end_with_sequence:
+            callback()
+
+
+class LayerSource:
+    """The frames a napari image layer gains.
+
+    Listens to ``layer.events.data``. A ``(T, Y, X)`` layer whose data is replaced by a longer
+    stack (or appended to in place, then the event emitted) hands on the frames beyond those
+    already seen; a ``(Y, X)`` layer whose data is replaced hands on each new image as a frame
+    (a live view). The frames the layer holds when the session attaches are handed on first
+    (``include_existing``). The layer says nothing about the end of an acquisition: call
+    :meth:`~napari_gpuscope.live.LiveSession.finish` when it is over.
+
+    Parameters
+    ----------
+    layer : napari.layers.Image
+        The layer (napari's layer model; no Qt is needed).
+    include_existing : bool
+        Hand on the frames already in the layer first (default True).
+    """
+
+    def __init__(self, layer: Any, *, include_existing: bool = True) -> None:
+        self.layer = layer
+        self.name = str(getattr(layer, "name", "layer"))
+        self.include_existing = include_existing
+        self._on_frame: FrameCallback | None = None
+        self._seen = 0
+
+    def connect(self, on_frame: FrameCallback, on_end: EndCallback) -> None:
+        del on_end  # a layer has no end of acquisition
+        self._on_frame = on_frame
+        data = self.layer.data
+        if np.ndim(data) == 2:
+            self._seen = 0
+            if self.include_existing:
+                on_frame(np.asarray(data))
+        else:
+            self._seen = 0 if self.include_existing else int(data.shape[0])
+            self._hand_on(data)
+        self.layer.events.data.connect(self._changed)
+
+    def disconnect(self) -> None:
+        self.layer.events.data.disconnect(self._changed)
+        self._on_frame = None
+
+    def expected_frames(self) -> int | None:
+        return None
+
+    def _changed(self, event: Any = None) -> None:
+        del event
+        data = self.layer.data
+        callback = self._on_frame
+        if callback is None:
+            return
+        if np.ndim(data) == 2:
+            callback(np.asarray(data))
+            return
+        self._hand_on(data)
+
+    def _hand_on(self, data: Any) -> None:
+        callback = self._on_frame
+        if callback is None:
+            return
+        if np.ndim(data) != 3:
+            raise ValueError(
+                f"layer {self.name!r} has {np.ndim(data)} dimensions {tuple(data.shape)}; a live "
+                "session follows a (T, Y, X) stack or a (Y, X) image"
+            )
+        total = int(data.shape[0])
+        if total < self._seen:
+            # The stack was replaced by a shorter one: a new acquisition; take it from its start.
+            self._seen = 0
+        for index in range(self._seen, total):
+            callback(np.asarray(data[index]))
+        self._seen = total
+
+
+class FrameFeed:
+    """Frames handed on by a script (or a test): :meth:`push` each one, then :meth:`end`.
+
+    Examples
+    --------
+    >>> feed = FrameFeed()
+    >>> got = []
+    >>> feed.connect(got.append, lambda: got.append("end"))
+    >>> feed.push(np.zeros((2, 2))); feed.end()
+    >>> len(got), got[-1]
+    (2, 'end')
+    """
+
+    def __init__(self, name: str = "frames", expected: int | None = None) -> None:
+        self.name = name
+        self._expected = expected
+        self._on_frame: FrameCallback | None = None
+        self._on_end: EndCallback | None = None
+
+    def connect(self, on_frame: FrameCallback, on_end: EndCallback) -> None:
+        self._on_frame, self._on_end = on_frame, on_end
+
+    def disconnect(self) -> None:
+        self._on_frame = self._on_end = None
+
+    def expected_frames(self) -> int | None:
+        return self._expected
+
+    def push(self, frame: Any) -> None:
+        """Hand on one frame (dropped when the session's buffer is full)."""
+        if self._on_frame is not None:
+            self._on_frame(frame)
+
+    def end(self) -> None:
+        """No more frames."""
+        if self._on_end is not None:
+            self._on_end()
+
+
+def as_source(source: Any) -> Source:
+    """``source`` as a :class:`Source`: one already, a pymmcore-plus core (it has
+    ``mda.events.frameReady``) or a napari image layer (it has ``events.data`` and ``data``)."""
+    if all(hasattr(source, name) for name in ("connect", "disconnect", "expected_frames")):
+        return source  # type: ignore[no-any-return]
+    mda = getattr(source, "mda", None)
+    if mda is not None and hasattr(getattr(mda, "events", None), "frameReady"):
+        return CoreSource(source)
+    events = getattr(source, "events", None)
+    if events is not None and hasattr(events, "data") and hasattr(source, "data"):
+        return LayerSource(source)
+    raise TypeError(
+        f"cannot attach to {type(source).__name__}: give a pymmcore-plus core (CMMCorePlus, "
+        "UniMMCore), a napari image layer, or a napari_gpuscope.live.FrameFeed"
+    )
