@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import useq
-from pymmcore_plus.experimental.unicore import SimpleCameraDevice, UniMMCore
+from pymmcore_plus.experimental.unicore import ShutterDevice, SimpleCameraDevice, UniMMCore
 
 
 class StackCamera(SimpleCameraDevice):
@@ -46,15 +46,42 @@ class StackCamera(SimpleCameraDevice):
         return {}
 
 
+class Shutter(ShutterDevice):
+    """A shutter that only remembers its state: an MDA with a z-plan closes the shutter after
+    each slice, which fails on a core without one (``setAutoShutter(False)`` does not stop it
+    in pymmcore-plus 0.18's single-event path)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._open = False
+
+    def get_open(self) -> bool:
+        return self._open
+
+    def set_open(self, open: bool) -> None:
+        self._open = open
+
+
 def make_core(stack: np.ndarray, exposure_ms: float = 0.0) -> tuple[UniMMCore, StackCamera]:
-    """A core whose camera serves ``stack``."""
+    """A core whose camera serves ``stack`` (and a shutter, for z-plans)."""
     core = UniMMCore()
     camera = StackCamera(stack, exposure_ms)
     core.loadPyDevice("Camera", camera)
     core.initializeDevice("Camera")
     core.setCameraDevice("Camera")
+    core.loadPyDevice("Shutter", Shutter())
+    core.initializeDevice("Shutter")
+    core.setShutterDevice("Shutter")
     core.setExposure(exposure_ms)
     return core, camera
+
+
+def z_stacks(time_points: int, slices: int) -> useq.MDASequence:
+    """An MDA of ``time_points`` z-stacks of ``slices`` slices each (z innermost)."""
+    return useq.MDASequence(
+        time_plan={"interval": 0, "loops": time_points},
+        z_plan={"range": float(slices - 1), "step": 1.0},
+    )
 
 
 def time_series(frames: int) -> useq.MDASequence:

@@ -22,7 +22,7 @@ from napari_gpuscope import live
 from napari_gpuscope.compute.jobs import run_job
 from napari_gpuscope.methods import METHODS
 
-from .camera import connections, make_core, time_series
+from .camera import connections, make_core, time_series, z_stacks
 
 DEVICE = "cpu"
 WAIT = 120  # seconds: a bound on a hung session, never a pacing
@@ -135,6 +135,76 @@ def test_esrrf_live_equals_the_offline_job(frames_per_timepoint):
     # The same facts as the offline job read one frame per chunk, as the live one reads them.
     same_chunks = offline("esrrf", None, stack, params, frames_per_chunk=1)
     assert result.summary() == same_chunks.summary()
+
+
+def phase_stacks(time_points: int, slices: int, size: int = 32):
+    """Brightfield z-stacks of a square phase object (one per time point, moving), as uint16
+    camera frames ``(time_points * slices, Y, X)``, and the parameters that made them."""
+    from napari_gpuscope.compute import phase
+
+    params = phase.PhaseParams(
+        wavelength=0.45,
+        yx_pixel_size=0.325,
+        z_pixel_size=1.0,
+        na_illumination=0.4,
+        na_detection=0.55,
+        index_of_refraction=1.0,
+    )
+    stacks = []
+    for t in range(time_points):
+        truth = np.zeros((size, size), np.float32)
+        truth[10 + t : 18 + t, 12:20] = 0.5
+        stack = phase.simulate_stack(truth, 0 * truth, params, slices)
+        stacks.append(np.round(np.asarray(stack) * 10_000).astype(np.uint16))
+    return np.concatenate(stacks), params
+
+
+def test_phase_live_reconstructs_each_z_stack_as_the_offline_job():
+    from napari_gpuscope.compute.phase import PhaseResult
+
+    frames, params = phase_stacks(2, 7)
+    core, _ = make_core(frames)
+    session = live.attach(core, "phase", params, device=DEVICE, frames_per_stack=7)
+    core.mda.run(z_stacks(2, 7))
+    assert session.wait(WAIT)
+    assert (session.frames_received, session.frames_processed) == (14, 14)
+    results = session.results()
+    assert len(results) == 2 and session.result() is results[-1]
+    for t, result in enumerate(results):
+        assert isinstance(result, PhaseResult)
+        expected = offline("phase", None, frames[7 * t : 7 * (t + 1)], params)
+        assert result.phase.tobytes() == expected.phase.tobytes()
+        assert result.absorption.tobytes() == expected.absorption.tobytes()
+        assert result.summary() == expected.summary()
+
+
+def test_tv_of_each_z_stack_equals_the_registry_job_on_each_stack():
+    from napari_gpuscope.compute import tv
+
+    frames = blinking(12, size=16)  # 3 stacks of 4 slices
+    core, _ = make_core(frames)
+    params = tv.TVParams(weight=8.0)
+    session = live.attach(core, "tv", params, device=DEVICE, frames_per_stack=4)
+    core.mda.run(z_stacks(3, 4))
+    assert session.wait(WAIT)
+    result = session.result()
+    assert result.image.shape == (3, 4, 16, 16)
+    for t in range(3):
+        expected = offline("tv", None, frames[4 * t : 4 * (t + 1)], params)
+        assert result.image[t].tobytes() == expected.image.tobytes()
+    assert result.spacing == (0.0, 1.0, 1.0, 1.0)
+
+
+def test_a_stack_is_kept_or_dropped_whole():
+    buffer = live.FrameBuffer(7, unit=3)
+    kept = [buffer.put(np.full((2, 2), i)) for i in range(12)]
+    # Two stacks fit (6 frames); the third's first frame finds room for 1 of its 3: all of it
+    # is dropped, and the fourth's too.
+    assert kept == [True] * 6 + [False] * 6
+    assert (buffer.received, buffer.kept, buffer.dropped) == (12, 6, 6)
+    buffer.release(3)  # the worker has taken the first stack
+    assert [buffer.put(np.full((2, 2), i)) for i in range(12, 15)] == [True] * 3
+    assert buffer.take(6, 9)[:, 0, 0].tolist() == [12, 13, 14]
 
 
 # -- no frame lost or counted twice -------------------------------------------------------------

@@ -21,8 +21,9 @@ __all__ = ["DROP_POLICIES", "FrameBuffer"]
 DROP_POLICIES = {
     "skip": (
         "a frame that arrives while the buffer is full is not kept (counted in frames_dropped); "
-        "the frames kept are processed in their order, so the result is that of the frames "
-        "kept"
+        "with z-stacks as units (frames_per_stack), a stack that does not fit whole when its "
+        "first frame arrives is not kept, none of its frames; the frames kept are processed in "
+        "their order, so the result is that of the frames (or stacks) kept"
     ),
 }
 """What happens to a frame when the worker has fallen ``capacity`` frames behind."""
@@ -35,6 +36,9 @@ class FrameBuffer:
     ----------
     capacity : int
         Frames the worker may fall behind before frames are dropped.
+    unit : int
+        Frames per unit of work (a z-stack): a unit is kept whole or dropped whole; the
+        source delivers units one after the other, frame by frame. At most ``capacity``.
 
     Examples
     --------
@@ -47,10 +51,17 @@ class FrameBuffer:
     [0, 1]
     """
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, unit: int = 1) -> None:
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
             raise ValueError(f"capacity must be a positive integer (frames), got {capacity!r}")
+        if isinstance(unit, bool) or not isinstance(unit, int) or not 1 <= unit <= capacity:
+            raise ValueError(
+                f"frames per stack must be an integer from 1 to the capacity ({capacity}), "
+                f"got {unit!r}"
+            )
         self.capacity = capacity
+        self.unit = unit
+        self._dropping_unit = False
         self._frames: dict[int, np.ndarray] = {}
         self._condition = threading.Condition()
         self._received = 0
@@ -70,10 +81,12 @@ class FrameBuffer:
         cannot take it; the buffer closes and :attr:`refused` says why.
         """
         with self._condition:
+            position = self._received % self.unit
             self._received += 1
-            if self._closed:
-                return False
-            if self._kept - self._released >= self.capacity:
+            if position == 0:
+                # A unit's first frame decides for the whole unit: room for all of it, or none.
+                self._dropping_unit = self._kept - self._released + self.unit > self.capacity
+            if self._closed or self._dropping_unit:
                 return False
             array = np.array(frame, copy=True)  # the callback's buffer is reused after it returns
             if self._shape is None:

@@ -1,12 +1,15 @@
 """What each method does with the frames of a live session, through the registry's jobs only.
 
-- TV (``tv``, job ``denoise``): every frame denoised by the registry's job. With
+- TV (``tv``, job ``denoise``): every frame (or z-stack, ``frames_per_stack``) denoised by the
+  registry's job. With
   ``weight=None`` the weight (and Poisson mode's camera model) is resolved once, on the first
   frame (:func:`~napari_gpuscope.compute.tv.resolve_weight`, exactly what the job does when it
   starts) and held for the session, so every frame is smoothed the same.
 - Flat-field (``flatfield``, job ``apply``): a saved profile applied to each frame by the
   registry's apply job (``measure_shading=False``, as batch runs: the shading statistics need
   the whole stack).
+- Phase (``phase``, job ``reconstruct``): each z-stack reconstructed by the registry's job as
+  soon as its last frame is kept (``frames_per_stack``); ``result()`` is the latest stack's.
 - eSRRF (``esrrf``, job ``run``): the registry's job reads the frames as they arrive through a
   stack whose reads wait for them (:class:`_GrowingStack`), one frame per chunk, into its
   online temporal statistics: a cumulative reconstruction (``frames_per_timepoint=0``) or a new
@@ -30,7 +33,7 @@ from ._buffer import FrameBuffer
 
 __all__ = ["LIVE_JOBS", "Control", "LiveMethod", "live_method"]
 
-LIVE_JOBS = {("tv", "denoise"), ("flatfield", "apply"), ("esrrf", "run")}
+LIVE_JOBS = {("tv", "denoise"), ("flatfield", "apply"), ("esrrf", "run"), ("phase", "reconstruct")}
 """The (method, job) pairs a live session runs."""
 
 
@@ -59,6 +62,8 @@ class LiveMethod:
         self.inputs = dict(inputs)
         self.function: Callable[..., Any] = job.job_function()
         self._latest: np.ndarray | None = None
+        self.unit = 1
+        """Frames per unit of work: 1, or a z-stack's slices."""
 
     def run(self, buffer: FrameBuffer, control: Control) -> Any:
         """Process the buffer's frames until it is closed and empty (or a stop); return the
@@ -81,7 +86,10 @@ def _run_job(job: Any) -> Any:
 
 
 class _PerFrame(LiveMethod):
-    """A job run on each frame; the result stacks the frames' results."""
+    """A job run on each frame (or z-stack: :attr:`unit` frames); the result stacks theirs.
+
+    A z-stack whose last frame never comes (the acquisition stopped within it) is not
+    processed."""
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
@@ -95,20 +103,25 @@ class _PerFrame(LiveMethod):
         raise NotImplementedError
 
     def run(self, buffer: FrameBuffer, control: Control) -> Any:
-        index = 0
-        while not control.stopping() and buffer.wait_for(index + 1):
+        unit, index = self.unit, 0
+        while not control.stopping() and buffer.wait_for((index + 1) * unit):
             if control.stopping():
                 break
-            frame = buffer.take(index, index + 1)[0]
-            buffer.release(index + 1)  # the frame is in hand: the buffer's place is free
-            result = self.process(frame)
+            frames = buffer.take(index * unit, (index + 1) * unit)
+            buffer.release((index + 1) * unit)  # in hand: the buffer's places are free
+            data = frames[0] if unit == 1 else frames
+            result = self.process(data)
             with self._lock:
                 self._results.append(result)
-            image = np.asarray(result.image)
-            self._latest = image[0] if image.ndim > frame.ndim else image
+            self._latest = self.latest_of(result, data)
             index += 1
-            control.processed(index)
+            control.processed(index * unit)
         return self.partial_result()
+
+    def latest_of(self, result: Any, data: np.ndarray) -> np.ndarray:
+        """What :meth:`latest` shows of a unit's result."""
+        image = np.asarray(result.image)
+        return image[0] if image.ndim > data.ndim else image
 
     def partial_result(self) -> Any:
         with self._lock:
@@ -166,7 +179,7 @@ class LiveApply(_PerFrame):
 
     def process(self, frame: np.ndarray) -> Any:
         job = self.function(
-            frame[None],
+            frame[None] if frame.ndim == 2 else frame,
             self.inputs["profile"],
             self.params,
             measure_shading=False,
@@ -177,6 +190,25 @@ class LiveApply(_PerFrame):
     def combine(self, results: list[Any]) -> Any:
         image = np.concatenate([np.asarray(r.image) for r in results])
         return dataclasses.replace(results[0], image=image)
+
+
+class LivePhase(_PerFrame):
+    """Phase: each z-stack reconstructed as soon as it is complete."""
+
+    def process(self, frame: np.ndarray) -> Any:
+        return _run_job(self.function(frame, params=self.params, device=self.device))
+
+    def latest_of(self, result: Any, data: np.ndarray) -> np.ndarray:
+        return np.asarray(result.phase)
+
+    def combine(self, results: list[Any]) -> Any:
+        # One z-stack makes one result: the latest completed stack's (results() has them all).
+        return results[-1]
+
+    def results(self) -> list[Any]:
+        """Every completed z-stack's result, in order."""
+        with self._lock:
+            return list(self._results)
 
 
 class _GrowingStack:
@@ -313,6 +345,7 @@ _CLASSES: dict[tuple[str, str], type[LiveMethod]] = {
     ("tv", "denoise"): LiveTV,
     ("flatfield", "apply"): LiveApply,
     ("esrrf", "run"): LiveEsrrf,
+    ("phase", "reconstruct"): LivePhase,
 }
 
 
@@ -324,6 +357,7 @@ def live_method(
     device: Any,
     inputs: Mapping[str, Any],
     max_frames: int | None = None,
+    frames_per_stack: int | None = None,
 ) -> LiveMethod:
     """The live form of a registered job, its parameters validated now."""
     spec = method(method_id)
@@ -348,6 +382,13 @@ def live_method(
     if unknown:
         raise TypeError(f"{spec.title}'s live job {job.id!r} takes no {unknown}")
     cls = _CLASSES[key]
+    if cls is LivePhase and frames_per_stack is None:
+        raise ValueError("a live phase reconstructs z-stacks: give frames_per_stack (slices)")
+    if cls is LiveEsrrf and frames_per_stack not in (None, 1):
+        raise ValueError("a live eSRRF takes single frames, not z-stacks (frames_per_stack)")
     if cls is LiveEsrrf and max_frames is not None:
-        return LiveEsrrf(job, params, device, inputs, max_frames=max_frames)
-    return cls(job, params, device, inputs)
+        live = cls(job, params, device, inputs, max_frames=max_frames)
+    else:
+        live = cls(job, params, device, inputs)
+    live.unit = frames_per_stack or 1
+    return live

@@ -49,7 +49,7 @@ class LiveSession:
         self.name = source.name
         self.drop_policy = drop_policy
         self.capacity = capacity
-        self._buffer = FrameBuffer(capacity)
+        self._buffer = FrameBuffer(capacity, live.unit)
         self._processed = 0
         self._stop = threading.Event()
         self._done = threading.Event()
@@ -147,6 +147,12 @@ class LiveSession:
         """Why the session stopped taking frames before its end (a frame of another shape)."""
         return self._buffer.refused
 
+    def results(self) -> list[Any]:
+        """Phase: every completed z-stack's result (``result()`` is the latest); other methods:
+        ``[result()]``."""
+        results = getattr(self.method, "results", None)
+        return results() if results is not None else [self.result()]
+
     def latest(self) -> Any:
         """The latest output (the last processed frame, or eSRRF's running reconstruction; a
         fresh one is made at the next frame), None before the first."""
@@ -215,6 +221,7 @@ def attach(
     capacity: int = DEFAULT_CAPACITY,
     drop_policy: str = "skip",
     max_frames: int | None = None,
+    frames_per_stack: int | None = None,
     **inputs: Any,
 ) -> LiveSession:
     """Attach a method's job to a source of frames while it acquires.
@@ -225,7 +232,7 @@ def attach(
         A pymmcore-plus core (its MDA's frames), a napari image layer that grows, or any
         object with ``connect(on_frame, on_end)``, ``disconnect()`` and ``expected_frames()``.
     method : str
-        A registered method id: ``"tv"``, ``"flatfield"``, ``"esrrf"``.
+        A registered method id: ``"tv"``, ``"flatfield"``, ``"esrrf"``, ``"phase"``.
     params : Params, mapping or None
         The job's parameters (its model, a mapping of its fields, or None for the defaults);
         validated now.
@@ -239,6 +246,10 @@ def attach(
         ``"skip"``: a frame arriving while the buffer is full is not kept (counted).
     max_frames : int, optional
         eSRRF: the most frames the job takes when the source does not say (a core's MDA does).
+    frames_per_stack : int, optional
+        Slices per z-stack, when the unit of work is a z-stack (TV, flat-field; phase needs
+        it): the source delivers the slices of one stack after the other (an MDA whose z axis
+        is the innermost, useq's default order). A stack is kept or dropped whole.
     **inputs
         The job's other inputs (flat-field's ``profile``).
 
@@ -259,5 +270,13 @@ def attach(
     >>> session.wait(60), session.frames_processed, session.result().image.shape
     (True, 3, (3, 16, 16))
     """
-    live = live_method(method, job, params, device=device, inputs=inputs, max_frames=max_frames)
+    live = live_method(
+        method,
+        job,
+        params,
+        device=device,
+        inputs=inputs,
+        max_frames=max_frames,
+        frames_per_stack=frames_per_stack,
+    )
     return LiveSession(as_source(source), live, capacity=capacity, drop_policy=drop_policy)
