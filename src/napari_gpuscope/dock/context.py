@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import napari.layers
     import napari.viewer
     from numpy.typing import ArrayLike
@@ -27,7 +29,14 @@ if TYPE_CHECKING:
     from napari_gpuscope.dock.jobs import JobHandlers
     from napari_gpuscope.methods import MethodSpec
 
-__all__ = ["DockContext", "MethodView"]
+__all__ = ["CsvArtifact", "DockContext", "MethodView"]
+
+
+class CsvArtifact(Protocol):
+    """A job input written as a CSV beside a recipe (a drift trace:
+    :class:`~napari_gpuscope.compute.esrrf.DriftResult`)."""
+
+    def to_csv(self, path: Path) -> Path: ...
 
 
 class DockContext(Protocol):
@@ -69,8 +78,8 @@ class DockContext(Protocol):
         """What a recipe saved now cannot carry of the dock's next run (empty: nothing)."""
         ...
 
-    def recipe_artifacts(self) -> dict[str, tuple[ArrayLike, str]]:
-        """The job's inputs beyond the data, ``{artifact name: (array, layer name)}``."""
+    def recipe_artifacts(self) -> dict[str, tuple[ArrayLike | CsvArtifact, str]]:
+        """The job's inputs beyond the data: ``{name: (image or CSV artifact, source)}``."""
         ...
 
     def follows(self, layer: napari.layers.Layer) -> bool:

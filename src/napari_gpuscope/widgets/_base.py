@@ -110,6 +110,7 @@ if TYPE_CHECKING:
     from napari_gpuscope.compute.jobs import Job
     from napari_gpuscope.compute.preview import PlaneView
     from napari_gpuscope.compute.results import MethodResult
+    from napari_gpuscope.dock.context import CsvArtifact
 
 __all__ = ["MethodDock", "PreviewResult"]
 
@@ -157,9 +158,7 @@ class MethodDock(QWidget):
         super().__init__()
         self.viewer = viewer
         self.runner = JobRunner(self)
-        self.model = DockModel(
-            self.method_spec(), self.runner, dock_defaults=self.dock_defaults
-        )
+        self.model = DockModel(self.method_spec(), self.runner, dock_defaults=self.dock_defaults)
         self.spec = self.model.spec
         self.params_class: type[Params] = self.model.params_class
         self.title = self.model.title
@@ -321,11 +320,11 @@ class MethodDock(QWidget):
         the Recipe row says it when it saves one."""
         return []
 
-    def recipe_artifacts(self) -> dict[str, tuple[ArrayLike, str]]:
+    def recipe_artifacts(self) -> dict[str, tuple[ArrayLike | CsvArtifact, str]]:
         """The job's inputs beyond the data that the dock's next run uses, by their recipe
-        artifact names (``JobSpec.accepts``): ``{name: (array, layer name)}``. The Recipe row
-        writes each as a TIFF beside the recipe, so a recipe reproduces the run (default:
-        none)."""
+        artifact names (``JobSpec.accepts``): ``{name: (value, source name)}``. The Recipe row
+        writes each beside the recipe, an image as a TIFF and a drift trace (anything with
+        ``to_csv``) as its CSV, so a recipe reproduces the run (default: none)."""
         return {}
 
     def metric_targets(self, params: Params) -> dict[str, float]:
