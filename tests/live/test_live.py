@@ -405,3 +405,18 @@ def test_frames_of_another_shape_end_the_session_in_words():
     assert session.frames_dropped == 1
     assert "a live session takes frames of one shape" in session.refused
     assert session.result().image.shape == (1, 8, 8)
+
+
+def test_a_failing_job_ends_the_session_and_result_says_why():
+    feed = live.FrameFeed()
+    session = live.attach(feed, "tv", {"weight": 1.0}, device=DEVICE)
+    bad = np.ones((8, 8))
+    bad[2, 3] = np.nan
+    feed.push(bad)
+    assert session.wait(WAIT)
+    feed.push(np.ones((8, 8)))  # after the failure: counted, not kept
+    assert (session.frames_received, session.frames_processed, session.frames_dropped) == (2, 0, 1)
+    with pytest.raises(RuntimeError, match="live Denoise failed") as raised:
+        session.result()
+    assert "NaN" in str(raised.value.__cause__) or "finite" in str(raised.value.__cause__)
+    session.detach()
