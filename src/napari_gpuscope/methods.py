@@ -371,7 +371,7 @@ METHODS: dict[str, MethodSpec] = {
                     description="Denoise an image, z-stack or time-lapse.",
                 ),
             ),
-            dock="napari_gpuscope.widgets.tv_dock:TVDenoiseDock",
+            dock="napari_gpuscope.widgets.tv.dock:TVDenoiseDock",
             samples=(
                 SampleSpec(
                     "tv-2d",
@@ -430,7 +430,7 @@ METHODS: dict[str, MethodSpec] = {
                     ),
                 ),
             ),
-            dock="napari_gpuscope.widgets.esrrf_dock:EsrrfDock",
+            dock="napari_gpuscope.widgets.esrrf.dock:EsrrfDock",
             samples=(
                 SampleSpec(
                     "esrrf-filaments",
@@ -477,7 +477,7 @@ METHODS: dict[str, MethodSpec] = {
                     description="Correct images with a saved profile.",
                 ),
             ),
-            dock="napari_gpuscope.widgets.flatfield_dock:FlatfieldDock",
+            dock="napari_gpuscope.widgets.flatfield.dock:FlatfieldDock",
             samples=(
                 SampleSpec(
                     "flatfield-tiles",
@@ -521,7 +521,7 @@ METHODS: dict[str, MethodSpec] = {
                     description="The illumination tilt, global or per tile, as maps and vectors.",
                 ),
             ),
-            dock="napari_gpuscope.widgets.phase_dock:PhaseDock",
+            dock="napari_gpuscope.widgets.phase.dock:PhaseDock",
             samples=(
                 SampleSpec(
                     "phase-tilt",

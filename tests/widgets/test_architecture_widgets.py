@@ -111,7 +111,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_the_graph_sees_every_kind_of_import():
     graph = import_graph()
     # a TYPE_CHECKING import and a lazy (function-level) import are edges too
-    assert "napari_gpuscope.compute.results" in graph["napari_gpuscope.widgets.tv_dock"]
+    assert "napari_gpuscope.compute.results" in graph["napari_gpuscope.widgets.tv.dock"]
     widgets = [targets for name, targets in graph.items() if name.startswith(f"{PACKAGE}.widgets")]
     assert "napari_gpuscope.export.commands" in set().union(*widgets)
 

@@ -28,7 +28,7 @@ from napari_gpuscope.batch.store import marker_key
 from napari_gpuscope.batch.tasks import TaskSpec, run_position
 from napari_gpuscope.compute import esrrf
 from napari_gpuscope.compute.esrrf import load_drift_trace
-from napari_gpuscope.widgets.esrrf_dock import EsrrfDock
+from napari_gpuscope.widgets.esrrf.dock import EsrrfDock
 
 PIXEL_UM = 0.1
 T, SIDE = 100, 64

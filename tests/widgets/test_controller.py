@@ -124,9 +124,9 @@ def test_widgets_holds_only_qt_views():
         "_job_view",
         "_status_view",
         "_form_binding",
-        "esrrf_sweep",
-        "flatfield_apply",
-        "esrrf_dock",
+        "esrrf/sweep",
+        "flatfield/apply",
+        "esrrf/dock",
     ],
 )
 def test_parts_use_no_private_member_of_their_dock(module):

@@ -10,6 +10,7 @@ import pytest
 
 from napari_gpuscope.compute.preview import PlaneView
 from napari_gpuscope.compute.tv import TVParams
+from napari_gpuscope.dock.settings import DockSettings
 from napari_gpuscope.widgets._controls import (
     FieldStyle,
     LayerPicker,
@@ -18,7 +19,6 @@ from napari_gpuscope.widgets._controls import (
     SpacingRow,
     is_log_metric,
 )
-from napari_gpuscope.dock.settings import DockSettings
 
 
 def test_form_rows_come_from_the_params_model(qtbot):

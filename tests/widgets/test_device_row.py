@@ -9,7 +9,7 @@ from napari_gpuscope.compute import devices as compute_devices
 from napari_gpuscope.compute.devices import GPUInfo, no_gpu_message
 from napari_gpuscope.widgets import _devices
 from napari_gpuscope.widgets._devices import DeviceRow, available_devices
-from napari_gpuscope.widgets.tv_dock import TVDenoiseDock
+from napari_gpuscope.widgets.tv.dock import TVDenoiseDock
 
 GB = 1024**3
 

@@ -66,7 +66,7 @@ def test_esrrf_dock_with_an_estimated_trace_and_its_resolution_equals_its_recipe
     viewer, qtbot, cpu_device, tmp_path, client
 ):
     from napari_gpuscope.compute.esrrf import load_drift_trace
-    from napari_gpuscope.widgets.esrrf_dock import EsrrfDock
+    from napari_gpuscope.widgets.esrrf.dock import EsrrfDock
 
     stack = _blinking()
     source = tmp_path / "drifting.tif"
@@ -116,7 +116,7 @@ def test_esrrf_dock_with_a_loaded_trace_equals_its_recipe_which_carries_it(
     the recipe (a drift-trace CSV in input pixels, every float exact) and the batch run
     corrects the position with it, byte for byte as the dock did."""
     from napari_gpuscope.compute.esrrf import DriftResult, load_drift_trace
-    from napari_gpuscope.widgets.esrrf_dock import EsrrfDock
+    from napari_gpuscope.widgets.esrrf.dock import EsrrfDock
 
     stack, truth = _drifting()
     source = tmp_path / "drifting.tif"
@@ -174,7 +174,7 @@ def test_esrrf_dock_with_a_setting_picked_in_the_sweep_equals_its_recipe(
 ):
     """Parameter sweep: a cell clicked puts its radius and sensitivity into the dock; the run
     with them and the recipe saved then write the same image and measurements."""
-    from napari_gpuscope.widgets.esrrf_dock import EsrrfDock
+    from napari_gpuscope.widgets.esrrf.dock import EsrrfDock
 
     stack = _blinking(frames=40)
     source = tmp_path / "blinking.tif"
@@ -218,7 +218,7 @@ def test_phase_dock_with_an_estimated_tilt_equals_its_recipe(
 ):
     from napari_gpuscope.compute import phase
     from napari_gpuscope.sample_data.phase import tilted_brightfield_stack
-    from napari_gpuscope.widgets.phase_dock import PhaseDock
+    from napari_gpuscope.widgets.phase.dock import PhaseDock
 
     data, kwargs, _ = tilted_brightfield_stack()[0]
     stack = np.ascontiguousarray(np.asarray(data)[:, :64, :64])
@@ -263,7 +263,7 @@ def test_phase_dock_after_estimate_tilt_equals_its_recipe(
     with it and the recipe saved then (tilt_mode manual, the estimate's angles) write the same
     images and tilt."""
     from napari_gpuscope.sample_data.phase import tilted_brightfield_stack
-    from napari_gpuscope.widgets.phase_dock import PhaseDock
+    from napari_gpuscope.widgets.phase.dock import PhaseDock
 
     data, kwargs, _ = tilted_brightfield_stack()[0]
     stack = np.ascontiguousarray(np.asarray(data)[:, :64, :64])
@@ -306,7 +306,7 @@ def test_phase_dock_after_estimate_tilt_equals_its_recipe(
 
 
 def test_tv_dock_equals_its_recipe(viewer, qtbot, cpu_device, tmp_path, client):
-    from napari_gpuscope.widgets.tv_dock import TVDenoiseDock
+    from napari_gpuscope.widgets.tv.dock import TVDenoiseDock
 
     rng = np.random.default_rng(5)
     y, x = np.mgrid[:128, :128]
@@ -344,7 +344,7 @@ def test_saving_a_recipe_says_what_it_cannot_carry_of_the_esrrf_dock(
     recipe's options needs no note; a loaded trace is carried, and the note says how a batch
     run uses it."""
     from napari_gpuscope.compute.esrrf import DriftResult
-    from napari_gpuscope.widgets.esrrf_dock import EsrrfDock
+    from napari_gpuscope.widgets.esrrf.dock import EsrrfDock
 
     stack = _blinking(frames=40, side=32)
     viewer.add_image(stack, name="drifting")

@@ -12,10 +12,10 @@ import pytest
 from dock_helpers import WorkerGate, open_dock, select_input
 from matplotlib.colors import to_hex
 
-from napari_gpuscope.provenance import PROVENANCE_KEY
 from napari_gpuscope.dock import outputs as _outputs
+from napari_gpuscope.provenance import PROVENANCE_KEY
 from napari_gpuscope.widgets._controls._plot import theme_colors
-from napari_gpuscope.widgets.esrrf_dock import EsrrfDock
+from napari_gpuscope.widgets.esrrf.dock import EsrrfDock
 
 FIXTURES = np.load(Path(__file__).parents[1] / "fixtures" / "esrrf" / "nanopyx_esrrf.npz")
 

@@ -18,7 +18,7 @@ from dock_helpers import WorkerGate, open_dock, select_input
 
 from napari_gpuscope.compute.esrrf import DriftResult
 from napari_gpuscope.provenance import PROVENANCE_KEY
-from napari_gpuscope.widgets.esrrf_dock import EsrrfDock
+from napari_gpuscope.widgets.esrrf.dock import EsrrfDock
 
 FIXTURES = np.load(Path(__file__).parents[1] / "fixtures" / "esrrf" / "nanopyx_esrrf.npz")
 T, SIDE = 120, 48

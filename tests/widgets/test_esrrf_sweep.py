@@ -9,7 +9,7 @@ import pytest
 from napari_gpuscope.compute.esrrf import EsrrfParams
 from napari_gpuscope.compute.esrrf._sweep import SweepResult
 from napari_gpuscope.compute.jobs import Output, Progress
-from napari_gpuscope.widgets.esrrf_dock import EsrrfDock
+from napari_gpuscope.widgets.esrrf.dock import EsrrfDock
 
 NAMES = ("frc_resolution", "rsp", "qnr", "decorr_resolution")
 

@@ -8,7 +8,7 @@ import pytest
 from napari_gpuscope.compute.flatfield import ShadingProfile, correct, fit_basic
 from napari_gpuscope.provenance import PROVENANCE_KEY
 from napari_gpuscope.sample_data._shading import shaded_tiles
-from napari_gpuscope.widgets.flatfield_dock import FlatfieldDock
+from napari_gpuscope.widgets.flatfield.dock import FlatfieldDock
 
 
 @pytest.fixture

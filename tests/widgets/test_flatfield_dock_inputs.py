@@ -12,7 +12,7 @@ from dock_helpers import open_dock, select_input
 from napari_gpuscope.compute.flatfield import BasicParams, batch_hooks, fit_basic
 from napari_gpuscope.compute.jobs import run_job
 from napari_gpuscope.sample_data._shading import shaded_tiles
-from napari_gpuscope.widgets.flatfield_dock import FlatfieldDock
+from napari_gpuscope.widgets.flatfield.dock import FlatfieldDock
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from napari_gpuscope.compute.flatfield import ShadingProfile, batch_hooks
 from napari_gpuscope.compute.jobs import run_job
 from napari_gpuscope.provenance import PROVENANCE_KEY
 from napari_gpuscope.sample_data._shading import shaded_tiles
-from napari_gpuscope.widgets.flatfield_dock import FlatfieldDock
+from napari_gpuscope.widgets.flatfield.dock import FlatfieldDock
 
 SHADING = {"shading_cv_before", "shading_cv_after"}
 """What Apply measures of the shading before and after."""

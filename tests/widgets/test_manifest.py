@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from napari_gpuscope.widgets.tv_dock import TVDenoiseDock
+from napari_gpuscope.widgets.tv.dock import TVDenoiseDock
 
 
 def test_tv_dock_and_samples_open_through_the_manifest(make_napari_viewer_proxy):

@@ -10,7 +10,7 @@ import pytest
 
 from napari_gpuscope.compute import phase
 from napari_gpuscope.provenance import PROVENANCE_KEY
-from napari_gpuscope.widgets.phase_dock import PhaseDock
+from napari_gpuscope.widgets.phase.dock import PhaseDock
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "phase"
 AIR = {

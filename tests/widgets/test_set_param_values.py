@@ -14,7 +14,7 @@ from dock_helpers import open_dock
 
 from napari_gpuscope.compute.esrrf import EsrrfParams
 from napari_gpuscope.compute.params import ParameterError
-from napari_gpuscope.widgets.esrrf_dock import EsrrfDock
+from napari_gpuscope.widgets.esrrf.dock import EsrrfDock
 
 
 @pytest.fixture

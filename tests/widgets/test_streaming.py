@@ -243,7 +243,7 @@ def test_a_method_dock_warms_up_only_its_own_kernels(viewer):
     """The TV dock prepares TV's and the platform's kernels, not eSRRF's, flat-field's or
     phase's (all five .cu files took 7.3 s to compile on an H100 with an empty CuPy cache)."""
     from napari_gpuscope.compute import kernels
-    from napari_gpuscope.widgets.tv_dock import TVDenoiseDock
+    from napari_gpuscope.widgets.tv.dock import TVDenoiseDock
 
     dock = TVDenoiseDock(viewer)
     packages = dock.kernel_packages()

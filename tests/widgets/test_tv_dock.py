@@ -8,9 +8,9 @@ from dock_helpers import open_dock, select_input
 from skimage.restoration import denoise_tv_chambolle
 
 from napari_gpuscope.compute.tv import TVParams, _preview
-from napari_gpuscope.provenance import PROVENANCE_KEY
 from napari_gpuscope.dock.layers import spacing_from_layer
-from napari_gpuscope.widgets.tv_dock import TVDenoiseDock
+from napari_gpuscope.provenance import PROVENANCE_KEY
+from napari_gpuscope.widgets.tv.dock import TVDenoiseDock
 
 pytest.importorskip("napari_gpuscope.compute.tv")
 

@@ -9,11 +9,11 @@ import pytest
 from qtpy.QtCore import Qt
 from qtpy.QtWidgets import QApplication
 
+from napari_gpuscope.dock.messages import progress_text
 from napari_gpuscope.methods import METHODS, PLUGIN
 from napari_gpuscope.provenance import PROVENANCE_KEY
 from napari_gpuscope.widgets._dock_parts import focus_chain
-from napari_gpuscope.dock.messages import progress_text
-from napari_gpuscope.widgets.tv_dock import TVDenoiseDock
+from napari_gpuscope.widgets.tv.dock import TVDenoiseDock
 
 
 def _finish(dock, qtbot, timeout=20_000):

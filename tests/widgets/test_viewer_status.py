@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 from dock_helpers import WorkerGate, open_dock, select_input
 
-from napari_gpuscope.widgets.tv_dock import TVDenoiseDock
+from napari_gpuscope.widgets.tv.dock import TVDenoiseDock
 
 
 def _cells(shape=(96, 96), seed=0):

@@ -15,12 +15,12 @@
 - :mod:`napari_gpuscope.widgets._controls` -- the reusable controls;
 - the method docks, opened from napari's menus (the registry,
   :data:`napari_gpuscope.methods.METHODS`, names them):
-  :class:`~napari_gpuscope.widgets.tv_dock.TVDenoiseDock` ("TV denoise"),
-  :class:`~napari_gpuscope.widgets.esrrf_dock.EsrrfDock` ("eSRRF", with its parameter sweep
-  panel, :class:`~napari_gpuscope.widgets.esrrf_sweep.SweepPanel`),
-  :class:`~napari_gpuscope.widgets.flatfield_dock.FlatfieldDock` ("Flat-field (BaSiC)", with
-  its Apply panel, :class:`~napari_gpuscope.widgets.flatfield_apply.ApplyPanel`) and
-  :class:`~napari_gpuscope.widgets.phase_dock.PhaseDock` ("Phase (tilt-corrected)").
+  :class:`~napari_gpuscope.widgets.tv.dock.TVDenoiseDock` ("TV denoise"),
+  :class:`~napari_gpuscope.widgets.esrrf.dock.EsrrfDock` ("eSRRF", with its parameter sweep
+  panel, :class:`~napari_gpuscope.widgets.esrrf.sweep.SweepPanel`),
+  :class:`~napari_gpuscope.widgets.flatfield.dock.FlatfieldDock` ("Flat-field (BaSiC)", with
+  its Apply panel, :class:`~napari_gpuscope.widgets.flatfield.apply.ApplyPanel`) and
+  :class:`~napari_gpuscope.widgets.phase.dock.PhaseDock` ("Phase (tilt-corrected)").
 
 Importing this package imports Qt but none of the method docks.
 """

@@ -3,7 +3,7 @@
 Fit (the :class:`~napari_gpuscope.widgets.MethodDock` part): the input stack, the darkfield
 source (none, estimated, a constant camera offset, or a dark-frame layer), smoothness automatic
 or manual (Autotune fills it in), sorting and the advanced tolerances; the flatfield streams
-into its layer after every reweighting pass. Apply (:mod:`.flatfield_apply`, a view of the
+into its layer after every reweighting pass. Apply (:mod:`.apply`, a view of the
 apply job): the fitted or a loaded profile onto any layer with the apply fields of the
 parameters (timelapse baseline removal, clipping, output type: shown in the Apply panel, saved
 with the settings and recipes like every parameter), save/load, and figures of the baseline
@@ -24,7 +24,7 @@ from napari_gpuscope.dock.jobs import JobHandlers
 from napari_gpuscope.dock.messages import plain_error_message
 from napari_gpuscope.widgets._base import MethodDock
 from napari_gpuscope.widgets._controls import FieldStyle
-from napari_gpuscope.widgets.flatfield_apply import ApplyPanel
+from napari_gpuscope.widgets.flatfield.apply import ApplyPanel
 
 if TYPE_CHECKING:
     import napari.layers
@@ -246,9 +246,8 @@ class FlatfieldDock(MethodDock):
         (``JobSpec.accepts``), as a batch run gives them from the recipe's artifacts."""
         from napari_gpuscope.compute.arrays import InvalidInputError
         from napari_gpuscope.compute.flatfield import broadcast_weight
-        from napari_gpuscope.methods import method
 
-        spec = method(self.method_id).job_spec()
+        spec = self.spec.job_spec()
         inputs = {}
         for name, (array, layer_name) in self.recipe_artifacts().items():
             if name not in spec.accepts:
@@ -261,7 +260,7 @@ class FlatfieldDock(MethodDock):
                 except InvalidInputError as exc:
                     raise ValueError(str(exc)) from None
             inputs[name] = array
-        return spec.job_function()(layer.data, params=params, device=device, **inputs)
+        return self.model.default_job(layer.data, params, device, **inputs)
 
     def metric_targets(self, params: BasicParams) -> dict[str, float]:
         return {"reweighting residual": params.reweighting_tol}

@@ -10,7 +10,7 @@ Run / Stop & keep / Cancel, streaming, results, provenance, settings, export -- 
   result), shown with its own colormap and contrast (its values are not in the input's units);
 - a live preview of the visible region from a few frames
   (:mod:`napari_gpuscope.compute.esrrf._preview`);
-- the "Drift correction" section (:mod:`.esrrf_drift`): off, estimated in the run, or an
+- the "Drift correction" section (:mod:`.drift`): off, estimated in the run, or an
   estimated or loaded trace, plotted and drawn over the image;
 - multi-channel input: a 4D layer is read as ``(C, T, Y, X)``, or as ``(T, C, Y, X)`` where
   its axis labels say so or its first axis is too long to be channels (an ImageJ hyperstack
@@ -18,9 +18,9 @@ Run / Stop & keep / Cancel, streaming, results, provenance, settings, export -- 
   channels" (the model's ``channel_registration``: off, translation, elastic; shown for 4D
   layers only)
   aligns the channels to channel 0 before each is reconstructed; for a (T, Y, X) input,
-  "More channels" (:mod:`.esrrf_channels`) adds other layers of its shape as channels 1, 2, ...
+  "More channels" (:mod:`.channels`) adds other layers of its shape as channels 1, 2, ...
   (:func:`~napari_gpuscope.compute.esrrf.iter_channels`);
-- the parameter sweep panel (:mod:`.esrrf_sweep`).
+- the parameter sweep panel (:mod:`.sweep`).
 
 A full run is the registry's eSRRF job with the dock's parameters, nothing added: what a recipe
 saved from the dock runs in ``napari-gpuscope run`` (a drift trace loaded from a file is the
@@ -64,9 +64,9 @@ from napari_gpuscope.provenance import PROVENANCE_KEY
 from napari_gpuscope.widgets._base import MethodDock
 from napari_gpuscope.widgets._controls import FieldStyle
 from napari_gpuscope.widgets._controls._changes import mark_labels
-from napari_gpuscope.widgets.esrrf_channels import ChannelLayers
-from napari_gpuscope.widgets.esrrf_drift import DriftSection, channel_axis, layer_unit
-from napari_gpuscope.widgets.esrrf_sweep import SweepPanel
+from napari_gpuscope.widgets.esrrf.channels import ChannelLayers
+from napari_gpuscope.widgets.esrrf.drift import DriftSection, channel_axis, layer_unit
+from napari_gpuscope.widgets.esrrf.sweep import SweepPanel
 
 if TYPE_CHECKING:
     import napari.layers

@@ -36,7 +36,7 @@ from napari_gpuscope.compute.jobs import Progress
 from napari_gpuscope.dock.jobs import JobHandlers
 from napari_gpuscope.dock.messages import plain_error_message
 from napari_gpuscope.widgets._controls._plot import style_axes, theme_colors
-from napari_gpuscope.widgets.esrrf_drift import channel_axis
+from napari_gpuscope.widgets.esrrf.drift import channel_axis
 
 if TYPE_CHECKING:
     from napari_gpuscope.compute.esrrf import SweepResult

@@ -10,7 +10,7 @@ A view of drift estimation (the registry's ``drift`` job of eSRRF,
   trace, passed as ``drift_shifts``); the estimate's options are the model's advanced
   ``drift_*`` fields, in the dock's Advanced section;
 - "Estimate drift": the job on the dock's one runner (refused while a run holds the device),
-  its block shifts plotted live (:class:`~.esrrf_drift_plot.DriftPlot`), then the trace as a
+  its block shifts plotted live (:class:`~.drift_plot.DriftPlot`), then the trace as a
   Tracks layer over the input and the drift-corrected mean (hidden), with provenance;
 - "Load trace..." / "Save trace...": CSV files with units
   (:meth:`~napari_gpuscope.compute.esrrf.DriftResult.to_csv` / ``from_csv``), a loaded trace
@@ -42,7 +42,7 @@ from napari_gpuscope.dock.jobs import JobHandlers, JobRefused
 from napari_gpuscope.dock.messages import plain_error_message, sentence
 from napari_gpuscope.provenance import PROVENANCE_KEY, build_provenance
 from napari_gpuscope.widgets._controls._plot import theme_colors
-from napari_gpuscope.widgets.esrrf_drift_plot import DriftPlot
+from napari_gpuscope.widgets.esrrf.drift_plot import DriftPlot
 
 if TYPE_CHECKING:
     import napari.layers

@@ -1,0 +1,1 @@
+"""The tilt-corrected phase dock (:class:`~napari_gpuscope.widgets.phase.dock.PhaseDock`)."""

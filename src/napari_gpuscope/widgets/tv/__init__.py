@@ -1,0 +1,1 @@
+"""The TV denoise dock (:class:`~napari_gpuscope.widgets.tv.dock.TVDenoiseDock`)."""
