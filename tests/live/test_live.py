@@ -420,3 +420,37 @@ def test_a_failing_job_ends_the_session_and_result_says_why():
         session.result()
     assert "NaN" in str(raised.value.__cause__) or "finite" in str(raised.value.__cause__)
     session.detach()
+
+
+def test_latest_is_the_running_esrrf_reconstruction():
+    from napari_gpuscope.compute.esrrf import EsrrfParams
+
+    stack = blinking(6)
+    params = EsrrfParams(magnification=2)
+    feed = live.FrameFeed()
+    session = live.attach(feed, "esrrf", params, device=DEVICE, max_frames=6)
+    for frame in stack[:2]:
+        feed.push(frame)
+    assert session.wait_for_frames(2, WAIT)
+    assert session.latest() is None  # asked for now: made at the next frame
+    feed.push(stack[2])
+    assert session.wait_for_frames(3, WAIT)
+    running = session.latest()
+    assert running.tobytes() == offline("esrrf", None, stack[:3], params).image[0].tobytes()
+    for frame in stack[3:]:
+        feed.push(frame)
+    assert session.wait(WAIT)  # max_frames reached: the job ends by itself
+    assert not session.result().stopped_early
+    assert session.result().image.tobytes() == offline("esrrf", None, stack, params).image.tobytes()
+
+
+def test_an_mda_that_is_not_z_stacks_of_the_size_given_is_refused_in_words():
+    from napari_gpuscope.compute import tv
+
+    frames = blinking(8, size=16)
+    core, _ = make_core(frames)
+    session = live.attach(core, "tv", tv.TVParams(weight=8.0), device=DEVICE, frames_per_stack=4)
+    core.mda.run(z_stacks(2, 3))  # stacks of 3 slices, not 4
+    assert session.wait(WAIT)
+    assert "not z-stacks of 4 slices" in session.refused
+    assert session.frames_processed == 0 and session.frames_dropped == session.frames_received

@@ -104,6 +104,15 @@ class FrameBuffer:
             self._condition.notify_all()
             return True
 
+    def refuse(self, reason: str) -> None:
+        """Take no more frames, for ``reason`` (:attr:`refused`); the worker finishes with the
+        frames kept."""
+        with self._condition:
+            if self.refused is None:
+                self.refused = reason
+            self._closed = True
+            self._condition.notify_all()
+
     def close(self) -> None:
         """No more frames: the worker finishes with the frames kept; later frames are dropped."""
         with self._condition:

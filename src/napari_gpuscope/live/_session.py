@@ -51,6 +51,7 @@ class LiveSession:
         self.capacity = capacity
         self._buffer = FrameBuffer(capacity, live.unit)
         self._processed = 0
+        self._progress = threading.Condition()
         self._stop = threading.Event()
         self._done = threading.Event()
         self._result: Any = None
@@ -62,6 +63,9 @@ class LiveSession:
         )
         self._worker.start()
         self._connected = True
+        expect_stacks = getattr(source, "expect_stacks", None)
+        if live.unit > 1 and expect_stacks is not None:
+            expect_stacks(live.unit, self._buffer.refuse)
         try:
             source.connect(self._buffer.put, self._source_ended)
         except BaseException:
@@ -96,6 +100,15 @@ class LiveSession:
     def wait(self, timeout: float | None = None) -> bool:
         """Wait until the session has ended and its result is made; False on timeout."""
         return self._done.wait(timeout)
+
+    def wait_for_frames(self, count: int, timeout: float | None = None) -> bool:
+        """Wait until ``count`` frames are processed (True), or the session ends or the
+        timeout expires first (False)."""
+        with self._progress:
+            self._progress.wait_for(
+                lambda: self._processed >= count or self._done.is_set(), timeout
+            )
+            return self._processed >= count
 
     @property
     def done(self) -> bool:
@@ -181,7 +194,9 @@ class LiveSession:
                 self.source.disconnect()
 
     def _count(self, count: int) -> None:
-        self._processed = count
+        with self._progress:
+            self._processed = count
+            self._progress.notify_all()
 
     def _work(self) -> None:
         control = _SessionControl(self)
@@ -192,6 +207,8 @@ class LiveSession:
         finally:
             self._buffer.close()
             self._done.set()
+            with self._progress:
+                self._progress.notify_all()
 
 
 class _SessionControl:

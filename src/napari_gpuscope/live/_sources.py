@@ -62,6 +62,13 @@ class CoreSource:
         self._on_frame: FrameCallback | None = None
         self._on_end: EndCallback | None = None
         self._expected: int | None = None
+        self._stack: tuple[int, Callable[[str], object]] | None = None
+
+    def expect_stacks(self, slices: int, refuse: Callable[[str], object]) -> None:
+        """The session takes z-stacks of ``slices`` slices: an MDA whose frames are not such
+        stacks one after the other (z not the innermost axis, another number of slices) is
+        refused with ``refuse(reason)`` when it starts."""
+        self._stack = (slices, refuse)
 
     def connect(self, on_frame: FrameCallback, on_end: EndCallback) -> None:
         self._on_frame, self._on_end = on_frame, on_end
@@ -86,6 +93,10 @@ class CoreSource:
             self._expected = len(list(sequence))
         except (TypeError, ValueError):  # an open-ended sequence
             self._expected = None
+        if self._stack is not None:
+            problem = stack_order_problem(sequence, self._stack[0])
+            if problem is not None:
+                self._stack[1](problem)
 
     def _frame(self, image: Any, *_: Any) -> None:
         callback = self._on_frame
@@ -226,3 +237,19 @@ def as_source(source: Any) -> Source:
         f"cannot attach to {type(source).__name__}: give a pymmcore-plus core (CMMCorePlus, "
         "UniMMCore), a napari image layer, or a napari_gpuscope.live.FrameFeed"
     )
+
+
+def stack_order_problem(sequence: Any, slices: int) -> str | None:
+    """Why an MDA's frames are not z-stacks of ``slices`` slices one after the other (None
+    when they are): z must be the innermost axis the sequence uses, with ``slices`` positions."""
+    sizes = {str(getattr(k, "value", k)): int(v) for k, v in dict(sequence.sizes).items()}
+    order = [str(getattr(a, "value", a)) for a in sequence.axis_order]
+    used = [axis for axis in order if sizes.get(axis, 0) > 1]
+    z = sizes.get("z", 0)
+    if z != slices or not used or used[-1] != "z":
+        return (
+            f"the MDA's frames are not z-stacks of {slices} slices one after the other (axes "
+            f"{''.join(used) or 'none'}, {z} z positions): z must be the innermost axis, with "
+            f"frames_per_stack={slices} positions"
+        )
+    return None
