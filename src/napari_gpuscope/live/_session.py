@@ -91,6 +91,12 @@ class LiveSession:
         return self._buffer.dropped
 
     @property
+    def frames_pending(self) -> int:
+        """Frames kept and not processed (yet: while running; ever: after a stop, or the
+        slices of a z-stack the acquisition did not finish)."""
+        return self._buffer.kept - self._processed
+
+    @property
     def frames_held(self) -> int:
         """Frames held on the host, waiting for the worker (at most about ``capacity``)."""
         return self._buffer.held
@@ -123,7 +129,7 @@ class LiveSession:
 
     def stop(self) -> None:
         """Stop & keep: end after the frame being processed; the result covers the frames
-        processed. Frames kept and not processed are counted as dropped."""
+        processed. Frames kept and not processed stay in :attr:`frames_pending`."""
         self._stop.set()
         self._disconnect()
         self._buffer.close()
@@ -177,7 +183,7 @@ class LiveSession:
         return (
             f"live {self.method.job.title} on {self.name!r} ({state}): "
             f"{self.frames_received} frames received, {self.frames_processed} processed, "
-            f"{self.frames_dropped} dropped ({self.drop_policy})"
+            f"{self.frames_dropped} dropped ({self.drop_policy}), {self.frames_pending} pending"
         )
 
     # -- internals ----------------------------------------------------------------------------
