@@ -197,9 +197,9 @@ class DriftResult:
         unmeasured = self.unmeasured_blocks
         if unmeasured:
             text += (
-                f"; {len(unmeasured)} of {len(self.block_frames)} blocks without structure "
-                f"({self._unmeasured_text()}): their drift is interpolated from the measured "
-                "blocks, held at the ends, not measured"
+                f"; {len(unmeasured)} of {len(self.block_frames)} blocks not measured, with "
+                f"no structure in common with their reference ({self._unmeasured_text()}): "
+                "their drift is interpolated from the measured blocks, held at the ends"
             )
         if self.stopped_early:
             text += (
@@ -360,7 +360,8 @@ class DriftResult:
             buffer.write(f"# estimated with: {self.params.to_json(indent=None)}\n")
         if self.unmeasured_blocks:
             buffer.write(
-                f"# not measured (blocks without structure): {self._unmeasured_text()}; "
+                f"# not measured (no structure in common with their reference): "
+                f"{self._unmeasured_text()}; "
                 "interpolated from the measured blocks, held beyond the first and last\n"
             )
         writer = csv.writer(buffer, lineterminator="\n")
