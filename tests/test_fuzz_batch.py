@@ -349,3 +349,71 @@ def test_randomly_damaged_recipes_are_valid_or_refused_in_words(world, capsys):
         if got == 2:
             assert err.startswith("napari-gpuscope: "), (trial, "".join(text), err)
             assert len(err.strip().splitlines()) == 1, (trial, err)
+
+
+# ------------------------------------------------------------ blank data through a batch run
+def _scan(steps_px: int, blocks: int, seed: int, per_block: int = 4) -> np.ndarray:
+    """A 48 x 48 px field of view moving ``steps_px`` along x each block over a larger
+    textured sample (so consecutive blocks share their content however far it goes), with
+    Poisson noise: frame t shows frame 0's content moved by -steps_px per block."""
+    from scipy.ndimage import gaussian_filter
+
+    rng = np.random.default_rng(seed)
+    texture = gaussian_filter(rng.normal(size=(64, 48 + steps_px * blocks + 8)), 2.0)
+    texture = np.clip(400 + 4000 * texture / texture.std(), 0, None)
+    frames = [
+        rng.poisson(texture[8:56, k * steps_px : k * steps_px + 48])
+        for k in range(blocks)
+        for _ in range(per_block)
+    ]
+    return np.asarray(frames, np.uint16)
+
+
+def _camera_background(shape, seed) -> np.ndarray:
+    return (100 + np.random.default_rng(seed).poisson(20.0, shape)).astype(np.uint16)
+
+
+def test_blank_drift_blocks_and_impossible_traces_in_a_batch(tmp_path, inprocess_client):
+    """Issue 26 items 1 and 13 through a batch run of the drift job (reference='previous'):
+    a position whose blocks 3 and 6 are camera background is done, its provenance and
+    drift.csv saying those blocks were interpolated, not measured; a position of background
+    only fails naming the blocks without structure; a scan whose steps add up beyond the
+    frame fails naming the frame. Each answer is the estimate's own, never a trace invented
+    from noise."""
+    import zarr
+
+    from napari_gpuscope.batch.inputs import discover
+    from napari_gpuscope.batch.ngff import ATTRIBUTE
+    from napari_gpuscope.batch.recipes import Recipe
+    from napari_gpuscope.batch.runner import run_batch
+    from napari_gpuscope.compute import esrrf
+
+    gaps = _scan(3, 6, seed=1)
+    gaps[8:12] = _camera_background((4, 48, 48), 2)
+    gaps[20:24] = _camera_background((4, 48, 48), 3)
+    positions = {
+        "a_scan": _scan(3, 6, seed=0),
+        "b_gaps": gaps,
+        "c_background": _camera_background((24, 48, 48), 4),
+        "d_beyond": _scan(5, 12, seed=5),  # 55 px of steps on a 48 px frame
+    }
+    for name, stack in positions.items():
+        tifffile.imwrite(tmp_path / f"{name}.tif", stack)
+    recipe = Recipe.from_params(esrrf.DriftParams(time_averaging=4, reference="previous"))
+    out = tmp_path / "out.zarr"
+
+    report = run_batch(recipe, discover(str(tmp_path / "*.tif")), out, inprocess_client)
+
+    assert report.done == ["a_scan", "b_gaps"], report.failed
+    assert "no structure in common" in report.failed["c_background"]
+    assert "6 of 6 blocks" in report.failed["c_background"]
+    assert "has drifted by" in report.failed["d_beyond"]
+    assert "48 x 48 px frame" in report.failed["d_beyond"]
+    facts = zarr.open_group(str(out / "b_gaps"), mode="r").attrs[ATTRIBUTE]["provenance"]
+    assert facts["result"]["interpolated_blocks"] == [2, 5]
+    assert "frames 8-11, 20-23" in (out / "b_gaps" / "drift.csv").read_text()
+    trace = esrrf.load_drift_trace(out / "b_gaps" / "drift.csv")
+    # the measured blocks' content moved by -3 px a block (the scan's known steps)
+    measured = [0, 1, 3, 4]
+    centres = [4 * k + 1 for k in measured]  # a frame inside each measured block
+    np.testing.assert_allclose(trace[centres, 1] - trace[centres[0], 1], [0, -3, -9, -12], atol=0.3)

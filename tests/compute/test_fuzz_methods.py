@@ -79,3 +79,115 @@ def test_a_hostile_input_gives_a_clear_error_or_a_finite_result(method_id, case)
         assert str(exc).strip(), f"{method_id} on {case}: an error without a message"
         return
     assert _finite(result), f"{method_id} on {case}: non-finite values returned silently"
+
+
+# ------------------------------------------------------------------- blank data (issue 26)
+def _scan(steps_px: int, blocks: int, seed: int, per_block: int = 4) -> np.ndarray:
+    """A 48 x 48 px view moving ``steps_px`` along x each block over a larger textured
+    sample, with Poisson noise (the content moves by -steps_px a block)."""
+    from scipy.ndimage import gaussian_filter
+
+    rng = np.random.default_rng(seed)
+    texture = gaussian_filter(rng.normal(size=(64, 48 + steps_px * blocks + 8)), 2.0)
+    texture = np.clip(400 + 4000 * texture / texture.std(), 0, None)
+    frames = [
+        rng.poisson(texture[8:56, k * steps_px : k * steps_px + 48])
+        for k in range(blocks)
+        for _ in range(per_block)
+    ]
+    return np.asarray(frames, np.uint16)
+
+
+def _drifting(blocks: int, seed: int, per_block: int = 4) -> np.ndarray:
+    """A smooth textured sample (48 x 48 px, Poisson noise) whose content moves by +0.5 px
+    along x each block (scipy's cubic shift): a drift every reference measures (test
+    below: within 0.1 px a block)."""
+    from scipy.ndimage import gaussian_filter, shift
+
+    rng = np.random.default_rng(seed)
+    texture = gaussian_filter(rng.normal(size=(80, 80)), 2.0)
+    texture = np.clip(400 + 4000 * texture / texture.std(), 0, None)
+    frames = []
+    for k in range(blocks):
+        view = np.clip(shift(texture, (0, 0.5 * k), order=3, mode="nearest"), 0, None)
+        frames += [rng.poisson(view[16:64, 16:64]) for _ in range(per_block)]
+    return np.asarray(frames, np.uint16)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_drift_with_random_blank_blocks_is_marked_or_refused(seed):
+    """Random blocks of a drifting stack replaced by camera background or a constant, any
+    reference: the blanked blocks are exactly the ones marked unmeasured, the trace is finite
+    and within the frame, and the measured blocks follow the known 0.5 px steps; with fewer
+    than two blocks left (or a blank first block as the 'first' reference) a ValueError
+    names the blocks without structure. Never a trace invented from blank frames."""
+    rng = np.random.default_rng(100 + seed)
+    blocks = 8
+    stack = _drifting(blocks, seed=seed)
+    blank = sorted(rng.choice(blocks, size=int(rng.integers(1, blocks + 1)), replace=False))
+    for k in blank:
+        frames = slice(4 * k, 4 * k + 4)
+        if rng.random() < 0.5:
+            stack[frames] = 100 + rng.poisson(20.0, stack[frames].shape)
+        else:
+            stack[frames] = 500
+    reference = str(rng.choice(["first", "previous", "mean"]))
+    kept = [k for k in range(blocks) if k not in blank]
+    refused = len(kept) < 2 or (reference == "first" and 0 in blank)
+    try:
+        result = esrrf.estimate_drift(stack, time_averaging=4, reference=reference, device="cpu")
+    except ValueError as exc:
+        assert refused, (blank, reference, str(exc))
+        assert "no structure in common" in str(exc)
+        return
+    assert not refused, (blank, reference)
+    assert result.unmeasured_blocks == blank, (blank, reference)
+    assert np.isfinite(result.shifts).all() and np.isfinite(result.aligned_mean).all()
+    assert (np.abs(result.shifts) < 48).all()
+    steps = np.diff(result.block_shifts[kept, 1]) / np.diff(kept)
+    np.testing.assert_allclose(steps, 0.5, atol=0.1)
+    assert f"{len(blank)} of {blocks} blocks not measured" in result.describe()
+
+
+@pytest.mark.parametrize(
+    ("case", "stack", "says"),
+    [
+        ("constant", np.full((24, 48, 48), 700, np.uint16), "no structure in common"),
+        (
+            "background",
+            (100 + np.random.default_rng(3).poisson(20.0, (24, 48, 48))).astype(np.uint16),
+            "no structure in common",
+        ),
+        ("steps beyond the frame", _scan(5, 12, seed=9), "has drifted by"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_drift_without_anything_to_measure_is_a_clear_error(case, stack, says):
+    with pytest.raises(ValueError, match=says):
+        esrrf.estimate_drift(stack, time_averaging=4, reference="previous", device="cpu")
+
+
+@pytest.mark.parametrize(
+    "kind", ["poisson-20", "poisson-5000", "read-noise", "correlated", "constant", "zeros"]
+)
+def test_a_tilt_stack_without_structure_is_not_measurable(kind):
+    """Noise-only and constant stacks (128 x 128 x 7) hold no tilt: not_measurable_reason
+    says so (the estimate's rule for its result; issue 26 items 1, 12)."""
+    import torch
+    from scipy.ndimage import gaussian_filter
+
+    from napari_gpuscope.compute.phase._tilt import not_measurable_reason
+
+    rng = np.random.default_rng(12)
+    shape = (7, 128, 128)
+    stack = {
+        "poisson-20": lambda: rng.poisson(20.0, shape),
+        "poisson-5000": lambda: rng.poisson(5000.0, shape),
+        "read-noise": lambda: 300 + rng.normal(0, 5, shape),
+        "correlated": lambda: 300 + gaussian_filter(rng.normal(0, 5, shape), (0, 2, 2)),
+        "constant": lambda: np.full(shape, 900.0),
+        "zeros": lambda: np.zeros(shape),
+    }[kind]()
+    params = phase.PhaseParams(**OPTICS)
+    reason = not_measurable_reason(torch.from_numpy(stack.astype(np.float32)), params)
+    assert "constant" in reason or "share no structure above the noise" in reason, kind
