@@ -454,3 +454,23 @@ def test_an_mda_that_is_not_z_stacks_of_the_size_given_is_refused_in_words():
     assert session.wait(WAIT)
     assert "not z-stacks of 4 slices" in session.refused
     assert session.frames_processed == 0 and session.frames_dropped == session.frames_received
+
+
+def test_stop_and_keep_while_the_job_waits_for_a_frame():
+    from napari_gpuscope.compute.esrrf import EsrrfParams
+
+    stack = blinking(5)
+    params = EsrrfParams(magnification=2)
+    feed = live.FrameFeed()
+    session = live.attach(feed, "esrrf", params, device=DEVICE)
+    for frame in stack:
+        feed.push(frame)
+    assert session.wait_for_frames(5, WAIT)  # the job now waits for a sixth frame
+    session.stop()
+    assert session.wait(WAIT)
+    result = session.result()
+    assert result.stopped_early and result.frames_analysed == 5
+    assert result.image.tobytes() == offline("esrrf", None, stack, params).image.tobytes()
+    feed.push(stack[0])  # after the stop: disconnected, not even received
+    assert session.frames_received == 5 and session.frames_pending == 0
+    session.detach()

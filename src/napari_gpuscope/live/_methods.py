@@ -309,7 +309,9 @@ class LiveEsrrf(LiveMethod):
                 if control.stopping():
                     command, stopped_by_user = STOP, True
                 elif done < length and not buffer.wait_for(done + 1):
-                    command = STOP  # the acquisition is over: no frame `done` will come
+                    # No frame `done` will come: the acquisition is over, or a stop closed the
+                    # buffer while the job waited for it.
+                    command, stopped_by_user = STOP, control.stopping()
         finally:
             job.close()
             buffer.close()
