@@ -462,15 +462,22 @@ def iter_estimate_drift(
         Yields :class:`~napari_gpuscope.compute.jobs.Progress` after every chunk, with the
         metrics ``dy`` and ``dx`` (px) of each finished block at its centre frame (``step``);
         returns a :class:`DriftResult`. Sending ``STOP`` finishes the block being measured
-        (and a second one, a trace needs two) and returns the trace of the frames those
-        blocks cover, marked ``stopped_early`` (with ``reference="mean"``, a stop during the
-        reference's pass ends it there: the reference is the mean of the frames read).
+        (and more until two are measured, a trace needs two) and returns the trace of the
+        frames those blocks cover, marked ``stopped_early`` (with ``reference="mean"``, a
+        stop during the reference's pass ends it there: the reference is the mean of the
+        frames read). Blocks with no structure in common with their reference (no sample)
+        are not measured: :attr:`DriftResult.measured` marks them, their drift is
+        interpolated from the measured blocks and held beyond the first and last of them.
+        With ``reference="previous"`` each block is correlated with the last measured one.
 
     Raises
     ------
     InvalidInputError
         For a stack that is not ``(T, Y, X)``, frames smaller than 8 pixels, fewer than
-        ``2 * time_averaging`` frames, or NaN/infinite values.
+        ``2 * time_averaging`` frames, or NaN/infinite values; fewer than two blocks with
+        structure in common with their reference (naming the others; with
+        ``reference="first"``, a first block without sample); a trace that moves a frame by
+        its whole size or more (naming the frame: ``"previous"`` adds its steps up).
     ParameterError
         For invalid parameters, or a drift beyond ``max_drift`` (naming the block).
 
