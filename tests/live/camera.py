@@ -12,8 +12,17 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+import pytest
+
+pytest.importorskip("pymmcore_plus")  # the test collection imports this module too
+pytest.importorskip("useq")
+
 import useq
-from pymmcore_plus.experimental.unicore import ShutterDevice, SimpleCameraDevice, UniMMCore
+from pymmcore_plus.experimental.unicore import (
+    ShutterDevice,
+    SimpleCameraDevice,
+    UniMMCore,
+)
 
 
 class StackCamera(SimpleCameraDevice):
