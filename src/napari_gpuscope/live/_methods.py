@@ -1,10 +1,9 @@
 """What each method does with the frames of a live session, through the registry's jobs only.
 
 - TV (``tv``, job ``denoise``): every frame (or z-stack, ``frames_per_stack``) denoised by the
-  registry's job. With
-  ``weight=None`` the weight (and Poisson mode's camera model) is resolved once, on the first
-  frame (:func:`~napari_gpuscope.compute.tv.resolve_weight`, exactly what the job does when it
-  starts) and held for the session, so every frame is smoothed the same.
+  registry's job. With ``weight=None`` the weight (and Poisson mode's camera model) is resolved
+  once, on the first frame (:func:`~napari_gpuscope.compute.tv.resolve_weight`, exactly what the
+  job does when it starts) and held for the session, so every frame is smoothed the same.
 - Flat-field (``flatfield``, job ``apply``): a saved profile applied to each frame by the
   registry's apply job (``measure_shading=False``, as batch runs: the shading statistics need
   the whole stack).
@@ -24,17 +23,18 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from ..methods import JobSpec, method
 from ._buffer import FrameBuffer
 
-__all__ = ["LIVE_JOBS", "Control", "LiveMethod", "live_method"]
+if TYPE_CHECKING:
+    from ..compute._types import Device
+    from ..compute.params import Params
 
-LIVE_JOBS = {("tv", "denoise"), ("flatfield", "apply"), ("esrrf", "run"), ("phase", "reconstruct")}
-"""The (method, job) pairs a live session runs."""
+__all__ = ["LIVE_JOBS", "Control", "LiveMethod", "live_method"]
 
 
 class Control(Protocol):
@@ -55,7 +55,9 @@ class Control(Protocol):
 class LiveMethod:
     """A method's job applied to the frames of a session."""
 
-    def __init__(self, job: JobSpec, params: Any, device: Any, inputs: Mapping[str, Any]) -> None:
+    def __init__(
+        self, job: JobSpec, params: Params, device: Device, inputs: Mapping[str, Any]
+    ) -> None:
         self.job = job
         self.params = params
         self.device = device
@@ -350,13 +352,16 @@ _CLASSES: dict[tuple[str, str], type[LiveMethod]] = {
     ("phase", "reconstruct"): LivePhase,
 }
 
+LIVE_JOBS = frozenset(_CLASSES)
+"""The (method, job) pairs a live session runs."""
+
 
 def live_method(
     method_id: str,
     job_id: str | None,
-    params: Any,
+    params: Params | Mapping[str, Any] | None,
     *,
-    device: Any,
+    device: Device,
     inputs: Mapping[str, Any],
     max_frames: int | None = None,
     frames_per_stack: int | None = None,

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from ._buffer import DROP_POLICIES, FrameBuffer
 from ._methods import LiveMethod, live_method
 from ._sources import Source, as_source
+
+if TYPE_CHECKING:
+    from ..compute._types import Device
+    from ..compute.params import Params
 
 __all__ = ["DEFAULT_CAPACITY", "LiveSession", "attach"]
 
@@ -172,7 +179,7 @@ class LiveSession:
         results = getattr(self.method, "results", None)
         return results() if results is not None else [self.result()]
 
-    def latest(self) -> Any:
+    def latest(self) -> np.ndarray | None:
         """The latest output (the last processed frame, or eSRRF's running reconstruction; a
         fresh one is made at the next frame), None before the first."""
         return self.method.latest()
@@ -235,11 +242,11 @@ class _SessionControl:
 
 
 def attach(
-    source: Any,
+    source: object,
     method: str,
-    params: Any = None,
+    params: Params | Mapping[str, Any] | None = None,
     *,
-    device: Any,
+    device: Device,
     job: str | None = None,
     capacity: int = DEFAULT_CAPACITY,
     drop_policy: str = "skip",

@@ -222,7 +222,7 @@ class FrameFeed:
             self._on_end()
 
 
-def as_source(source: Any) -> Source:
+def as_source(source: object) -> Source:
     """``source`` as a :class:`Source`: one already, a pymmcore-plus core (it has
     ``mda.events.frameReady``) or a napari image layer (it has ``events.data`` and ``data``)."""
     if all(hasattr(source, name) for name in ("connect", "disconnect", "expected_frames")):
