@@ -13,13 +13,8 @@ import pytest
 from pydantic.fields import FieldInfo
 
 from napari_gpuscope.compute import tv
-from napari_gpuscope.compute.params import (
-    ParameterError,
-    ParamInfo,
-    Params,
-    param,
-    takes_params,
-)
+from napari_gpuscope.compute.jobs import takes_params
+from napari_gpuscope.compute.params import ParameterError, ParamInfo, Params, param
 
 
 class Demo(Params):

@@ -458,7 +458,7 @@ class PreviewThrottle:
 
 
 # -- public job signatures generated from a params model ---------------------------------------
-# (re-exported by compute.params; imported lazily here: params imports this module)
+# (they import params where they use it)
 
 
 def merge_call(

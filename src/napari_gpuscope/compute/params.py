@@ -59,16 +59,11 @@ from pydantic.fields import FieldInfo
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
-from .jobs import merge_call, params_docstring, takes_params  # job signatures from a model
-
 __all__ = [
     "ParamInfo",
     "ParameterError",
     "Params",
-    "merge_call",
     "param",
-    "params_docstring",
-    "takes_params",
 ]
 
 

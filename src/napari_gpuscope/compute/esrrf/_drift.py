@@ -38,9 +38,9 @@ import torch
 
 from ..arrays import InvalidInputError
 from ..devices import device_context
-from ..jobs import Job, Progress, blocking, is_stop, scaled
+from ..jobs import Job, Progress, blocking, is_stop, scaled, takes_params
 from ..memory import check_budget, plan_chunk, run_in_chunks
-from ..params import ParameterError, takes_params
+from ..params import ParameterError
 from ._drift_correct import (
     CPU_CHUNK,
     GPU_CHUNK,

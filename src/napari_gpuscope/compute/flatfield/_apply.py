@@ -18,8 +18,7 @@ import numpy as np
 import torch
 
 from .._types import ArrayLike
-from ..jobs import Job, Progress, blocking
-from ..params import merge_call
+from ..jobs import Job, Progress, blocking, merge_call
 from ..results import Geometry, LayerDataTuple, image_layer, result_name
 from ._correct import iter_correct
 from ._params import APPLY_FIELDS, BasicParams

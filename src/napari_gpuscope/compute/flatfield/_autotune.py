@@ -19,8 +19,7 @@ import torch
 from .._types import ArrayLike
 from ..arrays import InvalidInputError
 from ..devices import device_context
-from ..jobs import Job, Progress, blocking, mapped
-from ..params import takes_params
+from ..jobs import Job, Progress, blocking, mapped, takes_params
 from ..results import Geometry, LayerDataTuple
 from ._alm import reweighting_passes
 from ._dct import dct2
