@@ -49,7 +49,7 @@ class DriftPlot(FigureCanvasQTAgg):
         self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
         self.frames = self.dy = self.dx = np.zeros(0)
         self._live: list[tuple[float, float, float]] = []
-        self._blocks: tuple[np.ndarray, np.ndarray] | None = None
+        self._blocks: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._pixel: tuple[float, str] | None = None
         self.title = ""
         self._draw()
@@ -68,14 +68,22 @@ class DriftPlot(FigureCanvasQTAgg):
     def show_trace(
         self, trace: DriftResult, title: str, pixel: tuple[float, str] | None = None
     ) -> None:
-        """The finished trace: every frame, the measured blocks as dots (estimated traces);
-        ``pixel`` = (size, unit) adds the right axis in that unit."""
+        """The finished trace: every frame, the measured blocks as dots and the blocks without
+        structure (interpolated, :attr:`DriftResult.measured` False) as hollow circles
+        (estimated traces); ``pixel`` = (size, unit) adds the right axis in that unit."""
         self.title, self._pixel, self._live = title, pixel, []
         shifts = np.asarray(trace.shifts, dtype=np.float64)
         self._blocks = None
         if trace.params is not None and len(trace.block_frames) < len(shifts):
             centres = np.array([(a + b - 1) / 2 for a, b in trace.block_frames], np.float64)
-            self._blocks = (centres, np.asarray(trace.block_shifts, np.float64))
+            measured = trace.measured
+            if measured is None:
+                measured = np.ones(len(centres), bool)
+            self._blocks = (
+                centres,
+                np.asarray(trace.block_shifts, np.float64),
+                np.asarray(measured, bool),
+            )
         self._set(np.arange(len(shifts), dtype=np.float64), shifts)
 
     def _set(self, frames: np.ndarray, shifts: np.ndarray) -> None:
@@ -92,9 +100,19 @@ class DriftPlot(FigureCanvasQTAgg):
             style = ".-" if live else "-"
             axes.plot(self.frames, values, style, color=_COLOURS[name], lw=1.3, ms=4, label=name)
         if self._blocks is not None:
-            centres, shifts = self._blocks
+            centres, shifts, measured = self._blocks
             for k, name in enumerate(("dy", "dx")):
-                axes.plot(centres, shifts[:, k], "o", color=_COLOURS[name], ms=3)
+                colour = _COLOURS[name]
+                axes.plot(centres[measured], shifts[measured, k], "o", color=colour, ms=3)
+                axes.plot(
+                    centres[~measured],
+                    shifts[~measured, k],
+                    "o",
+                    color=colour,
+                    markerfacecolor="none",
+                    ms=5,
+                    label="not measured (interpolated)" if k == 0 and (~measured).any() else None,
+                )
         axes.axhline(0.0, color=self.colors["foreground"], lw=0.8)
         axes.set_xlabel("frame", fontsize=8)
         axes.set_ylabel("drift (px)", fontsize=8)
