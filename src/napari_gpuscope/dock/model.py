@@ -14,7 +14,8 @@ imports no Qt.
 
 Examples
 --------
->>> >>> class Runner:  # what the model needs of a runner
+>>> from napari_gpuscope.methods import method
+>>> class Runner:  # what the model needs of a runner
 ...     running, tag = False, None
 ...     def start(self, job, *, description, tag=None, wanted=None):
 ...         self.running, self.tag = True, tag
@@ -145,7 +146,8 @@ class DockModel:
         >>> from napari_gpuscope.methods import method
         >>> model = DockModel(method("tv"), runner=None)
         >>> params = model.params_class(strength=1.0, max_iterations=5)
-        >>> job = model.default_job(np.ones((8, 8), np.float32), params, "cpu")
+        >>> noisy = np.random.default_rng(0).normal(100.0, 5.0, (8, 8)).astype(np.float32)
+        >>> job = model.default_job(noisy, params, "cpu")
         >>> run_job(job).image.shape
         (8, 8)
         """
