@@ -68,24 +68,24 @@ def _problem(device: torch.device, p: int, t: int, shape=WORKING, seed: int = 0)
 
 
 def _op_args(device: torch.device, p: int, t: int, shape, with_dark: bool, exact: bool = False):
-    """Arguments of every op on a state of ``(p, t, *shape)`` (scratch sized for each op when
-    ``exact``, as compute-sanitizer should see it)."""
+    """Arguments of ``basic_sparse`` and ``basic_dual`` on a state of ``(p, t, *shape)``, each a
+    one-element list holding its ``AlmState`` (scratch sized for each op when ``exact``, as
+    compute-sanitizer should see it), every problem active."""
+    from napari_gpuscope.compute.flatfield import _examples
     from napari_gpuscope.compute.flatfield import _ops as ff
 
     gen = torch.Generator().manual_seed(p * 1000 + t)
-    sparse_args, _ = ff._sparse_example(device, gen, p, t, shape)
-    dual_args, dual_kw = ff._dual_example(device, gen, p, t, shape)
-    sparse_args, dual_args = list(sparse_args), list(dual_args)
-    images = sparse_args[0]
+    (sparse,), _ = _examples.sparse_example(device, gen, p, t, shape)
+    (dual,), dual_kw = _examples.dual_example(device, gen, p, t, shape)
     if exact:
-        sparse_args[11] = ff.scratch_for(images, with_dark, "basic_sparse")
-        dual_args[12] = ff.scratch_for(dual_args[0], with_dark, "basic_dual")
+        sparse.scratch = ff.scratch_for(sparse.images, with_dark, "basic_sparse")
+        dual.scratch = ff.scratch_for(dual.images, with_dark, "basic_dual")
     if not with_dark:
-        dual_args[11] = dual_args[11][:, :1].contiguous()
+        dual.pixel_sums = dual.pixel_sums[:, :1].contiguous()
     active = torch.ones(p, device=device)
-    sparse_args[8] = active
-    dual_args[9] = active
-    return sparse_args, dual_args, dual_kw
+    sparse.active = active
+    dual.active = active
+    return [sparse], [dual], dual_kw
 
 
 # --------------------------------------------------------------------------------------------
@@ -102,7 +102,7 @@ def _kernels(device: torch.device) -> list[dict]:
     for t in (50, 1000):
         for with_dark in (False, True):
             sparse_args, dual_args, dual_kw = _op_args(device, 1, t, WORKING, with_dark)
-            model = ff.step_bytes(sparse_args[0], with_dark)
+            model = ff.step_bytes(sparse_args[0].images, with_dark)
             runs = {"basic_sparse": (ff.basic_sparse, sparse_args, {})}
             runs["basic_dual"] = (ff.basic_dual, dual_args, dual_kw)
             for name, (op, args, kwargs) in runs.items():
@@ -117,7 +117,7 @@ def _kernels(device: torch.device) -> list[dict]:
                 }
                 for path, kill in (("kernel", False), ("twin", True)):
                     with kill_switch(kill):
-                        bound = op.bind(*[a for a in args if isinstance(a, torch.Tensor)])
+                        bound = op.bind(*args)
                         row[f"{path}_path"] = bound.path.path
 
                         def run(bound=bound, args=args, kwargs=kwargs):
@@ -464,15 +464,14 @@ def exercise(device: torch.device) -> None:
         _sync(device)
         sparse_args, dual_args, dual_kw = _op_args(device, 3, 20, (24, 24), with_dark, True)
         frozen = torch.tensor([1.0, 0.0, 1.0], device=device)
-        sparse_args[8] = dual_args[9] = frozen
+        sparse_args[0].active = dual_args[0].active = frozen
         ff.basic_sparse(*sparse_args)
         ff.basic_dual(*dual_args, **dual_kw)
         gen = torch.Generator().manual_seed(1)
-        status_args, status_kw = ff._status_example(device, gen)
-        status_args = list(status_args)
+        (status,), status_kw = ff.basic_status.example(device, gen)
         if not with_dark:
-            status_args[0] = status_args[0][:, :1].contiguous()
-        ff.basic_status(*status_args, **status_kw)
+            status.totals = status.totals[:, :1].contiguous()
+        ff.basic_status(status, **status_kw)
         _sync(device)
     for op in (ff.basic_shrink, ff.basic_dark_shape, ff.basic_dark_finish):
         args, kwargs = op.example(device, torch.Generator().manual_seed(2))

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 import torch
 
+from napari_gpuscope.compute.flatfield import _examples, fit_basic
 from napari_gpuscope.compute.flatfield import _ops as ops
-from napari_gpuscope.compute.flatfield import fit_basic
+from napari_gpuscope.compute.flatfield._alm_state import AlmState
 from napari_gpuscope.compute.kernels import (
     HOST_KERNELS_ENV,
     HostBackend,
@@ -28,15 +29,19 @@ BACKENDS = {
 }
 
 
+def _cloned(args):
+    """A copy of an op's arguments (tensors and AlmStates cloned)."""
+    return [a.clone() if isinstance(a, torch.Tensor | AlmState) else a for a in args]
+
+
 def _compare(op, args, kwargs, backend):
-    expected = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    expected = _cloned(args)
     op.twin(*expected, **kwargs)
-    got = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    got = _cloned(args)
     op.launch(backend, *got, **kwargs)
-    for index in op.outputs:
-        torch.testing.assert_close(
-            got[index], expected[index], rtol=op.rtol, atol=op.atol, equal_nan=True
-        )
+    for have, want in zip(op.outputs_of(got, kwargs), op.outputs_of(expected, kwargs),
+                          strict=True):
+        torch.testing.assert_close(have, want, rtol=op.rtol, atol=op.atol, equal_nan=True)
     return got
 
 
@@ -44,9 +49,9 @@ def _sized_example(op, p, t, shape, seed):
     gen = torch.Generator().manual_seed(seed)
     cpu = torch.device("cpu")
     if op is ops.basic_sparse:
-        return ops._sparse_example(cpu, gen, p, t, shape)
+        return _examples.sparse_example(cpu, gen, p, t, shape)
     if op is ops.basic_dual:
-        return ops._dual_example(cpu, gen, p, t, shape)
+        return _examples.dual_example(cpu, gen, p, t, shape)
     return op.example(cpu, gen)
 
 
@@ -73,50 +78,42 @@ def test_the_sizes_split_lanes_and_chunks():
 @pytest.mark.parametrize("with_dark", [False, True], ids=["no-dark", "dark"])
 def test_dual_without_darkfield_sums_one_row(with_dark):
     """pixel_sums with one row (no darkfield): the kernel writes only F^2, as the twin."""
-    args, kwargs = _sized_example(ops.basic_dual, 3, 40, (40, 40), seed=3)
-    args = list(args)
+    (state,), kwargs = _sized_example(ops.basic_dual, 3, 40, (40, 40), seed=3)
     if not with_dark:
-        args[11] = args[11][:, :1].contiguous()
-        args[12] = ops.scratch_for(args[0], False)
-    _compare(ops.basic_dual, args, kwargs, BACKENDS["reversed-small-grid"])
+        state.pixel_sums = state.pixel_sums[:, :1].contiguous()
+        state.scratch = ops.scratch_for(state.images, False)
+    _compare(ops.basic_dual, [state], kwargs, BACKENDS["reversed-small-grid"])
 
 
 def test_status_without_darkfield():
-    args, kwargs = ops._status_example(torch.device("cpu"), torch.Generator().manual_seed(4))
-    args = list(args)
-    args[0] = args[0][:, :1].contiguous()
-    got = _compare(ops.basic_status, args, kwargs, BACKENDS["in-order"])
-    torch.testing.assert_close(got[15], args[15])  # thr_dark untouched
-    torch.testing.assert_close(got[17], args[17])  # dark_values untouched
+    cpu, generator = torch.device("cpu"), torch.Generator().manual_seed(4)
+    (state,), kwargs = _examples.status_example(cpu, generator)
+    state.totals = state.totals[:, :1].contiguous()
+    (got,) = _compare(ops.basic_status, [state], kwargs, BACKENDS["in-order"])
+    torch.testing.assert_close(got.thr_dark, state.thr_dark)  # untouched
+    torch.testing.assert_close(got.dark_values, state.dark_values)  # untouched
 
 
 @pytest.mark.parametrize("op", ops.OPS, ids=lambda op: op.name)
 def test_frozen_problems_are_not_touched(op):
     """With every problem frozen, no output changes (bit for bit), in kernel and twin."""
     args, kwargs = op.example(torch.device("cpu"), torch.Generator().manual_seed(5))
-    args[_active_index(op)].zero_()
+    # basic_shrink takes (x, y, threshold, active, out); the others one AlmState
+    active = args[3] if op is ops.basic_shrink else args[0].active
+    active.zero_()
     for run in (
         lambda a: op.launch(BACKENDS["reversed-small-grid"], *a, **kwargs),
         lambda a: op.twin(*a, **kwargs),
     ):
-        got = [a.clone() for a in args]
+        got = _cloned(args)
         run(got)
-        for index in op.outputs:
-            if op is ops.basic_status and index == 11:  # active_next: 0 for frozen problems
-                assert not got[index].any()
+        outputs = zip(op.outputs, op.outputs_of(got, kwargs), op.outputs_of(args, kwargs),
+                      strict=True)
+        for output, have, before in outputs:
+            if output == (0, "active_next"):  # basic_status: 0 for frozen problems
+                assert not have.any()
                 continue
-            assert torch.equal(got[index], args[index]), (op.name, index)
-
-
-def _active_index(op) -> int:
-    return {
-        "basic_shrink": 3,
-        "basic_sparse": 8,
-        "basic_dual": 9,
-        "basic_status": 10,
-        "basic_dark_shape": 5,
-        "basic_dark_finish": 6,
-    }[op.name]
+            assert torch.equal(have, before), (op.name, output)
 
 
 def test_nan_is_kept_by_the_shrink():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -20,9 +21,11 @@ from napari_gpuscope.compute.kernels import (
     HostBackend,
     KernelSource,
     _dispatch,
+    _selftest,
     host_emulation_available,
     kill_switch_active,
     path_report,
+    warm_up,
 )
 from napari_gpuscope.compute.kernels import axpby as axpby_module
 from napari_gpuscope.compute.kernels.axpby import axpby
@@ -254,11 +257,44 @@ def test_self_test_keeps_in_out_arguments() -> None:
         example=lambda device, gen: ((torch.rand(5, generator=gen), torch.ones(5)), {}),
         outputs=(1,),
     )
-    args, _ = op._poison_pure_outputs(*op.example(torch.device("cpu"), torch.Generator()))
+    cpu, generator = torch.device("cpu"), torch.Generator()
+    args, _ = _selftest._poison_pure_outputs(op, *op.example(cpu, generator))
     assert not bool(args[1].isnan().any())
-    assert axpby._poison_pure_outputs(
-        *axpby.example(torch.device("cpu"), torch.Generator())
-    )[0][2].isnan().all()
+    args, _ = _selftest._poison_pure_outputs(axpby, *axpby.example(cpu, generator))
+    assert isinstance(args[2], torch.Tensor) and args[2].isnan().all()
+
+
+@dataclass
+class _Pair:
+    x: torch.Tensor
+    acc: torch.Tensor
+    out: torch.Tensor
+
+
+def test_outputs_may_be_fields_of_a_state_object() -> None:
+    """An op that takes one state dataclass (the flat-field ALM's): the dispatch decides on
+    its tensors, the self-test poisons the pure output field only (a copy of the state, the
+    example's own is left alone) and compares the output fields."""
+
+    def twin(state: _Pair) -> None:
+        state.acc.add_(state.x)
+        state.out.copy_(2 * state.x)
+
+    def example(device, gen):
+        x = torch.rand(5, generator=gen).to(device)
+        return (_Pair(x, torch.ones(5, device=device), torch.zeros(5, device=device)),), {}
+
+    op = FusedOp("pair", launch=lambda backend, s: twin(s), twin=twin, example=example,
+                 outputs=((0, "acc"), (0, "out")))
+    cpu, generator = torch.device("cpu"), torch.Generator()
+    original = example(cpu, generator)[0]
+    (state,), _ = _selftest._poison_pure_outputs(op, original, {})
+    assert state.out.isnan().all() and not state.acc.isnan().any()
+    assert not original[0].out.isnan().any()
+    assert op.self_test(HostBackend(), cpu) == (True, "max abs diff 0 vs twin")
+    assert op.select_device(state) is None  # CPU: the twin (no host kernels asked for)
+    acc, out = op.outputs_of((state,), {})
+    assert acc is state.acc and out is state.out
 
 
 class _FailingBackend(HostBackend):
@@ -369,7 +405,7 @@ def test_warm_up_prepares_every_registered_op(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv(HOST_KERNELS_ENV, "1")
     for op in (tv_ops.fgp_step, tv_ops.fgp_primal, tv_ops.tv_gap_partials):
         op.reset()
-    ready = run_job(_dispatch.warm_up("cpu"))
+    ready = run_job(warm_up("cpu"))
     shipped = ("axpby", "fgp_step", "fgp_primal", "tv_gap_partials")
     assert all(ready[name] for name in shipped), ready
     assert tv_ops.fgp_step.last_paths["cpu"].path == "host"

@@ -30,31 +30,32 @@ LAUNCHES = {False: 12, True: 19}
 def _compare(op, args, kwargs):
     """Kernel (it must run, not the twin) against the twin on the GPU; tolerances 10 x the
     self-test's (sums over up to 1000 images of terms that FMA rounds differently)."""
-    expected = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    # tensors and AlmStates (the state ops' one argument) both clone
+    expected = [a.clone() if hasattr(a, "clone") else a for a in args]
     op.twin(*expected, **kwargs)
-    got = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    got = [a.clone() if hasattr(a, "clone") else a for a in args]
     op(*got, **kwargs)
     assert op.last_paths["cuda:0"].path == "kernel", op.path("cuda:0")
-    for index in op.outputs:
+    for have, want in zip(op.outputs_of(got, kwargs), op.outputs_of(expected, kwargs), strict=True):
         torch.testing.assert_close(
-            got[index], expected[index], rtol=10 * op.rtol, atol=10 * op.atol, equal_nan=True
+            have, want, rtol=10 * op.rtol, atol=10 * op.atol, equal_nan=True
         )
 
 
 @pytest.mark.parametrize("dark", [False, True], ids=["no-dark", "dark"])
 @pytest.mark.parametrize("size", FLATFIELD_SIZES, ids=lambda s: f"p{s[0]}-t{s[1]}")
 def test_flatfield_kernels_match_twins(gpu, size, dark):
+    from napari_gpuscope.compute.flatfield import _examples
     from napari_gpuscope.compute.flatfield import _ops as ff
 
     p, t, image = size
     gen = torch.Generator().manual_seed(p + t)
-    sparse_args, _ = ff._sparse_example(gpu, gen, p, t, image)
+    sparse_args, _ = _examples.sparse_example(gpu, gen, p, t, image)
     _compare(ff.basic_sparse, sparse_args, {})
-    dual_args, dual_kw = ff._dual_example(gpu, gen, p, t, image)
+    (dual,), dual_kw = _examples.dual_example(gpu, gen, p, t, image)
     if not dark:
-        dual_args = list(dual_args)
-        dual_args[11] = dual_args[11][:, :1].contiguous()
-    _compare(ff.basic_dual, dual_args, dual_kw)
+        dual.pixel_sums = dual.pixel_sums[:, :1].contiguous()
+    _compare(ff.basic_dual, [dual], dual_kw)
     for op in ff.OPS:
         assert not op.disabled_devices and not op.unavailable, op.path(gpu)
 
@@ -70,7 +71,7 @@ def test_flatfield_small_kernels_match_twins(gpu, dark):
             if op is ff.basic_shrink:
                 kwargs = {**kwargs, "with_y": dark}
             if op is ff.basic_status and not dark:
-                args[0] = args[0][:, :1].contiguous()
+                args[0].totals = args[0].totals[:, :1].contiguous()
             _compare(op, args, kwargs)
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import torch
 
 from . import _ops
+from ._alm_state import AlmState
 from ._dct import dct2, dct_matrix
 
 __all__ = ["FitState", "auto_smoothness", "reweighting_passes", "spectral_norm"]
@@ -164,91 +165,92 @@ def _alm_pass(
     """
     p_count, t_count, m, n = images.shape
     dtype, device = images.dtype, images.device
-    images, weight = images.contiguous(), weight.contiguous()
     dct = _Dct(p_count, m, n, device, dtype)
+    images, weight = images.contiguous(), weight.contiguous()
     flat_hat = dct.forward(torch.ones(p_count, m, n, dtype=dtype, device=device),
                            torch.empty(p_count, m, n, dtype=dtype, device=device))
     flat = dct.inverse(flat_hat, torch.empty_like(flat_hat))
     dark = torch.zeros(p_count, m, n, dtype=dtype, device=device)
-    dark_before = torch.zeros_like(dark) if get_darkfield else dark
     baseline = init_baseline.to(dtype).contiguous().clone()
-    sparse = torch.zeros_like(images)
-    dual = torch.zeros_like(images)
     mu = mu0.to(dtype).clone()
-    mu_max = mu0 * MAX_MU_COEF
-    lam_flat, lam_dark = lam_flat.to(dtype).contiguous(), lam_dark.to(dtype).contiguous()
-    image_norm, offset_max = image_norm.to(dtype).contiguous(), offset_max.to(dtype).contiguous()
-    thr_flat = lam_flat / mu
-    thr_dark = torch.zeros_like(mu)
-    offset = torch.zeros_like(mu)
-    dark_values = torch.zeros(p_count, 3, dtype=dtype, device=device)
-    iterations = torch.zeros_like(mu)
-    ratio = torch.full_like(mu, float("inf"))
-    active = torch.ones_like(mu)
-    active_next = torch.empty_like(mu)
-    # mean_T(Im - I_R - I_B + Y/mu) at the start: I_R = Y = 0.
-    column = (images.mean(dim=1) - flat * baseline.mean(dim=1)[:, None, None] - dark).contiguous()
+    lam_flat = lam_flat.to(dtype).contiguous()
     sums = 3 if get_darkfield else 1
-    rows = torch.zeros(p_count, t_count, 2, dtype=dtype, device=device)
-    pixel_sums = torch.zeros(p_count, sums, m, n, dtype=dtype, device=device)
-    totals = torch.zeros(p_count, sums, dtype=dtype, device=device)
-    scratch = _ops.scratch_for(images, get_darkfield)
-    spectrum = torch.empty_like(flat)
-    work = torch.empty_like(flat)
+    state = AlmState(
+        images=images,
+        weight=weight,
+        sparse=torch.zeros_like(images),
+        dual=torch.zeros_like(images),
+        baseline=baseline,
+        rows=torch.zeros(p_count, t_count, 2, dtype=dtype, device=device),
+        flat=flat,
+        flat_hat=flat_hat,
+        dark=dark,
+        dark_before=torch.zeros_like(dark) if get_darkfield else dark,
+        # mean_T(Im - I_R - I_B + Y/mu) at the start: I_R = Y = 0.
+        column=(images.mean(dim=1) - flat * baseline.mean(dim=1)[:, None, None] - dark)
+        .contiguous(),
+        work=torch.empty_like(flat),
+        pixel_sums=torch.zeros(p_count, sums, m, n, dtype=dtype, device=device),
+        totals=torch.zeros(p_count, sums, dtype=dtype, device=device),
+        image_norm=image_norm.to(dtype).contiguous(),
+        offset_max=offset_max.to(dtype).contiguous(),
+        lam_flat=lam_flat,
+        lam_dark=lam_dark.to(dtype).contiguous(),
+        mu=mu,
+        mu_max=mu0 * MAX_MU_COEF,
+        thr_flat=lam_flat / mu,
+        thr_dark=torch.zeros_like(mu),
+        offset=torch.zeros_like(mu),
+        iterations=torch.zeros_like(mu),
+        ratio=torch.full_like(mu, float("inf")),
+        active=torch.ones_like(mu),
+        active_next=torch.empty_like(mu),
+        dark_values=torch.zeros(p_count, 3, dtype=dtype, device=device),
+        scratch=_ops.scratch_for(images, get_darkfield),
+    )
+    spectrum = torch.empty_like(state.flat)
     # The path (kernel, host emulation or twin) is decided once per pass, on these tensors.
-    shrink = _ops.basic_shrink.bind(flat_hat, spectrum, thr_flat, active, flat_hat)
-    sparse_step = _ops.basic_sparse.bind(images, flat, flat_hat, baseline, dark, dual, weight)
-    dual_step = _ops.basic_dual.bind(images, flat, baseline, sparse, dual, mu, column)
-    status = _ops.basic_status.bind(totals, rows, baseline, mu, active, ratio, dark_values)
+    shrink = _ops.basic_shrink.bind(state.flat_hat, spectrum, state.thr_flat, state.active)
+    sparse_step = _ops.basic_sparse.bind(state)
+    dual_step = _ops.basic_dual.bind(state)
+    status = _ops.basic_status.bind(state)
     if get_darkfield:
-        dark_shape = _ops.basic_dark_shape.bind(pixel_sums, flat, offset, dark_values, work)
-        dark_finish = _ops.basic_dark_finish.bind(work, thr_dark, flat, dark, column)
+        dark_shape = _ops.basic_dark_shape.bind(state)
+        dark_finish = _ops.basic_dark_finish.bind(state)
     stop = _StopCheck(p_count, device)
     for iteration in range(max_iterations):
         # Flatfield step (in DCT space).
-        dct.forward(column, spectrum)
-        shrink(flat_hat, spectrum, thr_flat, active, flat_hat, with_y=True)
-        dct.inverse(flat_hat, flat)
+        dct.forward(state.column, spectrum)
+        shrink(state.flat_hat, spectrum, state.thr_flat, state.active, state.flat_hat, with_y=True)
+        dct.inverse(state.flat_hat, state.flat)
         # Sparse step, the row sums and the baseline step.
-        sparse_step(
-            images, flat, flat_hat, baseline, dark, dual, weight, mu, active, sparse, rows, scratch
-        )
+        sparse_step(state)
         # Dual step (with I_B from the old darkfield, as BaSiCPy) and the next column mean.
-        dual_step(
-            images, flat, flat_hat, baseline, dark, sparse, dual, mu, mu_max, active, column,
-            pixel_sums, scratch, rho=RHO,
-        )
-        torch.sum(pixel_sums, dim=(-2, -1), out=totals)
+        dual_step(state, rho=RHO)
+        torch.sum(state.pixel_sums, dim=(-2, -1), out=state.totals)
         # NaN compares False: a non-finite residual also freezes the problem (never converged).
-        status(
-            totals, rows, baseline, flat_hat, image_norm, offset_max, lam_flat, lam_dark, mu,
-            mu_max, active, active_next, iterations, ratio, thr_flat, thr_dark, offset,
-            dark_values, rho=RHO, tol=tol, ent_dark=ENT_DARK,
-        )
+        status(state, rho=RHO, tol=tol, ent_dark=ENT_DARK)
         if get_darkfield:
             # The MATLAB darkfield heuristic (§1.5 of the research note); the next flatfield
             # step sees the new darkfield through its column mean.
-            dark_shape(pixel_sums, flat, flat_hat, offset, dark_values, active, work)
-            dct.forward(work, spectrum)
-            shrink(spectrum, None, thr_dark, active, spectrum, with_y=False)
-            dct.inverse(spectrum, work)
-            dark_finish(
-                work, thr_dark, flat, flat_hat, offset, dark_values, active, dark, dark_before,
-                column,
-            )
-        stop.post(active_next, iteration)
-        active, active_next = active_next, active
+            dark_shape(state)
+            dct.forward(state.work, spectrum)
+            shrink(spectrum, None, state.thr_dark, state.active, spectrum, with_y=False)
+            dct.inverse(spectrum, state.work)
+            dark_finish(state)
+        stop.post(state.active_next, iteration)
+        state.swap_flags()
         if iteration >= 1 and stop.frozen_after(iteration - 1):
             break
     return {
-        "flat": flat,
-        "dark_before": dark_before,
-        "dark": dark,
-        "offset": offset,
-        "baseline": baseline,
-        "sparse": sparse,
-        "iterations": iterations.to(torch.int64),
-        "ratio": ratio,
+        "flat": state.flat,
+        "dark_before": state.dark_before,
+        "dark": state.dark,
+        "offset": state.offset,
+        "baseline": state.baseline,
+        "sparse": state.sparse,
+        "iterations": state.iterations.to(torch.int64),
+        "ratio": state.ratio,
     }
 
 

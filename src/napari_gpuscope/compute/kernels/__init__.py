@@ -94,11 +94,8 @@ from ._dispatch import (
     default_backend_factory,
     host_kernels_requested,
     kill_switch_active,
-    ops_under,
-    path_report,
-    registered_ops,
-    warm_up,
 )
+from ._registry import ops_under, path_report, registered_ops, warm_up
 from ._source import (
     COMPUTE_DIR,
     KERNEL_DIR,

@@ -1,21 +1,23 @@
-"""FusedOp: run a fused kernel when it can and is verified, its torch twin otherwise."""
+"""FusedOp: run a fused kernel when it can and is verified, its torch twin otherwise.
+
+The path decision and its memory per device live here; the self-test that verifies a kernel
+is :mod:`._selftest`, the walk over an op's (nested) arguments :mod:`._structure`, and the
+registry of every op (warm-ups, provenance reports) :mod:`._registry`.
+"""
 
 from __future__ import annotations
 
-import importlib
 import os
 import threading
 import warnings
 import weakref
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
 from ..devices import cupy_status
-from ..jobs import Job, Progress
 from ..memory import is_out_of_memory
 from ._backends import (
     Backend,
@@ -24,8 +26,9 @@ from ._backends import (
     KernelCompileError,
     host_emulation_available,
 )
-from ._gate import StreamHold
-from ._source import kernels_named_in, op_modules
+from ._selftest import Example, Launch, self_test
+from ._source import kernels_named_in
+from ._structure import Output, is_structure, output_of, tensors
 
 __all__ = [
     "HOST_KERNELS_ENV",
@@ -38,10 +41,6 @@ __all__ = [
     "default_backend_factory",
     "host_kernels_requested",
     "kill_switch_active",
-    "ops_under",
-    "path_report",
-    "registered_ops",
-    "warm_up",
 ]
 
 KILL_SWITCH_ENV = "NAPARI_GPUSCOPE_NO_FUSED"
@@ -50,83 +49,12 @@ HOST_KERNELS_ENV = "NAPARI_GPUSCOPE_HOST_KERNELS"
 SELF_TEST_DELAY_CYCLES = 20_000_000
 """GPU clock cycles the self-test's stream spins before its inputs are written (~10 ms)."""
 
-Example = Callable[[torch.device, torch.Generator], tuple[tuple[Any, ...], dict[str, Any]]]
-
 
 _LIVE: weakref.WeakSet[FusedOp] = weakref.WeakSet()
 """Every live FusedOp, registered or not (what :func:`path_report` reports on)."""
 
 _REGISTERED: weakref.WeakSet[FusedOp] = weakref.WeakSet()
 """Ops built with ``register=True`` outside the compute package's modules (a plug-in's)."""
-
-
-def registered_ops() -> tuple[FusedOp, ...]:
-    """Every fused operation of every method, by name, whichever modules were imported so far.
-
-    Imports the compute modules that define ops at module level
-    (:func:`~napari_gpuscope.compute.kernels.op_modules`, found by reading the sources;
-    importing them touches neither CUDA nor CuPy) and returns their ops, plus any op built with
-    ``register=True``. Ops built elsewhere (tests' throw-away ops) are not included, so a
-    deliberately broken one never reaches a warm-up or the GPU kit's checks.
-
-    Examples
-    --------
-    >>> names = [op.name for op in registered_ops()]
-    >>> "axpby" in names and "fgp_step" in names
-    True
-    """
-    ops = {id(op): op for op in _REGISTERED}
-    for name in op_modules():
-        module = importlib.import_module(name)
-        ops.update((id(v), v) for v in vars(module).values() if isinstance(v, FusedOp))
-    return tuple(sorted(ops.values(), key=lambda op: op.name))
-
-
-def warm_up(
-    device: str | torch.device, packages: Sequence[str] | None = None
-) -> Job[dict[str, bool]]:
-    """Compile and self-test the registered kernels on ``device``, as a job.
-
-    A dock runs it when a device is selected, so the first preview does not pay the NVRTC
-    compile (0.3-1.5 s per ``.cu`` file, one compile covering its variants; an H100 took 7.3 s
-    for all five files with an empty CuPy cache, 2.5 s with it). The job's result maps each op
-    name to whether its fused kernel will run.
-
-    Parameters
-    ----------
-    device : str or torch.device
-        Where to prepare the kernels.
-    packages : sequence of str, optional
-        Only the ops defined under these module prefixes (a dock passes its method's compute
-        package and the platform's ``napari_gpuscope.compute.kernels``); default: every op.
-
-    Examples
-    --------
-    >>> from napari_gpuscope.compute.jobs import run_job
-    >>> isinstance(run_job(warm_up("cpu")), dict)
-    True
-    """
-    ops = ops_under(packages)
-    ready: dict[str, bool] = {}
-    for index, op in enumerate(ops):
-        yield Progress(index / max(1, len(ops)), f"preparing GPU kernel {op.name}")
-        ready[op.name] = op.prepare(torch.device(device))
-    return ready
-
-
-def ops_under(packages: Sequence[str] | None = None) -> tuple[FusedOp, ...]:
-    """The registered ops whose launcher's module starts with one of ``packages`` (all: None).
-
-    Examples
-    --------
-    >>> [op.name for op in ops_under(["napari_gpuscope.compute.kernels"])]
-    ['axpby']
-    """
-    ops = registered_ops()
-    if packages is None:
-        return ops
-    prefixes = tuple(packages)
-    return tuple(op for op in ops if op.module.startswith(prefixes))
 
 
 class FusedKernelWarning(RuntimeWarning):
@@ -211,44 +139,6 @@ def _context_is_broken(device: torch.device) -> bool:
         return True
 
 
-def _tensors(value: Any) -> Iterator[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        yield value
-    elif isinstance(value, list | tuple):
-        for item in value:
-            yield from _tensors(item)
-    elif isinstance(value, Mapping):
-        for item in value.values():
-            yield from _tensors(item)
-
-
-def _clone(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.clone()
-    if isinstance(value, list | tuple):
-        return type(value)(_clone(item) for item in value)
-    if isinstance(value, Mapping):
-        return {key: _clone(item) for key, item in value.items()}
-    return value
-
-
-def _poisoned_like(value: Any) -> Any:
-    """Same structure, every tensor replaced by a NaN-filled one of its shape and device."""
-    if isinstance(value, torch.Tensor):
-        return torch.full_like(value, float("nan"))
-    if isinstance(value, list | tuple):
-        return type(value)(_poisoned_like(item) for item in value)
-    if isinstance(value, Mapping):
-        return {key: _poisoned_like(item) for key, item in value.items()}
-    return value
-
-
-def _copy_into(target: Any, source: Any) -> None:
-    """Copy every tensor of ``source`` into the matching tensor of ``target``."""
-    for got, want in zip(_tensors(target), _tensors(source), strict=True):
-        got.copy_(want)
-
-
 class BoundOp:
     """An op with its path decided for one set of tensors: calling it skips the dispatch.
 
@@ -269,7 +159,7 @@ class BoundOp:
         self.path = path
         self._run = run
 
-    def __call__(self, *args: Any, **kwargs: Any) -> None:
+    def __call__(self, *args: object, **kwargs: object) -> None:
         self.op.calls[self.path.path] += 1
         self._run(*args, **kwargs)
 
@@ -293,8 +183,9 @@ class FusedOp:
     example : callable
         ``example(device, generator) -> (args, kwargs)``: small random inputs for the self-test,
         drawn on the CPU with ``generator`` (a CPU generator) and moved to ``device``.
-    outputs : sequence of int or str
-        The arguments that hold outputs: positional indices, or keyword names.
+    outputs : sequence of int, str or (int or str, str)
+        The arguments that hold outputs: positional indices, keyword names, or a field of
+        one (``(0, "sparse")``: field ``sparse`` of a state dataclass passed first).
     rtol, atol : float
         Tolerances of the self-test comparison (``torch.allclose``).
     backend_factory : callable, optional
@@ -338,10 +229,10 @@ class FusedOp:
     def __init__(
         self,
         name: str,
-        launch: Callable[..., None],
+        launch: Launch,
         twin: Callable[..., None],
         example: Example,
-        outputs: Sequence[int | str],
+        outputs: Sequence[Output],
         rtol: float = 1e-5,
         atol: float = 1e-6,
         backend_factory: Callable[[torch.device], Backend] | None = None,
@@ -352,7 +243,7 @@ class FusedOp:
         self.launch = launch
         self.twin = twin
         self.example = example
-        self.outputs = tuple(outputs)
+        self.outputs: tuple[Output, ...] = tuple(outputs)
         self.rtol = rtol
         self.atol = atol
         self.backend_factory = backend_factory or default_backend_factory
@@ -423,12 +314,12 @@ class FusedOp:
             return device, ""
         return None, f"no kernels for {device.type} devices"
 
-    def select_device(self, *args: Any, **kwargs: Any) -> torch.device | None:
+    def select_device(self, *args: object, **kwargs: object) -> torch.device | None:
         """The device whose fused path ``op(*args, **kwargs)`` would try, or None for the twin.
 
         Rules 1-4 of the class notes, without the self-test.
         """
-        return self._candidate(list(_tensors((args, kwargs))))[0]
+        return self._candidate(list(tensors((args, kwargs))))[0]
 
     def path(self, device: str | torch.device) -> KernelPath:
         """What a call with float32 contiguous tensors on ``device`` runs, and why.
@@ -437,27 +328,34 @@ class FusedOp:
         """
         return self._decide([_placeholder(torch.device(device))])[0]
 
-    def bind(self, *tensors: torch.Tensor) -> BoundOp:
-        """Decide the path for calls on ``tensors`` (and tensors like them) once.
+    def bind(self, *args: object, **kwargs: object) -> BoundOp:
+        """Decide the path for calls on these arguments (and arguments like them) once.
 
         Parameters
         ----------
-        *tensors : torch.Tensor
-            The tensors the calls will pass (their device, dtype and layout decide).
+        *args, **kwargs
+            The tensors the calls will pass, or structures holding them (a state dataclass,
+            tuples, mappings): the device, dtype and layout of every tensor decide. Any other
+            argument is taken as a tensor (so pass only tensors and structures).
 
         Returns
         -------
         BoundOp
             Callable like the op itself, without the per-call dispatch.
         """
-        path, backend = self._decide(tensors)
+        found = [
+            item
+            for value in (*args, *kwargs.values())
+            for item in (tensors(value) if is_structure(value) else (value,))
+        ]
+        path, backend = self._decide(found)
         if backend is None:
             return BoundOp(self, path, self.twin)
         bound = getattr(backend, "on_current_stream", None)
         backend = bound() if bound is not None else backend
         launch = self.launch
 
-        def run(*args: Any, **kwargs: Any) -> None:
+        def run(*args: object, **kwargs: object) -> None:
             launch(backend, *args, **kwargs)
 
         return BoundOp(self, path, run)
@@ -491,10 +389,10 @@ class FusedOp:
         """
         return self.path(device).path != "twin"
 
-    def __call__(self, *args: Any, **kwargs: Any) -> None:
-        self.bind(*_tensors((args, kwargs)))(*args, **kwargs)
+    def __call__(self, *args: object, **kwargs: object) -> None:
+        self.bind(*tensors((args, kwargs)))(*args, **kwargs)
 
-    def run_on(self, backend: Backend, *args: Any, **kwargs: Any) -> None:
+    def run_on(self, backend: Backend, *args: object, **kwargs: object) -> None:
         """Launch the kernel on ``backend`` with no dispatch and no self-test (tests)."""
         self.calls["host" if isinstance(backend, HostBackend) else "kernel"] += 1
         self.launch(backend, *args, **kwargs)
@@ -560,140 +458,15 @@ class FusedOp:
             raise CudaFaultError(message) from exc
 
     def self_test(self, backend: Backend, device: torch.device) -> tuple[bool, str]:
-        """Compare the kernel on ``backend`` with the twin on the op's example inputs.
+        """Compare the kernel on ``backend`` with the twin on the op's example inputs
+        (:func:`~._selftest.self_test`): ``(ok, detail)``."""
+        return self_test(self, backend, device)
 
-        Outputs whose initial values the twin does not read (pure outputs) start as NaN on both
-        sides, so an element the kernel never writes shows as a mismatch, and so does a kernel
-        that did not run at all (an uninitialised example output may hold the right answer
-        from an earlier test: the first H100 run passed a wrong-stream kernel that way).
-
-        On CUDA the kernel is launched once beforehand (the NVRTC compile stays out of the
-        test), then the test runs on a fresh stream held by a :class:`StreamHold` until the
-        host has launched the kernel: the stream writes the inputs, runs the kernel and
-        compares, so a kernel launched on any other stream than torch's current one runs on
-        poisoned inputs and fails. Nothing is synchronised between the launch and the
-        comparison (which runs on that stream too).
-
-        Returns
-        -------
-        ok : bool
-            Whether every output matched within ``rtol``/``atol``.
-        detail : str
-            ``"max abs diff X vs twin"`` or what differs.
-
-        Raises
-        ------
-        Exception
-            Whatever the kernel raised (e.g. :class:`KernelCompileError`).
-        """
-        # A CPU generator on every device: examples draw on the host and move to ``device``, so
-        # the same seed gives the same inputs everywhere.
-        generator = torch.Generator().manual_seed(0)
-        args, kwargs = self.example(device, generator)
-        args, kwargs = self._poison_pure_outputs(args, kwargs)
-        twin_args, twin_kwargs = _clone(args), _clone(kwargs)
-        self.twin(*twin_args, **twin_kwargs)
-        kernel_args, kernel_kwargs = _poisoned_like(args), _poisoned_like(kwargs)
-        if device.type == "cuda":
-            scratch_args, scratch_kwargs = _clone(args), _clone(kwargs)
-            with torch.cuda.device(device):
-                bound = getattr(backend, "on_current_stream", None)
-                self.launch(
-                    bound() if bound is not None else backend, *scratch_args, **scratch_kwargs
-                )
-                torch.cuda.synchronize(device)
-            del scratch_args, scratch_kwargs
-            stream = torch.cuda.Stream(device)
-            stream.wait_stream(torch.cuda.current_stream(device))  # the example's copies
-            with torch.cuda.device(device), torch.cuda.stream(stream):
-                hold = StreamHold(device)
-                _copy_into((kernel_args, kernel_kwargs), (args, kwargs))
-                bound = getattr(backend, "on_current_stream", None)
-                self.launch(
-                    bound() if bound is not None else backend, *kernel_args, **kernel_kwargs
-                )
-                hold.release()
-                result = self._compare(twin_args, twin_kwargs, kernel_args, kernel_kwargs)
-            return result
-        _copy_into((kernel_args, kernel_kwargs), (args, kwargs))
-        self.launch(backend, *kernel_args, **kernel_kwargs)
-        return self._compare(twin_args, twin_kwargs, kernel_args, kernel_kwargs)
-
-    def _output(self, args: Any, kwargs: Any, output: int | str) -> torch.Tensor:
-        return kwargs[output] if isinstance(output, str) else args[output]
-
-    def _poison_pure_outputs(
-        self, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        """The example with every output the twin only writes (never reads) set to NaN.
-
-        An output is pure when NaN in it before the call changes none of the twin's outputs;
-        in-out arguments (a dual variable updated in place) keep their values. The probe runs
-        never read the example's outputs (fresh filled tensors stand in for all of them): a
-        pure output is often ``torch.empty``, and copying it would read uninitialised device
-        memory (compute-sanitizer's initcheck flags that).
-        """
-
-        def trial(nan_output: int | str | None) -> tuple[torch.Tensor, ...]:
-            trial_args, trial_kwargs = list(args), dict(kwargs)
-            for output in self.outputs:
-                like = self._output(args, kwargs, output)
-                value = float("nan") if output == nan_output else 0.5
-                if isinstance(output, str):
-                    trial_kwargs[output] = torch.full_like(like, value)
-                else:
-                    trial_args[output] = torch.full_like(like, value)
-            self.twin(*trial_args, **trial_kwargs)
-            return tuple(self._output(trial_args, trial_kwargs, o) for o in self.outputs)
-
-        reference = trial(None)
-        args, kwargs = list(args), dict(kwargs)
-        for output in self.outputs:
-            probed = trial(output)
-            if all(
-                torch.equal(got.isnan(), want.isnan())
-                and torch.allclose(got, want, rtol=0, atol=0, equal_nan=True)
-                for got, want in zip(probed, reference, strict=True)
-            ):
-                poisoned = torch.full_like(self._output(args, kwargs, output), float("nan"))
-                if isinstance(output, str):
-                    kwargs[output] = poisoned
-                else:
-                    args[output] = poisoned
-        return tuple(args), kwargs
-
-    def _compare(
-        self,
-        twin_args: tuple[Any, ...],
-        twin_kwargs: dict[str, Any],
-        kernel_args: tuple[Any, ...],
-        kernel_kwargs: dict[str, Any],
-    ) -> tuple[bool, str]:
-        worst = 0.0
-        ok = True
-        for output in self.outputs:
-            expected, got = (
-                (twin_kwargs[output], kernel_kwargs[output])
-                if isinstance(output, str)
-                else (twin_args[output], kernel_args[output])
-            )
-            if expected.shape != got.shape:
-                shapes = f"{tuple(got.shape)} vs twin {tuple(expected.shape)}"
-                return False, f"output {output!r} has shape {shapes}"
-            if expected.numel() == 0:
-                continue
-            if not torch.allclose(got, expected, rtol=self.rtol, atol=self.atol, equal_nan=True):
-                ok = False
-            if bool((got.isnan() != expected.isnan()).any()):
-                worst = float("nan")
-            elif worst == worst:  # not already NaN
-                worst = max(
-                    worst, float((got.double() - expected.double()).abs().nan_to_num(0).max())
-                )
-        detail = f"max abs diff {worst:.3g} vs twin"
-        if worst != worst:
-            detail = "NaN where the twin has a number (or the reverse) vs twin"
-        return ok, detail
+    def outputs_of(
+        self, args: Sequence[object], kwargs: Mapping[str, object]
+    ) -> tuple[torch.Tensor, ...]:
+        """The tensors this op writes, among a call's ``args`` and ``kwargs`` (tests)."""
+        return tuple(output_of(args, kwargs, output) for output in self.outputs)
 
 
 def _placeholder(device: torch.device) -> torch.Tensor:
@@ -701,34 +474,3 @@ def _placeholder(device: torch.device) -> torch.Tensor:
     return torch.empty(0, device=device)
 
 
-def path_report(device: str | torch.device | None = None) -> dict[str, dict[str, str]]:
-    """Which implementation each fused op used, and why, for provenance.
-
-    Parameters
-    ----------
-    device : str or torch.device, optional
-        Only this device (e.g. the device a job ran on); default: every device an op was used
-        on.
-
-    Returns
-    -------
-    dict
-        ``{op name: {device: "fused kernel (verified against the twin)" | "torch twin
-        (<reason>)" | ...}}`` for the ops used so far (per :attr:`FusedOp.last_paths`).
-
-    Examples
-    --------
-    >>> isinstance(path_report("cpu"), dict)
-    True
-    """
-    wanted = None if device is None else str(torch.device(device))
-    report: dict[str, dict[str, str]] = {}
-    for op in sorted(_LIVE, key=lambda op: op.name):
-        paths = {
-            where: path.describe()
-            for where, path in sorted(op.last_paths.items())
-            if wanted is None or where == wanted
-        }
-        if paths:
-            report[op.name] = paths
-    return report
