@@ -87,7 +87,9 @@ class ChannelView:
         key += (slice(None),) * (self.ndim - len(key))
         return self.data[(*key[: self.axis], self.index, *key[self.axis :])]
 
-    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+    def __array__(
+        self, dtype: np.dtype | type | str | None = None, copy: bool | None = None
+    ) -> np.ndarray:
         return np.asarray(self[:], dtype=dtype)
 
 
@@ -103,7 +105,7 @@ class StackedChannels:
     ((2, 4, 8, 8), dtype('float32'), 1.0)
     """
 
-    def __init__(self, arrays: list[Any]) -> None:
+    def __init__(self, arrays: list[ArrayLike]) -> None:
         shapes = {tuple(int(n) for n in array.shape) for array in arrays}
         if len(shapes) != 1:
             raise InvalidInputError(
@@ -123,7 +125,7 @@ class StackedChannels:
         return array[rest] if rest else array
 
 
-def channel_stack(data: ArrayLike, axis: int, index: int) -> Any:
+def channel_stack(data: ArrayLike, axis: int, index: int) -> ArrayLike:
     """Channel ``index`` of ``data`` along ``axis``: a view of a NumPy array or torch tensor
     (basic indexing), a :class:`ChannelView` of anything else."""
     if isinstance(data, np.ndarray | torch.Tensor):

@@ -34,7 +34,7 @@ import math
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -340,16 +340,20 @@ class OpticsCache:
         self._lock = threading.RLock()
         self.max_entries = max_entries
         self.max_bytes = max_bytes
-        self._grids: OrderedDict[Any, _Grid] = OrderedDict()
-        self._sources: OrderedDict[Any, torch.Tensor] = OrderedDict()
-        self._large: OrderedDict[Any, tuple[int, Any]] = OrderedDict()
+        self._grids: OrderedDict[Hashable, _Grid] = OrderedDict()
+        self._sources: OrderedDict[Hashable, torch.Tensor] = OrderedDict()
+        self._large: OrderedDict[Hashable, tuple[int, Any]] = OrderedDict()
         self.builds = {"grid": 0, "source": 0, "defocus": 0, "transfer": 0}
 
-    def _get(self, store: OrderedDict, key: Any, make: Any, kind: str) -> Any:
+    def _get(
+        self, store: OrderedDict, key: Hashable, make: Callable[[], object], kind: str
+    ) -> Any:
         with self._lock:
             return self._get_locked(store, key, make, kind)
 
-    def _get_locked(self, store: OrderedDict, key: Any, make: Any, kind: str) -> Any:
+    def _get_locked(
+        self, store: OrderedDict, key: Hashable, make: Callable[[], object], kind: str
+    ) -> Any:
         if key in store:
             store.move_to_end(key)
             return store[key]
@@ -379,18 +383,18 @@ class OpticsCache:
             return int(self.max_bytes)
         return _default_max_bytes(torch.device(device))
 
-    def _lookup(self, key: Any) -> Any:
+    def _lookup(self, key: Hashable) -> Any:
         with self._lock:
             return self._lookup_locked(key)
 
-    def _lookup_locked(self, key: Any) -> Any:
+    def _lookup_locked(self, key: Hashable) -> Any:
         entry = self._large.get(key)
         if entry is None:
             return None
         self._large.move_to_end(key)
         return entry[1]
 
-    def _keep(self, key: Any, value: Any, size: int, device: Device) -> None:
+    def _keep(self, key: Hashable, value: Any, size: int, device: Device) -> None:
         limit = self.limit(device)
         if size > limit:
             return
