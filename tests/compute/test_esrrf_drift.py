@@ -283,7 +283,9 @@ def test_estimation_is_independent_of_the_chunk_size(drifting):
 def test_a_stack_too_short_says_how_many_frames_are_needed():
     stack = np.ones((90, 32, 32), np.uint16)
     with pytest.raises(InvalidInputError, match=r"time_averaging=50 needs at least 100 frames"):
-        estimate_drift(stack, device="cpu")
+        estimate_drift(stack, time_averaging=50, device="cpu")
+    with pytest.raises(InvalidInputError, match="at least 2 frames"):  # automatic
+        estimate_drift(stack[:1], device="cpu")
     with pytest.raises(InvalidInputError, match="at most 45"):
         estimate_drift(stack, time_averaging=60, device="cpu")
 

@@ -43,7 +43,7 @@ def test_the_corrected_reconstruction_is_closer_to_the_undrifted_one(stacks):
     kwargs = {"magnification": 2, "radius": 1.5, "device": "cpu"}
     reference = esrrf(still, **kwargs)[0]
     plain = esrrf(drifting, **kwargs)[0]
-    result = run_job(iter_esrrf(drifting, drift_correction=True, **kwargs))
+    result = run_job(iter_esrrf(drifting, drift_correction=True, **kwargs))  # automatic
     corrected = result.image[0]
     assert corrected.shape == plain.shape == reference.shape
     margin = 2 * 2 * 6  # the drift's edge band, at M = 2
@@ -51,8 +51,9 @@ def test_the_corrected_reconstruction_is_closer_to_the_undrifted_one(stacks):
     assert r_corrected > r_plain + 0.1, (r_plain, r_corrected)
     assert r_corrected > 0.8
     # The trace is the one estimate_drift gives, and close to the truth.
-    direct = estimate_drift(drifting, time_averaging=50, device="cpu")
+    direct = estimate_drift(drifting, device="cpu")
     np.testing.assert_allclose(result.drift.shifts, direct.shifts, atol=1e-9)
+    assert result.drift.time_averaging_chosen == direct.time_averaging_chosen
     assert np.sqrt(np.mean((result.drift.shifts - truth) ** 2)) < 0.15
     assert "drift-corrected" in result.describe()
     assert len(result.summary()["drift"]["shifts_px"]) == N_FRAMES
@@ -106,4 +107,9 @@ def test_off_by_default_and_nothing_changes(stacks):
 def test_a_stack_too_short_for_the_drift_blocks_says_so(stacks):
     drifting, _, _ = stacks
     with pytest.raises(InvalidInputError, match="needs at least 100 frames"):
-        esrrf(drifting[:80], drift_correction=True, magnification=2, device="cpu")
+        esrrf(
+            drifting[:80], drift_correction=True, drift_time_averaging=50, magnification=2,
+            device="cpu",
+        )  # fmt: skip
+    with pytest.raises(InvalidInputError, match="at least 2 frames"):  # automatic
+        esrrf(drifting[:1], drift_correction=True, magnification=2, device="cpu")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from pydantic import field_validator
+
 from ..params import Params, param
 
 __all__ = ["DRIFT_REFERENCES", "DriftParams"]
@@ -25,6 +27,10 @@ class DriftParams(Params):
     >>> p = DriftParams(reference="previous", time_averaging=50)
     >>> DriftParams.from_json(p.to_json()) == p
     True
+    >>> DriftParams().time_averaging is None  # automatic (DriftResult.time_averaging_chosen)
+    True
+    >>> DriftParams(time_averaging="auto").time_averaging is None  # "auto" reads as None
+    True
     >>> DriftParams(time_averaging=0)
     Traceback (most recent call last):
     ...
@@ -32,6 +38,12 @@ class DriftParams(Params):
     """
 
     method_id: ClassVar[str] = "esrrf"
+
+    @field_validator("time_averaging", mode="before")
+    @classmethod
+    def _auto_is_none(cls, value: object) -> object:
+        """``"auto"`` (the word the docs and the issue use) is ``None``, as stored."""
+        return None if isinstance(value, str) and value.strip().lower() == "auto" else value
 
     reference: str = param(
         "first",
@@ -46,15 +58,17 @@ class DriftParams(Params):
             "all frames (one more read of the stack)"
         ),
     )
-    time_averaging: int = param(
-        50,
+    time_averaging: int | None = param(
+        None,
         label="Frames per block",
         minimum=1,
         maximum=10_000_000,
         help=(
             "Frames averaged into one block before correlating (one blinking frame holds too "
             "few emitters; more frames per block: less noise, slower drift followed); the "
-            "stack needs at least two blocks"
+            "stack needs at least two blocks. None = automatic: the length of least "
+            "estimated error, from the blocks' measured noise and the drift's curvature "
+            "(the result says the number)"
         ),
     )
     max_drift: float | None = param(

@@ -19,7 +19,50 @@ from ..results import Geometry, LayerDataTuple, image_layer, result_name
 from ._drift_correct import check_shifts
 from ._drift_params import DriftParams
 
-__all__ = ["DriftResult", "load_drift_trace"]
+__all__ = ["BlockLengthChoice", "DriftResult", "load_drift_trace"]
+
+
+@dataclass(frozen=True)
+class BlockLengthChoice:
+    """The automatic choice of a drift estimate's block length (``time_averaging=None``).
+
+    Attributes
+    ----------
+    length : int
+        Frames per block chosen.
+    scores : dict of int to float
+        Each candidate length's estimated RMS error of the trace (px, over frames and
+        axes); NaN for a length that could not be used (fewer than two measured blocks, a
+        block without a noise estimate, frames left unmeasured).
+    reference : int or None
+        The finest usable length, whose trace stands for the drift in the bias estimate
+        (None: none was usable, or a single candidate).
+    parts : dict of int to (float, float)
+        Each usable candidate's ``(noise, bias)`` RMS (px): ``score**2 = noise**2 + bias**2``.
+    stopped : bool
+        Stop & keep during the pilot: the choice saw only the frames read before the stop.
+    """
+
+    length: int
+    scores: dict[int, float]
+    reference: int | None
+    parts: dict[int, tuple[float, float]] = field(default_factory=dict)
+    stopped: bool = False
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-able: ``{"time_averaging": 25, "candidates": [[4, 0.31, 0.30, 0.02], ...],
+        "reference": 4}``, each candidate ``[length, estimated RMS, noise, bias]`` (px;
+        None where unusable)."""
+        rows = []
+        for length, score in sorted(self.scores.items()):
+            noise, bias = self.parts.get(length, (math.nan, math.nan))
+            rows.append([int(length), _json_float(score), _json_float(noise), _json_float(bias)])
+        return {
+            "time_averaging": int(self.length),
+            "candidates": rows,
+            "reference": self.reference,
+            "stopped": bool(self.stopped),
+        }
 
 
 @dataclass(frozen=True)
@@ -63,6 +106,13 @@ class DriftResult:
         a constant) is not: its frames' drift is interpolated from the measured blocks
         between which it lies, or held at the nearest measured block's value beyond the
         first or last of them (:attr:`interpolated_frames`). None for a loaded trace.
+    time_averaging_chosen : int or None
+        Frames per block the estimate used: ``params.time_averaging``, or the automatic
+        choice where that is None (the params keep None: "automatic"). None for a loaded
+        trace.
+    block_length_choice : dict or None
+        How the automatic choice was made (:meth:`BlockLengthChoice.summary`: every
+        candidate's estimated RMS error, its noise and bias); None for a fixed length.
     """
 
     shifts: np.ndarray
@@ -75,6 +125,13 @@ class DriftResult:
     stopped_early: bool = False
     kernel_paths: dict[str, str] = field(default_factory=dict)
     measured: np.ndarray | None = None
+    time_averaging_chosen: int | None = None
+    block_length_choice: dict[str, Any] | None = None
+
+    @property
+    def automatic(self) -> bool:
+        """Whether the block length was chosen automatically (``time_averaging=None``)."""
+        return self.params is not None and self.params.time_averaging is None
 
     @property
     def unmeasured_blocks(self) -> list[int]:
@@ -164,6 +221,9 @@ class DriftResult:
             ),
             "interpolated_blocks": self.unmeasured_blocks,
             "interpolated_frames": int(self.interpolated_frames.sum()),
+            "time_averaging_chosen": self.time_averaging_chosen,
+            "time_averaging_automatic": self.automatic,
+            "block_length_choice": self.block_length_choice,
         }
 
     @classmethod
@@ -190,8 +250,10 @@ class DriftResult:
         p = self.params
         error = self.rms_uncertainty
         noise = f", block error ~{error:.3f} px RMS" if math.isfinite(error) else ""
+        length = self.time_averaging_chosen or p.time_averaging
+        how = " (chosen automatically)" if self.automatic else ""
         text = (
-            f"{text}; {len(self.block_frames)} blocks of {p.time_averaging} frames vs the "
+            f"{text}; {len(self.block_frames)} blocks of {length} frames{how} vs the "
             f"{p.reference} {'frames' if p.reference == 'mean' else 'block'}{noise}"
         )
         unmeasured = self.unmeasured_blocks
@@ -358,6 +420,11 @@ class DriftResult:
             buffer.write(f"# pixel_size: {float(pixel_size)!r} {unit}\n")
         if self.params is not None:
             buffer.write(f"# estimated with: {self.params.to_json(indent=None)}\n")
+            if self.time_averaging_chosen is not None:
+                how = "chosen automatically" if self.automatic else "as set"
+                buffer.write(
+                    f"# frames per block (time_averaging): {self.time_averaging_chosen} ({how})\n"
+                )
         if self.unmeasured_blocks:
             buffer.write(
                 f"# not measured (no structure in common with their reference): "

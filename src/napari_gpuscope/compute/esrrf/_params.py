@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from pydantic import field_validator
+
 from ..params import Params, param
 from ._drift_params import DriftParams
 
@@ -18,6 +20,11 @@ DRIFT_FIELDS = {
     "drift_smoothing": "smoothing",
 }
 """eSRRF's drift fields -> the :class:`DriftParams` field each one is (declared there once)."""
+
+OLD_DRIFT_BLOCK = 50
+"""``drift_time_averaging``'s default before it became automatic (None). A recipe saved then
+with drift correction on does not hold the key (an ``added_later`` field at its default is
+not written), so it now reads as automatic; its hash is unchanged (see docs/esrrf.md)."""
 
 
 class EsrrfParams(Params):
@@ -161,13 +168,19 @@ class EsrrfParams(Params):
     drift_reference: str = DriftParams.declaration(
         "reference", label="Drift reference", advanced=True, added_later=True
     )
-    drift_time_averaging: int = DriftParams.declaration(
+    drift_time_averaging: int | None = DriftParams.declaration(
         "time_averaging", label="Frames per drift block", advanced=True, added_later=True
     )
     max_drift: float | None = DriftParams.declaration("max_drift", advanced=True, added_later=True)
     drift_smoothing: float = DriftParams.declaration(
         "smoothing", label="Drift smoothing", advanced=True, added_later=True
     )
+
+    @field_validator("drift_time_averaging", mode="before")
+    @classmethod
+    def _auto_is_none(cls, value: object) -> object:
+        """``"auto"`` is ``None`` (automatic), as :class:`DriftParams` reads it."""
+        return None if isinstance(value, str) and value.strip().lower() == "auto" else value
 
     def validate(self) -> None:
         """A rolling analysis needs a fixed number of frames per time point."""
@@ -185,6 +198,8 @@ class EsrrfParams(Params):
         --------
         >>> EsrrfParams(drift_time_averaging=20).drift_params().time_averaging
         20
+        >>> EsrrfParams().drift_params().time_averaging is None  # automatic
+        True
         """
         return DriftParams(**{field: getattr(self, own) for own, field in DRIFT_FIELDS.items()})
 

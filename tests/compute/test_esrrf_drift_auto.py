@@ -1,0 +1,187 @@
+"""The automatic drift block length (``time_averaging=None``, issue 27 item 3).
+
+Oracle: the simulator's true drift (tests/compute/esrrf_drift_sim.py). For each kind of
+drift the automatic choice is compared with every fixed length it could have chosen, each
+scored against the truth. The full 100-2,000-frame sweep is benchmarks/drift_block_length.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from esrrf_drift_sim import blinking_drifting_stack, true_drift
+
+from napari_gpuscope.batch.recipes import Recipe, load_recipe
+from napari_gpuscope.compute.esrrf import DriftParams, DriftResult, EsrrfParams, estimate_drift
+from napari_gpuscope.compute.esrrf._drift import auto_lengths, drift_blocks
+
+N_FRAMES = 200
+SHAPE = (48, 48)
+EMITTERS = 60  # ~15 on a frame: blocks of a few frames barely correlate
+
+
+def drifts(n: int) -> dict[str, np.ndarray]:
+    """The issue's four kinds of drift, ~3 px over the stack plus 0.03 px per-frame jitter
+    (settling: 0.6 px in the first 10 % of the frames, as the issue's example)."""
+    u = np.arange(n) / n
+    jitter = {k: np.random.default_rng(k).normal(0.0, 0.03, (n, 2)) for k in range(4)}
+    settle = (1 - np.exp(-2 * u)) / (1 - np.exp(-2))
+    out = {
+        "linear": np.column_stack([2.5 * u, -1.5 * u]) + jitter[0],
+        "settling": 3.0 * settle[:, None] * np.array([0.8, -0.6]) + jitter[1],
+        "oscillating": true_drift(n, seed=5),
+        "still": jitter[3],
+    }
+    return {name: shifts - shifts[0] for name, shifts in out.items()}
+
+
+def rms(result: DriftResult, truth: np.ndarray) -> float:
+    return float(np.sqrt(np.mean((result.shifts - truth) ** 2)))
+
+
+SEEDS = (1, 2)
+"""Two stacks a case (blinking and noise): the best *fixed* length is one length for the
+case, scored by its mean RMS error over the stacks, as the automatic choice is."""
+
+# Measured on this simulation (auto / best fixed mean RMS, px): what the rule reaches today.
+# Cases beyond the bound are strict xfails, so a change that fixes them is noticed.
+SHORT: dict[str, str | None] = {
+    "linear": "auto 0.165 px (32 and 24 frames) vs 0.105 px (64): spurious curvature from "
+    "the noisy reference keeps the blocks too short (issue 27 item 3, open)",
+    "settling": None,
+    "oscillating": "auto 0.158 px (24 and 16 frames) where a fixed length reaches 0.1 px "
+    "(issue 27 item 3, open)",
+    "still": None,
+}
+
+
+def errors_of(kind: str) -> tuple[float, dict[int, float], list[int]]:
+    """Mean RMS error of the automatic choice, of each fixed length, and the lengths chosen."""
+    truth = drifts(N_FRAMES)[kind]
+    auto, fixed, chosen = [], {}, []
+    for seed in SEEDS:
+        stack, _ = blinking_drifting_stack(truth, shape=SHAPE, n_emitters=EMITTERS, seed=seed)
+        result = estimate_drift(stack, device="cpu")
+        auto.append(rms(result, truth))
+        chosen.append(result.time_averaging_chosen)
+        for length in auto_lengths(N_FRAMES):
+            try:
+                error = rms(estimate_drift(stack, time_averaging=length, device="cpu"), truth)
+            except ValueError:  # too few blocks with structure: a length auto cannot pick
+                error = np.inf
+            fixed.setdefault(length, []).append(error)
+    return float(np.mean(auto)), {k: float(np.mean(v)) for k, v in fixed.items()}, chosen
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        pytest.param(k, marks=pytest.mark.xfail(reason=why, strict=True)) if why else k
+        for k, why in SHORT.items()
+    ],
+)
+def test_auto_is_within_1_2x_of_the_best_fixed_length(kind):
+    error, fixed, chosen = errors_of(kind)
+    best = min(fixed.values())
+    print(kind, chosen, round(error, 3), {k: round(v, 3) for k, v in fixed.items()})
+    if best <= 0.1:
+        assert error <= 0.15, (kind, chosen, error, fixed)
+    assert error <= 1.2 * best, (kind, chosen, error, fixed)
+
+
+def test_the_result_says_the_length_it_chose_everywhere():
+    truth = drifts(120)["linear"]
+    stack, _ = blinking_drifting_stack(truth, shape=(32, 32), n_emitters=40, seed=2)
+    result = estimate_drift(stack, device="cpu")
+    chosen = result.time_averaging_chosen
+    assert result.params.time_averaging is None and result.automatic  # params stay "auto"
+    assert chosen in auto_lengths(120)
+    assert result.block_frames == drift_blocks(120, chosen)
+    assert f"blocks of {chosen} frames (chosen automatically)" in result.describe()
+    summary = result.summary()
+    assert summary["time_averaging_chosen"] == chosen and summary["time_averaging_automatic"]
+    choice = summary["block_length_choice"]
+    assert choice["time_averaging"] == chosen
+    assert [row[0] for row in choice["candidates"]] == auto_lengths(120)
+    assert f"# frames per block (time_averaging): {chosen} (chosen automatically)" in (
+        result.csv_text()
+    )
+    # The same blocks as the fixed estimate with that number: the choice changes nothing else.
+    fixed = estimate_drift(stack, time_averaging=chosen, device="cpu")
+    np.testing.assert_array_equal(result.shifts, fixed.shifts)
+    assert fixed.time_averaging_chosen == chosen and not fixed.automatic
+    assert fixed.summary()["block_length_choice"] is None
+
+
+def test_auto_is_the_default_and_the_word_auto_reads_as_none():
+    assert DriftParams().time_averaging is None
+    assert DriftParams(time_averaging="auto") == DriftParams()
+    assert EsrrfParams().drift_params().time_averaging is None
+    assert EsrrfParams(drift_time_averaging="auto").drift_time_averaging is None
+    with pytest.raises(ValueError, match="time_averaging"):
+        DriftParams(time_averaging="often")
+
+
+def test_a_stack_too_short_for_candidates_gets_two_blocks():
+    assert auto_lengths(9) == [4] and auto_lengths(3) == [1]
+    assert drift_blocks(9, None) == [(0, 4), (4, 9)]
+    with pytest.raises(ValueError, match="at least 2 frames"):
+        drift_blocks(1, None)
+    y, x = np.mgrid[:32, :32]
+    blob = 1000 * np.exp(-((y - 15) ** 2 + (x - 16) ** 2) / 8)
+    stack = np.random.default_rng(0).poisson(100 + np.stack([blob] * 8)).astype(np.uint16)
+    result = estimate_drift(stack, device="cpu")
+    assert result.time_averaging_chosen == 4 and result.shifts.shape == (8, 2)
+
+
+def test_recipes_keep_their_number_and_their_hash(tmp_path):
+    """A recipe stores its params dict, so an explicit number stays, with its hash: the drift
+    job's recipes always wrote ``time_averaging``, eSRRF's wrote ``drift_time_averaging``
+    when it was not the default (50)."""
+    old_drift = {"reference": "first", "time_averaging": 50, "max_drift": None, "smoothing": 0.0}
+    saved = Recipe.from_data(
+        {"schema_version": 1, "method": "esrrf", "job": "drift", "params": old_drift}
+    )
+    loaded = load_recipe(saved.save(tmp_path / "drift.yaml"))
+    assert loaded.hash() == saved.hash() and loaded.params_model().time_averaging == 50
+    assert loaded.params == old_drift
+    old_esrrf = {**OLD_ESRRF, "drift_correction": True, "drift_time_averaging": 20}
+    recipe = Recipe.from_data({"schema_version": 1, "method": "esrrf", "params": old_esrrf})
+    loaded = load_recipe(recipe.save(tmp_path / "esrrf.yaml"))
+    assert loaded.hash() == recipe.hash() and loaded.params == old_esrrf
+    assert loaded.params_model().drift_time_averaging == 20
+    # New recipes are automatic: the drift job writes null, eSRRF leaves the key out.
+    assert Recipe.from_params(DriftParams()).params["time_averaging"] is None
+    assert Recipe.from_params(DriftParams()).params_model().time_averaging is None
+    assert "drift_time_averaging" not in Recipe.from_params(EsrrfParams()).params
+
+
+# What the code before issue 27 wrote for EsrrfParams(drift_correction=True): drift fields at
+# their defaults are not written (added_later), drift_time_averaging's default was 50.
+OLD_ESRRF = {
+    "magnification": 5, "radius": 1.5, "sensitivity": 1.0, "frames_per_timepoint": 0,
+    "temporal": "AVG", "intensity_weighting": True, "macro_pixel_correction": True,
+    "geometry": "nanopyx", "frame_gap": 0,
+}  # fmt: skip
+
+
+def test_an_old_esrrf_recipe_at_the_old_default_keeps_its_hash(tmp_path):
+    recipe = Recipe.from_data(
+        {"schema_version": 1, "method": "esrrf", "params": {**OLD_ESRRF, "drift_correction": True}}
+    )
+    loaded = load_recipe(recipe.save(tmp_path / "old.yaml"))
+    assert loaded.hash() == recipe.hash()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="needs batch/: the key was never written at its old default (50), so the recipe "
+    "now reads as automatic with the same hash (a resumed run mixes 50 and automatic); the "
+    "recipe loader must read an absent drift_time_averaging in a drift-corrected eSRRF "
+    "recipe as 50 without changing the stored params (issue 27 item 3, reported)",
+)
+def test_an_old_esrrf_recipe_at_the_old_default_runs_with_50_frames(tmp_path):
+    recipe = Recipe.from_data(
+        {"schema_version": 1, "method": "esrrf", "params": {**OLD_ESRRF, "drift_correction": True}}
+    )
+    assert load_recipe(recipe.save(tmp_path / "old.yaml")).params_model().drift_time_averaging == 50
