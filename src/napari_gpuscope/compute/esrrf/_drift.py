@@ -24,6 +24,13 @@ value there (never extrapolated over frames without sample). :attr:`DriftResult.
 marks which blocks were measured, and the summary, the description and the CSV say which
 frames were interpolated. Fewer than two measured blocks is an error, and so is a trace that
 moves a frame by its whole size (``reference="previous"`` adds its steps up).
+
+``time_averaging=None`` (the default) chooses the block length per stack (issue 27 item 3):
+a pilot pass measures every candidate length at once (one block sum per candidate on the
+device), :func:`choose_block_length` estimates each one's trace error, noise (the blocks'
+uncertainty propagated) plus bias (its construction applied to a smoothed finer trace), and
+the estimate is made with the length of least error, named in
+:attr:`DriftResult.time_averaging_chosen`.
 """
 
 from __future__ import annotations
@@ -520,6 +527,9 @@ def iter_estimate_drift(
         are not measured: :attr:`DriftResult.measured` marks them, their drift is
         interpolated from the measured blocks and held beyond the first and last of them.
         With ``reference="previous"`` each block is correlated with the last measured one.
+        With ``time_averaging=None`` the stack is read once more first, to choose the block
+        length (:func:`choose_block_length`; progress 0-50 %): the result's
+        ``time_averaging_chosen`` and ``block_length_choice`` say what was chosen and why.
 
     Raises
     ------
