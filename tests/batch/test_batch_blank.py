@@ -36,6 +36,23 @@ def test_a_blank_tilt_position_fails_with_the_reason(tmp_path, client):
     assert "constant" in report.failed["b_blank"]
 
 
+
+def test_a_noise_only_tilt_position_fails_with_the_reason(tmp_path, client):
+    from napari_gpuscope.compute import phase
+    from napari_gpuscope.sample_data.phase import OPTICS, tilted_brightfield_stack
+
+    stack = np.asarray(tilted_brightfield_stack()[0][0][:, :64, :64], np.float32)
+    tifffile.imwrite(tmp_path / "a_sample.tif", stack)
+    noise = np.random.default_rng(5).poisson(1000.0, stack.shape).astype(np.float32)
+    tifffile.imwrite(tmp_path / "b_noise.tif", noise)
+    params = phase.PhaseParams(**OPTICS, optimizer="newton", iterations=2)
+    recipe = Recipe.from_params(params, job="estimate_tilt")
+
+    report = run_batch(recipe, discover(str(tmp_path / "*.tif")), tmp_path / "out.zarr", client)
+
+    assert report.done == ["a_sample"]
+    assert "share no structure above the noise" in report.failed["b_noise"]
+
 def test_a_blank_drift_position_fails_with_the_reason(tmp_path, client):
     from esrrf_drift_sim import blinking_drifting_stack, true_drift
 

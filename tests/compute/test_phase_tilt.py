@@ -377,3 +377,14 @@ def test_a_weak_but_real_sample_is_measured_not_refused():
     result = phase.estimate_tilt(stack, params=params, device="cpu")
     assert abs(result.tilt_map.zenith.item() - 0.2) < 0.05
     assert angle_error(result.tilt_map.azimuth.item(), 1.0) < 0.15
+
+
+def test_a_noise_only_stack_is_not_measurable_never_converged():
+    """The estimate itself (not only the check) refuses a stack of pure noise: the optimiser
+    would fit the noise and report an invented tilt."""
+    params = phase.PhaseParams(**OPTICS, optimizer="newton", iterations=5)
+    noise = np.random.default_rng(4).poisson(3000.0, (11, 256, 256)).astype(np.float32)
+    result = phase.estimate_tilt(noise, params=params, device="cpu")
+    assert not result.converged
+    assert "share no structure above the noise" in result.not_measurable
+    assert "not measurable" in result.describe()

@@ -14,7 +14,7 @@ from ..results import Geometry, LayerDataTuple, image_layer, result_name, vector
 from ._outliers import replace_outlier_tiles
 from ._params import PhaseParams
 from ._tiles import TileGrid, TiltMap, canonical_tilt
-from ._tilt import TiltStep, bytes_per_tile, optimise_tilt
+from ._tilt import TiltStep, bytes_per_tile, not_measurable_reason, optimise_tilt
 
 __all__ = ["ESTIMATE_TILE", "GLOBAL_TILES", "TiltResult", "estimate_on_device", "tilt_grid"]
 
@@ -272,7 +272,7 @@ def estimate_on_device(
     tilt_map = _as_map(grid, current, shared)
     if not shared:
         tilt_map = replace_outlier_tiles(tilt_map)
-    blank = _blank_reason(data)
+    blank = not_measurable_reason(data, params)
     return TiltResult(
         tilt_map=tilt_map,
         params=params,
@@ -283,27 +283,6 @@ def estimate_on_device(
         non_finite=non_finite,
         not_measurable=blank,
     )
-
-
-_CONSTANT = 1e-6
-"""A slice whose spatial standard deviation is below this fraction of its mean magnitude is
-constant: float32 rounding of a uniform image (2**-24 relative) is far below it, and any
-contrast a camera records (one count in the mean of a few thousand) far above."""
-
-
-def _blank_reason(data: torch.Tensor) -> str:
-    """Why ``data (Z, Y, X)`` holds no tilt to measure, or ``""``: the tilt shows only in how
-    the sample's contrast changes through focus, and a stack whose every slice is constant
-    has none (the optimiser's loss is then flat and it reports the start values)."""
-    values = data.to(torch.float64)
-    spread = values.std(dim=(-2, -1))
-    level = values.abs().mean(dim=(-2, -1))
-    if bool((spread <= _CONSTANT * torch.clamp(level, min=1e-300)).all()):
-        return (
-            f"every one of the {int(data.shape[-3])} slices is constant (no contrast), so "
-            "the stack shows no tilt"
-        )
-    return ""
 
 
 def _optimise_group(

@@ -372,8 +372,8 @@ def slice_structure(data: torch.Tensor, params: PhaseParams) -> tuple[float, flo
 
 _CONSTANT = 1e-6
 """A slice whose spatial standard deviation is below this fraction of its mean magnitude is
-constant (the same rule as ``_estimate._blank_reason``): float32 rounding of a uniform image
-(2**-24 relative) is far below it, any contrast a camera records far above."""
+constant: float32 rounding of a uniform image (2**-24 relative) is far below it, any contrast
+a camera records far above."""
 
 
 def not_measurable_reason(data: torch.Tensor, params: PhaseParams) -> str:
