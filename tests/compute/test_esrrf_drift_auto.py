@@ -10,9 +10,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from esrrf_drift_sim import blinking_drifting_stack, true_drift
+from job_helpers import stop_after
 
 from napari_gpuscope.batch.recipes import Recipe, load_recipe
-from napari_gpuscope.compute.esrrf import DriftParams, DriftResult, EsrrfParams, estimate_drift
+from napari_gpuscope.compute.esrrf import (
+    DriftParams,
+    DriftResult,
+    EsrrfParams,
+    estimate_drift,
+    iter_estimate_drift,
+)
 from napari_gpuscope.compute.esrrf._drift import auto_lengths, drift_blocks
 
 N_FRAMES = 200
@@ -185,3 +192,15 @@ def test_an_old_esrrf_recipe_at_the_old_default_runs_with_50_frames(tmp_path):
         {"schema_version": 1, "method": "esrrf", "params": {**OLD_ESRRF, "drift_correction": True}}
     )
     assert load_recipe(recipe.save(tmp_path / "old.yaml")).params_model().drift_time_averaging == 50
+
+
+def test_a_stop_during_the_pilot_chooses_from_the_frames_read_and_keeps_two_blocks():
+    truth = drifts(160)["linear"]
+    stack, _ = blinking_drifting_stack(truth, shape=(32, 32), n_emitters=40, seed=3)
+    job = iter_estimate_drift(stack, frames_per_chunk=8, device="cpu")
+    result, _ = stop_after(job, 12)  # 96 of 160 frames read by the pilot
+    assert result.stopped_early and result.block_length_choice["stopped"]
+    chosen = result.time_averaging_chosen
+    assert len(result.block_frames) == 2 and result.shifts.shape == (2 * chosen, 2)
+    error = result.shifts - (truth[: 2 * chosen] - truth[0])
+    assert np.sqrt(np.mean(error**2)) < 0.3
