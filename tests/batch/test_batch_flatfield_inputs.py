@@ -140,3 +140,42 @@ def test_bad_artifacts_name_the_artifact_and_what_is_valid(tmp_path, capsys):
             device="cpu",
             artifacts={"dark_frame": tmp_path / "dark.tif"},
         )
+
+
+def _four_d_positions(count: int, seed: int) -> list[np.ndarray]:
+    """(C, T, Y, X) positions: channel 1 has its own shading (a different simulation)."""
+    positions = []
+    for index in range(count):
+        first = shaded_tiles(6, (32, 32), seed=seed + index).images
+        second = shaded_tiles(6, (32, 32), seed=seed + 100 + index, vignetting=0.6).images
+        positions.append(np.stack([first, second]).astype(np.float32))
+    return positions
+
+
+def test_4d_positions_fit_along_the_recipes_axis_as_the_dock_fits_one_4d_layer():
+    """With ``batch_axis`` a batch fit takes (C, T, Y, X) positions: each channel is fitted on
+    every position's frames of it, which is the fit of one 4D layer holding them all (what the
+    dock does with such a layer), and each position is corrected along that axis."""
+    from napari_gpuscope.compute.flatfield import iter_apply_profile
+    from napari_gpuscope.compute.jobs import run_job
+
+    positions = _four_d_positions(2, seed=20)
+    params = BasicParams(batch_axis=0, working_size=32)
+    readers = [lambda p=p: p for p in positions]
+    assert batch_hooks.screen(params, readers) == {}
+    assert (
+        "not a (Y, X) tile or a (T, Y, X) stack"
+        in batch_hooks.screen(BasicParams(working_size=32), readers)[0]
+    )
+
+    prepared = batch_hooks.prepare(params, readers, device="cpu", artifacts={})
+    whole = fit_basic(np.concatenate(positions, axis=1), params, device="cpu")
+    assert prepared.flatfield.shape == (2, 32, 32)
+    assert prepared.flatfield.tobytes() == whole.flatfield.tobytes()
+
+    done = run_job(
+        batch_hooks.job(positions[1], params, prepared=prepared, device="cpu", cache_key="")
+    )
+    alone = run_job(iter_apply_profile(positions[1], whole, params, batch_axis=0, device="cpu"))
+    assert done.image.tobytes() == alone.image.tobytes()
+    assert done.summary() == alone.summary()  # the shading left is measured, as Apply does

@@ -141,11 +141,9 @@ def test_the_apply_panels_recipe_runs_what_apply_did(viewer, dock, qtbot, tmp_pa
     image, _, attrs = position(out, "movie")
     same_bytes(image, corrected.data)
     written = measured(attrs["provenance"]["result"])
-    # Known difference: a batch position's correction does not measure the shading left
-    # (compute/flatfield/_batch.py's job passes measure_shading=False), Apply does. When batch
-    # measures it, this fails: then compare every fact.
-    assert set(shown) >= SHADING and not SHADING & set(written)
-    assert written == {k: v for k, v in measured(shown).items() if k not in SHADING}
+    # Every fact, the shading left before and after included: batch measures it as Apply does.
+    assert set(written) >= SHADING
+    assert written == measured(shown)
     assert written["profile"] == _json(profile.summary())
 
 

@@ -65,17 +65,26 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _lazy_frames(tiles: Sequence[Callable[[], Any]]) -> Any:
-    """All positions' frames as one lazy ``(T, Y, X)`` Dask array (a position is read when the
-    fit's reader reaches its frames, and never kept)."""
+def _ranks(batch_axis: int | None) -> tuple[int, ...]:
+    """The position ranks a fit takes: tiles and stacks, and 4D with an independent axis."""
+    return (2, 3) if batch_axis is None else (2, 3, 4)
+
+
+def _lazy_frames(tiles: Sequence[Callable[[], Any]], batch_axis: int | None = None) -> Any:
+    """All positions' frames as one lazy Dask array (a position is read when the fit's reader
+    reaches its frames, and never kept): ``(T, Y, X)``, or for 4D positions with
+    ``batch_axis`` the positions' frames joined along the other leading axis, so each
+    independent problem (a channel, a z-plane) is fitted on every position's frames of it, as
+    the dock fits one 4D layer."""
     import dask
     import dask.array as da
 
     first = np.asarray(tiles[0]())
-    if first.ndim not in (2, 3):
+    if first.ndim not in _ranks(batch_axis):
+        four = "" if batch_axis is None else f", or 4D with the independent axis {batch_axis}"
         raise ValueError(
-            f"flat-field batch: positions must be (Y, X) tiles or (T, Y, X) stacks, the first "
-            f"has shape {first.shape}"
+            f"flat-field batch: positions must be (Y, X) tiles or (T, Y, X) stacks{four}, the "
+            f"first has shape {first.shape}"
         )
 
     def read(reader: Callable[[], Any]) -> np.ndarray:
@@ -90,15 +99,18 @@ def _lazy_frames(tiles: Sequence[Callable[[], Any]]) -> Any:
     parts = [
         da.from_delayed(dask.delayed(read)(reader), first.shape, first.dtype) for reader in tiles
     ]
-    return da.stack(parts) if first.ndim == 2 else da.concatenate(parts)
+    if first.ndim == 2:
+        return da.stack(parts)
+    return da.concatenate(parts, axis=0 if first.ndim == 3 else 1 - int(batch_axis or 0))
 
 
 def screen(params: BasicParams, tiles: Sequence[Callable[[], Any]]) -> dict[int, str]:
     """Positions that must not enter the fit, by index, with the reason.
 
     Every position is read once (and let go) before the fit: one that cannot be read, is not a
-    ``(Y, X)`` tile or ``(T, Y, X)`` stack, holds NaN or infinite pixels, or has another shape
-    than most positions (ties: the first's) would sink the fit of all of them; the batch run
+    ``(Y, X)`` tile or ``(T, Y, X)`` stack (or 4D, with the recipe's ``batch_axis``), holds NaN
+    or infinite pixels, or has another shape than most positions (ties: the first's) would sink
+    the fit of all of them; the batch run
     leaves it out of the fit and fails it with this reason, and the others are fitted and
     corrected as if it were absent.
 
@@ -115,7 +127,7 @@ def screen(params: BasicParams, tiles: Sequence[Callable[[], Any]]) -> dict[int,
     """
     from collections import Counter
 
-    del params
+    ranks = _ranks(params.batch_axis)
     bad: dict[int, str] = {}
     shapes: dict[int, tuple[int, ...]] = {}
     for index, reader in enumerate(tiles):
@@ -124,8 +136,9 @@ def screen(params: BasicParams, tiles: Sequence[Callable[[], Any]]) -> dict[int,
         except Exception as exc:
             bad[index] = f"unreadable: {type(exc).__name__}: {exc}"
             continue
-        if array.ndim not in (2, 3) or array.size == 0:
-            bad[index] = f"shape {array.shape}: not a (Y, X) tile or a (T, Y, X) stack"
+        if array.ndim not in ranks or array.size == 0:
+            what = "" if params.batch_axis is None else " or a 4D stack"
+            bad[index] = f"shape {array.shape}: not a (Y, X) tile or a (T, Y, X) stack{what}"
         elif not (
             np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)
         ):
@@ -322,7 +335,7 @@ def prepare(
     from ..arrays import InvalidInputError
     from ._fit import broadcast_weight, fit_basic
 
-    frames = _lazy_frames(tiles)
+    frames = _lazy_frames(tiles, params.batch_axis)
     inputs: dict[str, Any] = {}
     for name in (DARK_FRAME_ARTIFACT, WEIGHT_ARTIFACT):
         if name in artifacts:
@@ -353,9 +366,9 @@ def job(
     device: str,
     cache_key: str,
 ) -> Job[CorrectionResult]:
-    """Correct one position with the run's profile and the recipe's apply fields, as the
-    dock's Apply does (the shading is not measured: a batch run writes the image only;
-    ``cache_key`` is not needed here).
+    """Correct one position with the run's profile and the recipe's apply fields, and measure
+    the shading left, as the dock's Apply does (a 4D position along the recipe's
+    ``batch_axis``; ``cache_key`` is not needed here).
 
     Examples
     --------
@@ -371,7 +384,8 @@ def job(
     from ._apply import iter_apply_profile
 
     del cache_key
-    return iter_apply_profile(data, prepared, params, measure_shading=False, device=device)
+    batch_axis = params.batch_axis if len(np.shape(data)) == 4 else None
+    return iter_apply_profile(data, prepared, params, batch_axis=batch_axis, device=device)
 
 
 class ApplyHooks:
