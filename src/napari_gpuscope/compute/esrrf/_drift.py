@@ -1156,23 +1156,22 @@ def _smooth_drift(
 ) -> np.ndarray:
     """The drift the blocks show, their noise smoothed away: per axis the smoothest cubic
     spline whose residuals, in units of the blocks' errors, have the chi-square a fit within
-    the noise has (``s = B``, the discrepancy principle; FITPACK's smoothing spline), at
-    every frame, relative to frame 0 (a straight line for fewer than 4 blocks)."""
+    the noise has (``s = B``, the discrepancy principle; FITPACK's smoothing spline; a
+    weighted line for fewer than 4 blocks), taken at the block centres and made a trace as
+    the blocks are (:func:`_trace`: the spline's own polynomial continuation beyond the end
+    centres swings, and frame 0 lies there)."""
     from scipy.interpolate import UnivariateSpline
 
-    frames = np.arange(n, dtype=np.float64)
-    out = np.empty((n, 2))
+    smooth = np.empty_like(values)
     for axis in range(2):
+        weights = 1.0 / errors[:, axis]
         if len(centres) >= 4:
-            spline = UnivariateSpline(
-                centres, values[:, axis], w=1.0 / errors[:, axis], s=len(centres), k=3
-            )
-            out[:, axis] = spline(frames)
+            spline = UnivariateSpline(centres, values[:, axis], w=weights, s=len(centres), k=3)
+            smooth[:, axis] = spline(centres)
         else:
-            out[:, axis] = np.polyval(
-                np.polyfit(centres, values[:, axis], 1, w=1.0 / errors[:, axis]), frames
-            )
-    return out - out[0]
+            line = np.polyfit(centres, values[:, axis], 1, w=weights)
+            smooth[:, axis] = np.polyval(line, centres)
+    return _trace(centres, smooth, n, 0.0, errors)
 
 
 def choose_block_length(
