@@ -236,7 +236,8 @@ def iter_apply_profile(
         float32, negatives kept, no baseline removed); the fit's fields are not.
     measure_shading : bool
         Measure the shading before and after (:class:`ShadingStats`: three more passes over
-        the images on the host, in float64). Batch runs skip it.
+        the images on the host, in float64), as the dock's Apply and batch runs do; live runs
+        skip it.
     out : array-like, optional
         Where to write (a ``numpy.memmap``, a zarr array); default a new NumPy array.
     batch_axis : int, optional
