@@ -23,8 +23,8 @@ from ..jobs import Job, Progress, blocking, mapped, takes_params
 from ..results import Geometry, LayerDataTuple
 from ._alm import reweighting_passes
 from ._dct import dct2
+from ._fit import _check_weight, broadcast_weight, working_stack
 from ._fit import _run as _fit_job
-from ._fit import working_stack
 from ._params import BasicParams
 from ._profile import ShadingProfile
 from ._stack import StackLayout, check_images, resize_frames, working_shape
@@ -136,6 +136,7 @@ def iter_autotune(
     *,
     candidates: tuple[float, ...] = CANDIDATES,
     dark_frame: Any = None,
+    fitting_weight: Any = None,
     device: str | torch.device | None = None,
 ) -> Job[AutotuneResult]:
     """Choose the flatfield smoothness (BaSiCPy's autotune cost), as a job.
@@ -152,6 +153,9 @@ def iter_autotune(
         Smoothness values to try (default BaSiCPy's pool), all fitted together.
     dark_frame : array-like, optional
         As for :func:`fit_basic`.
+    fitting_weight : array-like, optional
+        As for :func:`fit_basic` (pixels > 0 are fitted): every candidate and the final fit
+        use it, so the profile is the one a run with this mask fits.
     device : str or torch.device, optional
         ``None`` = first GPU; ``"cpu"`` when named.
 
@@ -174,12 +178,17 @@ def iter_autotune(
     True
     """
     layout = check_images(images, None)
+    if fitting_weight is not None:
+        fitting_weight = broadcast_weight(fitting_weight, layout.shape)
     if not candidates or any(not (c > 0 and math.isfinite(c)) for c in candidates):
         raise InvalidInputError(f"candidates must be positive numbers, got {candidates!r}")
-    return _run(images, params, layout, tuple(float(c) for c in candidates), dark_frame, device)
+    chosen = tuple(float(c) for c in candidates)
+    return _run(images, params, layout, chosen, dark_frame, fitting_weight, device)
 
 
-def _run(images, params, layout, candidates, dark_frame, device) -> Job[AutotuneResult]:
+def _run(
+    images, params, layout, candidates, dark_frame, fitting_weight, device
+) -> Job[AutotuneResult]:  # fmt: skip
     with torch.no_grad(), device_context(device) as dev:
         indices = _search_indices(layout.n_frames)
         subset = _Subset(images, indices) if len(indices) < layout.n_frames else images
@@ -196,8 +205,21 @@ def _run(images, params, layout, candidates, dark_frame, device) -> Job[Autotune
         elif params.camera_offset is not None:
             dark = torch.full(shape, float(params.camera_offset), device=dev)
         stack = stack - dark
+        mask = None
+        if fitting_weight is not None:  # the search subset's frames of the mask
+            picked = (
+                _Subset(fitting_weight, indices)
+                if len(indices) < layout.n_frames
+                else (fitting_weight)
+            )
+            block = torch.as_tensor(np.asarray(picked[:], dtype=np.float32), device=dev)
+            mask = (resize_frames(block, shape, "nearest") > 0)[None]
+            _check_weight(mask)
         if params.sort_intensity:
-            stack = torch.sort(stack, dim=1).values
+            order = torch.argsort(stack, dim=1)
+            stack = torch.take_along_dim(stack, order, dim=1)
+            if mask is not None:
+                mask = torch.take_along_dim(mask, order, dim=1)
         lambdas = torch.tensor((sum(CANDIDATES) / len(CANDIDATES), *candidates), device=dev)
         batch = stack.expand(len(lambdas), -1, -1, -1)
         state = None
@@ -211,6 +233,7 @@ def _run(images, params, layout, candidates, dark_frame, device) -> Job[Autotune
             max_reweight_iterations=params.max_reweight_iterations,
             reweighting_tol=params.reweighting_tol,
             epsilon=params.epsilon,
+            fitting_mask=None if mask is None else mask.expand(len(lambdas), -1, -1, -1),
         ):
             passes = int(state.passes.max())
             yield Progress(
@@ -245,7 +268,7 @@ def _run(images, params, layout, candidates, dark_frame, device) -> Job[Autotune
             smoothness_darkfield=0.1 * best if params.get_darkfield else None,
         )
         profile = yield from mapped(
-            _fit_job(images, chosen, layout, dark_frame, None, dev),
+            _fit_job(images, chosen, layout, dark_frame, fitting_weight, dev),
             lambda u: Progress(
                 0.7 + 0.3 * (u.fraction or 0), u.message, u.step, u.metrics, u.outputs
             ),

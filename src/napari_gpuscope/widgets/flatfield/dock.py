@@ -135,14 +135,17 @@ class FlatfieldDock(MethodDock):
             return False
         try:
             params = self.params().replace(smoothness_flatfield=None, smoothness_darkfield=None)
-            # The dark frame the run takes: none while the darkfield is estimated (its row is
-            # off then), so the autotune's profile is the one Run fits with its choice.
-            dark = self.recipe_artifacts().get("dark_frame")
+            # The dark frame and mask the run takes (no dark frame while the darkfield is
+            # estimated: its row is off then), so the autotune's profile is the one Run fits
+            # with its choice.
+            inputs = self.recipe_artifacts()
+            dark, mask = inputs.get("dark_frame"), inputs.get("fitting_weight")
             job = iter_autotune(
                 layer.data,
                 params=params,
                 device=device,
                 dark_frame=None if dark is None else dark[0],
+                fitting_weight=None if mask is None else mask[0],
             )
             self.start_job(
                 "autotune",
@@ -177,12 +180,6 @@ class FlatfieldDock(MethodDock):
             chosen["smoothness_darkfield"] = None  # shown as "auto"
         self.form.set_values(chosen)
         text = f"{result.describe()[0].upper()}{result.describe()[1:]}. Took {elapsed:.1f} s."
-        mask = self.fit_mask.value
-        if mask is not None:  # iter_autotune takes no fitting_weight
-            text += (
-                f" The autotune fits every pixel: Run fits on '{mask.name}' (Fit on), so its "
-                "profile differs from the one shown."
-            )
         self.autotune_status.setText(text)
         self.profile = result.profile
         self.apply_panel.set_profile(result.profile, f"autotuned on '{layer.name}'")
