@@ -54,10 +54,9 @@ case, scored by its mean RMS error over the stacks, as the automatic choice is."
 # Cases beyond the bound are strict xfails, so a change that fixes them is noticed.
 SHORT: dict[str, str | None] = {
     "linear": None,
-    "settling": "auto 0.209 px (48 and 64 frames) vs 0.112 px (24): long blocks of a "
-    "settling drift are biased beyond what block means of the smoothed drift predict "
-    "(unverified guess: a blurred block correlates where the motion is slow, not at its "
-    "mean) (issue 27 item 3, open)",
+    "settling": "auto 0.149 px (32 and 48 frames) vs 0.112 px (24): frame 0's offset, "
+    "extrapolated over half a long block at the settling start, is larger than the finer "
+    "trace standing in for the drift predicts (issue 27 item 3, open)",
     "oscillating": None,
     "still": None,
 }

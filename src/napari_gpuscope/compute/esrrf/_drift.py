@@ -1151,29 +1151,6 @@ def _block_means(trace: np.ndarray, blocks: list[tuple[int, int]]) -> np.ndarray
     return np.array([trace[first:stop].mean(0) for first, stop in blocks])
 
 
-def _smooth_drift(
-    centres: np.ndarray, values: np.ndarray, errors: np.ndarray, n: int
-) -> np.ndarray:
-    """The drift the blocks show, their noise smoothed away: per axis the smoothest cubic
-    spline whose residuals, in units of the blocks' errors, have the chi-square a fit within
-    the noise has (``s = B``, the discrepancy principle; FITPACK's smoothing spline; a
-    weighted line for fewer than 4 blocks), taken at the block centres and made a trace as
-    the blocks are (:func:`_trace`: the spline's own polynomial continuation beyond the end
-    centres swings, and frame 0 lies there)."""
-    from scipy.interpolate import UnivariateSpline
-
-    smooth = np.empty_like(values)
-    for axis in range(2):
-        weights = 1.0 / errors[:, axis]
-        if len(centres) >= 4:
-            spline = UnivariateSpline(centres, values[:, axis], w=weights, s=len(centres), k=3)
-            smooth[:, axis] = spline(centres)
-        else:
-            line = np.polyfit(centres, values[:, axis], 1, w=weights)
-            smooth[:, axis] = np.polyval(line, centres)
-    return _trace(centres, smooth, n, 0.0, errors)
-
-
 def choose_block_length(
     measured: dict[int, _Measurement | None],
     n: int,
@@ -1191,11 +1168,14 @@ def choose_block_length(
     through the trace's construction (spline, ends, and frame 0, whose extrapolated value
     offsets every frame), by drawing block errors of that size (Monte Carlo, fixed seed).
     **Bias**: what averaging over blocks of that length and interpolating does to the drift:
-    the finest usable length's trace ``d`` stands for the drift, and the candidate's
-    construction applied to it (block means of ``d``, spline, ends, frame 0) is compared
-    with ``d``; ``d``'s own noise, which the comparison counts as bias (a longer block
-    averages it away), is propagated the same way and subtracted (the expected value of
-    the squared difference for noise alone). A candidate is usable when it measured at
+    the trace ``d`` of the least noisy of the finer half of the usable lengths stands for the
+    drift, and the candidate's construction applied to it (block means of ``d``, spline,
+    ends, frame 0) is compared with ``d``; ``d``'s own noise, which the comparison counts as
+    bias (a longer block averages it away), is propagated the same way and its expected
+    contribution subtracted. (A smoothing spline of ``d``, tried first, flattened the curved
+    start of a settling drift, hiding the frame-0 offset long blocks make.) The estimates are
+    then fitted by the laws they follow, ``a / L + b L^4``, whose minimum is the choice.
+    A candidate is usable when it measured at
     least two blocks, all with a noise estimate (their halves correlate), covering at least
     90 % of the frames the best-covered candidate covers.
     """
@@ -1225,9 +1205,9 @@ def choose_block_length(
     finer = sorted(usable)[: max(1, (len(usable) + 1) // 2)]
     finest = min(finer, key=lambda length: noise[length])
     f_centres, f_values, f_errors, _, _ = usable[finest]
-    reference = _smooth_drift(f_centres, f_values, f_errors, n)
+    reference = _trace(f_centres, f_values, n, 0.0, f_errors)
     draws = [
-        _smooth_drift(f_centres, rng.normal(0.0, f_errors), f_errors, n) for _ in range(_AUTO_DRAWS)
+        _trace(f_centres, rng.normal(0.0, f_errors), n, 0.0, f_errors) for _ in range(_AUTO_DRAWS)
     ]
     scores: dict[int, float] = {}
     parts: dict[int, tuple[float, float]] = {}
