@@ -13,8 +13,8 @@ import pytest
 from pydantic.fields import FieldInfo
 
 from napari_gpuscope.compute import tv
-from napari_gpuscope.compute.jobs import takes_params
 from napari_gpuscope.compute.params import ParameterError, ParamInfo, Params, param
+from napari_gpuscope.compute.signatures import takes_params
 
 
 class Demo(Params):

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from napari_gpuscope.compute.jobs import merge_call
+from napari_gpuscope.compute.signatures import merge_call
 from napari_gpuscope.export._panels import slider_positions
 from napari_gpuscope.export.figure import FigureOptions, render_figure
 from napari_gpuscope.provenance import (

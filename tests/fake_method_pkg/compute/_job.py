@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from napari_gpuscope.compute.jobs import Job, Progress, blocking, is_stop, takes_params
+from napari_gpuscope.compute.jobs import Job, Progress, blocking, is_stop
 from napari_gpuscope.compute.results import Geometry, LayerDataTuple, image_layer, result_name
+from napari_gpuscope.compute.signatures import takes_params
 
 from ._params import ClipParams
 

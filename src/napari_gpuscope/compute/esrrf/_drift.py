@@ -46,9 +46,10 @@ import torch
 
 from ..arrays import InvalidInputError
 from ..devices import device_context
-from ..jobs import Job, Progress, blocking, is_stop, scaled, takes_params
+from ..jobs import Job, Progress, blocking, is_stop, scaled
 from ..memory import check_budget, plan_chunk, run_in_chunks
 from ..params import ParameterError
+from ..signatures import takes_params
 from ._drift_correct import (
     CPU_CHUNK,
     GPU_CHUNK,

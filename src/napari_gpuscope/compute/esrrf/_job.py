@@ -9,7 +9,8 @@ import numpy as np
 import torch
 
 from .._types import ArrayLike
-from ..jobs import Job, blocking, takes_params
+from ..jobs import Job, blocking
+from ..signatures import takes_params
 from ._channels import ChannelsResult, iter_channels
 from ._input import check_frames_per_chunk
 from ._params import EsrrfParams

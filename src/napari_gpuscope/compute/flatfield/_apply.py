@@ -18,8 +18,9 @@ import numpy as np
 import torch
 
 from .._types import ArrayLike
-from ..jobs import Job, Progress, blocking, merge_call
+from ..jobs import Job, Progress, blocking
 from ..results import Geometry, LayerDataTuple, image_layer, result_name
+from ..signatures import merge_call
 from ._correct import iter_correct
 from ._params import APPLY_FIELDS, BasicParams
 from ._profile import ShadingProfile

@@ -19,8 +19,9 @@ import torch
 from .._types import ArrayLike
 from ..arrays import InvalidInputError
 from ..devices import device_context
-from ..jobs import Job, Progress, blocking, mapped, takes_params
+from ..jobs import Job, Progress, blocking, mapped
 from ..results import Geometry, LayerDataTuple
+from ..signatures import takes_params
 from ._alm import reweighting_passes
 from ._dct import dct2
 from ._fit import _check_weight, broadcast_weight, working_stack

@@ -12,9 +12,10 @@ import torch.nn.functional as F
 from .._types import ArrayLike, Device
 from ..arrays import InvalidInputError, to_device, to_host
 from ..devices import device_context, resolve_device
-from ..jobs import Job, Output, Progress, blocking, is_stop, takes_params
+from ..jobs import Job, Output, Progress, blocking, is_stop
 from ..memory import MemoryRetry
 from ..params import ParameterError
+from ..signatures import takes_params
 from ._alm import auto_smoothness, reweighting_passes
 from ._params import BasicParams
 from ._profile import ShadingProfile

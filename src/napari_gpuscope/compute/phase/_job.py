@@ -11,10 +11,11 @@ import torch
 
 from ..arrays import InvalidInputError, download_into, to_device, validate_image
 from ..devices import device_context
-from ..jobs import Job, Output, Progress, blocking, mapped, takes_params
+from ..jobs import Job, Output, Progress, blocking, mapped
 from ..memory import check_budget
 from ..params import ParameterError
 from ..results import Geometry, LayerDataTuple, image_layer, result_name, vectors_layer
+from ..signatures import takes_params
 from . import _ops
 from ._estimate import TiltResult, estimate_on_device, tilt_grid
 from ._optics import OpticsCache, shared_cache

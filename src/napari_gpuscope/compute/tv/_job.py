@@ -15,9 +15,10 @@ from ..arrays import download_into, to_device, value_range
 from ..camera import CameraModel
 from ..chunking import AxisLayout, HaloChunker, Region
 from ..devices import device_context
-from ..jobs import Job, Progress, blocking, takes_params
+from ..jobs import Job, Progress, blocking
 from ..memory import check_budget
 from ..results import Geometry, LayerDataTuple, image_layer, result_name
+from ..signatures import takes_params
 from . import _fgp
 from ._chambolle import solve_chambolle
 from ._context import OUTPUT, SolveContext, StopAll
