@@ -21,12 +21,6 @@ DRIFT_FIELDS = {
 }
 """eSRRF's drift fields -> the :class:`DriftParams` field each one is (declared there once)."""
 
-OLD_DRIFT_BLOCK = 50
-"""``drift_time_averaging``'s default before it became automatic (None). A recipe saved then
-with drift correction on does not hold the key (an ``added_later`` field at its default is
-not written), so it now reads as automatic; its hash is unchanged (see docs/esrrf.md)."""
-
-
 class EsrrfParams(Params):
     """Parameters of enhanced super-resolution radial fluctuations (eSRRF).
 
@@ -198,7 +192,7 @@ class EsrrfParams(Params):
         --------
         >>> EsrrfParams(drift_time_averaging=20).drift_params().time_averaging
         20
-        >>> EsrrfParams().drift_params().time_averaging is None  # automatic
+        >>> EsrrfParams(drift_time_averaging="auto").drift_params().time_averaging is None
         True
         """
         return DriftParams(**{field: getattr(self, own) for own, field in DRIFT_FIELDS.items()})
