@@ -9,6 +9,7 @@ thread (or napari's) only pays for a copy.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -82,7 +83,7 @@ class CoreSource:
             (self._events.frameReady, self._frame),
             (self._events.sequenceFinished, self._finished),
         ):
-            signal.disconnect(slot, missing_ok=True)
+            _disconnect(signal, slot)
         self._on_frame = self._on_end = None
 
     def expected_frames(self) -> int | None:
@@ -253,3 +254,13 @@ def stack_order_problem(sequence: Any, slices: int) -> str | None:
             f"frames_per_stack={slices} positions"
         )
     return None
+
+
+def _disconnect(signal: Any, slot: Callable[..., object]) -> None:
+    """Disconnect ``slot`` from a core's signal, psygnal's or Qt's (pymmcore-plus uses Qt's
+    signals when a Qt application runs, as in napari), and never fail on one already gone."""
+    try:
+        signal.disconnect(slot, missing_ok=True)  # psygnal
+    except TypeError:  # Qt's disconnect takes no keywords, and raises when not connected
+        with contextlib.suppress(TypeError, RuntimeError):
+            signal.disconnect(slot)
