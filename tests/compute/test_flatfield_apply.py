@@ -233,9 +233,11 @@ def test_the_batch_job_gives_what_the_apply_job_gives(profile, changes):
     params = BasicParams(**changes)
     direct = apply_profile(tiles, profile, params, device="cpu")
     hooked = run_job(batch_hooks.job(tiles, params, prepared=profile, device="cpu", cache_key=""))
-    assert isinstance(hooked, CorrectionResult) and hooked.before is None  # not measured
+    assert isinstance(hooked, CorrectionResult)
     assert hooked.image.dtype == direct.image.dtype
     assert hooked.image.tobytes() == direct.image.tobytes()
+    # The shading left is measured as the dock's Apply measures it: the same facts.
+    assert hooked.before is not None and hooked.summary() == direct.summary()
 
 
 def test_a_batch_run_honours_the_recipes_apply_fields(tmp_path, profile, inprocess_client):
