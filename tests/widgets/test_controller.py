@@ -96,18 +96,23 @@ def test_the_dock_model_package_imports_no_qt(module):
 
 def test_widgets_holds_only_qt_views():
     """Every module of ``widgets/`` is a Qt view: it imports Qt (or Qt views of the package) at
-    module level; the Qt-free side of the docks lives in ``napari_gpuscope.dock``."""
+    module level itself; the Qt-free side of the docks lives in ``napari_gpuscope.dock``."""
     qt_free = []
     for path in sorted(WIDGETS.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         imported = _module_level_imports(path)
-        qt = any(name.startswith((*QT, "napari_gpuscope.widgets")) for name in imported)
-        # a package's __init__ only says what the package holds (its docstring) or gathers
-        # its Qt modules by relative imports
+        qt = any(name.startswith(QT) for name in imported)
+        # a package's __init__ only says what the package holds (its docstring, __all__) or
+        # gathers its own Qt modules
         gathers = path.name == "__init__.py" and all(
             isinstance(node, ast.Expr)
+            or (isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "__all__")
             or (
-                isinstance(node, ast.ImportFrom) and (node.level > 0 or node.module == "__future__")
+                isinstance(node, ast.ImportFrom)
+                and (
+                    node.level > 0
+                    or (node.module or "").startswith(("__future__", "napari_gpuscope.widgets"))
+                )
             )
             for node in tree.body
         )

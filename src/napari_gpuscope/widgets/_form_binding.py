@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from qtpy.QtCore import QObject
+
 from napari_gpuscope.compute.params import ParameterError, Params
 from napari_gpuscope.widgets._controls._changes import mark_labels
 
@@ -18,13 +20,15 @@ if TYPE_CHECKING:
 __all__ = ["FormBinding", "checked_value"]
 
 
-class FormBinding:
+class FormBinding(QObject):
     """The parameter form of a dock, bound to its model.
+
+    A part of the dock's view, owned by its form (it goes when the form does).
 
     Parameters
     ----------
     form : ParamForm
-        The generated (and custom) parameter controls.
+        The generated (and custom) parameter controls (the owner).
     model : DockModel
         The dock's model (parameters model, defaults, settings).
     changes : ChangesRow
@@ -41,6 +45,7 @@ class FormBinding:
         *,
         layer_fields: tuple[str, ...] = (),
     ) -> None:
+        super().__init__(form)
         self.form, self.model, self.changes = form, model, changes
         self.layer_fields = layer_fields
 
