@@ -1,0 +1,151 @@
+"""The batch subcommands' arguments: the parsers of ``recipe``, ``run``, ``validate`` and
+``status``, and the argument types that check ``--workers``, ``--walltime`` and ``--memory``
+before anything runs (argparse exits 2 on a bad value)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["MAX_WORKERS", "add_parsers"]
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the batch subcommands to the console command's subparsers."""
+    from napari_gpuscope.methods import METHODS
+
+    recipe = sub.add_parser(
+        "recipe", help="write a recipe from a method's defaults (for scripts and tests)"
+    )
+    recipe.add_argument("method", choices=list(METHODS), help="method id")
+    recipe.add_argument(
+        "--job",
+        default=None,
+        help="the method's job, e.g. esrrf: sweep, flatfield: apply (default: its main job)",
+    )
+    recipe.add_argument(
+        "--set",
+        dest="changes",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="change a parameter, read as the field's type: a number (1.5, 1e-4), true/false, "
+        "a choice (poisson), a list ([0.5, 0.1, 0.1]) or null where the field allows None",
+    )
+    recipe.add_argument(
+        "--artifact",
+        dest="artifacts",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="a file the method needs, pinned by its SHA-256 (flatfield: profile=scope.tif, a "
+        "profile saved from the dock, used instead of fitting; dark_frame=dark.tif, a (Y, X) "
+        "dark frame; fitting_weight=mask.tif, fit only where the mask is > 0)",
+    )
+    recipe.add_argument("-o", "--output", type=Path, required=True, help="recipe file to write")
+
+    run = sub.add_parser("run", help="apply a recipe to every position of INPUT on Dask")
+    run.add_argument("recipe", type=Path, help="recipe YAML")
+    run.add_argument("input", help="glob of TIFF files, OME-Zarr image or HCS plate")
+    run.add_argument("--out", type=Path, required=True, help="output OME-Zarr store")
+    run.add_argument(
+        "--device",
+        default="cuda",
+        help="cuda:0,cuda:1,... (default: every visible GPU) or cpu for a reference run",
+    )
+    run.add_argument(
+        "--workers",
+        type=_int_range("--workers", 1, MAX_WORKERS),
+        default=None,
+        help=f"CPU workers (default 2, at most this machine's cores); SLURM: most jobs (1 to "
+        f"{MAX_WORKERS})",
+    )
+    run.add_argument(
+        "--cluster", default="local", help="local (default), slurm, or a scheduler address"
+    )
+    again = run.add_mutually_exclusive_group()
+    again.add_argument(
+        "--resume", action="store_true", help="skip positions already complete with this recipe"
+    )
+    again.add_argument("--overwrite", action="store_true", help="delete an earlier output first")
+    run.add_argument(
+        "--wait",
+        action="store_true",
+        help="when another run is writing OUT (its lock), wait for it instead of exiting 2",
+    )
+    run.add_argument("--report", type=Path, default=None, help="write a JSON report here")
+    run.add_argument("--dry-run", action="store_true", help="say what would run; compute nothing")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument(
+        "--dashboard", default=":0", help="local dashboard address (default: a free port)"
+    )
+    slurm = run.add_argument_group("SLURM (--cluster slurm, needs the hpc extra)")
+    slurm.add_argument("--walltime", type=_walltime, default="01:00:00", help="per job, HH:MM:SS")
+    slurm.add_argument("--queue", default=None, help="partition")
+    slurm.add_argument("--account", default=None, help="account")
+    slurm.add_argument(
+        "--memory", type=_memory, default="32GB", help="host memory per job, e.g. 32GB"
+    )
+
+    validate = sub.add_parser(
+        "validate",
+        help="check INPUT against a recipe as a run would (artifacts, shapes, axes, pixel size, "
+        "each file read whole: truncated files, NaN pixels)",
+    )
+    validate.add_argument("recipe", type=Path)
+    validate.add_argument("input")
+
+    status = sub.add_parser("status", help="done / failed / pending per position of OUT.zarr")
+    status.add_argument("out", type=Path)
+
+
+MAX_WORKERS = 1000
+"""The most workers (local) or SLURM jobs ``--workers`` accepts."""
+
+
+def _int_range(option: str, low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: an integer from ``low`` to ``high`` (argparse exits 2 otherwise)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected a whole number from {low} to {high}, got {text!r}"
+            ) from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be from {low} to {high}, got {value}")
+        return value
+
+    return parse
+
+
+def _walltime(text: str) -> str:
+    """``--walltime``: ``HH:MM:SS`` with minutes and seconds below 60, not zero."""
+    import re
+
+    match = re.fullmatch(r"(\d{1,4}):([0-5]\d):([0-5]\d)", text.strip())
+    if match is None or not any(int(part) for part in match.groups()):
+        raise argparse.ArgumentTypeError(
+            f"expected HH:MM:SS from 00:00:01 to 9999:59:59, got {text!r}"
+        )
+    return text.strip()
+
+
+def _memory(text: str) -> str:
+    """``--memory``: a positive size with its unit (``32GB``, ``500MiB``)."""
+    from dask.utils import parse_bytes
+
+    try:
+        size = parse_bytes(text)
+    except (ValueError, TypeError):
+        size = 0
+    if not isinstance(size, int) or size < 1 << 20 or not any(c.isalpha() for c in text):
+        raise argparse.ArgumentTypeError(
+            f"expected a size of at least 1MB with its unit, e.g. 32GB or 500MiB, got {text!r}"
+        )
+    return text.strip()
