@@ -12,7 +12,7 @@ where ``S`` is the (tilted) illumination pupil on the Ewald sphere and ``Q_z = P
 k_z)`` the defocused detection pupil. The transfer functions are computed on a grid oversampled
 by ``F = ceil(pixel / (lambda / (2 (NA_ill + NA_det))))`` so that the pupil autocorrelations do
 not wrap, then restricted to the data's frequencies. ``H2(u) = conj(H1(-u))`` and ``N_z = sum S
-P^4`` (the same for every slice), so one inverse FFT per slice gives both (:class:`_Crop`).
+P^4`` (the same for every slice), so one inverse FFT per slice gives both (:class:`~._grid._Crop`).
 
 Caching (:class:`OpticsCache`): the frequency grid, pupil and axial frequency depend on the
 optics and the shape; the illumination pupil on the tilt angles; the defocus spectra
@@ -30,252 +30,59 @@ earlier job built with the same optics, and a changed optic builds its own.
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable
 from typing import Any
 
-import numpy as np
 import torch
 
 from .._types import Device
+from ._grid import (
+    DEFAULT_STEEPNESS,
+    GRID_PLANES,
+    GRID_TEMPORARIES,
+    OpticsKey,
+    _Grid,
+    crop_indices,
+    key_for,
+    oversampling_factor,
+    z_positions,
+)
+from ._wotf import (
+    TransferFunctions,
+    _inverse_norm,
+    _nbytes,
+    defocused_pupil,
+    illumination_pupil,
+    transfer_functions,
+    wotf,
+)
 
+# The model's parts live in ._grid (frequencies, crop) and ._wotf (pupils, transfer
+# functions); they stay importable from here, where the cache that builds them lives.
 __all__ = [
     "BUILD_GROUP_ELEMENTS",
+    "DEFAULT_STEEPNESS",
     "FFT_WORK_PLANES",
     "GRID_PLANES",
+    "GRID_TEMPORARIES",
     "OpticsCache",
     "OpticsKey",
     "TransferFunctions",
     "build_group",
     "clear_shared_caches",
     "crop_indices",
+    "defocused_pupil",
+    "illumination_pupil",
+    "key_for",
     "oversampling_factor",
     "shared_cache",
     "transfer_functions",
+    "wotf",
     "z_positions",
 ]
-
-ILLUMINATION_SLOPE = 4.0
-"""Roll-off of the tilted illumination pupil in frequency pixels (waveorder's ``slope``)."""
-DEFAULT_STEEPNESS = 1e4
-"""Detection-pupil sigmoid steepness (waveorder's default: a hard edge)."""
-
-
-def oversampling_factor(pixel: float, wavelength: float, na_ill: float, na_det: float) -> int:
-    """Anti-wrap factor ``ceil(pixel / nyquist)``, ``nyquist = lambda / (2 (NA_ill + NA_det))``."""
-    return math.ceil(pixel / (wavelength / (2 * (na_ill + na_det))))
-
-
-def z_positions(
-    n_slices: int,
-    z_step: float,
-    focus_offset: float | torch.Tensor = 0.0,
-    *,
-    descending: bool = True,
-    device: Device | None = None,
-) -> torch.Tensor:
-    """Slice positions ``(Z//2 - i + offset) * dz`` (waveorder's order: slice 0 = highest z).
-
-    ``focus_offset`` may be a tensor of shape ``(B,)`` (per-tile focus), giving ``(B, Z)``.
-    ``descending=False`` is the reversed stack (slice 0 = lowest z).
-    """
-    index = torch.arange(n_slices, device=device, dtype=torch.float32)
-    steps = (n_slices // 2) - index if descending else index - (n_slices - 1 - n_slices // 2)
-    offset = torch.as_tensor(focus_offset, dtype=torch.float32, device=device)
-    if offset.ndim:
-        return (steps[None, :] + offset[:, None]) * z_step
-    return (steps + offset) * z_step
-
-
-@dataclass(frozen=True)
-class OpticsKey:
-    """What the shared (angle- and z-independent) optics depend on."""
-
-    shape: tuple[int, int]
-    pixel: float
-    wavelength: float
-    index: float
-    na_ill: float
-    na_det: float
-    steepness: float
-    device: str
-    factor: int = 0
-    """Anti-wrap oversampling factor; 0 = from the NAs of the key."""
-
-    def __post_init__(self) -> None:
-        if self.factor <= 0:
-            factor = oversampling_factor(self.pixel, self.wavelength, self.na_ill, self.na_det)
-            object.__setattr__(self, "factor", factor)
-
-
-GRID_PLANES = 4
-"""Oversampled float32 planes a grid keeps: the pupil squared, the axial frequency, and the
-Ewald sphere's height and mask (the frequencies are broadcast views)."""
-GRID_TEMPORARIES = 4
-"""Oversampled float32 temporaries the grid and the illumination pupil need while made."""
-
-
-class _Grid:
-    """Frequencies, detection pupil squared and axial frequency on the oversampled grid."""
-
-    def __init__(self, key: OpticsKey) -> None:
-        f = key.factor
-        ny, nx = key.shape[0] * f, key.shape[1] * f
-        pixel = key.pixel / f
-        device = torch.device(key.device)
-        fy = torch.fft.fftfreq(ny, pixel, device=device, dtype=torch.float32)
-        fx = torch.fft.fftfreq(nx, pixel, device=device, dtype=torch.float32)
-        self.fyy, self.fxx = torch.meshgrid(fy, fx, indexing="ij")  # views: no memory
-        radial = torch.sqrt(self.fyy**2 + self.fxx**2)
-        pupil = torch.sigmoid(key.steepness * (key.na_det / key.wavelength - radial))
-        self.pupil_squared = pupil * pupil
-        medium = key.wavelength / key.index
-        # k_z = sqrt(1 - (lambda_m nu)^2) / lambda_m, the defocus phase per unit z (cycles).
-        self.kz = torch.sqrt(torch.clamp(1 - medium**2 * radial**2, min=0.0)) / medium
-        # Ewald sphere of radius n / lambda for the illumination pupil.
-        sphere = key.index / key.wavelength
-        fz_sq = sphere**2 - radial**2
-        self.inside = (fz_sq >= 0).to(torch.float32)
-        self.fz = torch.sqrt(torch.clamp(fz_sq, min=0.0))
-        self.sphere = sphere
-        # fx[1] as fftfreq rounds it, computed on the host (reading it back would sync)
-        self.pixel_slope = ILLUMINATION_SLOPE / float(np.float32(1.0 / (nx * pixel)))
-        self.cos_alpha = math.sqrt(max(0.0, 1 - (key.na_ill / key.index) ** 2))
-        self.shape = (ny, nx)
-        self.crop = _Crop(self.shape, key.shape, device)
-
-
-def illumination_pupil(
-    grid: _Grid, zenith: torch.Tensor | float, azimuth: torch.Tensor | float
-) -> torch.Tensor:
-    """The tilted illumination pupil ``(..., Yo, Xo)`` for angle tensors of shape ``(...)``.
-
-    Frequencies on the Ewald cap within the condenser cone around the tilt direction
-    ``(sin z cos a, sin z sin a, cos z)``; differentiable in the angles. Plain floats give
-    one pupil with no host-to-device copy (the cache's frozen angles).
-    """
-    if isinstance(zenith, torch.Tensor):
-        zenith = zenith[..., None, None]
-        azimuth = torch.as_tensor(azimuth)[..., None, None]
-        sx = torch.sin(zenith) * torch.cos(azimuth)
-        sy = torch.sin(zenith) * torch.sin(azimuth)
-        sz = torch.cos(zenith)
-    else:
-        # float32 like the tensor path's angles, so both give the same pupil
-        zen, azi = float(np.float32(zenith)), float(np.float32(azimuth))
-        sx = float(np.float32(np.sin(np.float32(zen)) * np.cos(np.float32(azi))))
-        sy = float(np.float32(np.sin(np.float32(zen)) * np.sin(np.float32(azi))))
-        sz = float(np.cos(np.float32(zen)))
-    dot = grid.fxx * sx + grid.fyy * sy + grid.fz * sz
-    return torch.sigmoid(grid.pixel_slope * (dot - grid.sphere * grid.cos_alpha)) * grid.inside
-
-
-def defocused_pupil(grid: _Grid, z: torch.Tensor) -> torch.Tensor:
-    """``Q_z = P^2 exp(i 2 pi z k_z)`` for z of shape ``(..., Z)``: ``(..., Z, Yo, Xo)``."""
-    phase = (2 * math.pi) * z[..., None, None] * grid.kz
-    # polar(P^2, phase) rounds like P^2 * polar(1, phase) without the two temporaries.
-    return torch.polar(grid.pupil_squared.expand_as(phase), phase)
-
-
-def _central_crop(tf: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor:
-    """The data's frequencies of an oversampled ``tf (..., Yo, Xo)`` (FFT order both).
-
-    Reference implementation of :class:`_Crop` (tests compare the two): frequency index ``k``
-    of an ``n``-point grid is index ``k mod N`` of the ``N``-point one.
-    """
-    rows = crop_indices(tf.shape[-2], shape[0], tf.device)
-    cols = crop_indices(tf.shape[-1], shape[1], tf.device)
-    return tf.index_select(-2, rows).index_select(-1, cols)
-
-
-def crop_indices(big: int, small: int, device: Device | None = None) -> torch.Tensor:
-    """Indices into an FFT-ordered ``big``-point axis of the ``small``-point axis' frequencies.
-
-    ``fftfreq(small) * small`` (``0, 1, ..., -1``) modulo ``big``. An fftshift-and-slice crop
-    is the same for even ``small`` but one frequency off for odd ``small`` and even ``big``.
-
-    Examples
-    --------
-    >>> crop_indices(8, 4).tolist(), crop_indices(6, 3).tolist()
-    ([0, 1, 6, 7], [0, 1, 5])
-    """
-    k = torch.arange(small, device=device)
-    k = torch.where(k < (small + 1) // 2, k, k - small)
-    return torch.remainder(k, big)
-
-
-class _Crop:
-    """Gather of the data's frequencies of ``h`` and of ``conj(h(-u))``, with one index pass.
-
-    The two correlations of the model are ``h1 = IFFT2(conj(FFT2(S Q)) FFT2(Q))`` and
-    ``h2 = IFFT2(FFT2(S Q) conj(FFT2(Q)))``; since ``IFFT(conj X)(u) = conj(IFFT(X)(-u))``,
-    ``h2(u) = conj(h1(-u))``: one inverse FFT gives both. The indices of ``u`` and ``-u`` are
-    gathered together (their union: at most one more row and column than the data's), so the
-    full oversampled arrays are read once and never shifted or copied.
-    """
-
-    def __init__(self, big: tuple[int, int], small: tuple[int, int], device: Device) -> None:
-        parts = []
-        for n_big, n_small in zip(big, small, strict=True):
-            plus = crop_indices(n_big, n_small)
-            minus = torch.remainder(-plus, n_big)
-            union, inverse = torch.unique(torch.cat((plus, minus)), return_inverse=True)
-            parts += [union, inverse[:n_small], inverse[n_small:]]
-        # Made on the host and copied once (a device unique() and each copy wait for it).
-        flat = torch.cat(parts).to(device)
-        views = torch.split(flat, [len(p) for p in parts])
-        self.axes = [views[:3], views[3:]]
-
-    def __call__(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(h(u), conj(h(-u)))`` at the data's frequencies ``u``."""
-        (rows, r_plus, r_minus), (cols, c_plus, c_minus) = self.axes
-        union = h.index_select(-2, rows).index_select(-1, cols)
-        plus = union.index_select(-2, r_plus).index_select(-1, c_plus)
-        minus = union.index_select(-2, r_minus).index_select(-1, c_minus)
-        return plus, minus.conj()
-
-
-def _inverse_norm(grid: _Grid, source: torch.Tensor) -> torch.Tensor:
-    """``1 / N``, ``N = sum S |Q_z|^2 = sum S P^4`` (``|exp(i 2 pi z k_z)| = 1``: one value for
-    every slice, so it is summed over one plane instead of ``Z``)."""
-    weighted = source * grid.pupil_squared
-    norm = (weighted * grid.pupil_squared).sum(dim=(-2, -1), keepdim=True)
-    return 1.0 / norm
-
-
-def wotf(
-    grid: _Grid, source: torch.Tensor, pupil: torch.Tensor, pupil_hat: torch.Tensor | None = None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Cropped absorption and phase WOTFs from ``S (..., 1, Yo, Xo)`` and ``Q (..., Z, Yo, Xo)``.
-
-    Differentiable (the tilt optimiser's path); :meth:`OpticsCache.transfer_functions` builds
-    the same values without autograd, in place and a few slices at a time.
-    """
-    sq_hat = torch.fft.fft2(source * pupil)
-    if pupil_hat is None:
-        pupil_hat = torch.fft.fft2(pupil)
-    h1 = torch.fft.ifft2(torch.conj(sq_hat) * pupil_hat)
-    h_plus, h_minus = grid.crop(h1)
-    inv = _inverse_norm(grid, source)
-    return (h_plus + h_minus) * inv, (h_plus - h_minus) * (inv * 1j)
-
-
-@dataclass(frozen=True)
-class TransferFunctions:
-    """Absorption and phase transfer functions ``(..., Z, Y, X)`` complex64 (FFT order)."""
-
-    absorption: torch.Tensor
-    phase: torch.Tensor
-
-    @property
-    def nbytes(self) -> int:
-        """Device bytes held."""
-        return _nbytes(self.absorption, self.phase)
-
 
 BUILD_GROUP_ELEMENTS = 1 << 22
 """Oversampled elements the no-grad build handles per step: slices are grouped to about this
@@ -290,10 +97,6 @@ def build_group(key: OpticsKey) -> int:
     """Slices per step of the transfer-function build of ``key``."""
     oversampled = key.shape[0] * key.shape[1] * key.factor**2
     return max(1, BUILD_GROUP_ELEMENTS // oversampled)
-
-
-def _nbytes(*tensors: torch.Tensor) -> int:
-    return sum(t.numel() * t.element_size() for t in tensors)
 
 
 def _default_max_bytes(device: torch.device) -> int:
@@ -543,46 +346,3 @@ def _build(
         torch.add(h_plus, h_minus, out=absorption[start:stop]).mul_(inv)
         torch.sub(h_plus, h_minus, out=phase[start:stop]).mul_(inv * 1j)
     return TransferFunctions(absorption, phase), tuple(made) if spectra is None else spectra
-
-
-def transfer_functions(
-    key: OpticsKey,
-    z: torch.Tensor,
-    zenith: torch.Tensor | float,
-    azimuth: torch.Tensor | float,
-    *,
-    grid: _Grid | None = None,
-) -> TransferFunctions:
-    """Transfer functions, differentiable in the angles and z (no caching of angle parts).
-
-    ``zenith`` and ``azimuth`` may be ``(B,)`` tensors and ``z`` ``(Z,)`` or ``(B, Z)``: the
-    result is then ``(B, Z, Y, X)``.
-    """
-    grid = grid or _Grid(key)
-    device = grid.pupil_squared.device
-    zenith = torch.as_tensor(zenith, dtype=torch.float32, device=device)
-    azimuth = torch.as_tensor(azimuth, dtype=torch.float32, device=device)
-    source = illumination_pupil(grid, zenith, azimuth)[..., None, :, :]
-    q = defocused_pupil(grid, z.to(device))
-    absorption, phase = wotf(grid, source, q)
-    return TransferFunctions(absorption, phase)
-
-
-def key_for(
-    params: Any, shape: Sequence[int], device: Device, steepness: float = DEFAULT_STEEPNESS
-):
-    """The :class:`OpticsKey` of :class:`PhaseParams` for a ``(Y, X)`` shape on ``device``."""
-    return OpticsKey(
-        shape=(int(shape[-2]), int(shape[-1])),
-        pixel=float(params.yx_pixel_size),
-        wavelength=float(params.wavelength),
-        index=float(params.index_of_refraction),
-        na_ill=float(params.effective_na_illumination),
-        na_det=float(params.na_detection),
-        steepness=float(steepness),
-        device=str(torch.device(device)),
-        # From the NA as given (waveorder sizes the grid before clamping the illumination NA).
-        factor=oversampling_factor(
-            params.yx_pixel_size, params.wavelength, params.na_illumination, params.na_detection
-        ),
-    )

@@ -28,18 +28,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ._grid import _Grid, key_for, z_positions
 from ._inverse import NormalEquations, normalize_stack
 from ._ops import normal_equations_twin, tikhonov_solve_twin
-from ._optics import (
-    _Grid,
-    defocused_pupil,
-    illumination_pupil,
-    key_for,
-    wotf,
-    z_positions,
-)
 from ._params import PhaseParams
 from ._tiles import TileGrid
+from ._wotf import defocused_pupil, illumination_pupil, wotf
 
 __all__ = [
     "OPTIMIZER_STEEPNESS",
