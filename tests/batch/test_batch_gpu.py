@@ -42,7 +42,7 @@ def _pool() -> dict[str, int]:
 
 
 def test_gpu_batch_equals_direct_calls_and_reuses_the_pools(tmp_path):
-    from napari_gpuscope.batch.tasks import POOL_SLACK
+    from napari_gpuscope.batch.pools import POOL_SLACK
     from napari_gpuscope.compute import tv
 
     count = len(gpu_indices("cuda"))

@@ -95,7 +95,8 @@ def test_a_plate_field_runs_lazily_and_equals_the_direct_call(tmp_path):
 
     from napari_gpuscope.batch.recipes import Recipe
     from napari_gpuscope.batch.store import BatchStore
-    from napari_gpuscope.batch.tasks import TaskSpec, run_position
+    from napari_gpuscope.batch.task_spec import TaskSpec
+    from napari_gpuscope.batch.tasks import run_position
     from napari_gpuscope.compute import tv
 
     root = zarr.open_group(str(tmp_path / "plate.zarr"), mode="w")

@@ -10,7 +10,7 @@ import pytest
 from batch_helpers import FlatHooks, FlatParams, write_positions
 
 from napari_gpuscope import methods
-from napari_gpuscope.batch import recipes, tasks
+from napari_gpuscope.batch import recipes, task_spec, tasks
 from napari_gpuscope.batch.inputs import discover
 from napari_gpuscope.batch.recipes import Recipe
 from napari_gpuscope.batch.runner import run_batch
@@ -36,8 +36,7 @@ def counts(monkeypatch):
     monkeypatch.setattr(recipes, "method", counted_method)
     monkeypatch.setattr(Recipe, "hash", counted_hash)
     # Caches of earlier tests would hide the first resolution.
-    monkeypatch.setattr(tasks, "_RESOLVED", {}, raising=False)
-    monkeypatch.setattr(tasks, "_RECIPES", {}, raising=False)
+    monkeypatch.setattr(task_spec, "_RESOLVED", {})
     return seen
 
 
@@ -54,7 +53,8 @@ def test_a_position_looks_nothing_up_and_hashes_nothing(tmp_path, counts, flat_m
     positions = discover(str(tmp_path / "in" / "*.tif"))
     recipe = Recipe.from_defaults("tv") if method_id == "tv" else Recipe.from_params(FlatParams())
     recipe_hash = recipe.hash()
-    task = tasks.TaskSpec(recipe.model_dump(mode="json"), recipe_hash, str(tmp_path / "out.zarr"))
+    out = str(tmp_path / "out.zarr")
+    task = task_spec.TaskSpec(recipe.model_dump(mode="json"), recipe_hash, out)
     BatchStore(task.out).prepare({})
     validation = _validation_lookups(counts, task.recipe)
     counts.clear()

@@ -112,10 +112,11 @@ def test_compute_and_batch_imports_and_a_cpu_position_never_touch_cuda(tmp_path)
         import napari_gpuscope.compute as compute
         for module in pkgutil.walk_packages(compute.__path__, "napari_gpuscope.compute."):
             importlib.import_module(module.name)
-        from napari_gpuscope.batch import cluster, inputs, recipes, runner, store, tasks
+        from napari_gpuscope.batch import cluster, inputs, pools, recipes, runner, store
+        from napari_gpuscope.batch import task_spec, tasks
         position = inputs.discover({str(tmp_path / "*.tif")!r})[0]
         recipe = recipes.Recipe.from_defaults("tv")
-        spec = tasks.TaskSpec(recipe.model_dump(mode="json"), recipe.hash(),
+        spec = task_spec.TaskSpec(recipe.model_dump(mode="json"), recipe.hash(),
                               {str(tmp_path / "out.zarr")!r}, device="cpu")
         store.BatchStore(spec.out).prepare({{}})
         summary = tasks.run_position(spec, position, "key")
@@ -155,7 +156,8 @@ def test_a_rerun_of_a_finished_position_keeps_it_in_place(tmp_path):
     from napari_gpuscope.batch.inputs import discover
     from napari_gpuscope.batch.recipes import Recipe
     from napari_gpuscope.batch.store import marker_key
-    from napari_gpuscope.batch.tasks import TaskSpec, run_position
+    from napari_gpuscope.batch.task_spec import TaskSpec
+    from napari_gpuscope.batch.tasks import run_position
 
     write_positions(tmp_path / "in", 1, shape=(48, 48))
     (position,) = discover(str(tmp_path / "in" / "*.tif"))

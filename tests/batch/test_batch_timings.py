@@ -13,7 +13,7 @@ import pytest
 import torch
 from batch_helpers import write_positions
 
-from napari_gpuscope.batch import tasks
+from napari_gpuscope.batch import pools, tasks
 from napari_gpuscope.batch.inputs import Position, discover
 from napari_gpuscope.batch.recipes import Recipe
 from napari_gpuscope.batch.runner import run_batch
@@ -102,18 +102,18 @@ def fake_gpu(monkeypatch):
 
 def test_pools_are_kept_between_positions(fake_gpu):
     for _ in range(20):  # 1 GiB unused of 80: the next position reuses it
-        assert not tasks.release_pools("cuda:0", failed=False)
+        assert not pools.release_pools("cuda:0", failed=False)
     assert fake_gpu["emptied"] == 0
-    assert not tasks.release_pools("cpu", failed=True)
+    assert not pools.release_pools("cpu", failed=True)
 
 
 def test_pools_are_emptied_after_a_failure_or_when_much_is_unused(fake_gpu):
-    assert tasks.release_pools("cuda:0", failed=True)
+    assert pools.release_pools("cuda:0", failed=True)
     assert fake_gpu["emptied"] == 1
-    fake_gpu["reserved"] = fake_gpu["allocated"] + int(tasks.POOL_SLACK * 80 * GIB) + 1
-    assert tasks.release_pools("cuda:0", failed=False)
+    fake_gpu["reserved"] = fake_gpu["allocated"] + int(pools.POOL_SLACK * 80 * GIB) + 1
+    assert pools.release_pools("cuda:0", failed=False)
     assert fake_gpu["emptied"] == 2
-    assert not tasks.release_pools("cuda:0", failed=False)  # emptied: nothing unused now
+    assert not pools.release_pools("cuda:0", failed=False)  # emptied: nothing unused now
 
 
 def test_cupys_unused_pool_counts_and_is_freed_too(fake_gpu, monkeypatch):
@@ -131,7 +131,7 @@ def test_cupys_unused_pool_counts_and_is_freed_too(fake_gpu, monkeypatch):
 
     fake = SimpleNamespace(get_default_memory_pool=Pool, get_default_pinned_memory_pool=Pool)
     monkeypatch.setitem(sys.modules, "cupy", fake)
-    assert tasks.release_pools("cuda:0", failed=False)  # 1 + 30 GiB unused > 20 GiB
+    assert pools.release_pools("cuda:0", failed=False)  # 1 + 30 GiB unused > 20 GiB
     assert fake_gpu["emptied"] == 1 and freed == ["Pool", "Pool"]
 
 
@@ -140,4 +140,4 @@ def test_a_broken_context_never_hides_the_positions_outcome(fake_gpu, monkeypatc
         raise RuntimeError("CUDA error: an illegal memory access was encountered")
 
     monkeypatch.setattr(torch.cuda, "memory_reserved", broken)
-    assert not tasks.release_pools("cuda:0", failed=True)
+    assert not pools.release_pools("cuda:0", failed=True)

@@ -25,7 +25,8 @@ from esrrf_drift_sim import blinking_drifting_stack, true_drift
 from napari_gpuscope.batch.inputs import discover
 from napari_gpuscope.batch.recipes import Recipe
 from napari_gpuscope.batch.store import marker_key
-from napari_gpuscope.batch.tasks import TaskSpec, run_position
+from napari_gpuscope.batch.task_spec import TaskSpec
+from napari_gpuscope.batch.tasks import run_position
 from napari_gpuscope.compute import esrrf
 from napari_gpuscope.compute.esrrf import load_drift_trace
 from napari_gpuscope.widgets.esrrf.dock import EsrrfDock

@@ -31,7 +31,8 @@ from napari_gpuscope.batch.lock import StoreLock
 from napari_gpuscope.batch.recipes import Recipe
 from napari_gpuscope.batch.report import BatchReport
 from napari_gpuscope.batch.store import BatchStore, StoreError, marker_key
-from napari_gpuscope.batch.tasks import TaskSpec, prepare_run, run_position
+from napari_gpuscope.batch.task_spec import TaskSpec
+from napari_gpuscope.batch.tasks import prepare_run, run_position
 
 if TYPE_CHECKING:
     from distributed import Client, Future

@@ -131,7 +131,7 @@ def _job_problems(
     run makes it (:meth:`ResolvedRecipe.make_job`; a two-phase job's saved artifact loaded,
     never a fit) and closed unstarted, so its input checks (frames, dimensions, a profile's
     shape...) speak as in a run."""
-    from napari_gpuscope.batch.tasks import ResolvedRecipe
+    from napari_gpuscope.batch.task_spec import ResolvedRecipe
 
     resolved = ResolvedRecipe.resolve(recipe, recipe.hash())
     prepared = None
