@@ -33,6 +33,11 @@ partial sums are small against that (:func:`step_bytes`). The twins move more (t
 Outputs are written in place, as every :class:`~napari_gpuscope.compute.kernels.FusedOp`. The
 float64 partial sums live in ``scratch``, a float32 tensor the kernels read as ``double*``
 (:func:`scratch_for`; the twins do not use it and leave it as it is).
+
+This module holds the flatfield, sparse and dual steps and the tables of every op and kernel;
+the end of an iteration is :mod:`._ops_status`, the darkfield step :mod:`._ops_dark`, and what
+their launchers and twins share (the source file, the shrink, the active-problem update)
+:mod:`._ops_shared`. Every op is importable from here.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..kernels import Backend, FusedOp, KernelSource
+from ..kernels import Backend, FusedOp
 from . import _examples
 from ._alm_state import AlmState
 from ._geometry import (
@@ -52,6 +57,9 @@ from ._geometry import (
     sparse_lanes,
     step_bytes,
 )
+from ._ops_dark import basic_dark_finish, basic_dark_shape
+from ._ops_shared import SOURCE, _flat_mean, _shrink, _where_active
+from ._ops_status import basic_status
 
 __all__ = [
     "AlmState",
@@ -67,31 +75,6 @@ __all__ = [
     "sparse_lanes",
     "step_bytes",
 ]
-
-SOURCE = KernelSource("basic_alm.cu", beside=__file__)
-
-
-def _flat_mean(flat_hat: torch.Tensor) -> torch.Tensor:
-    p = flat_hat.shape[0]
-    return flat_hat.reshape(p, -1)[:, 0] * dc_scale(flat_hat[0].numel())
-
-
-def _shrink(x: torch.Tensor, threshold: torch.Tensor | float) -> torch.Tensor:
-    """``sign(x) max(|x| - threshold, 0)`` as the kernels round it (copysign; NaN stays)."""
-    return torch.copysign((x.abs() - threshold).clamp_(min=0), x)
-
-
-def _where_active(active: torch.Tensor, new: torch.Tensor, out: torch.Tensor) -> None:
-    """``out[p] = new[p]`` for the active problems (frozen ones keep their values).
-
-    On the CPU the flags are host memory: with every problem active this is a plain copy (read
-    through NumPy, no torch call); on a GPU it never reads them (no sync).
-    """
-    if out.device.type == "cpu" and active.numpy().all():
-        out.copy_(new)
-        return
-    flags = (active != 0).reshape(-1, *([1] * (out.ndim - 1)))
-    torch.where(flags, new, out, out=out)
 
 
 # ---- basic_shrink ------------------------------------------------------------------------------
@@ -302,216 +285,6 @@ basic_dual = FusedOp(
 )
 """``basic_dual(state, rho=...)``: the dual step with the sums over images (float64 partials
 over chunks of the image axis, added per pixel by a second kernel)."""
-
-
-# ---- basic_status ------------------------------------------------------------------------------
-
-
-def _status_launch(
-    backend: Backend, s: AlmState, *, rho: float, tol: float, ent_dark: float
-) -> None:
-    p, t = s.baseline.shape
-    m = s.flat_hat[0].numel()
-    # The kernel's signature, in order.
-    tensors = (
-        s.totals,
-        s.rows,
-        s.baseline,
-        s.flat_hat,
-        s.image_norm,
-        s.offset_max,
-        s.lam_flat,
-        s.lam_dark,
-        s.mu,
-        s.mu_max,
-        s.active,
-        s.active_next,
-        s.iterations,
-        s.ratio,
-        s.thr_flat,
-        s.thr_dark,
-        s.offset,
-        s.dark_values,
-    )
-    backend.launch(
-        backend.function(SOURCE, "basic_status"),
-        p,
-        [
-            *(backend.array(x) for x in tensors),
-            np.float32(rho),
-            np.float32(tol),
-            np.float32(ent_dark),
-            np.float32(dc_scale(m)),
-            np.int32(s.totals.shape[1] == 3),
-            np.int64(m),
-            np.int64(t),
-            np.int64(p),
-        ],
-    )
-
-
-def _dark_scalars(s: AlmState) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The darkfield heuristic's per-problem values (float64): offset, count, b_mean, center."""
-    t = s.baseline.shape[1]
-    m = s.flat_hat[0].numel()
-    n_in = s.totals[:, 2].double()
-    n_out = m - n_in
-    flat_mean = _flat_mean(s.flat_hat).double()
-    row = s.rows.double()
-    total_mean = row[..., 0].sum(dim=1) / (t * m)
-    mean_in = row[..., 1] / n_in.clamp_min(1)[:, None]
-    mean_out = (row[..., 0] - row[..., 1]) / n_out.clamp_min(1)[:, None]
-    coeff = (mean_in - mean_out) / (total_mean[:, None] + 1e-6)
-    valid = s.baseline < 1
-    b = torch.where(valid, s.baseline.double(), 0.0)
-    c = torch.where(valid, coeff, 0.0)
-    count = valid.sum(dim=1).double()
-    s1, s2, s3, s4 = (b * b).sum(1), b.sum(1), c.sum(1), (b * c).sum(1)
-    denominator = s2 * s3 - count * s4
-    z = torch.where(denominator == 0, 0.0, (s1 * s3 - s2 * s4) / denominator)
-    z = torch.where(z < 0, 0.0, z)  # NaN stays NaN (as clamp_min and minimum)
-    limit = s.offset_max.double() / flat_mean
-    z = torch.where((z > limit) | limit.isnan(), limit, z)
-    safe = count.clamp_min(1)
-    b_mean = s2 / safe
-    center = s.totals[:, 1].double() / safe / m - b_mean * flat_mean
-    return torch.where(count > 0, z, 0.0), count, b_mean, center
-
-
-def basic_status_twin(s: AlmState, *, rho: float, tol: float, ent_dark: float) -> None:
-    """Per active problem: ``ratio = sqrt(totals[:, 0]) / image_norm``, ``iterations += 1``,
-    ``mu <- min(rho mu, mu_max)``, ``thr_flat = lam_flat / mu``; with the darkfield
-    (``totals`` has 3 columns) ``thr_dark = lam_dark / (ent_dark mu_old)`` and the MATLAB
-    heuristic's offset and ``dark_values = (count, b_mean, center)``. ``active_next`` = active,
-    ratio > tol and finite (0 for frozen problems)."""
-    active = s.active
-    r = s.totals[:, 0].sqrt() / s.image_norm
-    step = s.mu.clone()
-    if s.totals.shape[1] == 3:
-        _where_active(active, s.lam_dark / (ent_dark * step), s.thr_dark)
-        z, count, b_mean, center = _dark_scalars(s)
-        _where_active(active, z.float(), s.offset)
-        values = torch.stack((count, b_mean, center), dim=1).float()
-        _where_active(active, values, s.dark_values)
-    following = torch.minimum(step * rho, s.mu_max)
-    _where_active(active, r, s.ratio)
-    _where_active(active, s.iterations + 1, s.iterations)
-    _where_active(active, following, s.mu)
-    _where_active(active, s.lam_flat / following, s.thr_flat)
-    s.active_next.copy_(((active != 0) & (r > tol) & torch.isfinite(r)).float())
-
-
-basic_status = FusedOp(
-    "basic_status",
-    launch=_status_launch,
-    twin=basic_status_twin,
-    example=_examples.status_example,
-    outputs=tuple(
-        (0, name)
-        for name in (
-            "mu",
-            "active_next",
-            "iterations",
-            "ratio",
-            "thr_flat",
-            "thr_dark",
-            "offset",
-            "dark_values",
-        )
-    ),
-)
-"""``basic_status(state, rho=..., tol=..., ent_dark=...)``: the end of an iteration, one thread
-per problem."""
-
-
-# ---- darkfield -----------------------------------------------------------------------------------
-
-
-def _dark_shape_launch(backend: Backend, s: AlmState) -> None:
-    p = s.flat.shape[0]
-    m = s.flat[0].numel()
-    inputs = (s.pixel_sums, s.flat, s.flat_hat, s.offset, s.dark_values, s.active, s.work)
-    backend.launch(
-        backend.function(SOURCE, "basic_dark_shape"),
-        p * m,
-        [
-            *(backend.array(x) for x in inputs),
-            np.float32(dc_scale(m)),
-            np.int64(m),
-            np.int64(p * m),
-        ],
-    )
-
-
-def basic_dark_shape_twin(s: AlmState) -> None:
-    """``work = pixel_sums[:, 1] / count - b_mean S - center - D_Z (mean S - S)`` (active)."""
-    count, b_mean, center = (v[:, None, None] for v in s.dark_values.unbind(dim=1))
-    z = s.offset[:, None, None] * (_flat_mean(s.flat_hat)[:, None, None] - s.flat)
-    new = s.pixel_sums[:, 1] / count.clamp_min(1) - b_mean * s.flat - center - z
-    _where_active(s.active, new, s.work)
-
-
-basic_dark_shape = FusedOp(
-    "basic_dark_shape",
-    launch=_dark_shape_launch,
-    twin=basic_dark_shape_twin,
-    example=_examples.dark_shape_example,
-    outputs=((0, "work"),),
-    atol=1e-4,
-)
-"""``basic_dark_shape(state)``: the image the darkfield's smoothness step works on (into
-``state.work``)."""
-
-
-def _dark_finish_launch(backend: Backend, s: AlmState) -> None:
-    p = s.flat.shape[0]
-    m = s.flat[0].numel()
-    # The kernel's signature, in order (``work`` is its ``smooth``).
-    tensors = (
-        s.work,
-        s.thr_dark,
-        s.flat,
-        s.flat_hat,
-        s.offset,
-        s.dark_values,
-        s.active,
-        s.dark,
-        s.dark_before,
-        s.column,
-    )
-    backend.launch(
-        backend.function(SOURCE, "basic_dark_finish"),
-        p * m,
-        [
-            *(backend.array(x) for x in tensors),
-            np.float32(dc_scale(m)),
-            np.int64(m),
-            np.int64(p * m),
-        ],
-    )
-
-
-def basic_dark_finish_twin(s: AlmState) -> None:
-    """``D_R = shrink(work, thr_dark) + D_Z (mean S - S)`` where some image has ``B < 1``
-    (else unchanged); ``column -= D_R - D_R(old)``; ``dark_before = D_R(old)`` (active)."""
-    z = s.offset[:, None, None] * (_flat_mean(s.flat_hat)[:, None, None] - s.flat)
-    updated = _shrink(s.work, s.thr_dark[:, None, None]) + z
-    updated = torch.where(s.dark_values[:, 0, None, None] > 0, updated, s.dark)
-    _where_active(s.active, s.column - (updated - s.dark), s.column)
-    _where_active(s.active, s.dark, s.dark_before)
-    _where_active(s.active, updated, s.dark)
-
-
-basic_dark_finish = FusedOp(
-    "basic_dark_finish",
-    launch=_dark_finish_launch,
-    twin=basic_dark_finish_twin,
-    example=_examples.dark_finish_example,
-    outputs=((0, "dark"), (0, "dark_before"), (0, "column")),
-    atol=1e-4,
-)
-"""``basic_dark_finish(state)``: the new darkfield (from the smoothed ``state.work``), folded
-into the next flatfield step's column mean."""
 
 OPS = (
     basic_shrink,
