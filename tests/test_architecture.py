@@ -25,6 +25,7 @@ UPPER_LAYERS = (
     "napari_gpuscope.widgets",
     "napari_gpuscope.export",
     "napari_gpuscope.methods",
+    "napari_gpuscope.method_specs",
     "napari_gpuscope.demos",
     "napari_gpuscope.cli",
     "napari_gpuscope.sample_data",
