@@ -6,7 +6,8 @@ import pytest
 import tifffile
 from batch_helpers import write_positions
 
-from napari_gpuscope.batch.recipes import InputFacts, Recipe
+from napari_gpuscope.batch.recipe_sections import InputFacts
+from napari_gpuscope.batch.recipes import Recipe
 from napari_gpuscope.cli import main
 
 

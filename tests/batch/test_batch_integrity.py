@@ -11,7 +11,8 @@ import tifffile
 from batch_helpers import direct, write_positions
 
 from napari_gpuscope.batch.inputs import discover
-from napari_gpuscope.batch.recipes import InputFacts, Recipe
+from napari_gpuscope.batch.recipe_sections import InputFacts
+from napari_gpuscope.batch.recipes import Recipe
 from napari_gpuscope.batch.runner import run_batch
 from napari_gpuscope.batch.store import BatchStore
 from napari_gpuscope.cli import main

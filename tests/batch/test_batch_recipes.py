@@ -9,7 +9,8 @@ import jsonschema
 import pytest
 import yaml
 
-from napari_gpuscope.batch.recipes import Artifact, Recipe, RecipeError, file_sha256, load_recipe
+from napari_gpuscope.batch.recipe_sections import Artifact, file_sha256
+from napari_gpuscope.batch.recipes import Recipe, RecipeError, load_recipe
 from napari_gpuscope.batch.schema import recipe_json_schema
 from napari_gpuscope.cli import main
 from napari_gpuscope.compute.tv import TVParams
@@ -189,7 +190,7 @@ def test_a_wrong_job_or_a_field_of_another_job_is_an_error(data, message):
 
 def _with_needs(method_id: str, job: str, **changes) -> Recipe:
     """The default recipe of a job, with a (placeholder) artifact for each input it needs."""
-    from napari_gpuscope.batch.recipes import Artifact
+    from napari_gpuscope.batch.recipe_sections import Artifact
 
     spec = METHODS[method_id].job_spec(job)
     needs = [Artifact(name=name, path=f"{name}.tif", sha256="0" * 64) for name in spec.needs]

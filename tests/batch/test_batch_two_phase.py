@@ -37,7 +37,7 @@ def test_prepare_runs_once_on_the_subsample_and_every_position_uses_it(
 
 
 def test_an_artifact_replaces_the_fit_and_is_checked(tmp_path, flat_method, inprocess_client):
-    from napari_gpuscope.batch.recipes import Artifact, file_sha256
+    from napari_gpuscope.batch.recipe_sections import Artifact, file_sha256
 
     paths = write_positions(tmp_path / "in", 2, shape=(32, 32))
     profile = np.full((32, 32), 2.0, np.float32)

@@ -19,14 +19,8 @@ __all__ = ["recipe"]
 
 def recipe(args: argparse.Namespace) -> int:
     """Write the recipe ``args`` describe; returns the exit code."""
-    from napari_gpuscope.batch.recipes import (
-        SCHEMA_VERSION,
-        Artifact,
-        ArtifactFile,
-        Recipe,
-        RecipeError,
-        file_sha256,
-    )
+    from napari_gpuscope.batch.recipe_sections import Artifact, ArtifactFile, file_sha256
+    from napari_gpuscope.batch.recipes import SCHEMA_VERSION, Recipe, RecipeError
     from napari_gpuscope.methods import method
 
     try:

@@ -1,7 +1,8 @@
 """Recipes: the parameters tuned on one field of view, saved to apply to a whole experiment.
 
-One idea: the recipe model (:class:`Recipe`, its input facts, artifacts and provenance), how
-it is made, hashed, checked and saved. Reading and writing its YAML text is
+One idea: the recipe model (:class:`Recipe`), how it is made, hashed, checked and saved. Its
+sections besides the parameters (input facts, artifacts, provenance) are
+:mod:`napari_gpuscope.batch.recipe_sections`; reading and writing its YAML text is
 :mod:`napari_gpuscope.batch.recipe_yaml`; the recipe type of each job and their union are
 :mod:`napari_gpuscope.batch.recipe_union`.
 
@@ -36,19 +37,25 @@ napari_gpuscope.batch.recipes.RecipeError: recipe: params.strenght: TVParams has
 
 from __future__ import annotations
 
-import datetime as _dt
 import hashlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from napari_gpuscope.batch.recipe_sections import (
+    STRICT,
+    Artifact,
+    InputFacts,
+    RecipeProvenance,
+    file_sha256,
+    recipe_provenance,
+)
 from napari_gpuscope.batch.recipe_union import explain, job_recipe_types, job_recipe_union, validate
 from napari_gpuscope.batch.recipe_yaml import RecipeYamlError, read_yaml, write_yaml
 from napari_gpuscope.methods import METHODS, JobSpec, method
-from napari_gpuscope.provenance import software_versions
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -58,13 +65,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SCHEMA_VERSION",
-    "Artifact",
-    "ArtifactFile",
-    "InputFacts",
     "Recipe",
     "RecipeError",
-    "RecipeProvenance",
-    "file_sha256",
     "load_recipe",
     "recipe_types",
     "recipe_union",
@@ -73,71 +75,9 @@ __all__ = [
 SCHEMA_VERSION = 1
 """Version of the recipe format this package writes and reads."""
 
-_STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
-
 
 class RecipeError(ValueError):
     """A recipe is unreadable or invalid; the message names the file, the key and the fix."""
-
-
-class InputFacts(BaseModel):
-    """What the parameters were tuned on: a run checks each input against these facts.
-
-    Every field is optional; ``None`` means "not recorded, not checked".
-    """
-
-    model_config = _STRICT
-
-    axes: list[str] | None = Field(None, description="Axis labels, e.g. ['z', 'y', 'x'].")
-    pixel_size: list[float] | None = Field(
-        None, description="Physical step per axis (same order as axes)."
-    )
-    units: list[str] | None = Field(None, description="Unit per axis, e.g. ['µm', 'µm'].")
-    ndim: int | None = Field(None, ge=1, description="Number of dimensions.")
-    dtype: str | None = Field(None, description="NumPy dtype name, e.g. 'uint16'.")
-    channel: int | None = Field(None, description="Channel axis (None: no channel axis).")
-
-
-class ArtifactFile(BaseModel):
-    """Another file an artifact consists of (e.g. a profile's JSON sidecar), pinned too."""
-
-    model_config = _STRICT
-
-    path: str = Field(description="File path (relative paths are relative to the recipe).")
-    sha256: str = Field(pattern="^[0-9a-f]{64}$", description="SHA-256 of the file's bytes.")
-
-
-class Artifact(BaseModel):
-    """A file a method needs (e.g. a saved BaSiC profile), pinned by its checksum, with every
-    other file it consists of (:attr:`files`)."""
-
-    model_config = _STRICT
-
-    name: str = Field(description="What the method calls it, e.g. 'flatfield'.")
-    path: str = Field(description="File path (relative paths are relative to the recipe).")
-    sha256: str = Field(pattern="^[0-9a-f]{64}$", description="SHA-256 of the file's bytes.")
-    files: list[ArtifactFile] = Field(
-        default_factory=list,
-        description="The other files the artifact consists of (e.g. a profile's JSON sidecar), "
-        "each pinned by its SHA-256.",
-    )
-
-    def pins(self) -> list[tuple[str, str]]:
-        """Every file of the artifact with its SHA-256, the main file first."""
-        return [(self.path, self.sha256)] + [(f.path, f.sha256) for f in self.files]
-
-
-class RecipeProvenance(BaseModel):
-    """Where a recipe came from (not part of its hash: re-saving changes nothing computed)."""
-
-    model_config = _STRICT
-
-    package: str | None = Field(None, description="napari-gpuscope version.")
-    software: dict[str, str | None] = Field(
-        default_factory=dict, description="Versions of torch, CuPy, NumPy..."
-    )
-    source: str | None = Field(None, description="The layer or file the recipe was tuned on.")
-    created: str | None = Field(None, description="ISO 8601 timestamp (UTC).")
 
 
 class Recipe(BaseModel):
@@ -165,7 +105,7 @@ class Recipe(BaseModel):
         Package versions, source and time of creation.
     """
 
-    model_config = _STRICT
+    model_config = STRICT
 
     schema_version: Literal[1] = Field(description="Recipe format version.")
     method: str = Field(description="Method id, e.g. 'tv'.")
@@ -230,7 +170,7 @@ class Recipe(BaseModel):
             "params": params.to_dict(),
             "input": facts,
             "artifacts": list(artifacts or ()),
-            "provenance": _provenance(source),
+            "provenance": recipe_provenance(source),
         }
         if job is not None and job == METHODS[method_id].job_spec().id:
             data["job"] = None  # the main job: written as old recipes were
@@ -384,22 +324,3 @@ def load_recipe(path: str | Path) -> Recipe:
     except OSError as exc:
         raise RecipeError(f"{path}: cannot read the recipe: {exc.strerror or exc}") from None
     return Recipe.from_yaml(text, origin=str(path))
-
-
-def file_sha256(path: str | Path) -> str:
-    """SHA-256 of a file's bytes (read in 1 MiB blocks)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _provenance(source: str | None) -> RecipeProvenance:
-    versions = software_versions()
-    return RecipeProvenance(
-        package=versions.get("napari-gpuscope"),
-        software={k: v for k, v in versions.items() if k != "napari-gpuscope"},
-        source=source,
-        created=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-    )

@@ -15,7 +15,7 @@ from napari_gpuscope.batch.store import BatchStore
 
 if TYPE_CHECKING:
     from napari_gpuscope.batch.inputs import InputInfo
-    from napari_gpuscope.batch.recipes import InputFacts
+    from napari_gpuscope.batch.recipe_sections import InputFacts
 
 __all__ = ["StoreStatus", "has_input_facts", "store_status", "validate_inputs"]
 

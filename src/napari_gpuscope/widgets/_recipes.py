@@ -14,14 +14,8 @@ from typing import TYPE_CHECKING
 
 from qtpy.QtWidgets import QFileDialog, QHBoxLayout, QPushButton, QWidget
 
-from napari_gpuscope.batch.recipes import (
-    Artifact,
-    ArtifactFile,
-    InputFacts,
-    Recipe,
-    file_sha256,
-    load_recipe,
-)
+from napari_gpuscope.batch.recipe_sections import Artifact, ArtifactFile, InputFacts, file_sha256
+from napari_gpuscope.batch.recipes import Recipe, load_recipe
 
 if TYPE_CHECKING:
     import napari.layers
