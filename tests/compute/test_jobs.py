@@ -5,13 +5,15 @@ import inspect
 import numpy as np
 import pytest
 
-from napari_gpuscope.compute.jobs import (
+from napari_gpuscope.compute.job_control import (
     CancelToken,
     JobCancelled,
-    Output,
     PreviewThrottle,
-    Progress,
     StopToken,
+)
+from napari_gpuscope.compute.jobs import (
+    Output,
+    Progress,
     blocking,
     is_stop,
     mapped,

@@ -11,7 +11,8 @@ import torch
 from scipy.ndimage import gaussian_filter
 
 from napari_gpuscope.compute import phase
-from napari_gpuscope.compute.jobs import StopToken, run_job
+from napari_gpuscope.compute.job_control import StopToken
+from napari_gpuscope.compute.jobs import run_job
 from napari_gpuscope.sample_data.phase import OPTICS
 
 AIR = OPTICS  # the samples' optics: air, NA 0.4 / 0.55, 0.45 µm light

@@ -25,6 +25,9 @@ Outputs are *lazy*: ``Progress.outputs`` maps an output name to an :class:`Outpu
 be a zero-argument callable that makes the host copy. Only a consumer that displays the output
 calls it (in the thread that iterates the job, while the job is paused at its ``yield``), so
 previews cost nothing in scripts and batch runs.
+
+What a consumer steers a job with (cancel and stop tokens) and paces its previews with is in
+:mod:`.job_control`.
 """
 
 from __future__ import annotations
@@ -32,13 +35,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-import threading
-import time
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
+
+from .job_control import CancelToken, JobCancelled, StopToken
 
 if TYPE_CHECKING:
     from ._types import ArrayLike
@@ -46,13 +49,9 @@ if TYPE_CHECKING:
 __all__ = [
     "OUTPUT_KINDS",
     "STOP",
-    "CancelToken",
     "Job",
-    "JobCancelled",
     "Output",
-    "PreviewThrottle",
     "Progress",
-    "StopToken",
     "blocking",
     "is_stop",
     "mapped",
@@ -200,42 +199,6 @@ class Progress:
 
 Job = Generator[Progress, object, R]
 """Type of a job: a generator of :class:`Progress` that accepts commands and returns ``R``."""
-
-
-class JobCancelled(Exception):
-    """Raised by :func:`run_job` when its :class:`CancelToken` was cancelled."""
-
-
-class CancelToken:
-    """Thread-safe flag that asks a running job to stop at its next yield (and roll back)."""
-
-    def __init__(self) -> None:
-        self._event = threading.Event()
-
-    def cancel(self) -> None:
-        """Request cancellation."""
-        self._event.set()
-
-    @property
-    def cancelled(self) -> bool:
-        """Whether cancellation was requested."""
-        return self._event.is_set()
-
-
-class StopToken:
-    """Thread-safe flag that asks a running job to return its best result so far."""
-
-    def __init__(self) -> None:
-        self._event = threading.Event()
-
-    def stop(self) -> None:
-        """Request an early stop."""
-        self._event.set()
-
-    @property
-    def requested(self) -> bool:
-        """Whether an early stop was requested."""
-        return self._event.is_set()
 
 
 def run_job(
@@ -415,38 +378,3 @@ def blocking(
         return_annotation=inspect.Signature.empty
     )
     return run
-
-
-class PreviewThrottle:
-    """Decides when a consumer should pay for materialising a preview.
-
-    Copying a large volume to the host for every update would dominate the run time, so
-    consumers make host copies at most every ``interval`` seconds (the first one immediately).
-
-    Parameters
-    ----------
-    interval : float
-        Minimum number of seconds between two previews.
-    clock : callable
-        Time source, replaceable in tests.
-
-    Examples
-    --------
-    >>> ticks = iter([0.0, 0.1, 0.3])
-    >>> throttle = PreviewThrottle(0.25, clock=lambda: next(ticks))
-    >>> [throttle.due() for _ in range(3)]
-    [True, False, True]
-    """
-
-    def __init__(self, interval: float = 0.25, clock: Callable[[], float] = time.monotonic):
-        self.interval = interval
-        self._clock = clock
-        self._last: float | None = None
-
-    def due(self) -> bool:
-        """Return True (and restart the timer) when a preview should be made now."""
-        now = self._clock()
-        if self._last is None or now - self._last >= self.interval:
-            self._last = now
-            return True
-        return False

@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING
 from napari.qt.threading import GeneratorWorker, create_worker
 from qtpy.QtCore import QObject, QTimer, Signal
 
-from napari_gpuscope.compute.jobs import STOP, Job, PreviewThrottle, Progress
+from napari_gpuscope.compute.job_control import PreviewThrottle
+from napari_gpuscope.compute.jobs import STOP, Job, Progress
 
 if TYPE_CHECKING:
     from napari.utils import progress
