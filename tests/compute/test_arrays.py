@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from napari_gpuscope.compute import arrays
+from napari_gpuscope.compute import _input_checks
 from napari_gpuscope.compute.arrays import (
     InvalidInputError,
     check_finite,
@@ -48,9 +48,7 @@ def test_non_finite_values_are_counted_and_located():
 
 def test_non_finite_scan_works_block_by_block_on_dask(monkeypatch):
     da = pytest.importorskip("dask.array")  # absent on the GPU kit's bare machine
-    import napari_gpuscope.compute.arrays as arrays
-
-    monkeypatch.setattr(arrays, "_CHECK_BLOCK_ELEMENTS", 10)  # forces many blocks
+    monkeypatch.setattr(_input_checks, "_CHECK_BLOCK_ELEMENTS", 10)  # forces many blocks
     data = np.zeros((8, 4, 4), np.float32)
     data[6, 1, 2] = np.nan
     with pytest.raises(InvalidInputError, match=r"\(6, 1, 2\)"):
@@ -125,7 +123,7 @@ def test_non_finite_tensors_are_located():
 
 
 def test_blockwise_scans_count_over_blocks_and_locate_the_first(monkeypatch):
-    monkeypatch.setattr(arrays, "_CHECK_BLOCK_ELEMENTS", 20)  # one plane of 5 x 4 per block
+    monkeypatch.setattr(_input_checks, "_CHECK_BLOCK_ELEMENTS", 20)  # one plane of 5 x 4 per block
     data = np.zeros((6, 5, 4), np.float32)
     data[4, 1, 2] = np.nan
     data[5, 0, 0] = -np.inf
