@@ -13,7 +13,7 @@ from PIL import Image
 from napari_gpuscope import cli, sample_data
 from napari_gpuscope.export.figure import MAX_ZOOM
 from napari_gpuscope.export.screenshot import read_png_provenance
-from napari_gpuscope.export.tiff import read_tiff
+from napari_gpuscope.export.tiff_read import read_tiff
 
 
 def test_headless_demo_without_gpu_stops_with_the_no_gpu_message(monkeypatch, tmp_path, capsys):

@@ -22,7 +22,7 @@ from napari_gpuscope.export.commands import (
     save_tiff_dialog,
 )
 from napari_gpuscope.export.figure import FigureOptions
-from napari_gpuscope.export.tiff import TiffOptions
+from napari_gpuscope.export.tiff_samples import TiffOptions
 from napari_gpuscope.provenance import PROVENANCE_KEY, build_provenance
 
 IO_MENU = "napari/file/io_utilities"

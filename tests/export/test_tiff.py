@@ -12,7 +12,7 @@ import tifffile
 from napari.layers import Image
 
 from napari_gpuscope.export import read_tiff, save_layer_tiff, save_tiff
-from napari_gpuscope.export.tiff import axes_from_labels
+from napari_gpuscope.export.tiff_axes import axes_from_labels
 from napari_gpuscope.provenance import PROVENANCE_KEY, build_provenance
 
 RNG = np.random.default_rng(7)

@@ -1,22 +1,16 @@
 """Export results with their provenance: figures (PNG + JSON sidecar) and TIFF files.
 
 :mod:`.figure` draws the viewer as a figure (integer zoom, colorbar, scale bar, DPI),
-:mod:`.screenshot` writes it with provenance, :mod:`.tiff` reads and writes ImageJ TIFFs,
-:mod:`.writer` is napari's "Save Selected Layers" writer and :mod:`.commands` holds the File-menu
-commands with their dialogs.
+:mod:`.screenshot` writes it with provenance, :mod:`.tiff` writes ImageJ TIFFs and
+:mod:`.tiff_read` reads them, :mod:`.writer` is napari's "Save Selected Layers" writer and
+:mod:`.commands` holds the File-menu commands with their dialogs.
 """
 
 from napari_gpuscope.export.figure import FigureOptions, plan_figure, render_figure
 from napari_gpuscope.export.screenshot import ScreenshotFiles, export_screenshot
-from napari_gpuscope.export.tiff import (
-    TiffContents,
-    TiffOptions,
-    TiffScaling,
-    read_tiff,
-    save_layer_data_tiff,
-    save_layer_tiff,
-    save_tiff,
-)
+from napari_gpuscope.export.tiff import save_layer_data_tiff, save_layer_tiff, save_tiff
+from napari_gpuscope.export.tiff_read import TiffContents, read_tiff
+from napari_gpuscope.export.tiff_samples import TiffOptions, TiffScaling
 from napari_gpuscope.export.units import intensity_unit
 
 __all__ = [

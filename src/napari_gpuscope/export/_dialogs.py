@@ -32,7 +32,7 @@ from napari_gpuscope.export.figure import (
     FigureOptions,
     plan_figure,
 )
-from napari_gpuscope.export.tiff import DTYPES, UINT16_SCALINGS, TiffOptions
+from napari_gpuscope.export.tiff_samples import DTYPES, UINT16_SCALINGS, TiffOptions
 
 if TYPE_CHECKING:
     from napari.viewer import Viewer

@@ -23,7 +23,8 @@ from napari_gpuscope.export._dialogs import (
 )
 from napari_gpuscope.export.figure import FigureOptions
 from napari_gpuscope.export.screenshot import ScreenshotFiles, export_screenshot
-from napari_gpuscope.export.tiff import TiffOptions, save_layer_tiff
+from napari_gpuscope.export.tiff import save_layer_tiff
+from napari_gpuscope.export.tiff_samples import TiffOptions
 from napari_gpuscope.provenance import is_result
 
 __all__ = [
@@ -160,8 +161,8 @@ def save_tiff_dialog(
     dtype : {"float32", "uint16"}, optional
         When given, the options dialog is skipped.
     uint16_scaling : {"clip", "minmax"}, optional
-        Scaling for uint16 output (default: :class:`~napari_gpuscope.export.tiff.TiffOptions`'
-        ``"clip"``).
+        Scaling for uint16 output (default:
+        :class:`~napari_gpuscope.export.tiff_samples.TiffOptions`' ``"clip"``).
 
     Returns
     -------
