@@ -12,7 +12,8 @@
 
 The DPI is either given or follows from a print width (``width_mm``): the pixel size is fixed by
 the data and the zoom, so choosing one fixes the other. :func:`plan_figure` gives the pixel and
-physical size without rendering (for dialogs).
+physical size without rendering (for dialogs). The figure's colours, colorbars and scale bar are
+drawn by :mod:`._figure_marks`.
 """
 
 from __future__ import annotations
@@ -24,17 +25,13 @@ import numpy as np
 from PIL import Image
 
 from napari_gpuscope.export import _drawing as draw
+from napari_gpuscope.export import _figure_marks as marks
 from napari_gpuscope.export import _panels
 from napari_gpuscope.export._layout import (
-    BAR_WIDTH_PT,
-    TICK_PT,
-    Colorbar,
     Layout,
     Scene,
-    bar_title,
     fit_layout,
     measure_scene,
-    tick_count,
     title_lines,
 )
 from napari_gpuscope.export._options import (
@@ -180,102 +177,6 @@ class Figure:
     info: JSONDict
 
 
-def _background(viewer: Viewer) -> tuple[int, int, int]:
-    """The canvas colour napari draws behind the data (the viewer's theme, or its override)."""
-    from napari.utils.colormaps.standardize_color import transform_color
-
-    override = getattr(viewer.canvas, "background_color_override", None)
-    if override is not None:
-        color = transform_color(override)[0]
-    else:
-        from napari.utils.theme import get_theme
-
-        color = transform_color(get_theme(_panels.theme_name(viewer)).canvas.as_hex())[0]
-    return tuple(round(float(c) * 255) for c in color[:3])  # type: ignore[return-value]
-
-
-def _foreground(background: tuple[int, int, int]) -> tuple[int, int, int]:
-    luminance = 0.2126 * background[0] + 0.7152 * background[1] + 0.0722 * background[2]
-    return (0, 0, 0) if luminance > 128 else (255, 255, 255)
-
-
-def _draw_colorbar(
-    canvas: Image.Image,
-    bar: Colorbar,
-    xy: tuple[int, int],
-    height: int,
-    layout: Layout,
-    colors: tuple[tuple[int, int, int], tuple[int, int, int]],
-    others: list[Colorbar],
-) -> dict[str, int]:
-    """Draw one colorbar with ticks and its rotated label; returns the gradient's box."""
-    from PIL import ImageDraw
-
-    x, top = xy
-    background, ink = colors
-    point = layout.dpi / 72.0
-    face = draw.font(layout.font_px)
-    bar_width = max(6, round(BAR_WIDTH_PT * point))
-    tick = max(2, round(TICK_PT * point))
-    line_width = max(1, round(0.5 * point))
-    # napari's shaders apply gamma to the normalised value: colour = cmap(t ** gamma).
-    fractions = np.linspace(0.0, 1.0, height) ** bar.gamma
-    strip = draw.colorbar_strip(bar.colormap.map(fractions), bar_width, background)
-    canvas.paste(strip, (x, top))
-    pen = ImageDraw.Draw(canvas)
-    low, high = bar.contrast_limits
-    values = draw.nice_ticks(low, high, tick_count(height, face))
-    half_line = draw.line_height(face) // 2
-    label_right = x
-    for value, label in zip(values, draw.format_ticks(values), strict=True):
-        fraction = 0.5 if high == low else (high - value) / (high - low)
-        y = top + round(fraction * (height - 1))
-        pen.line((x + bar_width, y, x + bar_width + tick, y), fill=ink, width=line_width)
-        tx = x + bar_width + tick + layout.gap // 2
-        draw.draw_text(canvas, (tx, y - half_line), label, face, ink)
-        label_right = max(label_right, tx + draw.text_width(face, label))
-    # The outline sits around the gradient, so every gradient pixel keeps its colour.
-    pen.rectangle(
-        (x - line_width, top - line_width, x + bar_width - 1 + line_width, top + height),
-        outline=ink,
-        width=line_width,
-    )
-    title = bar_title(bar, others, face, height)
-    rotated = draw.rotated_text(title, face, ink, background)
-    label_xy = (label_right + layout.gap, top + (height - rotated.height) // 2)
-    canvas.paste(rotated, label_xy)
-    return {
-        "x": x,
-        "y": top,
-        "width": bar_width,
-        "height": height,
-        "label_x": label_xy[0],
-        "label_y": label_xy[1],
-    }
-
-
-def _draw_scale_bar(
-    canvas: Image.Image,
-    scale_bar: dict[str, object],
-    right: int,
-    top: int,
-    layout: Layout,
-    ink: tuple[int, int, int],
-) -> dict[str, int]:
-    """Draw the bar right-aligned at ``right`` with its label below; returns the bar's box."""
-    from PIL import ImageDraw
-
-    face = draw.font(layout.font_px)
-    length, thickness = scale_bar["pixels"], scale_bar["thickness"]
-    ImageDraw.Draw(canvas).rectangle(
-        (right - length, top, right - 1, top + thickness - 1), fill=ink
-    )
-    label = scale_bar["label"]
-    x = right - length // 2 - draw.text_width(face, label) // 2
-    draw.draw_text(canvas, (x, top + thickness + layout.gap // 2), label, face, ink)
-    return {"x": right - length, "y": top, "width": length, "height": thickness}
-
-
 def _describe(scene: Scene, layout: Layout, boxes: dict[str, object]) -> JSONDict:
     region = scene.region
     height, width = scene.panel_size
@@ -374,8 +275,8 @@ def render_figure(viewer: Viewer, options: FigureOptions | None = None) -> Figur
     ((584, 1100, 3), 'Intensity (ADU)')
     """
     scene, layout = _measure_and_fit(viewer, options)
-    background = _background(viewer)
-    ink = _foreground(background)
+    background = marks.canvas_colour(viewer)
+    ink = marks.ink_on(background)
     canvas = Image.new("RGB", (layout.width, layout.height), background)
     _paste_panels(viewer, canvas, scene, layout, ink)
 
@@ -387,7 +288,7 @@ def render_figure(viewer: Viewer, options: FigureOptions | None = None) -> Figur
     x = layout.colorbar_x
     for bar, bar_width in zip(scene.colorbars, layout.colorbar_widths, strict=True):
         x += 2 * layout.gap
-        box = _draw_colorbar(
+        box = marks.draw_colorbar(
             canvas,
             bar,
             (x, first_top),
@@ -404,7 +305,7 @@ def render_figure(viewer: Viewer, options: FigureOptions | None = None) -> Figur
     room = right - layout.panel_origin[0]
     if layout.scale_bar is not None:
         top = last_bottom + layout.gap
-        boxes["scale_bar"] = _draw_scale_bar(canvas, layout.scale_bar, right, top, layout, ink)
+        boxes["scale_bar"] = marks.draw_scale_bar(canvas, layout.scale_bar, right, top, layout, ink)
         label_width = draw.text_width(face, layout.scale_bar["label"])
         room -= max(layout.scale_bar["pixels"], label_width) + 2 * layout.gap
     if scene.caption:
