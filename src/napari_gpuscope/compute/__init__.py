@@ -9,6 +9,7 @@ imports torch when it is first used. Modules:
 
 - :mod:`.devices` -- GPU discovery and device resolution (no silent CPU fallback).
 - :mod:`.jobs` -- the progress protocol: generators of :class:`~.jobs.Progress` updates.
+- :mod:`.job_control` -- what a consumer steers a job with (cancel, stop) and paces previews by.
 - :mod:`.params` -- the parameter models (validated, self-describing, JSON/YAML).
 - :mod:`.results` -- the result protocol (:class:`~.results.MethodResult`) and layer tuples.
 - :mod:`.preview` -- the plane a live preview computes (:class:`~.preview.PlaneView`) and
