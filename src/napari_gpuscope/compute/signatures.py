@@ -25,7 +25,6 @@ __all__ = ["merge_call", "params_docstring", "takes_params"]
 R = TypeVar("R")
 
 
-
 def merge_call(
     params_cls: type[Params], params: Params | None, overrides: Mapping[str, object], function: str
 ) -> Params:
