@@ -8,6 +8,10 @@ profile the recipe names as its ``profile`` artifact; each position is then corr
 the apply job (:func:`~._apply.iter_apply_profile`) with the recipe's apply fields
 (``output_dtype``, ``clip_negative``, ``timelapse_baseline``), which is what the dock's Apply
 does with the same parameters.
+
+The hooks the runner looks up by name are all here: the artifacts' names and checks come from
+:mod:`._batch_artifacts`, the screening and lazy reading of the positions from
+:mod:`._batch_positions`.
 """
 
 from __future__ import annotations
@@ -20,6 +24,18 @@ import numpy as np
 
 from .._types import ArrayLike
 from ..jobs import Job
+from ._batch_artifacts import (
+    DARK_FRAME_ARTIFACT,
+    FIT_ARTIFACTS,
+    PROFILE_ARTIFACT,
+    WEIGHT_ARTIFACT,
+    check_artifact,
+    check_params,
+    check_profile,
+    read_image_artifact,
+    replaces_fit,
+)
+from ._batch_positions import _lazy_frames, screen
 from ._params import BasicParams
 from ._profile import ShadingProfile
 
@@ -35,24 +51,14 @@ __all__ = [
     "CorrectedPosition",  # noqa: F822 (module __getattr__)
     "apply_hooks",
     "check_artifact",
+    "check_params",
+    "check_profile",
     "job",
     "prepare",
+    "read_image_artifact",
+    "replaces_fit",
     "screen",
 ]
-
-PROFILE_ARTIFACT = "profile"
-"""Recipe artifact name of a saved profile (``ShadingProfile.save``) that replaces the fit."""
-
-DARK_FRAME_ARTIFACT = "dark_frame"
-"""Recipe artifact name of a measured dark frame, a ``(Y, X)`` TIFF: the fit's ``dark_frame``
-(the dock's "Dark frame" layer)."""
-
-WEIGHT_ARTIFACT = "fitting_weight"
-"""Recipe artifact name of a background mask TIFF: the fit's ``fitting_weight`` (pixels > 0
-are fitted; the dock's "Fit on" Labels layer), ``(Y, X)`` or the fitted stack's shape."""
-
-FIT_ARTIFACTS = (PROFILE_ARTIFACT, DARK_FRAME_ARTIFACT, WEIGHT_ARTIFACT)
-"""The artifacts the fit job takes (``JobSpec.accepts``); all optional."""
 
 
 def __getattr__(name: str) -> Any:
@@ -63,249 +69,6 @@ def __getattr__(name: str) -> Any:
 
         return CorrectionResult
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def _ranks(batch_axis: int | None) -> tuple[int, ...]:
-    """The position ranks a fit takes: tiles and stacks, and 4D with an independent axis."""
-    return (2, 3) if batch_axis is None else (2, 3, 4)
-
-
-def _lazy_frames(tiles: Sequence[Callable[[], Any]], batch_axis: int | None = None) -> Any:
-    """All positions' frames as one lazy Dask array (a position is read when the fit's reader
-    reaches its frames, and never kept): ``(T, Y, X)``, or for 4D positions with
-    ``batch_axis`` the positions' frames joined along the other leading axis, so each
-    independent problem (a channel, a z-plane) is fitted on every position's frames of it, as
-    the dock fits one 4D layer."""
-    import dask
-    import dask.array as da
-
-    first = np.asarray(tiles[0]())
-    if first.ndim not in _ranks(batch_axis):
-        four = "" if batch_axis is None else f", or 4D with the independent axis {batch_axis}"
-        raise ValueError(
-            f"flat-field batch: positions must be (Y, X) tiles or (T, Y, X) stacks{four}, the "
-            f"first has shape {first.shape}"
-        )
-
-    def read(reader: Callable[[], Any]) -> np.ndarray:
-        array = np.asarray(reader())
-        if array.shape != first.shape:
-            raise ValueError(
-                f"flat-field batch: every position must have the first's shape {first.shape} "
-                f"to share one profile; one has {array.shape}"
-            )
-        return array
-
-    parts = [
-        da.from_delayed(dask.delayed(read)(reader), first.shape, first.dtype) for reader in tiles
-    ]
-    if first.ndim == 2:
-        return da.stack(parts)
-    return da.concatenate(parts, axis=0 if first.ndim == 3 else 1 - int(batch_axis or 0))
-
-
-def screen(params: BasicParams, tiles: Sequence[Callable[[], Any]]) -> dict[int, str]:
-    """Positions that must not enter the fit, by index, with the reason.
-
-    Every position is read once (and let go) before the fit: one that cannot be read, is not a
-    ``(Y, X)`` tile or ``(T, Y, X)`` stack (or 4D, with the recipe's ``batch_axis``), holds NaN
-    or infinite pixels, or has another shape than most positions (ties: the first's) would sink
-    the fit of all of them; the batch run
-    leaves it out of the fit and fails it with this reason, and the others are fitted and
-    corrected as if it were absent.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> good = np.ones((4, 4), np.float32)
-    >>> nan = good.copy(); nan[1, 2] = np.nan
-    >>> bad = screen(BasicParams(), [lambda: good, lambda: nan, lambda: good[:3], lambda: good])
-    >>> for index, reason in bad.items():
-    ...     print(index, reason)
-    1 contains 1 NaN or infinite pixel(s) (first at (1, 2))
-    2 shape (3, 4), most positions have (4, 4): one profile needs one shape
-    """
-    from collections import Counter
-
-    ranks = _ranks(params.batch_axis)
-    bad: dict[int, str] = {}
-    shapes: dict[int, tuple[int, ...]] = {}
-    for index, reader in enumerate(tiles):
-        try:
-            array = np.asarray(reader())
-        except Exception as exc:
-            bad[index] = f"unreadable: {type(exc).__name__}: {exc}"
-            continue
-        if array.ndim not in ranks or array.size == 0:
-            what = "" if params.batch_axis is None else " or a 4D stack"
-            bad[index] = f"shape {array.shape}: not a (Y, X) tile or a (T, Y, X) stack{what}"
-        elif not (
-            np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)
-        ):
-            bad[index] = f"dtype {array.dtype}: not an image of numbers"
-        elif np.issubdtype(array.dtype, np.floating) and not np.isfinite(array).all():
-            where = np.argwhere(~np.isfinite(array))
-            bad[index] = (
-                f"contains {len(where)} NaN or infinite pixel(s) (first at "
-                f"{tuple(int(i) for i in where[0])})"
-            )
-        else:
-            shapes[index] = array.shape
-        del array
-    if shapes:
-        common = Counter(shapes.values()).most_common(1)[0][0]
-        for index, shape in shapes.items():
-            if shape != common:
-                bad[index] = (
-                    f"shape {shape}, most positions have {common}: one profile needs one shape"
-                )
-    return dict(sorted(bad.items()))
-
-
-def read_image_artifact(name: str, path: Path) -> np.ndarray:
-    """The pixels of a dark-frame or mask artifact (a TIFF), refused with the artifact's name
-    and what would be valid when it is not a finite image of numbers of the right rank.
-
-    Examples
-    --------
-    >>> import pathlib, tempfile, tifffile
-    >>> folder = pathlib.Path(tempfile.mkdtemp())
-    >>> tifffile.imwrite(folder / "dark.tif", np.zeros((2, 3, 4), np.uint16))
-    >>> read_image_artifact("dark_frame", folder / "dark.tif")
-    Traceback (most recent call last):
-    ...
-    ValueError: artifact 'dark_frame' (dark.tif): shape (2, 3, 4); a dark frame is one (Y, X) image
-    """
-    import tifffile
-
-    path = Path(path)
-    what = f"artifact {name!r} ({path.name})"
-    try:
-        array = np.asarray(tifffile.imread(path))
-    except Exception as exc:
-        raise ValueError(
-            f"{what}: not a readable TIFF image ({type(exc).__name__}: {exc})"
-        ) from None
-    numeric = np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)
-    if not numeric and array.dtype != bool:
-        raise ValueError(f"{what}: dtype {array.dtype} is not an image of numbers")
-    if name == DARK_FRAME_ARTIFACT and array.ndim != 2:
-        raise ValueError(f"{what}: shape {array.shape}; a dark frame is one (Y, X) image")
-    if name == WEIGHT_ARTIFACT and array.ndim not in (2, 3):
-        raise ValueError(
-            f"{what}: shape {array.shape}; a mask is (Y, X) (one for every image) or "
-            f"(T, Y, X) (the fitted stack's shape)"
-        )
-    if np.issubdtype(array.dtype, np.floating) and not np.isfinite(array).all():
-        raise ValueError(f"{what}: contains NaN or infinite values")
-    return array
-
-
-def check_params(params: BasicParams, artifacts: Sequence[str]) -> None:
-    """Refuse a fit recipe whose artifacts contradict its parameters (called when a recipe is
-    made and before a run prepares): a dark frame is the darkfield, so it excludes
-    ``get_darkfield`` and ``camera_offset``.
-
-    Examples
-    --------
-    >>> check_params(BasicParams(get_darkfield=True), ["dark_frame"])
-    Traceback (most recent call last):
-    ...
-    ValueError: artifact 'dark_frame' cannot be combined with get_darkfield=True: ...
-    """
-    if DARK_FRAME_ARTIFACT not in artifacts:
-        return
-    conflicts = []
-    if params.get_darkfield:
-        conflicts.append("get_darkfield=True")
-    if params.camera_offset is not None:
-        conflicts.append(f"camera_offset={params.camera_offset:g}")
-    if conflicts:
-        raise ValueError(
-            f"artifact {DARK_FRAME_ARTIFACT!r} cannot be combined with {' and '.join(conflicts)}: "
-            f"the dark frame is the darkfield; valid: a dark frame with get_darkfield=false and "
-            f"camera_offset=null, or no {DARK_FRAME_ARTIFACT!r} artifact"
-        )
-
-
-def replaces_fit(names: set[str]) -> bool:
-    """Whether these artifacts replace the fit (a saved profile does: the positions are then
-    not screened); a dark frame or a mask is an input of the fit."""
-    return PROFILE_ARTIFACT in names
-
-
-def check_artifact(name: str, path: Path) -> list[Path]:
-    """Check a fit recipe's artifact when the recipe is made; returns the other files it
-    consists of (pinned in the recipe with it).
-
-    ``profile`` is checked by :func:`check_profile`; ``dark_frame`` must be a ``(Y, X)``
-    TIFF and ``fitting_weight`` a ``(Y, X)`` or ``(T, Y, X)`` TIFF of finite numbers
-    (:func:`read_image_artifact`); both are one file.
-
-    Examples
-    --------
-    >>> import pathlib, tempfile
-    >>> text = pathlib.Path(tempfile.mkdtemp()) / "notes.txt"
-    >>> _ = text.write_text("hello")
-    >>> check_artifact("dark", text)
-    Traceback (most recent call last):
-    ...
-    ValueError: flat-field's fit takes the artifacts 'profile', 'dark_frame', ... not 'dark'
-    """
-    if name in (DARK_FRAME_ARTIFACT, WEIGHT_ARTIFACT):
-        read_image_artifact(name, path)
-        return []
-    if name != PROFILE_ARTIFACT:
-        raise ValueError(
-            f"flat-field's fit takes the artifacts {', '.join(map(repr, FIT_ARTIFACTS))}, not "
-            f"{name!r}"
-        )
-    return check_profile(name, path)
-
-
-def check_profile(name: str, path: Path) -> list[Path]:
-    """Check a recipe's ``profile`` artifact when the recipe is made; returns the other files
-    it consists of (pinned in the recipe with it).
-
-    The ``profile`` must load as a :class:`ShadingProfile` (``ShadingProfile.save``'s TIFF
-    and its JSON sidecar, which is returned: both are pinned by their SHA-256).
-
-    Raises
-    ------
-    ValueError
-        Another artifact name, or a file that is not a saved profile (the reason says why).
-
-    Examples
-    --------
-    >>> import pathlib, tempfile
-    >>> text = pathlib.Path(tempfile.mkdtemp()) / "notes.txt"
-    >>> _ = text.write_text("hello")
-    >>> check_profile("profile", text)
-    Traceback (most recent call last):
-    ...
-    ValueError: not a shading profile saved from the dock or by ShadingProfile.save ...
-    """
-    if name != PROFILE_ARTIFACT:
-        raise ValueError(f"flat-field takes only a {PROFILE_ARTIFACT!r} artifact, not {name!r}")
-    path = Path(path)
-    if path.suffix.lower() not in (".tif", ".tiff", ".json"):
-        raise ValueError(
-            f"not a shading profile saved from the dock or by ShadingProfile.save (give its "
-            f".tif; got {path.name!r})"
-        )
-    try:
-        ShadingProfile.load(path)
-    except Exception as exc:
-        raise ValueError(
-            f"not a shading profile saved from the dock or by ShadingProfile.save "
-            f"({type(exc).__name__}: {exc})"
-        ) from None
-    sidecar = path.with_suffix(".json")
-    if path.suffix.lower() == ".json":  # given the sidecar: the TIFF it names is the other file
-        import json
-
-        return [path.parent / json.loads(path.read_text())["tiff"]]
-    return [sidecar]
 
 
 def prepare(
