@@ -21,7 +21,7 @@ from napari_gpuscope.compute import tv
 from napari_gpuscope.compute.jobs import STOP, Progress, run_job
 from napari_gpuscope.compute.memory import DeviceMemoryError
 from napari_gpuscope.compute.tv import _certificate as certificate
-from napari_gpuscope.compute.tv import _job, _split
+from napari_gpuscope.compute.tv import _job, _split, _split_certify
 from napari_gpuscope.compute.tv._certificate import certify_block
 from napari_gpuscope.sample_data import fluorescence_phantom_3d
 
@@ -261,7 +261,7 @@ def test_out_of_memory_while_certifying_retries_without_counting_twice(volume, m
     # One certificate block per plane, and an out-of-memory error in the fifth block of the
     # only check: four planes of the first chunk were certified when it struck. The chunk is
     # retried smaller; its energies must count once.
-    monkeypatch.setattr(_split, "_block_planes", lambda room, per_voxel: 1)
+    monkeypatch.setattr(_split_certify, "_block_planes", lambda room, per_voxel: 1)
     kwargs = {"tolerance": 0, "max_iterations": 10, "memory_budget": plane_bytes((40, 40)) * 20}
     clean = run(volume, 0.1, **kwargs)
     real_certify, real_account = certificate.certify_block, _split._account
@@ -279,7 +279,7 @@ def test_out_of_memory_while_certifying_retries_without_counting_twice(volume, m
         seen["scale"] = context.scale.factor
         return real_account(context, slab, state, *args, **kw)
 
-    monkeypatch.setattr(_split.certificate, "certify_block", flaky)
+    monkeypatch.setattr(_split_certify.certificate, "certify_block", flaky)
     monkeypatch.setattr(_split, "_account", spy)
     updates = []
     retried = run_job(

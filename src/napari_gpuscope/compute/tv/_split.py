@@ -41,26 +41,29 @@ Chambolle (scikit-image's algorithm and stopping rule, which has no notion of ch
 pass: each chunk, with a halo that grows with the weight relative to the noise
 (:func:`~napari_gpuscope.compute.tv.halo`), is solved from its left neighbour's dual and writes
 back its dual; the stitched result's gap is certified the same way.
+
+This module runs the FGP rounds and dispatches; the slab's host state and accounting are
+:mod:`._split_state`, the certificate :mod:`._split_certify`, the Chambolle pass
+:mod:`._split_chambolle`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import numpy as np
 import torch
 
-from ..arrays import InvalidInputError, to_host
+from ..arrays import to_host
 from ..chunking import Region, SplitSlab
-from ..jobs import Job, Output, Progress, is_stop, scaled
-from . import _certificate as certificate
+from ..jobs import Job, Output, Progress, is_stop
 from . import _ops as ops
-from ._context import OUTPUT, SolveContext, StopAll, fraction_done
+from ._context import OUTPUT, SolveContext, fraction_done
 from ._fgp import fgp_iterations, fgp_momenta
-from ._halo import halo
-from ._solvers import CHECK_EVERY, relative_gaps
-from ._weight import noise_sigma
+from ._solvers import CHECK_EVERY
+from ._split_certify import _certify_all, _certify_core
+from ._split_chambolle import _chambolle
+from ._split_state import _account, _fresh, _lead, _Slab, _Stopped
 
 __all__ = ["solve_split"]
 
@@ -71,10 +74,6 @@ _MIN_FGP_PLANES = 2 * (_ROUND_LENGTHS[-1] + 2) + 1
 plane the certificate reads beyond the core)."""
 
 
-class _Stopped(Exception):
-    """STOP arrived inside a pass: the pass ends there."""
-
-
 def solve_split(context: SolveContext, slab: SplitSlab) -> Job[None]:
     """Solve a slab whose leading axis is split (see the module docstring); writes the output
     of the whole slab and accounts for it in ``context.totals``."""
@@ -82,39 +81,6 @@ def solve_split(context: SolveContext, slab: SplitSlab) -> Job[None]:
         yield from _fgp(context, slab)
     else:
         yield from _chambolle(context, slab)
-
-
-class _Slab:
-    """The slab's host-side state and shape in the solver's ``(batch, coupled...)`` layout."""
-
-    def __init__(self, context: SolveContext, slab: SplitSlab) -> None:
-        extents = [s.stop - s.start for s in slab.core]
-        self.batch = math.prod(extents[a] for a in context.layout.batch_axes)
-        self.coupled = [extents[a] for a in context.layout.coupled_axes]
-        self.planes = slab.planes
-        d = len(context.layout.coupled_spacing)
-        self.y = torch.zeros((d, self.batch, *self.coupled), dtype=torch.float32)
-        self.primal = torch.zeros(self.batch, dtype=torch.float64)
-        self.dual = torch.zeros(self.batch, dtype=torch.float64)
-
-    @property
-    def plane_voxels(self) -> int:
-        return self.batch * math.prod(self.coupled[1:])
-
-    def gaps(self) -> np.ndarray:
-        return relative_gaps(self.primal - self.dual, self.primal).numpy()
-
-
-def _fresh(host: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """A contiguous copy on ``device`` (never a view of the host state, even on the CPU)."""
-    copy = torch.empty(host.shape, dtype=host.dtype, device=device)
-    copy.copy_(host)
-    return copy
-
-
-def _lead(region: Region, axis: int, read: bool = True) -> tuple[int, int]:
-    part = (region.read if read else region.core)[axis]
-    return part.start, part.stop
 
 
 # --- FGP: the unchunked iterations, round by round ---------------------------------------------
@@ -285,91 +251,6 @@ class _Rounds:
             raise _Stopped
 
 
-def _certify_core(
-    context: SolveContext,
-    slab: SplitSlab,
-    f: torch.Tensor,
-    y: torch.Tensor,
-    r0: int,
-    a: int,
-    b: int,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Certificate and output of the core ``[a, b)`` from a chunk's data (valid one plane
-    beyond the core), in blocks that fit next to the chunk's resident ``f`` and ``y``. Returns
-    the core's float64 energies (host)."""
-    d = y.shape[0]
-    room = max(1, context.bytes_per_element - 4 * (1 + d))  # what f and y leave of a plane
-    step = _block_planes(slab.fits * room, certificate.bytes_per_element(d))
-    planes = slab.planes
-    primal = dual = torch.zeros(y.shape[1], dtype=torch.float64)
-    for start in range(a, b, step):
-        stop = min(b, start + step)
-        upper = min(stop + 1, planes)
-        lower = max(start - 1, 0)
-        block_f = f[:, start - r0 : upper - r0]
-        block_y = y[:, :, lower - r0 : upper - r0]
-        block_primal, block_dual = _certify_block(context, slab, block_f, block_y, start, stop)
-        primal, dual = primal + block_primal, dual + block_dual
-    return primal, dual
-
-
-def _block_planes(room: int, bytes_per_plane_voxel: int) -> int:
-    """Planes per certificate block: a block of ``p`` planes reads ``p + 2`` planes of dual."""
-    return max(1, room // bytes_per_plane_voxel - 2)
-
-
-def _certify_all(
-    context: SolveContext, slab: SplitSlab, state: _Slab, fraction: float
-) -> Job[None]:
-    """Certificate and output of the whole slab from the host dual, streamed."""
-    state.primal.zero_()
-    state.dual.zero_()
-    d = state.y.shape[0]
-    inputs = 4 * (1 + d)  # f and y in float32, read for each block
-    step = _block_planes(
-        slab.fits * context.bytes_per_element, inputs + certificate.bytes_per_element(d)
-    )
-    for start in range(0, state.planes, step):
-        stop = min(state.planes, start + step)
-        upper = min(stop + 1, state.planes)
-        read = list(slab.core)
-        read[slab.axis] = slice(start, upper)
-        f = context.read(tuple(read))
-        y = state.y[:, :, max(start - 1, 0) : upper].to(f.device)
-        primal, dual = _certify_block(context, slab, f, y, start, stop)
-        state.primal += primal
-        state.dual += dual
-        yield Progress(fraction, f"certifying the result: planes {start}-{stop} of {state.planes}")
-
-
-def _certify_block(
-    context: SolveContext,
-    slab: SplitSlab,
-    f: torch.Tensor,
-    y: torch.Tensor,
-    start: int,
-    stop: int,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Writes the output of the planes ``[start, stop)``; returns their energies (host)."""
-    image, primal, dual = certificate.certify_block(
-        f,
-        y,
-        start=start,
-        stop=stop,
-        length=slab.planes,
-        weight=context.weight,
-        spacing=context.layout.coupled_spacing,
-        lo=context.lo,
-        hi=math.inf,
-    )
-    core = list(slab.core)
-    core[slab.axis] = slice(start, stop)
-    core = tuple(core)
-    region = Region(core=core, read=core, keep=tuple(slice(None) for _ in core), whole=False)
-    context.out[core] = to_host(context.to_output(image, region))
-    return primal.cpu(), dual.cpu()
-
-
 def _preview(context: SolveContext, region: Region, held: list[torch.Tensor]) -> Output:
     """The chunk's current image ``P_C(f + div y)`` on its core from ``held = [f, y]``, made
     only if displayed; valid while the job is paused at this update, like every lazy output
@@ -385,98 +266,3 @@ def _preview(context: SolveContext, region: Region, held: list[torch.Tensor]) ->
         return to_host(context.to_output(u, region))
 
     return Output(make, region=region.core, shape=context.out.shape)
-
-
-def _account(
-    context: SolveContext,
-    slab: SplitSlab,
-    state: _Slab,
-    iterations: int,
-    gap: float,
-    converged: bool,
-    stopped: bool,
-    unreached: int,
-    chunks: int | None = None,
-) -> None:
-    # The stitched image is on the host by now: the same refusal as a whole-volume solve.
-    context.refuse_non_finite(
-        not math.isnan(gap) and bool(np.isfinite(context.out[slab.core]).all())
-    )
-    totals = context.totals
-    totals.written.append(slab.core)
-    totals.chunks += chunks if chunks is not None else math.ceil(state.planes / slab.chunk)
-    totals.unreached += unreached
-    totals.add(iterations, gap, converged and not stopped)
-    if stopped:
-        totals.stopped = True
-        raise StopAll
-
-
-# --- Chambolle: one pass -----------------------------------------------------------------------
-
-
-def _chambolle_halo(context: SolveContext, slab: SplitSlab) -> int:
-    """The public :func:`~._halo.halo` for the leading axis (with the noise level estimated
-    if an absolute weight left it unknown), at most a quarter of the planes that fit."""
-    noise = context.noise_sigma
-    if noise is None and context.params.weight is not None and context.camera is None:
-        with contextlib.suppress(InvalidInputError):
-            noise = noise_sigma(context.image, context.scale)
-    wanted = halo(context.params, context.layout.coupled_spacing[0], noise_sigma=noise)
-    return max(0, min(wanted, slab.planes - 1, (slab.fits - 1) // 4))
-
-
-def _chambolle(context: SolveContext, slab: SplitSlab) -> Job[None]:
-    slab.set_halo(_chambolle_halo(context, slab))
-    state = _Slab(context, slab)
-    spacing = context.layout.coupled_spacing
-    facts = {"iterations": 0, "fired": True, "chunks": 0, "reached": 0}
-
-    def chunk(region: Region) -> Job[None]:
-        r0, r1 = _lead(region, slab.axis)
-        a, b = _lead(region, slab.axis, read=False)
-        f = context.read(region.read)
-        if r0 > 0:
-            f[:, 0] -= spacing[0] * state.y[0, :, r0 - 1].to(f.device)
-        solve = context.solve(region, f)
-        result = yield from scaled(solve, a / state.planes, b / state.planes)
-        _write_back(state.y, result.dual.to("cpu"), r0, r1, state.planes)
-        facts["iterations"] = max(facts["iterations"], result.iterations)
-        facts["fired"] = facts["fired"] and result.converged
-        facts["chunks"] += 1
-        facts["reached"] = r1
-        if result.stopped:
-            raise _Stopped
-
-    stopped = False
-    try:
-        yield from slab.sweep(chunk)
-    except _Stopped:
-        stopped = True
-    yield from _certify_all(context, slab, state, 1.0)
-    unreached = (state.planes - facts["reached"]) * state.plane_voxels if stopped else 0
-    _account(
-        context,
-        slab,
-        state,
-        facts["iterations"],
-        float(state.gaps().max()),
-        facts["fired"],
-        stopped,
-        unreached,
-        chunks=facts["chunks"],
-    )
-
-
-def _write_back(dual: torch.Tensor, solved: torch.Tensor, r0: int, r1: int, planes: int) -> None:
-    """Store a chunk's dual (planes ``[r0, r1)``) into the slab's dual.
-
-    Every variable the chunk optimised is stored, halos included (the next chunk re-solves the
-    overlap with this dual next to it). The coupling ``y_0`` of the chunk's last plane to the
-    next plane is left as it was (0 until the next chunk solves it; the chunk treated it as a
-    boundary), so the planes beyond a stopped run stay exactly the input.
-    """
-    last = r1 if r1 == planes else r1 - 1
-    dual[:, :, r0:last] = solved[:, :, : last - r0]
-    if last < r1:
-        dual[1:, :, last] = solved[1:, :, -1]
