@@ -1,30 +1,34 @@
 """FusedOp: run a fused kernel when it can and is verified, its torch twin otherwise.
 
-The path decision and its memory per device live here; the self-test that verifies a kernel
-is :mod:`._selftest`, the walk over an op's (nested) arguments :mod:`._structure`, and the
+The path decision and its memory per device live here; the paths, the environment's switches
+and the op bound to a path are :mod:`._path`, the self-test that verifies a kernel is
+:mod:`._selftest`, the walk over an op's (nested) arguments :mod:`._structure`, and the
 registry of every op (warm-ups, provenance reports) :mod:`._registry`.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import warnings
 import weakref
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 
 import torch
 
 from ..devices import cupy_status
 from ..memory import is_out_of_memory
-from ._backends import (
-    Backend,
-    CupyBackend,
-    HostBackend,
-    KernelCompileError,
-    host_emulation_available,
+from ._backends import Backend, HostBackend, KernelCompileError, host_emulation_available
+from ._path import (
+    HOST_KERNELS_ENV,
+    KILL_SWITCH_ENV,
+    BoundOp,
+    CudaFaultError,
+    FusedKernelWarning,
+    KernelPath,
+    default_backend_factory,
+    host_kernels_requested,
+    kill_switch_active,
 )
 from ._selftest import Example, Launch, self_test
 from ._source import kernels_named_in
@@ -43,8 +47,6 @@ __all__ = [
     "kill_switch_active",
 ]
 
-KILL_SWITCH_ENV = "NAPARI_GPUSCOPE_NO_FUSED"
-HOST_KERNELS_ENV = "NAPARI_GPUSCOPE_HOST_KERNELS"
 
 SELF_TEST_DELAY_CYCLES = 20_000_000
 """GPU clock cycles the self-test's stream spins before its inputs are written (~10 ms)."""
@@ -55,60 +57,6 @@ _LIVE: weakref.WeakSet[FusedOp] = weakref.WeakSet()
 
 _REGISTERED: weakref.WeakSet[FusedOp] = weakref.WeakSet()
 """Ops built with ``register=True`` outside the compute package's modules (a plug-in's)."""
-
-
-class FusedKernelWarning(RuntimeWarning):
-    """A fused kernel cannot run on a device (or failed its self-test): its torch twin runs."""
-
-
-class CudaFaultError(RuntimeError):
-    """A kernel faulted (e.g. an illegal address) and left the device's CUDA context unusable.
-
-    Nothing can run on that device any more in this process, neither the kernel nor its twin;
-    the only remedy is to restart the program.
-    """
-
-
-@dataclass(frozen=True)
-class KernelPath:
-    """Which implementation of an op runs on a device, and why.
-
-    Attributes
-    ----------
-    path : str
-        ``"kernel"`` (CUDA), ``"host"`` (g++ emulation) or ``"twin"`` (torch).
-    reason : str
-        Plain words, e.g. ``"verified against the twin"`` or ``"CuPy is not installed ..."``.
-    """
-
-    path: str
-    reason: str
-
-    def describe(self) -> str:
-        """E.g. ``"fused kernel (verified against the twin)"``."""
-        name = {"kernel": "fused kernel", "host": "host-emulated kernel", "twin": "torch twin"}
-        return f"{name.get(self.path, self.path)} ({self.reason})"
-
-
-def _flag(name: str) -> bool:
-    return os.environ.get(name, "").strip() not in ("", "0")
-
-
-def kill_switch_active() -> bool:
-    """Whether ``NAPARI_GPUSCOPE_NO_FUSED`` is set (to anything but ``""`` or ``"0"``)."""
-    return _flag(KILL_SWITCH_ENV)
-
-
-def host_kernels_requested() -> bool:
-    """Whether ``NAPARI_GPUSCOPE_HOST_KERNELS`` asks to emulate kernels on CPU tensors."""
-    return _flag(HOST_KERNELS_ENV)
-
-
-def default_backend_factory(device: torch.device) -> Backend:
-    """CuPy for CUDA devices, g++ host emulation for the CPU."""
-    if device.type == "cuda":
-        return CupyBackend(device)
-    return HostBackend()
 
 
 _warned_lock = threading.Lock()
@@ -137,34 +85,6 @@ def _context_is_broken(device: torch.device) -> bool:
         return float(torch.ones(1, device=device).sum()) != 1.0
     except Exception:
         return True
-
-
-class BoundOp:
-    """An op with its path decided for one set of tensors: calling it skips the dispatch.
-
-    Returned by :meth:`FusedOp.bind`. On CUDA it launches on the stream that was current when
-    it was bound; bind again after anything that may change torch's current stream (a solver
-    binds once per block of iterations, between its yields).
-
-    Attributes
-    ----------
-    op : FusedOp
-    path : KernelPath
-    """
-
-    __slots__ = ("_run", "op", "path")
-
-    def __init__(self, op: FusedOp, path: KernelPath, run: Callable[..., None]) -> None:
-        self.op = op
-        self.path = path
-        self._run = run
-
-    def __call__(self, *args: object, **kwargs: object) -> None:
-        self.op.calls[self.path.path] += 1
-        self._run(*args, **kwargs)
-
-    def __repr__(self) -> str:
-        return f"BoundOp({self.op.name!r}, {self.path.describe()})"
 
 
 class FusedOp:
@@ -472,5 +392,3 @@ class FusedOp:
 def _placeholder(device: torch.device) -> torch.Tensor:
     """A zero-size float32 tensor standing for "tensors on ``device``" in a path decision."""
     return torch.empty(0, device=device)
-
-
