@@ -1,0 +1,147 @@
+"""The live eSRRF: the registry's job reading the frames as they arrive, through a stack whose
+reads wait for them, into its online temporal statistics (see :mod:`._methods`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from typing import Any
+
+import numpy as np
+
+from ._buffer import FrameBuffer
+from ._live_method import Control, LiveMethod
+
+__all__ = ["LiveEsrrf"]
+
+
+class _GrowingStack:
+    """A ``(length, Y, X)`` stack whose reads wait for the frames to arrive.
+
+    What the eSRRF job reads: ``stack[a:b]`` returns the buffer's frames ``a:b`` (zeros for
+    frames past the session's end, which only a read ahead asks for and the job never uses,
+    since the session sends ``STOP`` before it resumes past the last frame). Frames before
+    ``a`` are released: the job reads forward only, so the buffer holds the frames not yet read
+    and the last chunk (for an out-of-memory retry, which re-reads it).
+    """
+
+    def __init__(self, buffer: FrameBuffer, length: int) -> None:
+        assert buffer.frame_shape is not None and buffer.dtype is not None
+        self.buffer = buffer
+        self.shape = (length, *buffer.frame_shape)
+        self.dtype = buffer.dtype
+        self.ndim = len(self.shape)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        if isinstance(key, int):
+            return self[key : key + 1][0]
+        if not isinstance(key, slice) or key.step not in (None, 1):
+            raise TypeError(f"a live stack is read in frame ranges, not {key!r}")
+        start, stop, _ = key.indices(self.shape[0])
+        frames = self.buffer.take(start, stop)
+        self.buffer.release(start)
+        return frames
+
+
+class LiveEsrrf(LiveMethod):
+    """eSRRF: the registry's job over the frames as they arrive (see the module docstring)."""
+
+    OUTPUT_LIMIT = 1 << 30
+    """Bytes of time points the job may hold (a rolling session over a long acquisition)."""
+
+    def __init__(self, *args: Any, max_frames: int = 10_000) -> None:
+        super().__init__(*args)
+        if self.params.drift_correction:
+            raise ValueError(
+                "EsrrfParams.drift_correction: a live eSRRF cannot estimate the drift over "
+                "frames that do not exist yet; set drift_correction=False"
+            )
+        if self.params.frame_gap:
+            raise ValueError(
+                "EsrrfParams.frame_gap: a live eSRRF makes consecutive time points "
+                "(frames_per_timepoint=N, a new one every N frames); overlapping ones "
+                "(frame_gap > 0) are not supported live"
+            )
+        self.max_frames = max_frames
+        self._want_latest = False
+        self.frames_analysed = 0
+
+    def latest(self) -> np.ndarray | None:
+        self._want_latest = True  # the worker makes a fresh copy at the next frame
+        return self._latest
+
+    def partial_result(self) -> Any:
+        raise RuntimeError(
+            "a live eSRRF's result is made when the session ends (the acquisition finishes, "
+            "finish(), stop() or detach()); latest() is the running reconstruction"
+        )
+
+    def run(self, buffer: FrameBuffer, control: Control) -> Any:
+        from ..compute import esrrf
+        from ..compute.jobs import STOP
+
+        if not buffer.wait_for(1):
+            return None
+        length = control.expected_frames() or self.max_frames
+        self._check_output_size(length, buffer)
+        stack = _GrowingStack(buffer, length)
+        job = self.function(
+            stack, params=self.params, frames_per_chunk=1, name=control.name, device=self.device
+        )
+        threads_before = set(threading.enumerate())
+        stopped_by_user = False
+        command: Any = None
+        try:
+            while True:
+                try:
+                    update = job.send(command)
+                except StopIteration as end:
+                    result = end.value
+                    break
+                command = None
+                if update.step is None:
+                    continue  # the measurement of the result's resolution, after the frames
+                done = int(update.step)
+                self.frames_analysed = done
+                if self._want_latest and esrrf.OUTPUT in update.outputs:
+                    self._latest = np.asarray(update.outputs[esrrf.OUTPUT].data())[0]
+                    self._want_latest = False
+                control.processed(done)
+                if control.stopping():
+                    command, stopped_by_user = STOP, True
+                elif done < length and not buffer.wait_for(done + 1):
+                    # No frame `done` will come: the acquisition is over, or a stop closed the
+                    # buffer while the job waited for it.
+                    command, stopped_by_user = STOP, control.stopping()
+        finally:
+            job.close()
+            buffer.close()
+            # The job's read-ahead thread waits for a frame only while the buffer is open; it
+            # ends now, and the session leaves no thread behind.
+            for thread in set(threading.enumerate()) - threads_before:
+                if thread.name.startswith("esrrf-reader"):
+                    thread.join(timeout=10)
+        n = int(result.frames_analysed)
+        try:
+            total = len(esrrf.time_points(n, self.params))
+        except ValueError:
+            total = result.total_time_points
+        return dataclasses.replace(result, stopped_early=stopped_by_user, total_time_points=total)
+
+    def _check_output_size(self, length: int, buffer: FrameBuffer) -> None:
+        from ..compute import esrrf
+
+        assert buffer.frame_shape is not None
+        height, width = buffer.frame_shape[-2:]
+        m = self.params.magnification
+        points = len(esrrf.time_points(length, self.params))
+        size = points * (height * width * (m * m + 1)) * 4
+        if size > self.OUTPUT_LIMIT:
+            raise ValueError(
+                f"a rolling eSRRF of {length} frames makes {points} time points "
+                f"({size / 2**30:.1f} GiB on the host): attach with a smaller max_frames, "
+                "or a larger frames_per_timepoint"
+            )
