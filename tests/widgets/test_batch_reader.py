@@ -39,14 +39,17 @@ def store(tmp_path):
         "position": "A01",
         "source": "cells.tif",
     }
-    BatchStore(out).write_position("A01", layers, attrs)
+    store = BatchStore(out)
+    store.prepare({"recipe_hash": "abc", "positions": [{"name": "A01"}]})  # the root group
+    store.write_position("A01", layers, attrs)
     return out, result
 
 
 def test_only_positions_of_a_batch_store_are_claimed(tmp_path, store):
     out, _ = store
     assert get_reader(str(out / "A01")) is not None
-    assert get_reader(str(out)) is None  # the store's root: not one position
+    assert get_reader(str(out)) is not None  # the store's root: its positions
+    assert get_reader(str(out / "A01" / "extra")) is None  # a position's layers: no store
     zarr.open_group(str(tmp_path / "other.zarr"), mode="w").create_array("0", data=np.ones((4, 4)))
     assert get_reader(str(tmp_path / "other.zarr")) is None
     tifffile.imwrite(tmp_path / "a.tif", np.ones((4, 4), np.uint16))

@@ -1,58 +1,38 @@
-"""napari reader of batch results: a position of ``OUT.zarr`` at its true scale, with provenance.
+"""napari reader of batch results: a store's root or one position, at its true scale, with
+provenance.
 
-``napari OUT.zarr/<position>`` (or ``viewer.open(path, plugin="napari-gpuscope")``) opens the
-position's result, and every extra layer under ``extra/``, as image layers named as the dock
-names them, with the pixel size, axis labels and units of its OME-Zarr metadata and the
-provenance record in ``layer.metadata["napari_gpuscope"]``; the data stays on disk (a lazy Zarr
-array). napari's built-in reader ignores the OME-Zarr scale (0.1 um pixels shown at 1), which
-is why the plugin contributes its own. Only folders this package wrote are claimed: any other
-path gets ``None`` and napari asks its other readers.
+``napari OUT.zarr/<position>`` opens the position (:mod:`.reader_position`: its result, extra
+layers and drift track, each at the pixel size, axis labels and units of its OME-Zarr metadata,
+with its provenance); ``napari OUT.zarr`` opens every position of a small store
+(:mod:`.reader_store`). napari's built-in reader ignores the OME-Zarr scale (0.1 um pixels shown
+at 1), which is why the plugin contributes its own. Only folders this package wrote are claimed
+(:mod:`.reader_layout`): any other path gets ``None`` and napari asks its other readers.
 
-A position's drift trace (``drift.csv``, written by an eSRRF run with drift correction) opens
-as the drift Tracks layer the dock draws (``"drift · <position>"``, coloured by frame) over the
-widefield image, at the input's scale and centred on its frames.
-
-Imports neither napari nor torch at import time (the reader runs in napari's process, where
-both are loaded anyway, but the CLI's quick commands import this package's batch modules); a
-drift trace imports :mod:`napari_gpuscope.compute.esrrf` when it is read.
+napari's entry point is :func:`napari_gpuscope.napari_reader.get_reader`, which also records
+napari's reader preference for the store (napari asks which reader to use for a folder until
+one is preferred); this module imports no napari, as the whole batch package (its workers run
+without a GUI).
 """
 
 from __future__ import annotations
 
-import json
-import math
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from napari_gpuscope.batch.ngff import ATTRIBUTE
+from napari_gpuscope.batch.reader_layout import group_attributes, store_positions
+from napari_gpuscope.batch.reader_position import DRIFT_FILE, DamagedPosition, read_position
+from napari_gpuscope.batch.reader_store import read_store
 
 if TYPE_CHECKING:
-    from napari_gpuscope.compute._types import JSONDict
     from napari_gpuscope.compute.results import LayerDataTuple
 
-__all__ = ["DamagedPosition", "get_reader", "read_position"]
-
-
-_UNITS = {"micrometer": "µm", "nanometer": "nm", "millimeter": "mm", "second": "s"}
-
-
-def _attributes(folder: Path) -> JSONDict | None:
-    """The group attributes of ``folder`` when this package wrote it (its ``zarr.json`` has
-    our attribute), else None; never raises."""
-    try:
-        document = json.loads((folder / "zarr.json").read_text())
-    except (OSError, ValueError):  # not a folder, no zarr.json, not JSON, not UTF-8
-        return None
-    attrs = document.get("attributes") if isinstance(document, dict) else None
-    if not isinstance(attrs, dict) or ATTRIBUTE not in attrs:
-        return None
-    return attrs
+__all__ = ["DRIFT_FILE", "DamagedPosition", "get_reader", "read_position", "read_store"]
 
 
 def get_reader(path: str | list[str]) -> Callable[[str], list[LayerDataTuple]] | None:
-    """napari's reader hook: :func:`read_position` for a position group of a batch store.
+    """:func:`read_position` for a position group of a batch store, :func:`read_store` for a
+    store's root, else None; never raises.
 
     Examples
     --------
@@ -65,205 +45,7 @@ def get_reader(path: str | list[str]) -> Callable[[str], list[LayerDataTuple]] |
         path = path[0]
     if not isinstance(path, (str, Path)):
         return None
-    return read_position if _attributes(Path(path)) is not None else None
-
-
-class DamagedPosition(ValueError):
-    """A position (or one of its layers) whose metadata or arrays cannot be read; the message
-    names the folder and what is wrong."""
-
-
-def _require(condition: bool, folder: Path, what: str) -> None:
-    if not condition:
-        raise DamagedPosition(f"{folder}: {what}")
-
-
-def _layer(folder: Path, attrs: JSONDict, visible: bool) -> LayerDataTuple:
-    """The image layer of one group; :class:`DamagedPosition` names what is wrong."""
-    import zarr
-
-    batch = attrs.get(ATTRIBUTE)
-    _require(isinstance(batch, dict), folder, f"its {ATTRIBUTE!r} attribute is not a mapping")
-    ome = attrs.get("ome")
-    multiscales = ome.get("multiscales") if isinstance(ome, dict) else None
-    _require(
-        isinstance(multiscales, list) and bool(multiscales) and isinstance(multiscales[0], dict),
-        folder,
-        "no OME-NGFF 'multiscales' list in its attributes",
-    )
-    scales = multiscales[0]
-    datasets = scales.get("datasets")
-    _require(
-        isinstance(datasets, list) and bool(datasets) and isinstance(datasets[0], dict),
-        folder,
-        "its multiscales have no 'datasets'",
-    )
-    dataset = datasets[0]
-    _require(isinstance(dataset.get("path"), str), folder, "its first dataset has no 'path'")
-    try:
-        data = zarr.open_array(str(folder / dataset["path"]), mode="r")
-    except Exception as exc:  # missing, not an array, damaged metadata: zarr's many errors
-        raise DamagedPosition(
-            f"{folder}: its array {dataset['path']!r} cannot be opened ({exc})"
-        ) from exc
-    scale = _scale(folder, dataset, data.ndim)
-    axes = scales.get("axes")
-    if not (isinstance(axes, list) and all(isinstance(a, dict) and "name" in a for a in axes)):
-        axes = []
-    name = scales.get("name")
-    kwargs: dict[str, object] = {
-        "name": name if isinstance(name, str) and name else folder.name,
-        "scale": scale,
-        "visible": visible,
-        "metadata": {
-            ATTRIBUTE: batch.get("provenance"),
-            "batch": {k: v for k, v in batch.items() if k != "provenance"},
-        },
-    }
-    if len(axes) == data.ndim:
-        kwargs["axis_labels"] = tuple(str(axis["name"]) for axis in axes)
-        units = [_UNITS.get(str(axis.get("unit", "")), axis.get("unit")) for axis in axes]
-        if any(units):  # an axis without one (time, of an ImageJ input) is napari's "pixel"
-            kwargs["units"] = tuple(str(u) if u else "pixel" for u in units)
-        channel = [i for i, axis in enumerate(axes) if axis.get("type") == "channel"]
-        if channel:
-            # napari splits the channels into layers; per-layer geometry drops that axis.
-            c = channel[0]
-            kwargs["channel_axis"] = c
-            for key in ("scale", "axis_labels", "units"):
-                if key in kwargs:
-                    kwargs[key] = tuple(v for i, v in enumerate(kwargs[key]) if i != c)
-    return data, kwargs, "image"
-
-
-def _scale(folder: Path, dataset: JSONDict, ndim: int) -> tuple[float, ...]:
-    """The dataset's scale transformation: one positive finite number per axis (1 each when
-    there is none)."""
-    transforms = dataset.get("coordinateTransformations", [])
-    _require(isinstance(transforms, list), folder, "its coordinateTransformations are no list")
-    for transform in transforms:
-        if isinstance(transform, dict) and transform.get("type") == "scale":
-            scale = transform.get("scale")
-            ok = isinstance(scale, list) and len(scale) == ndim
-            ok = ok and all(
-                isinstance(s, (int, float)) and not isinstance(s, bool) and 0 < s < math.inf
-                for s in scale
-            )
-            _require(ok, folder, f"its scale {scale!r} is not {ndim} positive numbers")
-            return tuple(float(s) for s in scale)
-    return (1.0,) * ndim
-
-
-def read_position(path: str | list[str]) -> list[LayerDataTuple]:
-    """The position's result layer, then its extra layers (hidden), lazily from disk, then its
-    drift trace as a Tracks layer when the group has ``drift.csv``.
-
-    Parameters
-    ----------
-    path : str
-        ``OUT.zarr/<position>``.
-
-    Returns
-    -------
-    list of tuple
-        napari layer-data tuples.
-    """
-    folder = Path(path[0] if isinstance(path, list) else path)
-    attrs = _attributes(folder)
-    if attrs is None:
-        raise ValueError(f"{folder} is not a position of a napari-gpuscope batch store")
-    layers: list[LayerDataTuple] = []
-    skipped: list[str] = []
-    try:
-        layers.append(_layer(folder, attrs, visible=True))
-    except DamagedPosition as exc:
-        skipped.append(f"the result not opened: {exc}")
-    extra = folder / "extra"
-    if extra.is_dir():
-        for child in sorted(extra.iterdir()):
-            child_attrs = _attributes(child)
-            if child_attrs is None:
-                if child.is_dir():
-                    skipped.append(f"extra layer {child.name!r} not opened: no readable attributes")
-                continue
-            try:
-                layers.append(_layer(child, child_attrs, visible=False))
-            except DamagedPosition as exc:
-                skipped.append(f"extra layer {child.name!r} not opened: {exc}")
-    batch = attrs.get(ATTRIBUTE)
-    files = batch.get("files") if isinstance(batch, dict) else None
-    trace = folder / DRIFT_FILE
-    if isinstance(files, list) and DRIFT_FILE in files and trace.is_file():
-        try:
-            layers.append(_drift_layer(trace, batch))
-        except Exception as exc:  # an edited or damaged trace must not hide the images
-            skipped.append(f"{trace.name} not opened as a drift track: {_plain(exc)}")
-    if not layers:
-        raise DamagedPosition(
-            f"{folder} is a damaged position, nothing in it could be read: " + "; ".join(skipped)
-        )
-    if skipped:
-        warnings.warn(f"{folder}: " + "; ".join(skipped), stacklevel=2)
-    return layers
-
-
-def _plain(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text if isinstance(exc, ValueError) and text else f"{type(exc).__name__}: {text}"
-
-
-DRIFT_FILE = "drift.csv"
-"""A position's drift trace (eSRRF's ``files``), opened as a Tracks layer."""
-
-
-def _frames(shape: list[int], source: JSONDict) -> int | None:
-    """The input's frame count (its time axis), when its shape and labels say so."""
-    labels = ((source.get("geometry") or {}).get("axis_labels")) or ()
-    if len(shape) == 3:
-        return int(shape[0])
-    if len(shape) == 4:  # (C, T, Y, X), or (T, C, Y, X) labelled so
-        time = list(labels).index("t") if len(labels) == 4 and "t" in labels else 1
-        return int(shape[time])
-    return None
-
-
-def _drift_layer(path: Path, batch: JSONDict) -> LayerDataTuple:
-    """The drift track of ``drift.csv``, as the dock draws it over the input (the input's
-    geometry and frame size from the group's ``input`` attribute)."""
-    import dataclasses
-
-    from napari_gpuscope.compute.esrrf import DriftResult
-    from napari_gpuscope.compute.results import Geometry
-
-    source = batch.get("input") or {}
-    trace = DriftResult.from_csv(path)
-    shape = source.get("shape") or []
-    frames = _frames(shape, source)
-    if frames is not None and trace.shifts.shape[0] != frames:
-        raise ValueError(
-            f"it has {trace.shifts.shape[0]} frames where the position's input has {frames}"
-        )
-    if len(shape) >= 2:  # the track starts at the middle of the frames, as in the dock
-        trace = dataclasses.replace(trace, frame_shape=(int(shape[-2]), int(shape[-1])))
-    geometry = Geometry.from_kwargs(source.get("geometry") or {})
-    labels = geometry.axis_labels or ()
-    if len(shape) == 4:  # channels (C, T, Y, X): the track lives on one channel's axes
-        channel = labels.index("c") if len(labels) == 4 and "c" in labels else 0
-        geometry = geometry.select([i for i in range(4) if i != channel])
-    metadata = {
-        ATTRIBUTE: batch.get("provenance"),
-        "batch": {k: v for k, v in batch.items() if k != "provenance"},
-        "file": str(path),
-    }
-    data, kwargs, kind = trace.tracks_layer(
-        str(batch.get("position") or path.parent.name), geometry, metadata
-    )
-    # The name the run gave the layer (e.g. "drift · A01 ch0" for channels), as recorded.
-    written = [
-        label.removesuffix(" (tracks)")
-        for label, file_name in (batch.get("layers_in_files") or {}).items()
-        if file_name == path.name and label.endswith(" (tracks)")
-    ]
-    if written:
-        kwargs["name"] = written[0]
-    return data, kwargs, kind
+    folder = Path(path)
+    if group_attributes(folder) is not None:
+        return read_position
+    return read_store if store_positions(folder) else None
