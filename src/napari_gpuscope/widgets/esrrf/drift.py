@@ -15,19 +15,21 @@ A view of drift estimation (the registry's ``drift`` job of eSRRF,
 - "Load trace..." / "Save trace...": CSV files with units
   (:meth:`~napari_gpuscope.compute.esrrf.DriftResult.to_csv` / ``from_csv``), a loaded trace
   checked against the input's number of frames.
+
+The section is the panel: the choice, the buttons, the trace kept and its plot. The estimate
+runs in :class:`~.drift_estimate.DriftEstimate`, the files are
+:class:`~.drift_files.TraceFiles`'s, the stack's facts and the trace's drawn layers
+:mod:`.drift_trace`'s; they tell the section what happened by signals.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from qtpy.QtWidgets import (
     QComboBox,
-    QFileDialog,
     QHBoxLayout,
     QLabel,
     QPushButton,
@@ -36,18 +38,24 @@ from qtpy.QtWidgets import (
     QWidget,
 )
 
-from napari_gpuscope.compute.devices import device_label
-from napari_gpuscope.compute.results import Geometry
-from napari_gpuscope.dock.jobs import JobHandlers, JobRefused
-from napari_gpuscope.dock.messages import plain_error_message, sentence
-from napari_gpuscope.provenance import PROVENANCE_KEY, build_provenance
+from napari_gpuscope.dock.messages import sentence
 from napari_gpuscope.widgets._controls._plot import theme_colors
+from napari_gpuscope.widgets.esrrf.drift_estimate import DriftEstimate
+from napari_gpuscope.widgets.esrrf.drift_files import TraceFiles
 from napari_gpuscope.widgets.esrrf.drift_plot import DriftPlot
+from napari_gpuscope.widgets.esrrf.drift_trace import (
+    TraceLayers,
+    channel_axis,
+    check_frames,
+    layer_unit,
+    pixel_of,
+    same_layer,
+)
 
 if TYPE_CHECKING:
     import napari.layers
 
-    from napari_gpuscope.compute.esrrf import DriftResult, EsrrfParams
+    from napari_gpuscope.compute.esrrf import DriftResult
     from napari_gpuscope.compute.jobs import Progress
     from napari_gpuscope.dock.context import DockContext
 
@@ -60,54 +68,6 @@ MODES = {
 }
 """The section's choices: value -> what the combo says."""
 _NO_TRACE = "No trace yet: Estimate drift, or load a saved trace (CSV)."
-
-
-def layer_unit(layer: napari.layers.Layer | None) -> str:
-    """The unit of a layer's last axis as a short symbol (``"µm"``), ``"px"`` without one.
-
-    Examples
-    --------
-    >>> from types import SimpleNamespace
-    >>> layer_unit(SimpleNamespace(units=("second", "micrometer", "micrometer")))
-    'µm'
-    >>> layer_unit(None)
-    'px'
-    """
-    units = getattr(layer, "units", None)
-    if units is None or not len(units):
-        return "px"
-    unit = str(units[-1])
-    return {"micrometer": "µm", "um": "µm", "nanometer": "nm", "pixel": "px"}.get(unit, unit)
-
-
-def _pixel_of(layer: napari.layers.Layer | None) -> tuple[float, str] | None:
-    """(pixel size, unit) of a layer with a physical scale; None in pixels."""
-    unit = layer_unit(layer)
-    if layer is None or unit == "px":
-        return None
-    size = abs(float(layer.scale[-1]))
-    return (size, unit) if math.isfinite(size) and size > 0 else None
-
-
-def channel_axis(layer: napari.layers.Layer) -> int:
-    """The channel axis of a 4D layer: 0 (C, T, Y, X) or 1 (T, C, Y, X), from its shape and
-    axis labels (:func:`~napari_gpuscope.compute.esrrf.guess_channel_axis`)."""
-    from napari_gpuscope.compute.esrrf import guess_channel_axis
-
-    return guess_channel_axis(np.shape(layer.data), getattr(layer, "axis_labels", None))
-
-
-def _same_layer(a: Any, b: Any) -> bool:
-    """Whether two layer handles are one layer (napari's proxies compare by the layer)."""
-    return a is b or bool(a == b)
-
-
-def _frames(layer: napari.layers.Layer | None) -> int | None:
-    """Frames of a (T, Y, X) stack or of each channel of a 4D one."""
-    shape = np.shape(getattr(layer, "data", None)) if layer is not None else ()
-    if len(shape) == 4:
-        return int(shape[1 - channel_axis(layer)])
-    return int(shape[-3]) if len(shape) == 3 else None
 
 
 class DriftSection(QWidget):
@@ -139,9 +99,9 @@ class DriftSection(QWidget):
         self.trace_layer: napari.layers.Layer | None = None  # the stack the trace is of
         self.running = False
         self._syncing = False
-        # The layers of the latest trace shown (held, not weakly: napari's public-only proxy
-        # hands out a new wrapper per call, which a weak reference would lose at once).
-        self._made: list[tuple[str, Any]] = []  # (layer type, layer)
+        self.drawn = TraceLayers(self, self.viewer)
+        self.estimator = DriftEstimate(self, dock)
+        self.files = TraceFiles(self, dock)
         self.title = QLabel("Drift correction")
         self.title.setToolTip(
             "Move every frame back by the sample's drift before eSRRF (a drifting stack smears "
@@ -187,8 +147,16 @@ class DriftSection(QWidget):
         self.mode.currentIndexChanged.connect(self._on_mode)
         self.switch.changed.connect(self._on_switch)
         self.estimate_button.clicked.connect(self.estimate)
-        self.load_button.clicked.connect(self._ask_load)
-        self.save_button.clicked.connect(self._ask_save)
+        self.load_button.clicked.connect(self.files.ask_load)
+        self.save_button.clicked.connect(lambda: self.files.ask_save(self.trace))
+        self.estimator.starting.connect(self._on_starting)
+        self.estimator.refused.connect(self._restore_plot)
+        self.estimator.started.connect(self._on_started)
+        self.estimator.progressed.connect(self._on_progress)
+        self.estimator.estimated.connect(self._on_estimated)
+        self.estimator.failed.connect(self._restore_plot)
+        self.estimator.ended.connect(self._on_ended)
+        self.files.loaded.connect(self._on_loaded)
         self._on_switch()
         self._update_buttons()
 
@@ -240,7 +208,7 @@ class DriftSection(QWidget):
         becomes another layer the trace is dropped (a run on the new layer estimates its own,
         unless a trace is loaded for it), and the section says so."""
         old = self.trace_layer
-        if self.trace is None or old is None or layer is None or _same_layer(old, layer):
+        if self.trace is None or old is None or layer is None or same_layer(old, layer):
             return
         dropped = self.trace_source
         self.trace, self.trace_source, self.trace_layer = None, "", None
@@ -282,74 +250,23 @@ class DriftSection(QWidget):
                 "Drift correction is set to use a trace, but there is none: click 'Estimate "
                 "drift', load a saved trace, or choose 'Estimate in the run'."
             )
-        self._check_frames(self.trace, layer)
+        check_frames(self.trace, layer)
         return self.trace
-
-    @staticmethod
-    def _check_frames(trace: DriftResult, layer: napari.layers.Layer | None) -> None:
-        frames = _frames(layer)
-        if frames is not None and trace.shifts.shape[0] != frames and trace.stopped_early:
-            raise ValueError(
-                f"The drift trace covers frames 0-{trace.shifts.shape[0] - 1} only (its "
-                f"estimate was stopped early) but '{layer.name}' has {frames}: estimate again, "
-                "or load a saved trace, to correct every frame."
-            )
-        if frames is not None and trace.shifts.shape[0] != frames:
-            raise ValueError(
-                f"The drift trace has {trace.shifts.shape[0]} frames but '{layer.name}' has "
-                f"{frames}: a trace needs one (dy, dx) row per frame of the stack it corrects."
-            )
 
     # ---------------------------------------------------------------- estimate
     def estimate(self) -> bool:
         """Run the ``drift`` job on the dock's input, on its runner; return whether it
         started (False: the dock's status says why)."""
-        dock = self.dock
-        layer, device = dock.input_layer, dock.device
-        try:
-            if device is None:
-                raise ValueError("no usable CUDA GPU (see the device row)")
-            if layer is None:
-                raise ValueError("no input stack")
-            dock.validate_input(layer, check_values=False)
-            params: EsrrfParams = dock.params()  # type: ignore[assignment]
-            drift = params.drift_params()
-            # Channels drift together: channel 0 (the registration's reference) stands for all.
-            stack = layer.data
-            if layer.ndim == 4:  # channel 0 along the channel axis
-                stack = stack[0] if channel_axis(layer) == 0 else stack[:, 0]
-            job = dock.spec.job_spec("drift").job_function()(
-                stack, params=drift, device=device, name=f"layer '{layer.name}'"
-            )
-            self.plot.start(f"Estimating: {layer.name}")
-            self.plot.setVisible(True)
-            dock.start_job(
-                "drift",
-                job,
-                title="The drift estimate",
-                description=f"Drift estimate: {layer.name}",
-                handlers=JobHandlers(
-                    succeeded=lambda result, elapsed: self._on_estimated(
-                        result, elapsed, layer, drift, device
-                    ),
-                    failed=self._on_failed,
-                    progressed=self._on_progress,
-                    ended=self._on_ended,
-                ),
-                layer=layer,
-                params=drift,
-            )
-        except JobRefused:
-            self._restore_plot()
-            return False  # the status says why
-        except ValueError as exc:  # ParameterError and InvalidInputError included
-            self._restore_plot()
-            dock.set_status(f"The drift cannot be estimated: {exc}")
-            return False
+        return self.estimator.start()
+
+    def _on_starting(self, name: str) -> None:
+        self.plot.start(f"Estimating: {name}")
+        self.plot.setVisible(True)
+
+    def _on_started(self, name: str) -> None:
         self.running = True
         self._update_buttons()
-        dock.set_status(f"Estimating the drift of '{layer.name}'...")
-        return True
+        self.dock.set_status(f"Estimating the drift of '{name}'...")
 
     def _on_progress(self, update: Progress) -> None:
         metrics = update.metrics
@@ -361,18 +278,9 @@ class DriftSection(QWidget):
         result: DriftResult,
         elapsed: float,
         layer: napari.layers.Image,
-        drift: Any,
-        device: str,
+        metadata: dict[str, Any],
     ) -> None:
-        record = build_provenance(
-            "esrrf",
-            drift.to_dict(),
-            device=device_label(device),
-            input_name=layer.name,
-            elapsed_seconds=elapsed,
-            result=result.summary(),
-        )
-        self.set_trace(result, f"estimated from '{layer.name}'", layer, {PROVENANCE_KEY: record})
+        self.set_trace(result, f"estimated from '{layer.name}'", layer, metadata)
         if result.stopped_early:  # part of the frames: shown, never used by a run
             self.dock.set_status(
                 f"{sentence(result.describe())} Took {elapsed:.2f} s. Runs cannot use a trace "
@@ -386,10 +294,6 @@ class DriftSection(QWidget):
             "on use this trace."
         )
 
-    def _on_failed(self, exc: BaseException) -> None:
-        self._restore_plot()
-        self.dock.set_status(f"The drift estimate failed: {plain_error_message(exc)}")
-
     def _on_ended(self) -> None:
         self.running = False
         self._restore_plot()
@@ -402,7 +306,7 @@ class DriftSection(QWidget):
         if self.trace is None:
             self.plot.setVisible(False)
         elif self.plot.title.startswith("Estimating"):
-            self.plot.show_trace(self.trace, self._plot_title(), self._pixel())
+            self.plot.show_trace(self.trace, self._plot_title(), pixel_of(self.dock.input_layer))
 
     # ---------------------------------------------------------------- the trace
     def set_trace(
@@ -416,97 +320,36 @@ class DriftSection(QWidget):
         ``layer``."""
         self.trace, self.trace_source, self.trace_layer = trace, source, layer
         self.info.setText(f"Trace {source}: {trace.describe()}.")
-        self.plot.show_trace(trace, self._plot_title(), _pixel_of(layer) or self._pixel())
+        self.plot.show_trace(
+            trace, self._plot_title(), pixel_of(layer) or pixel_of(self.dock.input_layer)
+        )
         self.plot.setVisible(True)
         if layer is not None and layer in self.viewer.layers:
-            self._show_layers(trace, layer, metadata or {})
+            self.drawn.show(trace, layer, metadata or {})
         self._update_buttons()
 
     def _plot_title(self) -> str:
         source = self.trace_source.replace("estimated from ", "").replace("loaded from ", "")
         return f"Drift trace: {source}" if source else "Drift trace"
 
-    def _pixel(self) -> tuple[float, str] | None:
-        return _pixel_of(self.dock.input_layer)
-
-    def _show_layers(
-        self, trace: DriftResult, layer: napari.layers.Image, metadata: dict[str, Any]
-    ) -> None:
-        """The track over the input (and the drift-corrected mean, hidden: it would cover the
-        stack), replacing the previous trace's; the input stays selected."""
-        for _, old in self._made:
-            if old in self.viewer.layers:
-                self.viewer.layers.remove(old)
-        self._made = []
-        for data, kwargs, layer_type in trace.layers(
-            layer.name, Geometry.of_layer(layer), metadata
-        ):
-            if layer_type == "image":
-                kwargs["visible"] = False
-                kwargs.setdefault("colormap", getattr(layer.colormap, "name", "gray"))
-            added = getattr(self.viewer, f"add_{layer_type}")(data, **kwargs)
-            self._made.append((layer_type, added))
-        self.viewer.layers.selection.active = layer
-
     def load(self, path: str | Path) -> bool:
         """Load a CSV trace for the input; return whether it was taken (else the dock's status
         says why: an unreadable file, or another number of frames than the input's)."""
-        from napari_gpuscope.compute.esrrf import DriftResult
+        return self.files.load(path)
 
-        layer = self.dock.input_layer
-        try:
-            trace = DriftResult.from_csv(path)
-            self._check_frames(trace, layer)
-        except Exception as exc:  # a bad file must not take napari down
-            self.dock.set_status(
-                f"Could not load the drift trace {path}: {plain_error_message(exc)}"
-            )
-            return False
-        name = Path(path).name
-        if layer is not None:  # the track starts at the middle of the input's frames
-            trace = dataclasses.replace(trace, frame_shape=tuple(np.shape(layer.data)[-2:]))
-        record = build_provenance(
-            "esrrf",
-            {"drift_trace": str(path)},
-            device="none (loaded from a file)",
-            input_name=getattr(layer, "name", None),
-            elapsed_seconds=0.0,
-            result=trace.summary(),
-        )
-        self.set_trace(trace, f"loaded from {name}", layer, {PROVENANCE_KEY: record})
+    def _on_loaded(
+        self,
+        trace: DriftResult,
+        source: str,
+        layer: napari.layers.Image | None,
+        metadata: dict[str, Any],
+    ) -> None:
+        self.set_trace(trace, source, layer, metadata)
         self.set_mode("trace")
-        self.dock.set_status(
-            f"Loaded the drift trace {name}: {trace.describe()}. Runs use it (drift correction "
-            "set to 'Use the trace below')."
-        )
-        return True
 
     def save(self, path: str | Path) -> Path:
         """Write the trace as CSV (px, and the input's unit when it has a physical scale)."""
-        if self.trace is None:
-            raise ValueError("there is no drift trace to save: estimate or load one first")
-        pixel = self._pixel()
-        if pixel is None:
-            written = self.trace.to_csv(path)
-        else:
-            written = self.trace.to_csv(path, pixel_size=pixel[0], unit=pixel[1])
-        self.dock.set_status(f"Saved the drift trace to {written}.")
-        return written
-
-    def _ask_load(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(
-            self, "Load drift trace", "", "Drift trace (*.csv);;All files (*)"
-        )
-        if path:
-            self.load(path)
-
-    def _ask_save(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(self, "Save drift trace", "drift.csv", "CSV (*.csv)")
-        if path:
-            try:
-                self.save(path)
-            except Exception as exc:  # an unwritable folder must not take napari down
-                self.dock.set_status(f"Could not save the drift trace: {plain_error_message(exc)}")
+        return self.files.save(self.trace, path)
 
     # ---------------------------------------------------------------- a run's reports
     def on_run_progress(self, update: Progress) -> None:
@@ -523,15 +366,13 @@ class DriftSection(QWidget):
         two over each other)."""
         if trace is None:
             return
-        for kind, old in self._made:
-            if kind == "tracks" and old in self.viewer.layers:
-                self.viewer.layers.remove(old)
+        self.drawn.remove_track()
         same = self.trace is not None and np.array_equal(trace.shifts, self.trace.shifts)
         if not same:  # estimated in the run: the trace to save or reuse now
             self.trace, self.trace_source = trace, f"estimated in the run on '{layer.name}'"
             self.trace_layer = layer
             self.info.setText(f"Trace {self.trace_source}: {trace.describe()}.")
-        self.plot.show_trace(trace, self._plot_title(), _pixel_of(layer))
+        self.plot.show_trace(trace, self._plot_title(), pixel_of(layer))
         self.plot.setVisible(True)
         self._update_buttons()
 
