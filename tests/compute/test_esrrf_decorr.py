@@ -21,10 +21,10 @@ from scipy import ndimage
 from napari_gpuscope.compute.arrays import InvalidInputError
 from napari_gpuscope.compute.esrrf._decorr import (
     DecorrelationResult,
-    _gaussian_blur,
     analysed_region,
     decorrelation_resolution,
 )
+from napari_gpuscope.compute.esrrf._decorr_blur import _gaussian_blur
 from napari_gpuscope.compute.params import ParameterError
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "esrrf" / "nanopyx_decorr.npz"

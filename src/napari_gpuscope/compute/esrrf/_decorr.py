@@ -25,14 +25,16 @@ so that the two agree:
 
 The spectra are computed on the device (one batched FFT per pass); only the curves, a few
 hundred numbers, come back to the host for the peak search.
+
+Modules: the result is :mod:`._decorr_result`, the region analysed, its apodisation and padding
+:mod:`._decorr_region`, SciPy's Gaussian :mod:`._decorr_blur`, the curves and their peaks
+:mod:`._decorr_curves`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
@@ -41,6 +43,17 @@ from .._types import ArrayLike
 from ..arrays import InvalidInputError, validate_image
 from ..devices import device_context
 from ..params import ParameterError
+from ._decorr_curves import _best, _curves, _high_pass_curves, _highest, _peak, _rings
+from ._decorr_region import (
+    ANALYSED_SIDE,
+    APODISATION_PIXELS,
+    MAX_ASPECT,
+    _apodise,
+    _pad,
+    _padded_side,
+    analysed_region,
+)
+from ._decorr_result import DecorrelationResult, _empty_result
 
 __all__ = [
     "ANALYSED_SIDE",
@@ -51,153 +64,7 @@ __all__ = [
     "decorrelation_resolution",
 ]
 
-APODISATION_PIXELS = 20
-"""Width of NanoPyx's raised-cosine edge taper, in pixels."""
-
-_BATCH_PIXELS = 1 << 22  # high-pass images transformed together (4 of 1024 x 1024)
 _SIGMA_MIN = 0.14  # NanoPyx's smallest high-pass sigma, in pixels
-_PEAK_MARGIN = np.float32(0.001)  # NanoPyx: a peak must stand this far above what follows
-
-
-@dataclass(frozen=True)
-class DecorrelationResult:
-    """The decorrelation analysis of one image.
-
-    Attributes
-    ----------
-    resolution : float
-        ``2 / kc_max`` in pixels of the analysed image (NaN when no curve has a peak, or the
-        image is constant).
-    pixel_size : float or None
-        The pixel size given, if any (the unit of :attr:`resolution_physical`).
-    kc_max, a_max : float
-        Highest peak position over the refined high-passed curves (normalised frequency, 1 =
-        Nyquist) and that curve's peak amplitude.
-    kc_gm, a_gm : float
-        Peak of the refined curve with the highest ``kc x A`` (the paper's geometric-mean pick).
-    kc0, a0 : float
-        Peak of the raw image's curve ``d0``.
-    radii : numpy.ndarray
-        ``(n_radii,)`` normalised frequencies at which :attr:`d0` is sampled.
-    d0 : numpy.ndarray
-        ``(n_radii,)`` decorrelation curve of the raw (apodised) image.
-    curve_radii : numpy.ndarray
-        ``(2, n_radii)`` normalised frequencies of the high-passed curves of each pass.
-    curves : numpy.ndarray
-        ``(2, n_filters, n_radii)`` decorrelation curves of the high-passed images, first
-        (coarse) and second (refined) pass.
-    sigmas : numpy.ndarray
-        ``(2, n_filters)`` high-pass Gaussian sigmas, in pixels.
-    peaks, amplitudes : numpy.ndarray
-        ``(2, n_filters)`` peak position and amplitude of each high-passed curve.
-    padded_size : int
-        Side of the power-of-two square the image was padded to.
-    analysed_shape : tuple of int or None
-        ``(rows, cols)`` of the central region analysed (:func:`analysed_region`); None when
-        not recorded.
-    image_shape : tuple of int or None
-        ``(rows, cols)`` of the image given.
-    """
-
-    resolution: float
-    pixel_size: float | None
-    kc_max: float
-    a_max: float
-    kc_gm: float
-    a_gm: float
-    kc0: float
-    a0: float
-    radii: np.ndarray
-    d0: np.ndarray
-    curve_radii: np.ndarray
-    curves: np.ndarray
-    sigmas: np.ndarray
-    peaks: np.ndarray
-    amplitudes: np.ndarray
-    padded_size: int
-    analysed_shape: tuple[int, int] | None = None
-    image_shape: tuple[int, int] | None = None
-
-    @property
-    def cropped(self) -> bool:
-        """Whether only a central region of the image was analysed."""
-        return (
-            self.analysed_shape is not None
-            and self.image_shape is not None
-            and tuple(self.analysed_shape) != tuple(self.image_shape)
-        )
-
-    @property
-    def resolution_physical(self) -> float | None:
-        """:attr:`resolution` times :attr:`pixel_size` (None without a pixel size)."""
-        return None if self.pixel_size is None else self.resolution * self.pixel_size
-
-    def summary(self) -> dict[str, Any]:
-        """JSON-able facts (NaN written as None)."""
-
-        def number(value: float | None) -> float | None:
-            return None if value is None or not math.isfinite(value) else float(value)
-
-        return {
-            "resolution_px": number(self.resolution),
-            "pixel_size": self.pixel_size,
-            "resolution": number(self.resolution_physical),
-            "kc_max": number(self.kc_max),
-            "a_max": number(self.a_max),
-            "kc_gm": number(self.kc_gm),
-            "a_gm": number(self.a_gm),
-            "kc0": number(self.kc0),
-            "a0": number(self.a0),
-            "padded_size": int(self.padded_size),
-            **(
-                {"analysed_shape": [int(n) for n in self.analysed_shape]}
-                if self.analysed_shape is not None
-                else {}
-            ),
-        }
-
-    def describe(self) -> str:
-        """One line in plain words."""
-        if not math.isfinite(self.resolution):
-            return "decorrelation resolution: none (no correlation peak: a featureless image?)"
-        text = f"decorrelation resolution {self.resolution:.3g} px"
-        if self.pixel_size is not None:
-            text += f" ({self.resolution_physical:.3g} at pixel size {self.pixel_size:g})"
-        text += f", kc {self.kc_max:.3f} of Nyquist"
-        if self.cropped:
-            rows, cols = self.analysed_shape
-            text += f" (central {rows} x {cols} px analysed)"
-        return text
-
-
-ANALYSED_SIDE = 1024
-"""The longest side analysed: larger images are analysed on their central region (the
-resolution is a property of the optics and the sample, not of the field's extent), so memory
-and time are bounded whatever the image's size."""
-MAX_ASPECT = 2
-"""The long side analysed is at most this many times the short one: the analysis pads to a
-power-of-two square of the long side, so a 16 x 5,000 strip would be a 8,192^2 square of
-padding (456 s and 6.1 GB) whose spectrum says nothing of the strip's resolution."""
-
-
-def analysed_region(shape: tuple[int, int]) -> tuple[slice, slice]:
-    """The central region :func:`decorrelation_resolution` analyses of an image of ``shape``:
-    each side at most :data:`ANALYSED_SIDE`, the long side at most :data:`MAX_ASPECT` times
-    the short one.
-
-    Examples
-    --------
-    >>> analysed_region((16, 5000))
-    (slice(0, 16, None), slice(2484, 2516, None))
-    >>> analysed_region((300, 400))
-    (slice(0, 300, None), slice(0, 400, None))
-    """
-    rows, cols = (int(n) for n in shape)
-    short = min(rows, cols)
-    keep = [min(n, ANALYSED_SIDE, MAX_ASPECT * short) for n in (rows, cols)]
-    return tuple(
-        slice((n - k) // 2, (n - k) // 2 + k) for n, k in zip((rows, cols), keep, strict=True)
-    )  # type: ignore[return-value]
 
 
 def decorrelation_resolution(
@@ -311,265 +178,6 @@ def _unit_scaled(image: np.ndarray) -> np.ndarray:
     if largest == 0.0:
         return image
     return np.ldexp(image, -math.frexp(largest)[1])
-
-
-def _padded_side(shape: tuple[int, ...]) -> int:
-    # NanoPyx's expression, kept so that sizes round as they do there.
-    return int(2 ** math.ceil(math.log(max(shape)) / math.log(2.0)))
-
-
-def _empty_result(pixel, rmin, rmax, n_radii, n_filters, padded) -> DecorrelationResult:
-    nan = float("nan")
-    return DecorrelationResult(
-        resolution=nan,
-        pixel_size=pixel,
-        kc_max=nan,
-        a_max=nan,
-        kc_gm=nan,
-        a_gm=nan,
-        kc0=nan,
-        a0=nan,
-        radii=np.linspace(rmin, rmax, n_radii),
-        d0=np.full(n_radii, np.nan),
-        curve_radii=np.full((2, n_radii), np.nan),
-        curves=np.full((2, n_filters, n_radii), np.nan),
-        sigmas=np.full((2, n_filters), np.nan),
-        peaks=np.full((2, n_filters), np.nan),
-        amplitudes=np.full((2, n_filters), np.nan),
-        padded_size=padded,
-    )
-
-
-def _apodise(image: torch.Tensor) -> torch.Tensor:
-    """NanoPyx's ``_apodize_edges``: taper the edges towards the mean of the outer pixels."""
-    height, width = image.shape
-    offset = APODISATION_PIXELS
-    dev = image.device
-    y = torch.arange(height, device=dev, dtype=torch.float64)[:, None]
-    x = torch.arange(width, device=dev, dtype=torch.float64)[None, :]
-    # NanoPyx uses the width for the circle's radius on both axes (and squares it, so a
-    # negative radius for narrow images still selects an outer ring).
-    radius = width / 2 - offset
-    outside = ((y - height / 2) ** 2 + (x - width / 2) ** 2) > radius**2
-    edge_mean = image.to(torch.float64)[outside].mean()
-    from_x = ((x - width / 2).abs() - width / 2).abs()
-    from_y = ((y - height / 2).abs() - height / 2).abs()
-    band = (from_x <= offset) | (from_y <= offset)
-    distance = torch.minimum(from_x.expand(height, width), from_y.expand(height, width))
-    taper = (torch.cos(distance * math.pi / offset - math.pi) + 1) / 2
-    tapered = taper * (image.to(torch.float64) - edge_mean) + edge_mean
-    return torch.where(band, tapered, image.to(torch.float64)).to(torch.float32)
-
-
-def _pad(image: torch.Tensor, side: int) -> torch.Tensor:
-    """NanoPyx's ``_get_preprocessed_image``: a ``side`` square filled with the first pixel,
-    the image centred horizontally and placed in the top rows."""
-    height, width = image.shape
-    out = torch.full((side, side), float(image[0, 0]), dtype=torch.float32, device=image.device)
-    left = (side - width) // 2
-    out[:height, left : left + width] = image
-    return out
-
-
-def _fold(index: np.ndarray, n: int) -> np.ndarray:
-    """SciPy's ``reflect`` boundary (``d c b a | a b c d | d c b a``) for any overhang."""
-    period = 2 * n
-    m = np.mod(index, period)
-    return np.where(m >= n, period - 1 - m, m)
-
-
-_DIRECT_RADIUS = 16
-"""Kernels up to this radius are summed tap by tap (SciPy's own order); longer ones, by FFT."""
-
-
-def _gaussian_weights(sigma: float) -> tuple[np.ndarray, int]:
-    """SciPy's ``_gaussian_kernel1d`` (truncate 4): the same float64 weights, to the bit."""
-    radius = int(4.0 * sigma + 0.5)
-    taps = np.arange(-radius, radius + 1)
-    weights = np.exp(-0.5 / (sigma * sigma) * taps**2)
-    return weights / weights.sum(), radius
-
-
-def _blur_rows(rows: torch.Tensor, weights: np.ndarray, radius: int) -> torch.Tensor:
-    """Each row of the float64 ``rows`` ``(M, n)`` filtered with ``weights`` (``reflect``).
-
-    Short kernels sum ``w0 x[i] + sum_j wj (x[i-j] + x[i+j])``, j from ``radius`` down, as
-    SciPy's ``correlate1d`` does for a symmetric kernel: the float64 sums round as SciPy's do,
-    which matters where the high-pass is mostly the float32 rounding of the blur. Longer
-    kernels use the reflected row's period ``2n``: the row extended by its mirror image is
-    periodic, so the filter is a circular convolution with the kernel folded onto ``2n``
-    points, one real FFT each way. The memory is then that of two copies of the rows whatever
-    the kernel's length (``conv1d``'s unfolded input grew as ``M n (2 radius + 1)``: 34 GB for
-    a 1024 x 1024 image and sigma 512).
-    """
-    n = rows.shape[-1]
-    if radius <= _DIRECT_RADIUS:
-        index = torch.as_tensor(_fold(np.arange(-radius, n + radius), n), device=rows.device)
-        padded = rows[:, index]
-        out = padded[:, radius : radius + n] * float(weights[radius])
-        for j in range(radius, 0, -1):
-            out += (
-                padded[:, radius - j : radius - j + n] + padded[:, radius + j : radius + j + n]
-            ) * float(weights[radius + j])
-        return out
-    period = 2 * n
-    folded = np.zeros(period)
-    np.add.at(folded, np.arange(-radius, radius + 1) % period, weights)
-    # The folded kernel is even (w[m] == w[-m mod 2n]), so its spectrum is real.
-    response = torch.as_tensor(np.fft.rfft(folded).real, device=rows.device)
-    extended = torch.cat([rows, rows.flip(-1)], dim=-1)
-    spectrum = torch.fft.rfft(extended, dim=-1)
-    spectrum *= response
-    return torch.fft.irfft(spectrum, n=period, dim=-1)[:, :n]
-
-
-def _gaussian_blur(image: torch.Tensor, sigma: float) -> torch.Tensor:
-    """``scipy.ndimage.gaussian_filter(image, sigma)`` (truncate 4, ``reflect``) of a 2D
-    float32 image, one axis after the other.
-
-    In float64 rounded to float32 between and after the passes, as SciPy does: for the
-    smallest sigmas the high-pass ``image - blurred`` is mostly that rounding, and NanoPyx's
-    curves for them are made of it."""
-    weights, radius = _gaussian_weights(sigma)
-    wide = image.to(torch.float64)
-    blurred = _blur_rows(wide.T, weights, radius).T  # along Y (SciPy's first axis) first
-    blurred = blurred.to(torch.float32).to(torch.float64)
-    return _blur_rows(blurred, weights, radius).to(torch.float32)
-
-
-@dataclass(frozen=True)
-class _Rings:
-    """Which spectrum pixels feed which radius bin for one ring range (NanoPyx's half-plane
-    loop)."""
-
-    pixels: torch.Tensor  # flat indices into the centred N x N spectrum
-    bins: torch.Tensor  # their bin, 0..n_radii-1
-
-
-def _rings(side: int, crmin: float, crmax: float, n_radii: int, dev: torch.device) -> _Rings:
-    # In float32, as NanoPyx's loop computes positions, distances and bins, so that the pixels
-    # on a bin boundary fall on the same side.
-    f32 = np.float32
-    crmin32, crmax32 = f32(crmin), f32(crmax)
-    ox = int(f32(side) * (f32(1) - crmax32) / f32(2))
-    w = int(f32(side) * crmax32)
-    x = np.arange(ox, ox + w)[:, None]
-    y = np.arange(ox, ox + w)[None, :]  # square: oy == ox, h == w
-    # NanoPyx walks x then y and stops past x = N/2, y = N/2: the half plane x < N/2 plus
-    # the upper half of the column x = N/2.
-    keep = (x * side + y) <= side * side / 2 + side / 2
-    squared = ((x - side / 2) ** 2 + (y - side / 2) ** 2).astype(f32)
-    distance = np.sqrt(f32(4) * squared / f32(side * side)).astype(f32)
-    keep &= distance <= crmax32
-    mapped = (distance - crmin32) / (crmax32 - crmin32) * f32(n_radii - 1)
-    mapped = np.maximum(mapped, f32(0))
-    bins = np.floor(mapped.astype(np.float64) + 0.5).astype(np.int64)  # C round(), >= 0
-    keep &= bins < n_radii
-    xx, yy = np.broadcast_to(x, keep.shape)[keep], np.broadcast_to(y, keep.shape)[keep]
-    flat = yy * side + xx  # spectrum[y, x]
-    return _Rings(
-        pixels=torch.as_tensor(flat, device=dev), bins=torch.as_tensor(bins[keep], device=dev)
-    )
-
-
-def _curves(spectra: torch.Tensor, rings: _Rings, disc: torch.Tensor, n_radii: int) -> np.ndarray:
-    """``d(r)`` of each centred spectrum in ``spectra`` ``(G, N, N)``: ``(G, n_radii)``."""
-    count = spectra.shape[0]
-    flat = spectra.reshape(count, -1)
-    magnitude = flat.abs()
-    norm = torch.sqrt((magnitude[:, disc] ** 2).sum(dim=1, dtype=torch.float64))
-    values = magnitude[:, rings.pixels].to(torch.float64)
-    # Re(F conj(F / |F|)) = |F| and |F / |F||^2 = 1, wherever F is not 0 (0 elsewhere).
-    used = (values > 0).to(torch.float64)
-    numerator = torch.zeros(count, n_radii, dtype=torch.float64, device=flat.device)
-    denominator = torch.zeros_like(numerator)
-    numerator.index_add_(1, rings.bins, values)
-    denominator.index_add_(1, rings.bins, used)
-    numerator = numerator.cumsum(1).cpu().numpy()
-    denominator = denominator.cumsum(1).cpu().numpy()
-    norm = norm.cpu().numpy()[:, None]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        d = np.sqrt(2.0) * numerator / (norm * np.sqrt(denominator))
-    d[(norm == 0) | (denominator == 0)] = np.nan
-    d[np.isnan(d[:, 0]), 0] = 0.0
-    return d.astype(np.float32)
-
-
-def _high_pass_curves(
-    image: torch.Tensor, sigmas: np.ndarray, rings: _Rings, disc: torch.Tensor, n_radii: int
-) -> np.ndarray:
-    """``d(r)`` of ``image - G_sigma * image`` for each sigma: ``(len(sigmas), n_radii)``.
-
-    The high-passes are transformed a few at a time, at most :data:`_BATCH_PIXELS` pixels
-    together: one batched FFT for the usual sizes (512 x 512: all ten filters), while a
-    2048 x 2048 image does not hold ten complex spectra and their copies at once.
-    """
-    per_batch = max(1, _BATCH_PIXELS // image.numel())
-    curves = []
-    for first in range(0, len(sigmas), per_batch):
-        chunk = sigmas[first : first + per_batch]
-        high = torch.stack([image - _gaussian_blur(image, float(s)) for s in chunk])
-        spectra = torch.fft.fftshift(torch.fft.fft2(high), dim=(-2, -1))
-        del high
-        curves.append(_curves(spectra, rings, disc, n_radii))
-    return np.concatenate(curves)
-
-
-def _first_max(values: np.ndarray, start: int, stop: int) -> tuple[int, float]:
-    best_k, best = start, values[start]
-    for k in range(start, stop):
-        if values[k] > best:
-            best_k, best = k, values[k]
-    return best_k, float(best)
-
-
-def _first_min(values: np.ndarray, start: int, stop: int) -> float:
-    best = values[start]
-    for k in range(start, stop):
-        if values[k] < best:
-            best = values[k]
-    return float(best)
-
-
-def _peak(curve: np.ndarray, r1: float, r2: float) -> tuple[float, float]:
-    """NanoPyx's ``_get_d_corr_max``: the curve's maximum, not at its last point unless it
-    stands above what follows; ``(position mapped onto [r1, r2], amplitude)``."""
-    n = curve.shape[0]
-    t = curve.astype(np.float32).copy()
-    index, amplitude = _first_max(t, 0, n)
-    length = n
-    while index == length - 1:
-        t[length - 1] = 0
-        length -= 1
-        if length == 0:
-            index, amplitude = 0, 0.0
-            break
-        index, amplitude = _first_max(t, 0, n)
-        floor = _first_min(t, index, length - 1)
-        if np.float32(t[index] - np.float32(floor)) > _PEAK_MARGIN:
-            break
-        t[index] = floor
-        index = length - 1
-    return r1 + (r2 - r1) * index / (n - 1), amplitude
-
-
-def _best(kc: np.ndarray, a: np.ndarray) -> tuple[float, float, int] | None:
-    """NanoPyx's ``_get_best_score``: the first highest ``kc x A`` above 0."""
-    pick, best = None, 0.0
-    for k in range(kc.shape[0]):
-        score = float(np.float32(kc[k]) * np.float32(a[k]))
-        if score > best:
-            pick, best = (float(kc[k]), float(a[k]), k), score
-    return pick
-
-
-def _highest(kc: np.ndarray, a: np.ndarray) -> tuple[float, float, int] | None:
-    """NanoPyx's ``_get_max_score``: the first highest ``kc`` above 0."""
-    pick, best = None, 0.0
-    for k in range(kc.shape[0]):
-        if kc[k] > best:
-            pick, best = (float(kc[k]), float(a[k]), k), float(kc[k])
-    return pick
 
 
 def _sigmas(g_min: float, g_max: float, n_filters: int) -> np.ndarray:
