@@ -99,7 +99,12 @@ def test_zero_tilt_reconstruction_equals_waveorder(recon_ref, label):
 def test_tilt_convention_waveorder_azimuth_is_ours_plus_pi(recon_ref):
     zenith, azimuth = (float(v) for v in recon_ref["tilt"])
     ours = phase.reconstruct(
-        recon_ref["stack_tilt"], **AIR, tilt_zenith=zenith, tilt_azimuth=azimuth, device="cpu"
+        recon_ref["stack_tilt"],
+        **AIR,
+        regularization=float(recon_ref["regularization"]),
+        tilt_zenith=zenith,
+        tilt_azimuth=azimuth,
+        device="cpu",
     )
     np.testing.assert_allclose(ours.phase, recon_ref["tilt_plus_pi_phase"], atol=1e-5)
     assert phase.azimuth_to_waveorder(azimuth) == pytest.approx(azimuth + math.pi)
@@ -159,11 +164,17 @@ def test_params_round_trip_and_layers(recon_ref):
     assert phase.PhaseParams.from_json(p.to_json()) == p
     assert phase.PhaseParams.from_yaml(p.to_yaml()) == p
     result = phase.reconstruct(
-        recon_ref["stack_tilt"], **AIR, tilt_zenith=0.2, tilt_azimuth=1.0, device="cpu"
+        recon_ref["stack_tilt"],
+        **AIR,
+        regularization=1e-3,
+        tilt_zenith=0.2,
+        tilt_azimuth=1.0,
+        device="cpu",
     )
     layers = result.layers("cells")
     assert [kind for _, _, kind in layers] == ["image", "image", "vectors"]
     assert layers[0][1]["name"] == "phase · cells [reg=0.001]"
+    assert result.regularization_chosen is None and result.regularization == 1e-3
     assert layers[0][1]["metadata"]["intensity_unit"] == "rad"
     assert "tilt zenith 0.200 rad" in result.describe()
     assert result.summary()["tilt_map"]["zenith_rad"] == [[0.2]]

@@ -79,6 +79,7 @@ def test_reconstruction_through_host_kernels_equals_waveorder(monkeypatch):
     ref = np.load(FIXTURES / "waveorder_recon.npz")
     result = phase.reconstruct(
         ref["stack_flat"],
+        regularization=float(ref["regularization"]),
         wavelength=0.45,
         yx_pixel_size=0.325,
         z_pixel_size=1.0,

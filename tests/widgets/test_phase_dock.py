@@ -79,6 +79,7 @@ def test_run_without_tilt_equals_waveorder(viewer, qtbot, dock, reference):
     _add_stack(viewer, reference)
     _select(dock, "bf")
     dock.set_param("tilt_mode", "none")
+    dock.set_param("regularization", 1e-3)  # waveorder's (the default is "auto")
     assert dock.run()
     qtbot.waitUntil(lambda: not dock.is_running(), timeout=30_000)
     phase_layer = viewer.layers["phase · bf [reg=0.001]"]

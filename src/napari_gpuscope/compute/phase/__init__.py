@@ -11,9 +11,10 @@ focus offset) is estimated per tile by batched NAdam or damped Newton on the mid
 loss (:mod:`._tilt`, :mod:`._estimate`) and reconstructions with a tilt map blend overlapping
 tiles smoothly (:mod:`._tiles`, :mod:`._reconstruct`). A TV-regularised phase (ADMM whose
 z-step is the TV method's proximal step, :func:`~napari_gpuscope.compute.tv.prox`, all on the
-device) is an option. :mod:`._memory` counts the device memory a reconstruction needs;
-:mod:`._preview` is the dock's live preview (:func:`preview_job`, re-solving with the
-:class:`PhaseSolvers`' kept solver).
+device) is an option. The Tikhonov strength is chosen per stack by default
+(``regularization="auto"``, :mod:`._auto_regularization`). :mod:`._memory` counts the device
+memory a reconstruction needs; :mod:`._preview` is the dock's live preview
+(:func:`preview_job`, re-solving with the :class:`PhaseSolvers`' kept solver).
 """
 
 from .._lazy import attach
@@ -62,7 +63,6 @@ __getattr__, __dir__ = attach(
         "._inverse": ["NormalEquations", "normalize_stack", "svd_filter", "tikhonov_filter"],
         "._job": [
             "OUTPUTS",
-            "PhaseResult",
             "azimuth_from_waveorder",
             "azimuth_to_waveorder",
             "estimate_tilt",
@@ -80,6 +80,7 @@ __getattr__, __dir__ = attach(
         ],
         "._params": ["PhaseParams", "PhaseWarning"],
         "._preview": ["PhaseSolvers", "preview_job"],
+        "._result": ["PhaseResult"],
         "._simulate": ["simulate_stack"],
         "._solver": ["PhaseSolver"],
         "._tiles": [

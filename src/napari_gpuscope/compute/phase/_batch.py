@@ -18,7 +18,7 @@ from ..jobs import Job
 from ._params import PhaseParams
 
 if TYPE_CHECKING:  # imported when used: validate and recipe load these hooks without torch
-    from ._job import PhaseResult
+    from ._result import PhaseResult
 
 __all__ = ["job"]
 

@@ -23,10 +23,14 @@ them so that a new regularization costs one elementwise pass (the live slider).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from . import _ops
+
+if TYPE_CHECKING:
+    from ._auto_regularization import RegularizationStats
 
 __all__ = [
     "CONVENTIONS",
@@ -84,6 +88,8 @@ class NormalEquations:
     g_ap: torch.Tensor
     b_a: torch.Tensor
     b_p: torch.Tensor
+    stats: RegularizationStats | None = None
+    """What the automatic regularization needs (:mod:`._auto_regularization`), when gathered."""
 
     @classmethod
     def build(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -14,13 +13,13 @@ from ..devices import device_context
 from ..jobs import Job, Output, Progress, blocking, mapped
 from ..memory import check_budget
 from ..params import ParameterError
-from ..results import Geometry, LayerDataTuple, image_layer, result_name, vectors_layer
 from ..signatures import takes_params
 from . import _ops
 from ._estimate import TiltResult, estimate_on_device, tilt_grid
 from ._optics import OpticsCache, shared_cache
 from ._params import PhaseParams
 from ._reconstruct import Reconstructor
+from ._result import PhaseResult
 from ._tiles import TiltMap
 
 __all__ = [
@@ -63,127 +62,6 @@ def azimuth_to_waveorder(azimuth: float) -> float:
     4.1416
     """
     return (float(azimuth) + math.pi) % (2 * math.pi)
-
-
-@dataclass(frozen=True)
-class PhaseResult:
-    """Phase and absorption of a thin sample, and the tilt they were reconstructed with.
-
-    Attributes
-    ----------
-    phase : numpy.ndarray
-        ``(Y, X)`` float32, radians (mean ~0: a through-focus stack cannot tell the mean).
-    absorption : numpy.ndarray
-        ``(Y, X)`` float32, the absorption coefficient of the model (dimensionless).
-    params : PhaseParams
-        The parameters used.
-    tilt_map : TiltMap
-        The tilt used (one tile: one tilt for the field).
-    estimate : TiltResult or None
-        How the tilt was estimated (None for a manual or no tilt).
-    stopped_early : bool
-        The tilt estimate was stopped by the user (the best values so far were used).
-    kernel_paths : dict
-        Which implementation of the fused passes ran.
-    chunks : int
-        Slice chunks the device memory allowed (1: all slices at once; per tile for a map).
-    """
-
-    phase: np.ndarray
-    absorption: np.ndarray
-    params: PhaseParams
-    tilt_map: TiltMap
-    estimate: TiltResult | None = None
-    stopped_early: bool = False
-    kernel_paths: dict[str, str] = field(default_factory=dict)
-    chunks: int = 1
-
-    def summary(self) -> dict[str, Any]:
-        """JSON-able facts for provenance."""
-        return {
-            "params": self.params.to_dict(),
-            "chunks": int(self.chunks),
-            "tilt_map": self.tilt_map.summary(),
-            "tilt_convention": "forward model; waveorder azimuth = ours + pi",
-            "estimate": None if self.estimate is None else self.estimate.summary(),
-            "stopped_early": bool(self.stopped_early),
-            "effective_na_illumination": float(self.params.effective_na_illumination),
-            "phase_range_rad": [float(self.phase.min()), float(self.phase.max())],
-            "kernel_paths": dict(self.kernel_paths),
-        }
-
-    def describe(self) -> str:
-        """One line: the regularization, the tilt and how it was found."""
-        p = self.params
-        reg = (
-            f"TV {p.tv_strength:.2g}"
-            if p.regularizer == "tv"
-            else f"Tikhonov {p.regularization:.2g}"
-        )
-        if self.estimate is not None:
-            tilt = self.estimate.describe()
-        elif self.tilt_map.grid.count > 1:
-            tilt = f"{self.tilt_map.grid.tiles[0]}x{self.tilt_map.grid.tiles[1]} tilt map given"
-        elif self.tilt_map.zenith.item() == 0:
-            tilt = "no tilt"
-        else:
-            tilt = (
-                f"tilt zenith {self.tilt_map.zenith.item():.3f} rad, azimuth "
-                f"{self.tilt_map.azimuth.item():.2f} rad"
-            )
-        lo, hi = float(self.phase.min()), float(self.phase.max())
-        return f"phase {lo:.2f} to {hi:.2f} rad ({reg}; {tilt})"
-
-    def layers(
-        self,
-        name: str = "image",
-        geometry: Geometry | None = None,
-        metadata: dict[str, Any] | None = None,
-    ) -> list[LayerDataTuple]:
-        """Phase (radians), absorption, and the tilt vectors (tile centres, direction x zenith):
-        ``"phase · <name> [<settings>]"``, ``"absorption · <name> [<settings>]"``,
-        ``"tilt · <name>"``."""
-        label = self.params.label
-        meta = dict(metadata or {})
-        out = [
-            image_layer(
-                self.phase,
-                result_name("phase", name, label),
-                geometry,
-                metadata={**meta, "intensity_unit": "rad", "quantity": "phase"},
-                colormap="gray",
-                contrast_limits=_robust_limits(self.phase),
-            ),
-            image_layer(
-                self.absorption,
-                result_name("absorption", name, label),
-                geometry,
-                metadata={**meta, "intensity_unit": "a.u.", "quantity": "absorption"},
-                colormap="gray",
-                contrast_limits=_robust_limits(self.absorption),
-                visible=False,
-            ),
-        ]
-        vectors = self.tilt_map.vectors()
-        if self.estimate is not None or self.tilt_map.zenith.max() > 0:
-            out.append(
-                vectors_layer(
-                    vectors,
-                    result_name("tilt", name),
-                    geometry,
-                    metadata={**meta, "tilt_map": self.tilt_map.summary()},
-                    edge_color="yellow",
-                    edge_width=2.0,
-                    vector_style="arrow",
-                )
-            )
-        return out
-
-
-def _robust_limits(image: np.ndarray) -> tuple[float, float]:
-    """0.1 and 99.9 percentiles (a few ringing pixels must not flatten the display)."""
-    low, high = (float(v) for v in np.percentile(image, (0.1, 99.9)))
-    return (low, high) if high > low else (low, low + 1.0)
 
 
 def _check_stack(zyx: Any, params: PhaseParams) -> None:
@@ -310,7 +188,7 @@ def _run(zyx, params, tilt_map, optics_cache, memory_budget, device) -> Job[Phas
         if tilt_map is None and params.tilt_mode in ("global", "tiles"):
             grid = tilt_grid(shape, params)
             estimate = yield from mapped(
-                estimate_on_device(data, params, grid, memory_budget=memory_budget),
+                estimate_on_device(data, _tilt_params(params), grid, memory_budget=memory_budget),
                 lambda update: update,
             )
             tilt_map = estimate.tilt_map
@@ -359,6 +237,7 @@ def _run(zyx, params, tilt_map, optics_cache, memory_budget, device) -> Job[Phas
             stopped_early=bool(estimate and estimate.stopped_early),
             kernel_paths=_ops.kernel_paths(dev),
             chunks=recon.chunks,
+            regularization_chosen=recon.chosen_regularization,
         )
 
 
@@ -420,7 +299,17 @@ def _estimate(zyx, params, tiles, init, memory_budget, device) -> Job[TiltResult
     with device_context(device) as dev:
         data = _load(zyx, dev)
         grid = tilt_grid(tuple(data.shape[-2:]), params, tiles)
-        return (yield from estimate_on_device(data, params, grid, init, memory_budget))
+        return (
+            yield from estimate_on_device(data, _tilt_params(params), grid, init, memory_budget)
+        )
+
+
+def _tilt_params(params: PhaseParams) -> PhaseParams:
+    """The params of the tilt estimate: an automatic regularization is fixed at
+    :attr:`~PhaseParams.tilt_regularization` (the loss is evaluated at every step)."""
+    if params.regularization is None:
+        return params.replace(regularization=params.tilt_regularization)
+    return params
 
 
 reconstruct = blocking(iter_reconstruct)

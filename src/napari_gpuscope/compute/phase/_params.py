@@ -6,11 +6,14 @@ import math
 import warnings
 from typing import ClassVar
 
+from pydantic import field_validator
+
 from ..params import Params, param
 
 __all__ = [
     "OPTIMIZERS",
     "TILT_MODES",
+    "TILT_REGULARIZATION",
     "Z_ORDERS",
     "PhaseParams",
     "PhaseWarning",
@@ -20,6 +23,9 @@ TILT_MODES = ("none", "manual", "global", "tiles")
 Z_ORDERS = ("descending", "ascending")
 OPTIMIZERS = ("nadam", "newton")
 REGULARIZERS = ("tikhonov", "tv")
+TILT_REGULARIZATION = 1e-3
+"""The tilt estimate's Tikhonov strength when the regularization is automatic (the default of
+the fixed value before "auto"; the tilt estimates were validated with it)."""
 MAX_UNIT_RATIO = 50.0
 """Largest ratio between two lengths (pixel size, z step, wavelength) before we conclude that
 they are not in the same unit: a 20x/0.55 stack has pixel/z-step ~0.3 and wavelength/pixel ~1.5;
@@ -49,6 +55,10 @@ class PhaseParams(Params):
     ...                 na_illumination=0.4, na_detection=0.55, index_of_refraction=1.0)
     >>> PhaseParams.from_json(p.to_json()) == p
     True
+    >>> PhaseParams().regularization is None  # automatic by default; "auto" reads as None
+    True
+    >>> PhaseParams(regularization="auto") == PhaseParams()
+    True
     >>> PhaseParams(na_detection=1.5, index_of_refraction=1.33)
     Traceback (most recent call last):
     ...
@@ -56,6 +66,12 @@ class PhaseParams(Params):
     """
 
     method_id: ClassVar[str] = "phase"
+
+    @field_validator("regularization", mode="before")
+    @classmethod
+    def _auto_is_none(cls, value: object) -> object:
+        """``"auto"`` (the word the docs and recipes use) is ``None``, as stored."""
+        return None if isinstance(value, str) and value.strip().lower() == "auto" else value
 
     wavelength: float = param(
         0.532,
@@ -137,15 +153,18 @@ class PhaseParams(Params):
         step=0.1,
         help="Position of the focal plane relative to the middle slice, in slices",
     )
-    regularization: float = param(
-        1e-3,
+    regularization: float | None = param(
+        None,
         minimum=0.0,
         exclusive_minimum=True,
         maximum=1e3,
         step=1e-4,
         help=(
-            "Tikhonov strength: larger is smoother and less noisy, smaller is sharper; "
-            "1e-3 suits ~2 % noise, try 1e-4 to 1e-2"
+            "Tikhonov strength: larger is smoother and less noisy, smaller is sharper. None "
+            '(or "auto", the default) = chosen per stack: the value whose phase has the '
+            "largest estimated correlation with the true phase, from the data's noise measured "
+            "by the fit (the result says the number); a number (e.g. 1e-3, the default before "
+            '"auto") fixes it. The tilt estimate uses 1e-3 when it is automatic'
         ),
     )
     tilt_mode: str = param(
@@ -325,4 +344,13 @@ class PhaseParams(Params):
         """The key parameter in a few characters, for layer names: ``"reg=0.001"``."""
         if self.regularizer == "tv":
             return f"TV={self.tv_strength:.2g}"
+        if self.regularization is None:
+            return "reg=auto"
         return f"reg={self.regularization:.2g}"
+
+    @property
+    def tilt_regularization(self) -> float:
+        """The Tikhonov strength of the tilt estimate: the given one, or
+        :data:`TILT_REGULARIZATION` when it is automatic (the tilt's loss is evaluated at
+        every optimiser step, where no selection runs)."""
+        return TILT_REGULARIZATION if self.regularization is None else self.regularization

@@ -15,8 +15,8 @@ from typing import Any
 from .._types import ArrayLike
 from ..jobs import Job, Progress
 from ..preview import PlaneView, PreviewResult
-from ._job import PhaseResult
 from ._params import PhaseParams
+from ._result import PhaseResult
 from ._solver import PhaseSolver
 from ._tiles import TiltMap
 
@@ -72,6 +72,9 @@ def preview_job(
 ) -> Job[PreviewResult]:
     """The phase of the whole field at the current regularization, shown at the current z.
 
+    An automatic regularization (None, "auto") is chosen as a run chooses it, from the kept
+    normal equations; the result's ``regularization_chosen`` says the value.
+
     ``tilt_map``: the tilt of the latest run on this input (the estimating modes), else the
     manual tilt of ``params`` (or none).
     """
@@ -87,7 +90,13 @@ def preview_job(
         yield Progress(None, "preview: building the optics and the stack's spectra")
         solver = solvers.build(data, params, use_map, device)
     absorption, phase = solver.solve(params.regularization, params)
-    result = PhaseResult(phase, absorption, params, solver.tilt_map)
+    result = PhaseResult(
+        phase,
+        absorption,
+        params,
+        solver.tilt_map,
+        regularization_chosen=solver.chosen_regularization,
+    )
     note = "whole field"
     if estimating and use_map is None:
         note += ", tilt not estimated yet (Run estimates it)"

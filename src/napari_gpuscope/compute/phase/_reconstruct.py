@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -11,6 +11,12 @@ from .._types import Device
 from ..jobs import run_job
 from ..memory import DeviceMemoryError, run_in_chunks
 from ..tv._fgp import FUSED_OPS as TV_FUSED_OPS
+from ._auto_regularization import (
+    RegularizationStats,
+    data_energy,
+    select_regularization,
+    stats_bytes,
+)
 from ._inverse import NormalEquations, spectrum
 from ._memory import SUMS_PER_ELEMENT, MemoryPlan, Pass, admm_passes, solve_passes
 from ._ops import normal_equations_op, tikhonov_solve_op
@@ -60,6 +66,11 @@ class Reconstructor:
     """Slice chunks the latest :meth:`system` needed (1 when every slice fit at once)."""
     plan: MemoryPlan | None = None
     """The memory plan of the latest :meth:`system`."""
+    gather_stats: bool = False
+    """Give every system the statistics of the automatic regularization even when the
+    parameters fix it (a solver whose regularization may become "auto" later)."""
+    chosen_regularization: float | None = None
+    """The regularization the latest automatic solve chose (None: none was automatic)."""
 
     def key(self, shape: tuple[int, int]) -> OpticsKey:
         """Optics key of a ``(Y, X)`` region on the data's device."""
@@ -114,6 +125,8 @@ class Reconstructor:
             solve = solve_passes(plane, fused=tikhonov_solve_op.prepare(device))
         for name, step in solve.items():
             passes[name] = Pass(fixed=sums + step.fixed, fft=step.fft)
+        if self.gather_stats or self.params.regularization is None:
+            passes["auto regularization"] = Pass(fixed=sums + stats_bytes(plane))
         if keep and self.cache.has(key, z, zenith, azimuth):
             return MemoryPlan(0, 0, passes, keep=True)
         stored = 0
@@ -192,14 +205,29 @@ class Reconstructor:
                 what=what,
             )
         )
+        if self.gather_stats or self.params.regularization is None:
+            # The sums are complete; one more read of the stack gives its energy.
+            sums[0].stats = RegularizationStats.of(sums[0], data_energy(stack), n_z)
         return sums[0]
+
+    def regularization_for(self, systems: Sequence[NormalEquations]) -> float:
+        """The params' regularization, or the automatic choice for these systems (one value
+        for all the tiles of an image: their statistics add up); noted in
+        :attr:`chosen_regularization`."""
+        if self.params.regularization is not None:
+            return self.params.regularization
+        if any(system.stats is None for system in systems):
+            raise ValueError("the automatic regularization needs systems built with stats")
+        total = RegularizationStats.total([s.stats for s in systems if s.stats is not None])
+        self.chosen_regularization = select_regularization(total)
+        return self.chosen_regularization
 
     def solve(
         self, system: NormalEquations, regularization: float | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Absorption and phase ``(h, w)`` of one region (Tikhonov, or ADMM-TV on the phase)."""
         p = self.params
-        reg = p.regularization if regularization is None else regularization
+        reg = self.regularization_for([system]) if regularization is None else regularization
         if p.regularizer == "tv":
             a_hat, phase = admm_tv(system, reg, p.tv_strength, p.tv_iterations)
             return torch.fft.ifft2(a_hat).real, phase
@@ -207,7 +235,8 @@ class Reconstructor:
         return torch.fft.ifft2(a_hat).real, torch.fft.ifft2(p_hat).real
 
     def whole(self, zenith: float, azimuth: float, focus: float = 0.0):
-        """Absorption and phase of the whole image at one tilt."""
+        """Absorption and phase of the whole image at one tilt (its regularization automatic
+        when the params say so)."""
         return self.solve(self.system(self.data, zenith, azimuth, focus))
 
     def tile_systems(self, tilt: TiltMap) -> Iterator[NormalEquations]:
@@ -227,8 +256,15 @@ class Reconstructor:
         phase))`` with the blended result. ``systems`` reuses prepared normal equations.
         """
         blend = _Blend(tilt, self.data.device)
-        for index, system in enumerate(systems or self.tile_systems(tilt)):
-            blend.add(index, *self.solve(system))
+        systems = systems or self.tile_systems(tilt)
+        reg = None
+        if self.params.regularization is None:
+            # One value for the blended image: every tile's statistics first (the systems are
+            # kept until all are solved, as the dock's solver keeps them).
+            systems = list(systems)
+            reg = self.regularization_for(systems)
+        for index, system in enumerate(systems):
+            blend.add(index, *self.solve(system, reg))
             yield index, None
         yield -1, blend.result()
 
@@ -302,7 +338,10 @@ def solve_all(
     systems: list[NormalEquations],
     regularization: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Absorption and phase from prepared systems (one, or one per tile of ``tilt``)."""
+    """Absorption and phase from prepared systems (one, or one per tile of ``tilt``); an
+    automatic regularization is chosen once for all of them."""
+    if regularization is None:
+        regularization = recon.regularization_for(systems)
     if tilt.grid.count == 1:
         return recon.solve(systems[0], regularization)
     blend = _Blend(tilt, recon.data.device)

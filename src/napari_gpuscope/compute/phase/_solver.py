@@ -78,7 +78,8 @@ class PhaseSolver:
             self.tilt_map = tilt_map
             self.params = params
             cache = shared_cache(dev) if optics_cache is None else optics_cache
-            self._recon = Reconstructor(data, params, cache)
+            # Statistics of the automatic regularization always: it may become "auto" later.
+            self._recon = Reconstructor(data, params, cache, gather_stats=True)
             self._systems = list(self._recon.tile_systems(tilt_map))
 
     def matches(self, params: PhaseParams, tilt_map: TiltMap | None = None) -> bool:
@@ -94,7 +95,8 @@ class PhaseSolver:
     def solve(
         self, regularization: float | None = None, params: PhaseParams | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Absorption and phase ``(Y, X)`` float32 for a regularization (default: the params').
+        """Absorption and phase ``(Y, X)`` float32 for a regularization (default: the params',
+        chosen automatically when they say None or "auto": :attr:`chosen_regularization`).
 
         ``params`` may change the regularizer (Tikhonov or TV) and its strengths.
         """
@@ -104,9 +106,15 @@ class PhaseSolver:
             # Through the parameter model: 0, -1, NaN or infinity are refused with its message
             # (they gave finite-looking or all-NaN phase).
             self._recon.params.replace(regularization=regularization)
+        self._recon.chosen_regularization = None
         with torch.no_grad():
             absorption, phase = solve_all(self._recon, self.tilt_map, self._systems, regularization)
         return download(absorption), download(phase)
+
+    @property
+    def chosen_regularization(self) -> float | None:
+        """The value the latest :meth:`solve` chose automatically (None: it was given)."""
+        return self._recon.chosen_regularization
 
 
 def _implied_tilt(params: PhaseParams) -> tuple[float, float]:

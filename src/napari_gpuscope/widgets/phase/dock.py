@@ -1,9 +1,12 @@
 """The "Phase (tilt-corrected)" dock: quantitative phase from a brightfield z-stack.
 
 The optics rows are prefilled from the input layer (pixel size and z step from its scale; the
-wavelength and apertures from a sample's metadata when it has them). The regularization has a
-logarithmic slider beside its box; with live preview on, moving it re-solves the whole field at
-once (the normal equations are kept on the GPU, :mod:`napari_gpuscope.compute.phase._preview`).
+wavelength and apertures from a sample's metadata when it has them). The regularization is
+"auto" by default (its box at its minimum, as the eSRRF dock's automatic block length: chosen
+per stack, :mod:`napari_gpuscope.compute.phase._auto_regularization`); the value a preview or a
+run chose shows beside it ("auto → 3.2e-03"). A logarithmic slider sets a fixed value; with
+live preview on, moving it re-solves the whole field at once (the normal equations are kept on
+the GPU, :mod:`napari_gpuscope.compute.phase._preview`).
 The tilt is none, set by hand, or estimated for the whole field or per tile of a grid: during a
 run the loss is plotted live and the tilt map grows as a Vectors layer (arrows from the tile
 centres, length proportional to the zenith, pointing along the azimuth). Results: phase
@@ -43,6 +46,7 @@ from napari_gpuscope.dock.jobs import JobHandlers, JobRefused
 from napari_gpuscope.dock.messages import plain_error_message
 from napari_gpuscope.provenance import PROVENANCE_KEY, build_provenance
 from napari_gpuscope.widgets._base import MethodDock
+from napari_gpuscope.widgets._controls import FieldStyle
 
 if TYPE_CHECKING:
     import napari.layers
@@ -78,6 +82,11 @@ class PhaseDock(MethodDock):
     # Without knowing the tilt, the best a user gets is a global estimate first: the model's
     # "manual, 0, 0" left shadows and a checkerboard on the tilted sample (issue 18).
     dock_defaults: ClassVar[Mapping[str, object]] = {"tilt_mode": "global"}
+    # At the box's minimum (0, which the model refuses as a number) the regularization is None:
+    # "auto", chosen per stack.
+    field_styles: ClassVar[Mapping[str, FieldStyle]] = {
+        "regularization": FieldStyle(minimum=0.0, auto_text="auto"),
+    }
     streamed_outputs = OUTPUTS
     input_dims = (3, 3)
     step_label = "iteration"
@@ -85,6 +94,7 @@ class PhaseDock(MethodDock):
     def __init__(self, viewer: napari.viewer.Viewer) -> None:
         self._solvers = PhaseSolvers()
         self._syncing = False
+        self._chosen: float | None = None  # the latest automatic regularization (GUI thread)
         # The tilt map of the latest run and the array it belongs to (GUI thread only).
         self._tilt: tuple[weakref.ref[napari.layers.Image], TiltMap] | None = None
         super().__init__(viewer)
@@ -103,11 +113,18 @@ class PhaseDock(MethodDock):
         self.reg_slider = QSlider(Qt.Orientation.Horizontal)
         self.reg_slider.setRange(0, _SLIDER_STEPS)
         self.reg_slider.setToolTip(
-            "Regularization on a log scale (1e-5 to 1e-1): left is sharper and noisier, right "
-            "smoother. With Live preview on, the phase updates as you drag."
+            "A fixed regularization on a log scale (1e-5 to 1e-1): left is sharper and noisier, "
+            "right smoother. With Live preview on, the phase updates as you drag. Set the box "
+            "to 'auto' (its minimum) to choose it per stack again."
         )
         self.reg_slider.valueChanged.connect(self._on_slider)
         self.form.add_row("", self.reg_slider, after="regularization")
+        self.reg_chosen = Label(value="")
+        self.reg_chosen.native.setToolTip(
+            "The regularization the latest preview or run chose automatically: the value "
+            "whose phase has the largest estimated correlation with the true phase"
+        )
+        self.form.add_row("", self.reg_chosen.native, after="regularization")
         self.scale_label = Label(value="")
         self.scale_label.native.setWordWrap(True)
         self.scale_label.native.setSizePolicy(
@@ -148,16 +165,31 @@ class PhaseDock(MethodDock):
             self._syncing = False
 
     def _sync_slider(self, *_: object) -> None:
-        if self._syncing:
-            return
+        value = self.form.value("regularization")
+        if value is None:
+            self.show_chosen_regularization(self._chosen)
+        else:
+            self.reg_chosen.value = ""
+        if self._syncing or value is None:
+            return  # auto: the slider stays where it was (it sets a fixed value when moved)
         low, high = REGULARIZATION_DECADES
-        value = max(float(self.form.value("regularization")), 1e-30)
+        value = max(float(value), 1e-30)
         position = round((math.log10(value) - low) / (high - low) * _SLIDER_STEPS)
         self._syncing = True
         try:
             self.reg_slider.setValue(max(0, min(_SLIDER_STEPS, position)))
         finally:
             self._syncing = False
+
+    def show_chosen_regularization(self, chosen: float | None) -> None:
+        """Show the automatic choice beside the control ("auto → 3.2e-03"; None: not yet)."""
+        self._chosen = chosen
+        if self.form.value("regularization") is not None:
+            self.reg_chosen.value = ""
+        elif chosen is None:
+            self.reg_chosen.value = "auto: chosen by the next preview or run"
+        else:
+            self.reg_chosen.value = f"auto → {chosen:.2g}"
 
     def _on_tilt_mode(self, *_: object) -> None:
         mode = self.form.value("tilt_mode")
@@ -218,7 +250,12 @@ class PhaseDock(MethodDock):
     def on_result(
         self, result: MethodResult | PreviewResult, *, preview: bool, layer: napari.layers.Image
     ) -> None:
-        """Style the tilt arrows; remember the estimated tilt map, so the preview uses it."""
+        """Show the automatic regularization; style the tilt arrows; remember the estimated
+        tilt map, so the preview uses it."""
+        phase_result = cast("PreviewResult", result).result if preview else result
+        chosen = getattr(phase_result, "regularization_chosen", None)
+        if chosen is not None:
+            self.show_chosen_regularization(chosen)
         if preview:
             return
         self._style_tilt_vectors(layer)
