@@ -6,25 +6,87 @@ input's shape (not the plugin's own results); the ones checked become channels 1
 multi-channel job with the input as channel 0 (its reference for registration and drift):
 :class:`~napari_gpuscope.compute.esrrf.StackedChannels` reads each layer lazily, and
 :func:`~napari_gpuscope.compute.esrrf.iter_channels` does the rest, as for a 4D layer.
+
+Each channel's result keeps its input layer's colormap (:func:`with_input_colormaps`): the
+layers of a multi-channel file come with the file's colours (napari gives a file's channels
+their own, or the reader their recorded ones), and the reconstructions overlay in the same
+colours. Where the input layers' colormaps do not tell the channels apart (all gray, as
+layers added one by one are; or one 4D layer, whose single colormap is every channel's), the
+channels keep the distinct colours of
+:data:`~napari_gpuscope.compute.esrrf.CHANNEL_COLORMAPS`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from qtpy.QtCore import Qt, Signal
 from qtpy.QtWidgets import QListWidget, QListWidgetItem, QSizePolicy
 
-from napari_gpuscope.compute.esrrf import MAX_CHANNELS
+from napari_gpuscope.compute.esrrf import CHANNEL_COLORMAPS, MAX_CHANNELS, ChannelsResult
 from napari_gpuscope.dock.connections import Connections
 from napari_gpuscope.provenance import PROVENANCE_KEY
 
 if TYPE_CHECKING:
     import napari.layers
     import napari.viewer
+    from napari.utils.colormaps import Colormap
 
-__all__ = ["ChannelLayers"]
+    from napari_gpuscope.compute.jobs import Job
+    from napari_gpuscope.compute.results import Geometry, LayerDataTuple
+
+__all__ = ["ChannelLayers", "ColouredChannels", "input_colormaps", "with_input_colormaps"]
+
+
+def input_colormaps(layers: Sequence[napari.layers.Image]) -> tuple[Colormap, ...] | None:
+    """The colormaps of the layers that are a job's channels 0, 1, ..., when they tell the
+    channels apart (two or more layers, no two with one colormap); else None."""
+    colormaps = tuple(layer.colormap for layer in layers)
+    names = {colormap.name for colormap in colormaps}
+    return colormaps if len(colormaps) >= 2 and len(names) == len(colormaps) else None
+
+
+@dataclasses.dataclass(frozen=True)
+class ColouredChannels(ChannelsResult):
+    """A :class:`~napari_gpuscope.compute.esrrf.ChannelsResult` whose channel ``c``'s layers
+    have ``colormaps[c]`` (its input layer's) instead of the default colour of channel ``c``;
+    the same result otherwise (pixels, summary, files)."""
+
+    colormaps: tuple[Any, ...] = ()
+
+    def layers(
+        self,
+        name: str = "stack",
+        geometry: Geometry | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> list[LayerDataTuple]:
+        """:meth:`ChannelsResult.layers`, each channel in its input layer's colormap."""
+        # The default colour of channel c names it: one colour per channel, none repeated.
+        by_default = dict(zip(CHANNEL_COLORMAPS, self.colormaps, strict=False))
+        layers = []
+        for data, kwargs, kind in super().layers(name, geometry, metadata):
+            colour = kwargs.get("colormap")
+            if isinstance(colour, str) and colour in by_default:
+                kwargs = {**kwargs, "colormap": by_default[colour]}
+            layers.append((data, kwargs, kind))
+        return layers
+
+
+def with_input_colormaps(
+    job: Job[ChannelsResult], layers: Sequence[napari.layers.Image]
+) -> Job[ChannelsResult]:
+    """``job`` (an eSRRF job of the channels ``layers`` hold, in order), whose result's
+    channels are shown in the layers' colormaps (:func:`input_colormaps`; the default colours
+    when those do not tell them apart). Updates and commands pass through unchanged."""
+    colormaps = input_colormaps(layers)
+    result = yield from job
+    if colormaps is None or not isinstance(result, ChannelsResult):
+        return result
+    fields = {f.name: getattr(result, f.name) for f in dataclasses.fields(ChannelsResult)}
+    return ColouredChannels(**fields, colormaps=colormaps)
 
 
 def _candidate(layer: Any, reference: Any) -> bool:

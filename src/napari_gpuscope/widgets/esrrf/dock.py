@@ -64,7 +64,7 @@ from napari_gpuscope.provenance import PROVENANCE_KEY
 from napari_gpuscope.widgets._base import MethodDock
 from napari_gpuscope.widgets._controls import FieldStyle
 from napari_gpuscope.widgets._controls._changes import mark_labels
-from napari_gpuscope.widgets.esrrf.channels import ChannelLayers
+from napari_gpuscope.widgets.esrrf.channels import ChannelLayers, with_input_colormaps
 from napari_gpuscope.widgets.esrrf.drift import DriftSection, channel_axis, layer_unit
 from napari_gpuscope.widgets.esrrf.sweep import SweepPanel
 
@@ -218,7 +218,7 @@ class EsrrfDock(MethodDock):
             if extra:  # channel c is the c-th layer, read lazily
                 data = StackedChannels([layer.data, *(other.data for other in extra)])
                 names = tuple(other.name for other in (layer, *extra))
-            return iter_channels(
+            job = iter_channels(
                 data,
                 params,
                 channel_axis=channel_axis(layer) if layer.ndim == 4 else 0,
@@ -228,6 +228,7 @@ class EsrrfDock(MethodDock):
                 name=f"layer '{layer.name}'",
                 device=device,
             )
+            return with_input_colormaps(job, [layer, *extra])  # each channel in its colours
         return iter_esrrf(
             layer.data,
             params=params,
