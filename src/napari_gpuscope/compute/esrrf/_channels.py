@@ -16,14 +16,14 @@ The order users follow with NanoPyx, as one job (:func:`iter_esrrf` hands 4D inp
 Each channel is read lazily (:class:`~._channel_input.ChannelView`): a Zarr array or a
 memory-mapped TIFF is read frame chunk by frame chunk, whatever axis holds the channels. The
 channel views and axis checks live in :mod:`._channel_input`; their names stay importable from
-here (the package's lazy exports point here).
+here (the package's lazy exports point here), as does :class:`ChannelsResult`
+(:mod:`._channels_result`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -32,7 +32,6 @@ from .._types import ArrayLike, Device
 from ..arrays import InvalidInputError
 from ..jobs import Job, Progress, mapped
 from ..memory import check_budget
-from ..results import Geometry, LayerDataTuple
 from ._channel_input import (
     CHANNEL_COLORMAPS,
     MAX_CHANNELS,
@@ -43,11 +42,12 @@ from ._channel_input import (
     first_frames,
     guess_channel_axis,
 )
+from ._channels_result import ChannelsResult
 from ._drift import iter_estimate_drift
 from ._drift_result import DriftResult
 from ._input import check_frames_per_chunk, check_stack
 from ._params import EsrrfParams
-from ._register import RegistrationResult, apply_registration, register_channels
+from ._register import apply_registration, register_channels
 from ._stream import check_drift_input, iter_stack
 
 __all__ = [
@@ -59,133 +59,6 @@ __all__ = [
     "guess_channel_axis",
     "iter_channels",
 ]
-
-@dataclass(frozen=True)
-class ChannelsResult:
-    """Each channel's eSRRF result and the registration that aligned them.
-
-    Attributes
-    ----------
-    channels : tuple
-        Channel ``c``'s :class:`~napari_gpuscope.compute.esrrf.EsrrfResult` (or what the
-        ``finish`` of :func:`iter_channels` made of it); fewer than :attr:`n_channels` after
-        Stop & keep.
-    registration : RegistrationResult or None
-        None when the channels were not registered.
-    n_channels : int
-        The input's channels.
-    estimate : DriftResult or None
-        Channel 0's drift as estimated in the run (None when a trace was given, or none).
-    channel_axis : int
-        The input's channel axis (dropped from a geometry given to :meth:`layers`).
-    channel_names : tuple of str or None
-        What each channel is called in layer names (default ``"<name> ch<c>"``).
-    """
-
-    channels: tuple[Any, ...]
-    registration: RegistrationResult | None
-    n_channels: int
-    estimate: DriftResult | None = None
-    channel_axis: int = 0
-    channel_names: tuple[str, ...] | None = None
-
-    @property
-    def stopped_early(self) -> bool:
-        """Whether Stop & keep ended the run before every channel was complete."""
-        done = len(self.channels)
-        return done < self.n_channels or any(c.stopped_early for c in self.channels)
-
-    @property
-    def drift(self) -> DriftResult | None:
-        """The reference channel's drift trace (None without drift correction)."""
-        if self.estimate is not None:
-            return self.estimate
-        return self.channels[0].drift if self.channels else None
-
-    @property
-    def image(self) -> np.ndarray:
-        """float32 ``(C, n_timepoints, H M, W M)``: every channel's eSRRF image (the channels
-        completed, and the time points every one of them has, after Stop & keep)."""
-        if not self.channels:
-            return np.zeros((0, 0, 0, 0), np.float32)
-        points = min(c.image.shape[0] for c in self.channels)
-        return np.stack([c.image[:points] for c in self.channels])
-
-    @property
-    def params(self) -> EsrrfParams | None:
-        """The parameters every channel was reconstructed with."""
-        return self.channels[0].params if self.channels else None
-
-    def summary(self) -> dict[str, Any]:
-        """Each channel's facts and the registration's."""
-        return {
-            "channels": [c.summary() for c in self.channels],
-            "n_channels": self.n_channels,
-            "channel_axis": self.channel_axis,
-            "channel_names": None if self.channel_names is None else list(self.channel_names),
-            "registration": None if self.registration is None else self.registration.summary(),
-            "stopped_early": self.stopped_early,
-        }
-
-    def describe(self) -> str:
-        """The registration, then each channel's line."""
-        registration = (
-            "not registered" if self.registration is None else self.registration.describe()
-        )
-        head = f"{self.n_channels} channels, {registration}"
-        if len(self.channels) < self.n_channels:
-            head += f"; stopped early after {len(self.channels)} channel(s)"
-        lines = [f"channel {c}: {r.describe()}" for c, r in enumerate(self.channels)]
-        return ". ".join([head, *lines])
-
-    def layers(
-        self,
-        name: str = "stack",
-        geometry: Geometry | None = None,
-        metadata: dict[str, Any] | None = None,
-    ) -> list[LayerDataTuple]:
-        """Every channel's eSRRF image first (additive colours, so they overlay), then the
-        widefield means (hidden) and channel 0's drift track; channel ``c`` is named
-        ``"<name> ch<c>"`` (or by :attr:`channel_names`), on the input's axes without the
-        channel axis."""
-        trailing = None if geometry is None else _without_axis(geometry, self.channel_axis)
-        images, others = [], []
-        for c, result in enumerate(self.channels):
-            colour = CHANNEL_COLORMAPS[c % MAX_CHANNELS]
-            for k, (data, kwargs, kind) in enumerate(
-                result.layers(self._channel_name(name, c), trailing, metadata)
-            ):
-                kwargs = dict(kwargs)
-                if kind == "tracks" and c > 0:
-                    continue  # its path holds the registration's offset too: channel 0's says it
-                if kind == "image":
-                    kwargs.update(colormap=colour, blending="additive")
-                    if k > 0:
-                        kwargs["visible"] = False  # the widefield mean under the channels
-                (images if k == 0 else others).append((data, kwargs, kind))
-        return images + others
-
-    def _channel_name(self, name: str, c: int) -> str:
-        if self.channel_names is not None and c < len(self.channel_names):
-            return self.channel_names[c]
-        return f"{name} ch{c}"
-
-    def files(self, geometry: Geometry | None = None) -> dict[str, str]:
-        """Channel 0's drift trace as ``"drift.csv"`` (see
-        :meth:`~napari_gpuscope.compute.esrrf.EsrrfResult.files`); ``{}`` without one."""
-        trailing = None if geometry is None else _without_axis(geometry, self.channel_axis)
-        return {} if self.drift is None else self.drift.files(trailing)
-
-
-def _without_axis(geometry: Geometry, channel_axis: int) -> Geometry:
-    """The geometry of one channel: a 4D geometry loses its channel axis; then the last 3."""
-    fields = {}
-    for key in ("scale", "translate", "units", "axis_labels"):
-        value = getattr(geometry, key)
-        if value is not None and len(value) == 4:
-            value = tuple(v for i, v in enumerate(value) if i != channel_axis % 4)
-        fields[key] = value
-    return Geometry(**fields).trailing(3)
 
 
 def _quiet(start: float, stop: float, prefix: str) -> Callable[[Progress], Progress]:
