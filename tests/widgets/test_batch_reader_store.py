@@ -179,3 +179,18 @@ def test_a_file_is_not_offered_to_this_reader(viewer, store):
     assert PLUGIN not in _readers(tiff)
     (layer,) = viewer.open(str(tiff), plugin=None)
     np.testing.assert_array_equal(np.asarray(layer.data), tifffile.imread(tiff))
+
+
+def test_napari_s_reader_hook_never_raises(store, tmp_path):
+    (tmp_path / "file.zarr").write_text("not a folder")
+    (tmp_path / "empty.zarr").mkdir()
+    (tmp_path / "empty.zarr" / "zarr.json").write_text("[]")
+    for path in (
+        str(tmp_path / "file.zarr"),
+        str(tmp_path / "empty.zarr"),
+        str(tmp_path / "missing.zarr"),
+        [str(store), str(store)],  # a stack: not a store
+        123,
+    ):
+        assert get_reader(path) is None
+    assert get_reader([str(store)]) is open_store
