@@ -24,7 +24,7 @@ napari's builtins reader by default: it opens a store with this one given
 ``plugin="napari-gpuscope"``, or ``plugin=None`` once the store is preferred.)
 
 Lives outside :mod:`napari_gpuscope.batch`, which imports no napari (its workers run without
-a GUI); napari imports this module only when it opens a folder.
+a GUI); napari imports this module only when it tries this reader on a folder.
 """
 
 from __future__ import annotations
