@@ -61,8 +61,11 @@ the lower panel (:class:`~napari_gpuscope.widgets._dock_parts.DockPanel`: run co
 progress, plot), the status (:class:`~napari_gpuscope.widgets._status_view.StatusView`), the
 jobs' reactions (:class:`~napari_gpuscope.widgets._job_view.JobView`), the live preview's
 schedule (:class:`~napari_gpuscope.widgets._preview_schedule.PreviewScheduler`), the form
-binding (:class:`~napari_gpuscope.widgets._form_binding.FormBinding`), the recipe row and each
-method's sections. The parts of a method (recipe row, eSRRF sweep, flat-field apply) see the
+binding (:class:`~napari_gpuscope.widgets._form_binding.FormBinding`), the input
+(:class:`~napari_gpuscope.widgets._input_view.InputView`), the job controls behind the public
+surface (:class:`~napari_gpuscope.widgets._job_control.JobControl`), the export row
+(:class:`~napari_gpuscope.widgets._dock_exports.ExportRow`), the recipe row and each method's
+sections. The parts of a method (recipe row, eSRRF sweep, flat-field apply) see the
 dock through :class:`~napari_gpuscope.dock.context.DockContext`.
 
 The result follows the result protocol (:mod:`napari_gpuscope.compute.results`): its
@@ -84,19 +87,20 @@ from qtpy.QtWidgets import QFrame, QScrollArea, QVBoxLayout, QWidget
 from napari_gpuscope.compute.params import Params
 from napari_gpuscope.compute.preview import PreviewResult
 from napari_gpuscope.dock.connections import Connections
-from napari_gpuscope.dock.jobs import PREVIEW, RUN, DockJob, JobHandlers, JobRefused
+from napari_gpuscope.dock.jobs import PREVIEW, JobHandlers
 from napari_gpuscope.dock.layers import check_image_layer
 from napari_gpuscope.dock.model import DockModel
-from napari_gpuscope.dock.outputs import relink_display
 from napari_gpuscope.methods import MethodSpec, method
-from napari_gpuscope.provenance import provenance_of
 from napari_gpuscope.widgets._controls import FieldStyle, ParamForm
 from napari_gpuscope.widgets._controls._changes import ChangesRow
-from napari_gpuscope.widgets._controls._layer_picker import LayerPicker
 from napari_gpuscope.widgets._devices import DeviceRow
+from napari_gpuscope.widgets._dock_exports import ExportRow
 from napari_gpuscope.widgets._dock_parts import DockPanel
 from napari_gpuscope.widgets._form_binding import FormBinding
+from napari_gpuscope.widgets._input_view import InputView
+from napari_gpuscope.widgets._job_control import JobControl
 from napari_gpuscope.widgets._job_view import JobView
+from napari_gpuscope.widgets._live_preview import LivePreview
 from napari_gpuscope.widgets._preview_schedule import PreviewScheduler
 from napari_gpuscope.widgets._recipes import RecipeRow
 from napari_gpuscope.widgets._runner import JobRunner
@@ -166,15 +170,8 @@ class MethodDock(QWidget):
         self._docked = False  # napari put the dock in a panel
 
         self.device_row = DeviceRow()
-        self.input = LayerPicker(
-            viewer,
-            tooltip=(
-                "Image layer to process. It follows the layer you select or add, and is never "
-                "modified: results go to new layers."
-            ),
-            follow=self.follows,
-            parent=self,
-        )
+        self.input_view = InputView(self, self.model, viewer=viewer, method_id=self.method_id)
+        self.input = self.input_view.picker
         self.form = ParamForm(
             self.params_class,
             [n for n in self.params_class.names() if n not in self.hidden_fields],
@@ -210,6 +207,33 @@ class MethodDock(QWidget):
             start=lambda: self.job_view.start(PREVIEW),
             debounce_ms=self.preview_debounce_ms,
         )
+        self.jobs = JobControl(
+            self,
+            self.model,
+            runner=self.runner,
+            panel=self.panel,
+            status=self.status_view,
+            jobs=self.job_view,
+            preview=self.preview,
+            dock=self,
+        )
+        self.exports = ExportRow(
+            self,
+            self.model,
+            viewer=viewer,
+            panel=self.panel,
+            last_result=lambda: self.last_result_layer,
+        )
+        self.live = LivePreview(
+            self,
+            self.model,
+            viewer=viewer,
+            panel=self.panel,
+            schedule=self.preview,
+            jobs=self.jobs,
+            status=self.status_view,
+            input_layer=lambda: self.input_layer,
+        )
         # Batch recipes: the parameters tuned here, applied to a whole experiment.
         self.recipe_row = RecipeRow(self)
         self.form.add_row(
@@ -226,16 +250,12 @@ class MethodDock(QWidget):
         """The dock's reactions to its panel, form, input and device row (Qt signals), and to
         the viewer's dims (napari events, undone on release)."""
         panel = self.panel
-        panel.live_preview.toggled.connect(self._on_live_preview_toggled)
         panel.run_button.clicked.connect(self.run)
         panel.stop_button.clicked.connect(self.stop)
         panel.cancel_button.clicked.connect(self.cancel)
-        panel.link_display.toggled.connect(self._on_link_toggled)
-        panel.figure_button.clicked.connect(self._export_figure)
-        panel.save_tiff_button.clicked.connect(self._save_tiff)
         panel.reset_button.clicked.connect(self.reset_to_defaults)
         self.form.changed.connect(self._on_params_changed)
-        self.input.changed.connect(self._on_input_changed)
+        self.input_view.changed.connect(self._on_input_changed)
         for event in ("current_step", "order", "ndisplay"):
             self._links.connect(getattr(self.viewer.dims.events, event), self._on_dims_changed)
         self.device_row.availability_changed.connect(self.status_view.update_buttons)
@@ -369,15 +389,11 @@ class MethodDock(QWidget):
     @property
     def input_layer(self) -> napari.layers.Image | None:
         """The selected input layer (None when there is none); settable."""
-        # The picker's combo can lose its layer without a signal (its choices emptied): hand
-        # the model what it shows now.
-        self.model.set_input(self.input.layer)
-        return self.model.input_layer
+        return self.input_view.layer
 
     @input_layer.setter
     def input_layer(self, layer: napari.layers.Image | None) -> None:
-        self.input.layer = layer
-        self.model.set_input(self.input.layer)  # also when the picker emits nothing
+        self.input_view.layer = layer
 
     @property
     def last_results(self) -> list[napari.layers.Layer]:
@@ -401,43 +417,17 @@ class MethodDock(QWidget):
         Refused (False, the reason in the status line) while a run or another job of the
         method is going on: Cancel (Escape) or Stop & keep it first.
         """
-        reason = self.model.refusal(RUN)
-        if self.device is None:
-            # Said once, in the dock (the device row explains): no notification on top.
-            reason = self.status_view.input_problem()
-        if reason is not None:
-            self.set_status(reason)
-            return False
-        self.preview.stop()
-        return self.job_view.start(RUN)
+        return self.jobs.run()
 
     def stop(self) -> bool:
         """Stop & keep: ask the running run (or other job of the method) to finish now and
         keep its result so far; a preview, a warm-up or a run that cannot stop early is
         cancelled instead. Returns whether a job was running."""
-        kind = self.model.kind
-        if kind is None:
-            return False
-        if (kind == RUN and not self.spec.supports_stop) or not self.model.holds_device():
-            self.cancel()
-            return True
-        if self.model.request_stop():
-            self.set_status("Stopping after the current step; the result so far will be kept.")
-            self.panel.stop_button.setEnabled(False)
-        return True
+        return self.jobs.stop()
 
     def cancel(self) -> None:
         """Cancel the running job; its partial outputs are rolled back."""
-        self.preview.stop()
-        job = self.model.cancel()
-        if job is not None:
-            if job.outputs is not None:
-                job.outputs.rollback()
-            self.set_status("Cancelled; nothing was changed.")
-            self.panel.stop_clock()
-            if job.handlers is not None:
-                job.handlers.ended()
-        self.status_view.update_buttons()
+        self.jobs.cancel()
 
     def params(self) -> Params:
         """The parameters the controls describe, as the dock's model now holds them
@@ -485,10 +475,7 @@ class MethodDock(QWidget):
 
     def follows(self, layer: napari.layers.Layer) -> bool:
         """Whether selecting ``layer`` makes it the input: not our own results or preview."""
-        if layer in self.model.owned:
-            return False
-        record = provenance_of(layer)
-        return not (isinstance(record, dict) and record.get("method") == self.method_id)
+        return self.input_view.follows(layer)
 
     def start_job(
         self,
@@ -510,18 +497,16 @@ class MethodDock(QWidget):
         JobRefused
             Another job holds the device, or there is no device; the status line says so.
         """
-        reason = "no usable CUDA GPU (see the device row)" if self.device is None else None
-        reason = reason or self.model.refusal(kind)
-        if reason is not None:
-            job.close()
-            self.set_status(reason)
-            raise JobRefused(reason)
-        self._stop_preview()
-        name = getattr(layer, "name", "")
-        record = DockJob(kind, layer, params, self.device or "", name, title, handlers=handlers)
-        self.model.launch(record, job, description=description, wanted=wanted)
-        self.panel.start_clock(self.runner)
-        self.status_view.update_buttons()
+        self.jobs.start_job(
+            kind,
+            job,
+            title=title,
+            description=description,
+            handlers=handlers,
+            layer=layer,
+            params=params,
+            wanted=wanted,
+        )
 
     def reset_choices(self, *_: object) -> None:
         """Refresh the input combo (napari calls this when the layer list changes)."""
@@ -562,7 +547,6 @@ class MethodDock(QWidget):
 
     # ---------------------------------------------------------------- reactions
     def _on_input_changed(self, *_: object) -> None:
-        self.model.set_input(self.input.layer)
         self._stop_preview()  # a preview of the previous input is of no use any more
         self.on_input_changed(self.input_layer)
         self.status_view.update_buttons()
@@ -579,40 +563,10 @@ class MethodDock(QWidget):
         self.binding.save_settings(self.panel, self.params)
 
     def _stop_preview(self) -> None:
-        self.preview.stop()
-        self.job_view.stop_preview()
-
-    def _on_live_preview_toggled(self, checked: bool) -> None:
-        if checked:
-            self.request_preview()
-            return
-        self._stop_preview()
-        self.status_view.update_buttons()
-        if not self.model.is_running():  # the status described the preview, which is gone
-            layer = self.input_layer
-            ready = f" Ready: Run processes '{layer.name}'." if layer is not None else ""
-            self.status_view.show_idle(f"Live preview off.{ready}")
+        self.jobs.stop_preview()
 
     def _on_dims_changed(self, *_: object) -> None:
-        layer = self.input_layer
-        if layer is not None and layer in self.viewer.layers and layer.ndim > 2:
-            self.request_preview()
-
-    def _on_link_toggled(self, checked: bool) -> None:
-        """Link (or unlink) the display of every result and preview of this dock."""
-        relink_display(self.viewer, self.model.owned, link=checked)
-
-    # The export commands report their own failures as notifications (they are File-menu
-    # commands too), so the buttons just call them.
-    def _export_figure(self) -> None:
-        from napari_gpuscope.export.commands import export_screenshot_dialog
-
-        export_screenshot_dialog(self.viewer)
-
-    def _save_tiff(self) -> None:
-        from napari_gpuscope.export.commands import save_tiff_dialog
-
-        save_tiff_dialog(self.viewer, layer=self.last_result_layer)
+        self.live.dims_changed()
 
     # ---------------------------------------------------------------- Qt events
     def keyPressEvent(self, event: QKeyEvent) -> None:
@@ -655,16 +609,13 @@ class MethodDock(QWidget):
         """A hidden panel (napari's hide button, another tab in front) shows no live preview;
         a full run goes on (its result is wanted; the activity dock shows its progress)."""
         if not event.spontaneous():  # not a minimised window
-            self.preview.hidden = True
-            self._stop_preview()
-            self.status_view.update_buttons()
+            self.live.hidden()
         super().hideEvent(event)
 
     def showEvent(self, event: QShowEvent) -> None:
         """Shown again: the live preview (if on) catches up with the displayed plane."""
-        if self.preview.hidden and not event.spontaneous():
-            self.preview.hidden = False
-            self.request_preview()
+        if not event.spontaneous():
+            self.live.shown()
         super().showEvent(event)
 
     def closeEvent(self, event: QCloseEvent) -> None:
