@@ -3,6 +3,15 @@
 from __future__ import annotations
 
 import os
+import tempfile
+
+# napari's persistent settings live in the user's config folder; opening a store with this
+# plugin records a reader preference there (napari_reader.prefer_store). Tests get a throwaway
+# settings file instead, so a test run never changes how the tester's napari opens folders.
+# Read by napari when napari.settings is first imported, hence before anything imports napari.
+os.environ.setdefault(
+    "NAPARI_CONFIG", os.path.join(tempfile.mkdtemp(prefix="gpuscope-napari-"), "settings.yaml")
+)
 
 import pytest
 import torch
