@@ -120,6 +120,10 @@ class PhaseDock(MethodDock):
         self.reg_slider.valueChanged.connect(self._on_slider)
         self.form.add_row("", self.reg_slider, after="regularization")
         self.reg_chosen = Label(value="")
+        self.reg_chosen.native.setWordWrap(True)
+        self.reg_chosen.native.setSizePolicy(
+            QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred
+        )
         self.reg_chosen.native.setToolTip(
             "The regularization the latest preview or run chose automatically: the value "
             "whose phase has the largest estimated correlation with the true phase"
@@ -187,7 +191,7 @@ class PhaseDock(MethodDock):
         if self.form.value("regularization") is not None:
             self.reg_chosen.value = ""
         elif chosen is None:
-            self.reg_chosen.value = "auto: chosen by the next preview or run"
+            self.reg_chosen.value = "auto: chosen per stack by a preview or run"
         else:
             self.reg_chosen.value = f"auto → {chosen:.2g}"
 
