@@ -4,17 +4,18 @@ Conventions (the whole plugin uses them): a drift trace is a float64 ``(T, 2)`` 
 ``(dy, dx)`` in input pixels; frame ``t`` shows frame 0's content moved by ``+shifts[t]``, so
 ``shifts[0]`` is ``(0, 0)`` and :func:`correct_drift` moves frame ``t`` by ``-shifts[t]``.
 
-Estimation streams the stack once (twice for ``reference="mean"``): frames are summed into
-blocks of ``time_averaging`` frames on the device; each finished block is correlated with the
-reference at once (FFTs), so device and host memory are O(frame), whatever the number of
-frames. The correlation peak is refined by an upsampled DFT around the integer peak
-(Guizar-Sicairos et al., Opt. Lett. 2008; 1/20 px grid) and a parabola through the finest
-grid's 3 x 3 maximum. Block shifts are placed at the blocks' centre frames and interpolated
-to every frame by a cubic spline (a parabola for 3 blocks, a line for 2); before the first and
-after the last centre the trace goes on straight, with the slope at that centre of a
-least-squares parabola through the nearest blocks (3 to 5 of them), or of a line through them
-where the parabola's curvature is within their noise. Each block's uncertainty comes from the
-difference between its first and second half of frames (:func:`_block_uncertainty`).
+Estimation streams the stack once (``reference="mean"``: 3 to 6 times, below): frames are
+summed into blocks of ``time_averaging`` frames on the device; each finished block is
+correlated with the reference at once (FFTs), so device and host memory are O(frame),
+whatever the number of frames. The correlation peak is refined by an upsampled DFT around
+the integer peak (Guizar-Sicairos et al., Opt. Lett. 2008; 1/20 px grid) and a parabola
+through the finest grid's 3 x 3 maximum. Block shifts are placed at the blocks' centre
+frames and interpolated to every frame by a cubic spline (a parabola for 3 blocks, a line
+for 2); before the first and after the last centre the trace goes on straight, with the
+slope at that centre of a least-squares parabola through the nearest blocks (3 to 5 of
+them), or of a line through them where the parabola's curvature is within their noise. Each
+block's uncertainty comes from the difference between its first and second half of frames
+(:func:`_block_uncertainty`).
 
 A block whose correlation with its reference has no peak above the height noise alone
 reaches (:func:`_peak_significance`: frames without sample, camera background, a constant)
@@ -24,6 +25,16 @@ value there (never extrapolated over frames without sample). :attr:`DriftResult.
 marks which blocks were measured, and the summary, the description and the CSV say which
 frames were interpolated. Fewer than two measured blocks is an error, and so is a trace that
 moves a frame by its whole size (``reference="previous"`` adds its steps up).
+
+``reference="mean"`` (issue 26): one pass sums every frame; each block is then measured
+against the mean of the *other* blocks (the block's own part, which correlates with it at lag
+0 and pulled every shift towards 0, taken off), and the blocks' positions solved from these
+shifts (each block's reference is a different mean: :func:`_mean_positions`). The plain mean
+of a drifting stack is blurred along the drift's path, so the blocks are measured again
+against the mean of the others *aligned* by their last shifts, until no block's position
+changes by more than its uncertainty (:data:`MEAN_REFINEMENTS` passes at most;
+:attr:`DriftResult.mean_refinement` says how many were made and whether they settled). As
+with every reference, the trace is relative to frame 0.
 
 ``time_averaging=None`` (the default) chooses the block length per stack (issue 27 item 3):
 a pilot pass measures every candidate length at once (one block sum per candidate on the
@@ -39,6 +50,7 @@ import contextlib
 import dataclasses
 import itertools
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -524,9 +536,13 @@ def iter_estimate_drift(
         (and more until two are measured, a trace needs two) and returns the trace of the
         frames those blocks cover, marked ``stopped_early`` (with ``reference="mean"``, a
         stop during the reference's pass ends it there: the reference is the mean of the
-        frames read). Blocks with no structure in common with their reference (no sample)
-        are not measured: :attr:`DriftResult.measured` marks them, their drift is
-        interpolated from the measured blocks and held beyond the first and last of them.
+        frames read; a stop during a later pass, one against the aligned mean, keeps the
+        whole trace of the pass before it). With ``reference="mean"`` the blocks' metrics
+        are those of the first pass, against the plain mean; the passes that follow refine
+        them (:attr:`DriftResult.mean_refinement`). Blocks with no structure in common with
+        their reference (no sample) are not measured: :attr:`DriftResult.measured` marks
+        them, their drift is interpolated from the measured blocks and held beyond the first
+        and last of them.
         With ``reference="previous"`` each block is correlated with the last measured one.
         With ``time_averaging=None`` the stack is read once more first, to choose the block
         length (:func:`choose_block_length`; progress 0-50 %): the result's
@@ -582,6 +598,198 @@ class _BlockSums:
 
 class _StopReading(Exception):
     """Stop & keep during the mean reference's pass: the frames read so far are the mean."""
+
+
+@dataclasses.dataclass
+class _Pass:
+    """One pass of the estimate over the blocks: each block's shift against its reference,
+    whether it was measured, its halves' shift, whether they share structure, the aligned
+    sum (each measured block moved back by its shift, weighted by its frames over the
+    stack's), the frames in it, and how many blocks were read (fewer after a stop)."""
+
+    measured: np.ndarray
+    known: np.ndarray
+    halves: np.ndarray
+    structured: np.ndarray
+    aligned: torch.Tensor
+    aligned_frames: int
+    done: int
+
+
+class _MeanReference:
+    """The reference of ``reference="mean"``: the mean of the frames (``total``: the sum of
+    each block's part, ``frames / n`` of it in all; ``(1, Y, X)``), each block in it moved
+    back by ``shifts[k]`` (zero on the first pass: the plain mean), and which blocks are in it
+    (``entered``).
+
+    A block is measured against the mean of the *others* (:meth:`spectrum_without`): the
+    block's own part correlates with the block at lag 0 (its noise and its blinking emitters
+    exactly), which pulled every shift towards 0, by up to a pixel for a drift of 10 px over
+    the stack (issue 26).
+    """
+
+    def __init__(
+        self, total: torch.Tensor, frames: int, n: int, shifts: np.ndarray, entered: np.ndarray
+    ) -> None:
+        self.total, self.frames, self.n = total, frames, n
+        self.shifts, self.entered = shifts, entered
+
+    def spectrum_without(
+        self, k: int, mean: torch.Tensor, count: int, correlator: _Correlator
+    ) -> torch.Tensor:
+        """The spectrum of the mean of the other blocks' frames (``mean``: block ``k``'s mean
+        of ``count`` frames). Its part is taken off as it was added (moved back by the same
+        shift), so only rounding is left of it; a block that is not in the mean wholly (a
+        stop during the reference's pass read part of it) or alone in it is measured against
+        the whole mean."""
+        if self.entered[k] and self.frames > count:
+            own = shift_frames(mean[None], self.shifts[k : k + 1]) * (count / self.n)
+            image = (self.total - own) * (self.n / (self.frames - count))
+        else:
+            image = self.total * (self.n / self.frames)
+        return correlator.spectrum(image[0])
+
+
+MEAN_REFINEMENTS = 4
+"""Most passes that re-measure the blocks against the mean of the aligned others
+(``reference="mean"``); each reads the stack once more. A linear drift of 8 px over 8 blocks
+(simulated blinking stacks) settles after 1 or 2."""
+
+MEAN_TOLERANCE_FLOOR = 0.01
+"""Smallest change (px) that counts as one in the refinement's stopping rule, where a block's
+uncertainty is unknown (blocks of one frame) or smaller: well below any block's error on
+real data, and about what the peak refinement resolves (a parabola through a 1/20 px grid)."""
+
+
+def _refine_mean(
+    state: _Pass,
+    plain: _MeanReference,
+    blocks: list[tuple[int, int]],
+    measuring: Callable[[float, float, _MeanReference | None, _Pass | None], Job[_Pass | None]],
+    stopping: dict[str, bool],
+    span: tuple[float, float],
+) -> Job[tuple[_Pass, dict[str, Any]]]:
+    """The blocks' positions (:func:`_mean_positions`) from the pass against the plain mean
+    (``state``), then from passes against the mean of the other blocks *aligned* by the last
+    pass's shifts, until no block's position changes by more than its uncertainty (beyond a
+    common offset, which the trace relative to frame 0 drops), at most
+    :data:`MEAN_REFINEMENTS` times. The plain mean of a drifting stack is blurred along the
+    drift's path (a ridge in the correlation rather than a peak, whose maximum lies anywhere
+    along it); the aligned mean is as sharp as a block, and the positions' linear model holds.
+
+    Returns the last pass, its ``measured`` replaced by the positions, and what happened
+    (:attr:`DriftResult.mean_refinement`): the measuring passes, whether they converged, the
+    largest change of the last one (px) and whether a stop cut the refinement short (the
+    last complete pass is kept). A stop during the reference's pass (its mean holds only the
+    frames read) keeps the first pass's shifts as measured."""
+    n = plain.n
+    info: dict[str, Any] = {
+        "passes": 1,
+        "converged": False,
+        "largest_change_px": None,
+        "most_passes": 1 + MEAN_REFINEMENTS,
+        "stopped": bool(stopping["requested"]),
+    }
+    if plain.frames < n or state.known.sum() < 2:
+        return state, info
+    positions = _mean_positions(state, plain, blocks)
+    lo, hi = span
+    for i in range(MEAN_REFINEMENTS):
+        if stopping["requested"] or state.done < len(blocks):
+            info["stopped"] = bool(stopping["requested"])
+            break
+        reference = _MeanReference(
+            state.aligned, state.aligned_frames, n, state.measured, state.known
+        )
+        step = (hi - lo) / MEAN_REFINEMENTS
+        newer = yield from measuring(lo + i * step, lo + (i + 1) * step, reference, state)
+        if newer is None:  # a stop: the last complete pass stands
+            info["stopped"] = True
+            break
+        if newer.known.sum() < 2:  # refused by _check_measured: nothing to refine
+            state, positions = newer, newer.measured
+            break
+        moved = _mean_positions(newer, reference, blocks)
+        excess, change = _position_change(state.known, positions, newer, moved, blocks)
+        state, positions = newer, moved
+        info["passes"] += 1
+        info["largest_change_px"] = change
+        if excess <= 1.0:
+            info["converged"] = True
+            break
+    return dataclasses.replace(state, measured=positions), info
+
+
+def _mean_positions(
+    state: _Pass, reference: _MeanReference, blocks: list[tuple[int, int]]
+) -> np.ndarray:
+    """``(B, 2)``: each measured block's position from its shift against the mean of the
+    others (NaN-free; unmeasured blocks keep their values).
+
+    Block ``j`` enters the reference moved back by ``s_j`` (``reference.shifts``), so it sits
+    at ``x_j - s_j`` where ``x_j`` is its position; the others' mean sits at their weighted
+    mean position (weights: frames; the linear model of a correlation peak, exact where
+    these offsets are small beside the sample's structure) and the measured shift is
+    ``m_k = x_k - sum_j a_kj (x_j - s_j)``, ``a_kj`` block ``j``'s share of block ``k``'s
+    reference. The reference differs from block to block, so ``m`` is not a trace: against
+    the plain mean (all ``s = 0``) ``m_k = x_k - mean_j≠k x_j``, a linear drift stretched by
+    ``B / (B - 1)`` (2 for two blocks). The system is solved by least squares for the
+    positions of the measured blocks (an entered block measured no more is taken at its
+    ``s``); a common offset solves it as well, and the one chosen gives ``x`` the frame
+    weighted mean of ``m``, so the aligned mean (built with ``m``) stays in ``x``'s
+    coordinates."""
+    counts = np.array([b - a for a, b in blocks], np.float64)
+    rows = np.nonzero(state.known)[0]
+    column = {int(k): i for i, k in enumerate(rows)}
+    weights = np.where(reference.entered, counts, 0.0)
+    matrix = np.eye(len(rows))
+    rhs = state.measured[rows].copy()
+    for i, k in enumerate(rows):
+        share = weights.copy()
+        if reference.entered[k] and reference.frames > counts[k]:
+            share[k] = 0.0  # left out of its own reference (spectrum_without)
+        if share.sum() <= 0:
+            return state.measured.copy()
+        share /= share.sum()
+        for j in np.nonzero(share)[0]:
+            if int(j) in column:
+                matrix[i, column[int(j)]] -= share[j]
+                rhs[i] -= share[j] * reference.shifts[j]
+    solved = np.linalg.lstsq(matrix, rhs, rcond=None)[0]
+    w = counts[rows] / counts[rows].sum()
+    solved += (w[:, None] * (state.measured[rows] - solved)).sum(axis=0)
+    positions = state.measured.copy()
+    positions[rows] = solved
+    return positions
+
+
+def _position_change(
+    known: np.ndarray,
+    old: np.ndarray,
+    new: _Pass,
+    positions: np.ndarray,
+    blocks: list[tuple[int, int]],
+) -> tuple[float, float]:
+    """``(largest change over its tolerance, largest change in px)`` of the measured blocks'
+    positions from ``old`` to ``positions`` (of the pass ``new``), their mean change (a
+    common offset) taken off; a block's tolerance is its uncertainty
+    (:func:`_block_uncertainty`), at least :data:`MEAN_TOLERANCE_FLOOR`. A block measured in
+    one pass and not the other: infinite (the set of blocks has not settled)."""
+    if not np.array_equal(known, new.known):
+        return math.inf, math.inf
+    good = np.nonzero(new.known)[0]
+    centres = np.array([(a + b - 1) / 2 for a, b in blocks], np.float64)[good]
+    uncertainty = _block_uncertainty(
+        centres, positions[good], new.halves[good], [blocks[i] for i in good]
+    )
+    tolerance = np.where(
+        np.isfinite(uncertainty),
+        np.maximum(uncertainty, MEAN_TOLERANCE_FLOOR),
+        MEAN_TOLERANCE_FLOOR,
+    )
+    change = positions[good] - old[good]
+    change -= change.mean(axis=0)
+    return float(np.max(np.abs(change) / tolerance)), float(np.abs(change).max())
 
 
 def _estimate(
@@ -647,7 +855,6 @@ def _measure(
             what="drift estimation",
         )
         correlator = _Correlator(height, width, dev)
-        passes = 2 if params.reference == "mean" else 1
 
         def summed(
             first: int, stop: int, sums: _BlockSums, *, interruptible: bool = False
@@ -680,120 +887,160 @@ def _measure(
                 what="drift estimation",
             )
 
-        reference_spectrum = None
+        def measuring(
+            lo: float, hi: float, mean_reference: _MeanReference | None, earlier: _Pass | None
+        ) -> Job[_Pass | None]:
+            """One pass over the blocks, each correlated with its reference (progress from
+            ``lo`` to ``hi``). ``earlier``: the pass a ``reference="mean"`` refinement follows
+            (its half shifts are reused); a refinement returns None when a stop is requested
+            (the earlier pass is kept)."""
+            refining = earlier is not None
+            measured = np.zeros((len(blocks), 2), np.float64)
+            # known[k]: block k shares structure with its reference (its shift is measured);
+            # the others are interpolated from the measured blocks (issue 26 item 1).
+            known = np.zeros(len(blocks), bool)
+            aligned = torch.zeros((1, height, width), dtype=torch.float64, device=dev)
+            aligned_frames = 0
+            # reference="previous": the last block with structure (index, spectrum, mean, noise)
+            anchor: tuple[int, torch.Tensor, torch.Tensor, torch.Tensor | None] | None = None
+            # reference="first": block 0's spectrum and noise. The mean of the other frames
+            # (reference="mean") averages their noise: a block can pass against it by chance
+            # only where all other blocks are blank, and then it is the only measured block,
+            # which is refused.
+            reference_spectrum = None
+            reference_noise = None
+            if earlier is not None:  # the halves' shifts do not depend on the reference
+                halves, structured = earlier.halves, earlier.structured
+            else:
+                halves = np.full((len(blocks), 2), np.nan)
+                structured = np.zeros(len(blocks), bool)  # the block's halves share structure
+            done = len(blocks)
+            for k, (first, stop) in enumerate(blocks):
+                sums = _BlockSums((height, width), dev, middle=first + (stop - first) // 2)
+                block_lo = lo + (hi - lo) * k / len(blocks)
+                block_hi = lo + (hi - lo) * (k + 1) / len(blocks)
+                yield from scaled(summed(first, stop, sums), block_lo, block_hi)
+                count = stop - first
+                mean = sums.total / count
+                spectrum = correlator.spectrum(mean)
+                noise = correlator.spectrum(_noise_image(sums, count)) if count >= 2 else None
+                if count >= 2 and not refining:
+                    early = count // 2
+                    second = (sums.total - sums.first_half) / (count - early)
+                    half, _, half_significance = correlator.measure(
+                        sums.first_half / early, correlator.spectrum(second), None
+                    )
+                    if half_significance >= 1.0:  # else unknown (NaN): no noise-only shifts
+                        halves[k] = half
+                        structured[k] = True  # its halves share structure: not blank
+                if params.reference == "first" and k == 0:
+                    reference_spectrum, reference_noise = spectrum, noise
+                if params.reference == "previous":
+                    if anchor is not None:
+                        at, against, at_mean, at_noise = anchor
+                        step, edge, significance = correlator.measure(
+                            mean, against, limit, noise, at_noise
+                        )
+                        if significance >= 1.0:
+                            what = "the previous block" if at == k - 1 else f"block {at + 1}"
+                            _check_limit(step, edge, limit, k, first, stop, what)
+                            if not known[at]:  # the chain's first block: its origin (0, 0)
+                                known[at] = True
+                                weight = (blocks[at][1] - blocks[at][0]) / n
+                                aligned += at_mean[None] * weight
+                                aligned_frames += blocks[at][1] - blocks[at][0]
+                            measured[k] = measured[at] + step
+                            known[k] = True
+                            anchor = (k, spectrum, mean, noise)
+                        elif not known[at] and not (structured[at] and not structured[k]):
+                            # Nothing measured yet: the earlier block or this one is blank;
+                            # the chain starts with the first pair that shares structure. An
+                            # earlier block whose halves share structure stays the anchor
+                            # while the blocks after it show none (a sample between blank
+                            # blocks).
+                            anchor = (k, spectrum, mean, noise)
+                        # else: no structure in common with the last measured block: this
+                        # block is unmeasured, and the next one is correlated with that
+                        # block again.
+                    else:
+                        anchor = (k, spectrum, mean, noise)
+                elif params.reference == "first" and k == 0:
+                    measured[k] = 0.0  # known once another block correlates with it
+                else:
+                    if mean_reference is not None:  # the mean without this block's part
+                        reference_spectrum = mean_reference.spectrum_without(
+                            k, mean, count, correlator
+                        )
+                    shift, edge, significance = correlator.measure(
+                        mean, reference_spectrum, limit, noise, reference_noise
+                    )
+                    if significance >= 1.0:
+                        _check_limit(shift, edge, limit, k, first, stop, f"the {params.reference}")
+                        measured[k] = shift
+                        known[k] = True
+                        if params.reference == "first":
+                            known[0] = True
+                if known[k] or (params.reference == "first" and k == 0):
+                    # blocks without structure (no sample) are left out of the aligned mean;
+                    # a first block that nothing correlates with is refused below
+                    aligned += shift_frames(mean[None], measured[k : k + 1]) * (count / n)
+                    aligned_frames += count
+                del sums, spectrum, mean, noise
+                centre = (first + stop - 1) / 2
+                if refining:  # the first pass drew the live trace; this one refines it
+                    yield Progress(
+                        block_hi,
+                        f"drift: block {k + 1}/{len(blocks)} against the aligned mean",
+                    )
+                elif known[k] or (params.reference == "first" and k == 0):
+                    yield Progress(
+                        block_hi,
+                        f"drift: block {k + 1}/{len(blocks)} dy {measured[k, 0]:+.3f}, "
+                        f"dx {measured[k, 1]:+.3f} px",
+                        step=round(centre),
+                        metrics={"dy": float(measured[k, 0]), "dx": float(measured[k, 1])},
+                    )
+                else:
+                    yield Progress(
+                        block_hi,
+                        f"drift: block {k + 1}/{len(blocks)} has no structure in common with "
+                        "its reference: its drift will be interpolated",
+                    )
+                if stopping["requested"]:
+                    if refining:
+                        return None
+                    if k >= 1 and known[: k + 1].sum() >= 2:
+                        done = k + 1
+                        break
+            return _Pass(measured, known, halves, structured, aligned, aligned_frames, done)
+
+        refinement: dict[str, Any] | None = None
         if params.reference == "mean":
             sums = _BlockSums((height, width), dev)
             with contextlib.suppress(_StopReading):
                 pass_over = summed(0, n, sums, interruptible=True)
-                yield from scaled(pass_over, 0.0, 1.0 / passes, "reference: ")
-            reference_spectrum = correlator.spectrum(sums.total / sums.frames)
-            reference_frames = sums.frames
+                yield from scaled(pass_over, 0.0, 1.0 / 3.0, "reference: ")
+            read = sums.frames  # all frames, or those read before a stop
+            plain = _MeanReference(
+                sums.total[None] / n,
+                read,
+                n,
+                np.zeros((len(blocks), 2)),
+                np.array([stop <= read for _, stop in blocks]),
+            )
             del sums
-
-        measured = np.zeros((len(blocks), 2), np.float64)
-        # known[k]: block k shares structure with its reference (its shift is measured);
-        # the others are interpolated from the measured blocks (issue 26 item 1).
-        known = np.zeros(len(blocks), bool)
-        aligned = torch.zeros((1, height, width), dtype=torch.float64, device=dev)
-        all_frames, aligned_frames = n, 0
-        # reference="previous": the last block with structure (index, spectrum, mean, noise)
-        anchor: tuple[int, torch.Tensor, torch.Tensor, torch.Tensor | None] | None = None
-        # reference="first": block 0's noise. The mean of the other frames (reference="mean")
-        # averages their noise: a block can pass against it by chance only where all other
-        # blocks are blank, and then it is the only measured block, which is refused.
-        reference_noise = None
-        halves = np.full((len(blocks), 2), np.nan)
-        structured = np.zeros(len(blocks), bool)  # the block's halves share structure
-        done = len(blocks)
-        for k, (first, stop) in enumerate(blocks):
-            sums = _BlockSums((height, width), dev, middle=first + (stop - first) // 2)
-            lo = (passes - 1 + k / len(blocks)) / passes
-            hi = (passes - 1 + (k + 1) / len(blocks)) / passes
-            yield from scaled(summed(first, stop, sums), lo, hi)
-            count = stop - first
-            mean = sums.total / count
-            spectrum = correlator.spectrum(mean)
-            noise = correlator.spectrum(_noise_image(sums, count)) if count >= 2 else None
-            if count >= 2:
-                early = count // 2
-                second = (sums.total - sums.first_half) / (count - early)
-                half, _, half_significance = correlator.measure(
-                    sums.first_half / early, correlator.spectrum(second), None
-                )
-                if half_significance >= 1.0:  # else unknown (NaN): no noise-only shifts
-                    halves[k] = half
-                    structured[k] = True  # its halves share structure: not blank
-            if params.reference == "first" and k == 0:
-                reference_spectrum, reference_noise = spectrum, noise
-            if params.reference == "previous":
-                if anchor is not None:
-                    at, against, at_mean, at_noise = anchor
-                    step, edge, significance = correlator.measure(
-                        mean, against, limit, noise, at_noise
-                    )
-                    if significance >= 1.0:
-                        what = "the previous block" if at == k - 1 else f"block {at + 1}"
-                        _check_limit(step, edge, limit, k, first, stop, what)
-                        if not known[at]:  # the chain's first block: its origin (0, 0)
-                            known[at] = True
-                            weight = (blocks[at][1] - blocks[at][0]) / n
-                            aligned += at_mean[None] * weight
-                            aligned_frames += blocks[at][1] - blocks[at][0]
-                        measured[k] = measured[at] + step
-                        known[k] = True
-                        anchor = (k, spectrum, mean, noise)
-                    elif not known[at] and not (structured[at] and not structured[k]):
-                        # Nothing measured yet: the earlier block or this one is blank; the
-                        # chain starts with the first pair that shares structure. An earlier
-                        # block whose halves share structure stays the anchor while the
-                        # blocks after it show none (a sample between blank blocks).
-                        anchor = (k, spectrum, mean, noise)
-                    # else: no structure in common with the last measured block: this block
-                    # is unmeasured, and the next one is correlated with that block again.
-                else:
-                    anchor = (k, spectrum, mean, noise)
-            elif params.reference == "first" and k == 0:
-                measured[k] = 0.0  # known once another block correlates with it
-            else:
-                shift, edge, significance = correlator.measure(
-                    mean, reference_spectrum, limit, noise, reference_noise
-                )
-                if params.reference == "mean" and reference_frames == n:
-                    # The mean holds the block itself, whose noise correlates with itself at
-                    # 0: its structure is judged against the mean of the other frames
-                    # (spectra are linear in the image).
-                    others = (n * reference_spectrum - count * spectrum) / (n - count)
-                    _, _, significance = correlator.peak(spectrum, others, limit, noise)
-                if significance >= 1.0:
-                    _check_limit(shift, edge, limit, k, first, stop, f"the {params.reference}")
-                    measured[k] = shift
-                    known[k] = True
-                    if params.reference == "first":
-                        known[0] = True
-            if known[k] or (params.reference == "first" and k == 0):
-                # blocks without structure (no sample) are left out of the aligned mean; a
-                # first block that nothing correlates with is refused below
-                aligned += shift_frames(mean[None], measured[k : k + 1]) * (count / n)
-                aligned_frames += count
-            del sums, spectrum, mean, noise
-            centre = (first + stop - 1) / 2
-            if known[k] or (params.reference == "first" and k == 0):
-                yield Progress(
-                    hi,
-                    f"drift: block {k + 1}/{len(blocks)} dy {measured[k, 0]:+.3f}, "
-                    f"dx {measured[k, 1]:+.3f} px",
-                    step=round(centre),
-                    metrics={"dy": float(measured[k, 0]), "dx": float(measured[k, 1])},
-                )
-            else:
-                yield Progress(
-                    hi,
-                    f"drift: block {k + 1}/{len(blocks)} has no structure in common with "
-                    "its reference: its drift will be interpolated",
-                )
-            if stopping["requested"] and k >= 1 and known[: k + 1].sum() >= 2:
-                done = k + 1
-                break
+            state = yield from measuring(1.0 / 3.0, 2.0 / 3.0, plain, None)
+            assert state is not None  # only a refinement gives way to a stop
+            state, refinement = yield from _refine_mean(
+                state, plain, blocks, measuring, stopping, (2.0 / 3.0, 1.0)
+            )
+            del plain
+        else:
+            state = yield from measuring(0.0, 1.0, None, None)
+            assert state is not None
+        measured, known, halves = state.measured, state.known, state.halves
+        aligned, aligned_frames, done = state.aligned, state.aligned_frames, state.done
+        all_frames = n
         stopped = done < len(blocks)
         if stopped:  # the trace of the frames the measured blocks cover
             blocks, measured, halves = blocks[:done], measured[:done], halves[:done]
@@ -845,6 +1092,7 @@ def _measure(
         kernel_paths={"drift": path},
         measured=known.copy(),
         time_averaging_chosen=length,
+        mean_refinement=refinement,
     )
 
 

@@ -55,7 +55,7 @@ class DriftParams(Params):
         help=(
             "What each block is correlated with: the first block (no accumulated error), the "
             "previous block (follows a sample that changes; errors accumulate) or the mean of "
-            "all frames (one more read of the stack)"
+            "the other blocks, aligned by their shifts (2 to 5 more reads of the stack)"
         ),
     )
     time_averaging: int | None = param(

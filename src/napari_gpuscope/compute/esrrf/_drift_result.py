@@ -113,6 +113,13 @@ class DriftResult:
     block_length_choice : dict or None
         How the automatic choice was made (:meth:`BlockLengthChoice.summary`: every
         candidate's estimated RMS error, its noise and bias); None for a fixed length.
+    mean_refinement : dict or None
+        ``reference="mean"``: how the blocks were re-measured against the mean of the other
+        blocks aligned by their shifts: ``{"passes": 3, "converged": True,
+        "largest_change_px": 0.004, "most_passes": 5, "stopped": False}`` (measuring passes
+        made, whether the last one changed no block's shift by more than its uncertainty,
+        its largest change beyond a common offset, None after one pass, the cap, whether a
+        stop cut it short). None for the other references and a loaded trace.
     """
 
     shifts: np.ndarray
@@ -127,6 +134,7 @@ class DriftResult:
     measured: np.ndarray | None = None
     time_averaging_chosen: int | None = None
     block_length_choice: dict[str, Any] | None = None
+    mean_refinement: dict[str, Any] | None = None
 
     @property
     def automatic(self) -> bool:
@@ -224,6 +232,7 @@ class DriftResult:
             "time_averaging_chosen": self.time_averaging_chosen,
             "time_averaging_automatic": self.automatic,
             "block_length_choice": self.block_length_choice,
+            "mean_refinement": self.mean_refinement,
         }
 
     @classmethod
@@ -262,6 +271,17 @@ class DriftResult:
                 f"; {len(unmeasured)} of {len(self.block_frames)} blocks not measured, with "
                 f"no structure in common with their reference ({self._unmeasured_text()}): "
                 "their drift is interpolated from the measured blocks, held at the ends"
+            )
+        refinement = self.mean_refinement
+        if (
+            refinement
+            and refinement["passes"] >= refinement["most_passes"]
+            and not refinement["converged"]
+        ):
+            text += (
+                f"; the shifts against the aligned mean had not settled after "
+                f"{refinement['passes']} passes (last change up to "
+                f"{refinement['largest_change_px']:.3f} px, more than the blocks' uncertainty)"
             )
         if self.stopped_early:
             text += (
