@@ -78,7 +78,7 @@ def test_global_tilt_is_recovered(global_stack, optimizer, iterations, loss, tol
     )
     tilt = result.tilt_map
     assert result.is_global
-    assert result.iterations == iterations
+    assert result.iterations <= iterations  # the estimate stops by itself when converged
     assert abs(tilt.zenith.item() - 0.2) < tolerance
     assert angle_error(tilt.azimuth.item(), 1.0) < 0.1
     assert result.loss_history[-1] < result.loss_history[0]
@@ -323,7 +323,7 @@ def test_noise_only_stacks_share_no_structure_and_are_not_measurable():
     """Issue 26 items 1 and 12: a stack of noise holds no tilt; the optimiser fits the noise
     and reported a zenith of 0.003 rad, 'converged'. Each of these 256 x 256 x 11 stacks is
     called so by the noise model, whatever the noise's level or spectrum."""
-    from napari_gpuscope.compute.phase._tilt import not_measurable_reason
+    from napari_gpuscope.compute.phase._measurable import not_measurable_reason
 
     params = phase.PhaseParams(**AIR)
     for kind, stack in _noise_stacks().items():
@@ -340,7 +340,7 @@ def test_the_structure_score_of_noise_is_standard_normal():
     cross-correlation of neighbouring slices, in units of the predicted spread, has mean 0
     and standard deviation 1 at each lag (4 stacks x 225 lags, standard error ~0.03 with
     the lags' correlation)."""
-    from napari_gpuscope.compute.phase._tilt import _pooled_surface
+    from napari_gpuscope.compute.phase._measurable import _pooled_surface
 
     params = phase.PhaseParams(**AIR)
     rng = np.random.default_rng(7)
@@ -362,7 +362,7 @@ def test_a_weak_but_real_sample_is_measured_not_refused():
     it is 0.153, at a tenth it misses the zenith by 0.15 rad, which this test does not judge)
     is far above the noise (45 sigma against a threshold of 4.6): the noise model refuses no
     stack whose tilt the estimate can measure."""
-    from napari_gpuscope.compute.phase._tilt import noise_only_reason, slice_structure
+    from napari_gpuscope.compute.phase._measurable import noise_only_reason, slice_structure
 
     params = phase.PhaseParams(**AIR, optimizer="newton", iterations=8)
     ph, ab = cells((256, 256), 3)

@@ -11,10 +11,12 @@ import torch
 from ..jobs import Job, Output, Progress, is_stop
 from ..memory import MemoryRetry, plan_chunk
 from ..results import Geometry, LayerDataTuple, image_layer, result_name, vectors_layer
+from ._determined import MIN_SIGNAL_SHARE, not_determined_reason
+from ._measurable import measurability
 from ._outliers import replace_outlier_tiles
 from ._params import PhaseParams
 from ._tiles import TileGrid, TiltMap, canonical_tilt
-from ._tilt import TiltStep, bytes_per_tile, not_measurable_reason, optimise_tilt
+from ._tilt import TiltStep, bytes_per_tile, optimise_tilt
 
 __all__ = ["ESTIMATE_TILE", "GLOBAL_TILES", "TiltResult", "estimate_on_device", "tilt_grid"]
 
@@ -23,10 +25,6 @@ ESTIMATE_TILE = 128
 needs no more; the cost of an iteration scales with the area)."""
 GLOBAL_TILES = 2
 """A global estimate shares one tilt over up to GLOBAL_TILES x GLOBAL_TILES sampled tiles."""
-CONVERGED_CHANGE = 1e-4
-"""Converged: the summed loss changed by less than this (relative) over the last
-CONVERGED_WINDOW iterations."""
-CONVERGED_WINDOW = 3
 
 
 @dataclass(frozen=True)
@@ -41,17 +39,29 @@ class TiltResult:
     params : PhaseParams
         The parameters used.
     loss_history : list of float
-        Summed midband loss per iteration (lower is sharper).
+        Summed loss (``params.tilt_loss``) per iteration.
     iterations : int
         Iterations run.
     converged : bool
-        The loss stopped changing (relative change < 1e-4 over 3 iterations); never True when
-        stopped early or when the loss went non-finite.
+        The optimiser stopped by its rule before the iteration limit, every tile's loss
+        settled and its gradient fallen (:mod:`._convergence`), and the data determine the
+        tilt (:attr:`signal_share`); never True when stopped early, at the iteration limit,
+        or when the loss went non-finite.
     stopped_early : bool
         The user asked to stop and keep the best values so far.
     not_measurable : str
-        Why the stack holds no tilt to measure (e.g. every slice constant: no contrast), or
-        ``""``. Such a result is never ``converged``, and a batch fails its position.
+        Why the stack holds no tilt to measure (e.g. every slice constant: no contrast; or
+        "tilt not determined by the data (...)": the loss's curvature in the zenith comes
+        mostly from the model's capacity to fit noise, see :mod:`._determined`), or ``""``.
+        Such a result is never ``converged``, and a batch fails its position.
+    signal_share : tuple of float
+        Per tile (one for a global estimate), the share of the loss's curvature that comes
+        from the data at the best values. Empty when no parameter was free.
+    undetermined_tiles : int
+        Tiles of a fit that reached its stopping rule whose share is below one half: their
+        tilt is not determined by the data, and the result is not ``converged`` (all of
+        them: ``not_measurable`` says so). An unsettled fit is judged by neither: it is not
+        converged anyway, and its shares are not at a minimum.
     """
 
     tilt_map: TiltMap
@@ -62,6 +72,8 @@ class TiltResult:
     stopped_early: bool = False
     non_finite: bool = False
     not_measurable: str = ""
+    signal_share: tuple[float, ...] = ()
+    undetermined_tiles: int = 0
 
     @property
     def is_global(self) -> bool:
@@ -79,6 +91,8 @@ class TiltResult:
             "stopped_early": bool(self.stopped_early),
             "non_finite": bool(self.non_finite),
             **({"not_measurable": self.not_measurable} if self.not_measurable else {}),
+            **({"signal_share": list(self.signal_share)} if self.signal_share else {}),
+            **({"undetermined_tiles": self.undetermined_tiles} if self.undetermined_tiles else {}),
         }
 
     def layers(
@@ -175,10 +189,19 @@ class TiltResult:
             )
         elif self.stopped_early:
             state = f"stopped early after {self.iterations} iterations"
+        elif self.undetermined_tiles:
+            state = (
+                f"{self.undetermined_tiles} of {len(self.signal_share)} tiles' tilt not "
+                "determined by the data (their loss's curvature comes mostly from the model's "
+                "capacity to fit noise)"
+            )
         elif self.converged:
             state = f"converged in {self.iterations} iterations"
         else:
-            state = f"iteration limit {self.iterations} reached before the loss settled"
+            state = (
+                f"not converged: iteration limit {self.iterations} reached before the loss "
+                "settled and its gradient fell; raise the iteration limit or use a larger tile"
+            )
         return f"{what} ({state}, {how})"
 
 
@@ -244,6 +267,7 @@ def estimate_on_device(
     current = TiltStep(0, np.full(count, np.nan), *(starts[k].copy() for k in starts))
     boxes = work.boxes()
     history: list[float] = []
+    shares: list[torch.Tensor] = []  # per group, on the device: read with the checks
     stopped = non_finite = False
     converged = True
     first = 0
@@ -265,6 +289,8 @@ def estimate_on_device(
         best, group_stopped, group_converged = outcome
         for name in ("zenith", "azimuth", "focus", "loss"):
             getattr(current, name)[members] = getattr(best, name)
+        if best.signal_share is not None:
+            shares.append(best.signal_share)
         stopped = stopped or group_stopped
         non_finite = non_finite or best.non_finite
         converged = converged and group_converged
@@ -272,16 +298,23 @@ def estimate_on_device(
     tilt_map = _as_map(grid, current, shared)
     if not shared:
         tilt_map = replace_outlier_tiles(tilt_map)
-    blank = not_measurable_reason(data, params)
+    complete = len(shares) > 0 and sum(int(s.numel()) for s in shares) == (1 if shared else count)
+    blank, read = measurability(data, params, torch.cat(shares) if complete else None)
+    share = tuple(read)
+    settled = converged and not (stopped or non_finite)
+    blank = blank or (not_determined_reason(share) if settled else "")
+    undetermined = sum(v < MIN_SIGNAL_SHARE for v in share) if settled else 0
     return TiltResult(
         tilt_map=tilt_map,
         params=params,
         loss_history=history,
         iterations=len(history),
-        converged=converged and not stopped and not non_finite and not blank,
+        converged=converged and not (stopped or non_finite or blank or undetermined),
         stopped_early=stopped,
         non_finite=non_finite,
         not_measurable=blank,
+        signal_share=share,
+        undetermined_tiles=undetermined,
     )
 
 
@@ -330,13 +363,7 @@ def _optimise_group(
     finally:
         optimiser.close()
     history.extend(group_history)
-    window = CONVERGED_WINDOW
-    converged = (
-        not stopped
-        and len(group_history) > window
-        and abs(group_history[-1] - group_history[-1 - window])
-        <= CONVERGED_CHANGE * abs(group_history[-1 - window])
-    )
+    converged = best.converged and not stopped
     return best, stopped, converged
 
 

@@ -17,24 +17,33 @@ Two optimisers: NAdam with a learning rate per parameter (0 freezes it), and a
 Levenberg-Marquardt-damped diagonal Newton step whose per-tile second derivatives come from
 Hessian-vector products (tiles are independent, so one product per parameter gives the exact
 diagonal for every tile).
+
+Both stop by themselves once every tile has converged (:mod:`._convergence`: the loss settled
+and the gradient fallen, both required), at the latest after ``params.iterations``. At the
+best values the returned step carries the share of the loss's curvature that comes from the
+data (:mod:`._determined`): below one half the tilt is not determined by the data.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Generator
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from ._convergence import Convergence
+from ._determined import signal_share
 from ._grid import _Grid, key_for, z_positions
 from ._inverse import NormalEquations, normalize_stack
+from ._measurable import noise_only_reason, not_measurable_reason, slice_structure
 from ._ops import normal_equations_twin, tikhonov_solve_twin
 from ._params import PhaseParams
 from ._tiles import TileGrid
 from ._wotf import defocused_pupil, illumination_pupil, wotf
 
+# noise_only_reason, not_measurable_reason, slice_structure: the checks of a stack's content
+# (._measurable) lived here; importers of this module still find them.
 __all__ = [
     "OPTIMIZER_STEEPNESS",
     "TiltStep",
@@ -65,6 +74,13 @@ class TiltStep:
     focus: np.ndarray
     non_finite: bool = False
     """Set on the returned step when the loss went non-finite and the loop stopped."""
+    converged: bool = False
+    """Set on the returned step when the stopping rule (:class:`~._convergence.Convergence`)
+    ended the loop before the iteration limit."""
+    signal_share: torch.Tensor | None = None
+    """Set on the returned step, on the device (read with the stack's checks): per problem,
+    the share of the loss's curvature that comes from the data
+    (:func:`~._determined.signal_share`; below one half the tilt is not determined)."""
 
 
 def midband_mask(shape: tuple[int, int], pixel: float, na_det: float, wavelength: float, device):
@@ -108,10 +124,8 @@ class _Problem:
         )
         return -z if p.invert_phase_contrast else z
 
-    def loss(
-        self, zenith: torch.Tensor, azimuth: torch.Tensor, focus: torch.Tensor, focus_free: bool
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per-tile loss ``(B,)`` and the phase ``(B, h, w)``."""
+    def _fit(self, zenith, azimuth, focus, focus_free: bool):
+        """The transfer functions, the 2 x 2 systems and their Tikhonov solution per tile."""
         source = illumination_pupil(self.grid, zenith, azimuth)[:, None]  # (B, 1, Yo, Xo)
         if focus_free:
             pupil = defocused_pupil(self.grid, self.z(focus))  # (B, Z, Yo, Xo)
@@ -127,11 +141,36 @@ class _Problem:
             *normal_equations_twin(self.data_hat, absorption.conj(), phase_tf.conj())
         )
         absorption_hat, phase_hat = tikhonov_solve_twin(system, self.params.regularization)
+        return absorption, phase_tf, system, absorption_hat, phase_hat
+
+    def _misfit(self, absorption, phase_tf, absorption_hat, phase_hat) -> torch.Tensor:
+        model = absorption * absorption_hat[:, None] + phase_tf * phase_hat[:, None]
+        misfit = self.data_hat - model
+        return (misfit.real**2 + misfit.imag**2).sum(dim=(-3, -2, -1)) / self.data_power
+
+    def misfit_and_dof(self, zenith, azimuth, focus, focus_free: bool):
+        """Per tile, the relative misfit (the ``"residual"`` loss) and the degrees of freedom
+        of the Tikhonov fit, ``sum_u tr((G + lambda)^-1 G)`` over the frequencies' 2 x 2
+        Gram matrices ``G``: how much of the data, noise included, the model can fit."""
+        absorption, phase_tf, system, absorption_hat, phase_hat = self._fit(
+            zenith, azimuth, focus, focus_free
+        )
+        reg = self.params.regularization
+        a11, a22 = system.g_aa + reg, system.g_pp + reg
+        det = a11 * a22 - (system.g_ap.real**2 + system.g_ap.imag**2)
+        dof = (2 - reg * (a11 + a22) / det).sum(dim=(-2, -1))
+        return self._misfit(absorption, phase_tf, absorption_hat, phase_hat), dof
+
+    def loss(
+        self, zenith: torch.Tensor, azimuth: torch.Tensor, focus: torch.Tensor, focus_free: bool
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-tile loss ``(B,)`` and the phase ``(B, h, w)``."""
+        absorption, phase_tf, _, absorption_hat, phase_hat = self._fit(
+            zenith, azimuth, focus, focus_free
+        )
         phase = torch.fft.ifft2(phase_hat).real
         if self.params.tilt_loss == "residual":
-            model = absorption * absorption_hat[:, None] + phase_tf * phase_hat[:, None]
-            misfit = self.data_hat - model
-            loss = (misfit.real**2 + misfit.imag**2).sum(dim=(-3, -2, -1)) / self.data_power
+            loss = self._misfit(absorption, phase_tf, absorption_hat, phase_hat)
         else:
             spectrum = torch.fft.fft2(phase).abs()
             loss = -(spectrum * self.midband_weights).sum(dim=(-2, -1))
@@ -151,10 +190,16 @@ def optimise_tilt(
 ) -> Generator[tuple[TiltStep, torch.Tensor], bool, TiltStep]:
     """Optimise the tilt of every tile of ``grid``; yields ``(step, phase)`` per iteration.
 
-    The consumer sends ``True`` to stop (the best values so far are returned). ``shared``
-    makes all tiles share one set of parameters (a global estimate from several tiles).
-    Returns the best step (lowest loss per tile; for ``shared``, of the sum). ``boxes``: only
-    these tiles of ``grid`` (a group of a grid too large for the device at once).
+    It stops by itself when every tile has converged (:class:`~._convergence.Convergence`:
+    the loss settled and the gradient small), at the latest after ``params.iterations``. The
+    consumer sends ``True`` to stop (the best values so far are returned). ``shared`` makes
+    all tiles share one set of parameters (a global estimate from several tiles). Returns the
+    best step (lowest loss per tile; for ``shared``, of the sum), ``converged`` when the rule
+    stopped it. ``boxes``: only these tiles of ``grid`` (a group of a grid too large for the
+    device at once).
+
+    NAdam keeps a fixed learning rate, so near the minimum it circles it instead of settling:
+    each time a tile's loss rises, that tile's steps are halved from then on.
     """
     problem = _Problem(data, params, grid, boxes)
     count = problem.count
@@ -182,25 +227,34 @@ def optimise_tilt(
         )
         return loss, phase
 
+    gradient: torch.Tensor | None = None  # norm per problem at the values of the last step
+
     def snapshot(loss: torch.Tensor, iteration: int, *extra: torch.Tensor):
-        """The step on the host: the loss, the values and ``extra`` per-tile flags come back in
-        one copy, the iteration's only wait for the device (two after a rejected Newton
-        step)."""
+        """The step on the host, and the last gradient norm: the loss, the values, the norm
+        and ``extra`` per-tile flags come back in one copy, the iteration's only wait for the
+        device (two after a rejected Newton step)."""
         rows = [loss.detach()] + [
             values[n].detach().expand(count) for n in ("zenith", "azimuth", "focus")
         ]
+        rows += [gradient.to(loss.dtype).expand(count)] if gradient is not None else []
         rows += [e.to(loss.dtype).expand(count) for e in extra]
         host = torch.stack(rows).cpu().numpy().astype(np.float64)
         step = TiltStep(iteration, host[0], host[1].copy(), host[2].copy(), host[3].copy())
-        return step, host[4:].astype(bool)
+        norm = host[4] if gradient is not None else None
+        return step, norm, host[5 if gradient is not None else 4 :].astype(bool)
 
     best: TiltStep | None = None
+    kept: tuple[torch.Tensor, dict[str, torch.Tensor]] | None = None
     optimiser = None
     if free and params.optimizer == "nadam":
         optimiser = torch.optim.NAdam([{"params": [values[n]], "lr": rates[n]} for n in free])
+    # NAdam's step factor per parameter and problem, and the gradients of the last step
+    scale = {n: torch.ones_like(values[n]).detach() for n in free}
+    last_grad: dict[str, torch.Tensor] = {}
     damping: dict[str, torch.Tensor] = {}
     previous: tuple[torch.Tensor, dict[str, torch.Tensor]] | None = None
-    non_finite = False
+    rule = Convergence()
+    non_finite = converged = False
     for iteration in range(params.iterations if free else 1):
         newton = bool(free) and params.optimizer == "newton"
         loss, phase = evaluate()
@@ -214,7 +268,7 @@ def optimise_tilt(
             with torch.no_grad():
                 for name in free:
                     damping[name] = torch.where(worse, damping[name] * 4, damping[name] / 3)
-            step, (rejected,) = snapshot(loss, iteration, worse)
+            step, norm, (rejected,) = snapshot(loss, iteration, worse)
             if rejected.any() and np.isfinite(step.loss).all():
                 with torch.no_grad():  # in place: the loss's graph is dropped just below
                     for name in free:
@@ -222,12 +276,20 @@ def optimise_tilt(
                 # the undone tiles' graph is stale: evaluate again
                 loss, phase = evaluate()
                 total = loss.sum()
-                step, _ = snapshot(loss, iteration)
+                step, norm, _ = snapshot(loss, iteration)
         else:
-            step, _ = snapshot(loss, iteration)
+            step, norm, _ = snapshot(loss, iteration)
         if not np.isfinite(step.loss).all():
             non_finite = True
             break  # keep the best finite values (never report non-finite as a result)
+        with torch.no_grad():  # the best values on the device too (no read: for the checks)
+            now = loss.detach().sum().reshape(1) if shared else loss.detach()
+            held = {n: values[n].detach() for n in ("zenith", "azimuth", "focus")}
+            if kept is not None:
+                better_here = now < kept[0]
+                now = torch.where(better_here, now, kept[0])
+                held = {n: torch.where(better_here, v, kept[1][n]) for n, v in held.items()}
+            kept = (now, {n: v.clone() for n, v in held.items()})
         if best is None:
             best = step
         else:
@@ -241,15 +303,34 @@ def optimise_tilt(
                 np.where(better, step.azimuth, best.azimuth),
                 np.where(better, step.focus, best.focus),
             )
+        judged = step.loss.sum(keepdims=True) if shared else step.loss
+        done = bool(free) and rule.update(judged, None if norm is None else norm[: judged.size])
         stop = yield step, phase.detach()
         if stop or not free:
+            break
+        if done:
+            converged = True
             break
         if optimiser is not None:
             optimiser.zero_grad()
             total.backward()
+            grads = [values[n].grad.detach() for n in free]
+            gradient = torch.sqrt(sum(g**2 for g in grads))
+            with torch.no_grad():
+                for name, g in zip(free, grads, strict=True):
+                    if name in last_grad:  # a sign change: this parameter stepped over
+                        flip = g * last_grad[name] < 0
+                        grown = (scale[name] * 1.2).clamp(max=1.0)
+                        scale[name] = torch.where(flip, scale[name] / 2, grown)
+                    last_grad[name] = g.clone()
+                before = {n: values[n].detach().clone() for n in free}
             optimiser.step()
+            with torch.no_grad():
+                for name in free:
+                    values[name].copy_(before[name] + scale[name] * (values[name] - before[name]))
         else:
             grads = torch.autograd.grad(total, [values[n] for n in free], create_graph=True)
+            gradient = torch.sqrt(sum(g.detach() ** 2 for g in grads))
             previous = (loss.detach(), {n: values[n].detach().clone() for n in free})
             steps = {}
             for name, g in zip(free, grads, strict=True):
@@ -267,6 +348,12 @@ def optimise_tilt(
             "the tilt loss is not finite at the start values: check the optics parameters"
         )
     best.non_finite = non_finite
+    best.converged = converged and not non_finite
+    if free and kept is not None:
+        at = {n: v.expand(count) for n, v in kept[1].items()}
+        best.signal_share = signal_share(
+            problem, at["zenith"], at["azimuth"], at["focus"], focus_free, shared
+        )
     return best
 
 
@@ -277,134 +364,3 @@ def bytes_per_tile(params: PhaseParams, size: tuple[int, int], n_slices: int) ->
     oversampled = size[0] * size[1] * key.factor**2
     planes = 12 if params.optimizer == "nadam" else 30
     return 8 * n_slices * (planes * oversampled + 4 * size[0] * size[1])
-
-
-# ----------------------------------------------------------------- is there anything to fit
-FALSE_ALARM = 1e-3
-"""Chance that a stack of pure noise passes :func:`noise_only_reason` as holding structure."""
-LOW_CUT_BINS = 4
-"""Frequencies below this many bins of the frame (the window's own spread and a smooth
-illumination profile common to every slice) are left out of :func:`slice_structure`."""
-
-
-def _lag_radius(params: PhaseParams, shape: tuple[int, int]) -> int:
-    """Lags searched (pixels, per axis): the content moves between slices by ``z step x
-    tan(zenith)``; twice the z step covers zeniths up to 63 degrees; 4 to 32 pixels, at most
-    a quarter of the frame."""
-    reach = math.ceil(2.0 * params.z_pixel_size / params.yx_pixel_size)
-    return int(min(max(reach, 4), 32, min(shape) // 4))
-
-
-def _pooled_surface(data: torch.Tensor, params: PhaseParams) -> tuple[torch.Tensor, float]:
-    """``(surface, threshold)``: the pooled cross-correlation of neighbouring slices of
-    ``data (Z, Y, X)`` at the lags within :func:`_lag_radius`, ``(2 r + 1, 2 r + 1)`` in
-    units of its standard deviation for independent slices, and the height pure noise
-    exceeds somewhere on it with probability :data:`FALSE_ALARM`.
-
-    Each slice's contrast ``I / mean - 1`` is windowed (Hann: no edge discontinuity common to
-    the slices) and Fourier transformed, and kept within the band the optics pass
-    (``LOW_CUT_BINS`` bins up to ``(NA_ill + NA_det) / lambda`` or Nyquist). The
-    cross-correlation of two slices, ``c = IFFT(A conj(B))``, has for independent slices mean
-    0 and at every lag the variance ``sum |A|^2 |B|^2 / N^2`` (the frequencies nearly
-    independent, each term's expected value the product of the two slices' powers: the
-    observed periodograms estimate it whatever the noise's spectrum, Poisson, read noise or
-    spatially correlated), times ``N sum w^4 / (sum w^2)^2`` for the window ``w``, which
-    couples neighbouring frequencies (Bartlett; channel registration uses the same). Each
-    pair's surface in those units is standard normal at every lag; the ``Z - 1`` pairs are
-    uncorrelated for independent slices, so their sum over ``sqrt(Z - 1)`` is too. Real
-    structure seen through focus correlates neighbouring slices at the lag by which the tilt
-    moves the content from one slice to the next, the same for every pair: the pooled peak
-    is the sum of the pairs'. A structure's own power in the variance only makes the score
-    conservative. The threshold is Bonferroni's over the ``(2 r + 1)^2`` lags and both signs
-    (the contrast of a phase object inverts through focus). Memory: two slices' spectra and a
-    surface (O(frame)), float64.
-    """
-    from scipy.special import ndtri
-
-    z_count, height, width = (int(v) for v in data.shape[-3:])
-    device = data.device
-    window = torch.outer(
-        torch.hann_window(height, periodic=False, dtype=torch.float64, device=device),
-        torch.hann_window(width, periodic=False, dtype=torch.float64, device=device),
-    )
-    n = height * width
-    # The window's correction from the same window on the host (no read from the device).
-    host = np.outer(np.hanning(height), np.hanning(width))
-    correction = n * float((host**4).sum()) / float((host**2).sum()) ** 2
-    fy = torch.fft.fftfreq(height, device=device, dtype=torch.float64)
-    fx = torch.fft.fftfreq(width, device=device, dtype=torch.float64)
-    radial = torch.sqrt(fy[:, None] ** 2 + fx[None, :] ** 2)  # cycles per pixel
-    cutoff = (params.na_illumination + params.na_detection) / params.wavelength
-    top = min(cutoff * params.yx_pixel_size, 0.5 * math.sqrt(2.0))
-    band = ((radial >= LOW_CUT_BINS / min(height, width)) & (radial <= top)).to(torch.float64)
-    radius = _lag_radius(params, (height, width))
-    lags = torch.arange(-radius, radius + 1, device=device)
-    rows, cols = lags % height, lags % width
-    pooled = torch.zeros((2 * radius + 1, 2 * radius + 1), dtype=torch.float64, device=device)
-    previous = None
-    for z in range(z_count):  # no read back from the device: the caller reads once
-        plane = data[..., z, :, :].to(torch.float64)
-        level = plane.mean()
-        contrast = torch.where(level != 0, plane / torch.where(level != 0, level, 1.0) - 1, plane)
-        spectrum = torch.fft.fft2((contrast - contrast.mean()) * window) * band
-        if previous is not None:
-            power = ((spectrum.abs() ** 2) * (previous.abs() ** 2)).sum() * correction
-            surface = torch.fft.ifft2(spectrum * previous.conj()).real * n
-            scale = torch.where(power > 0, torch.rsqrt(torch.clamp(power, min=1e-300)), 0.0)
-            pooled += surface[rows][:, cols] * scale  # a pair without power adds nothing
-        previous = spectrum
-    threshold = float(-ndtri(FALSE_ALARM / (2 * pooled.numel())))
-    return pooled / math.sqrt(max(z_count - 1, 1)), threshold
-
-
-def slice_structure(data: torch.Tensor, params: PhaseParams) -> tuple[float, float]:
-    """``(peak, threshold)``: the largest ``|z|`` of :func:`_pooled_surface` and the height
-    pure noise exceeds there with probability :data:`FALSE_ALARM`."""
-    surface, threshold = _pooled_surface(data, params)
-    return float(surface.abs().max()), threshold
-
-
-_CONSTANT = 1e-6
-"""A slice whose spatial standard deviation is below this fraction of its mean magnitude is
-constant: float32 rounding of a uniform image (2**-24 relative) is far below it, any contrast
-a camera records far above."""
-
-
-def not_measurable_reason(data: torch.Tensor, params: PhaseParams) -> str:
-    """Why ``data (Z, Y, X)`` holds no tilt to measure, or ``""``, with one read from the
-    device: every slice constant (no contrast), or slices that share no structure above the
-    noise (:func:`slice_structure`; pure noise: the optimiser would fit the noise and report
-    an invented tilt; a stack of pure noise is called so wrongly with probability
-    :data:`FALSE_ALARM`). A stack of one slice has no pair: only the constant test applies.
-    """
-    values = data.to(torch.float64)
-    spread = values.std(dim=(-2, -1))
-    level = values.abs().mean(dim=(-2, -1))
-    constant = (spread <= _CONSTANT * torch.clamp(level, min=1e-300)).all()
-    slices = int(data.shape[-3])
-    if slices >= 2:
-        surface, threshold = _pooled_surface(data, params)
-        peak = surface.abs().max()
-    else:
-        peak, threshold = torch.tensor(math.inf, dtype=torch.float64, device=data.device), 0.0
-    flag, peak_value = torch.stack([constant.to(torch.float64), peak]).cpu().tolist()
-    if flag:
-        return (
-            f"every one of the {slices} slices is constant (no contrast), so the stack shows "
-            "no tilt"
-        )
-    if not math.isfinite(peak_value) or peak_value > threshold:
-        return ""
-    return (
-        f"its {slices} slices share no structure above the noise (neighbouring slices "
-        f"correlate at {peak_value:.1f} sigma, below the {threshold:.1f} sigma that pure "
-        f"noise reaches with probability {FALSE_ALARM:g}), so the stack shows no tilt: a fit "
-        "would follow the noise"
-    )
-
-
-def noise_only_reason(data: torch.Tensor, params: PhaseParams) -> str:
-    """:func:`not_measurable_reason` for stacks whose slices are not all constant: why their
-    slices share no structure above the noise, or ``""``."""
-    reason = not_measurable_reason(data, params)
-    return reason if "share no structure" in reason else ""
