@@ -1,13 +1,16 @@
 """Batch runs: recipes saved from the docks, applied to whole experiments on Dask.
 
-``recipes`` (the recipe model), ``recipe_yaml`` (its YAML text), ``recipe_union`` (the recipe
-type of each job and their union), ``schema`` (the recipe's JSON Schema), ``inputs``
-(positions from TIFF globs and OME-Zarr), ``store`` (the output's positions and their
-completion markers), ``ngff`` (a position's OME-Zarr image groups), ``lock`` (one run at a
-time per store), ``tasks`` (what a worker does for one position), ``cluster`` (local CPU/GPU
-clusters, SLURM, an existing scheduler), ``runner`` (the driver), ``report``, ``status``,
-``progress``, ``cli`` (the ``recipe``, ``run``, ``validate`` and ``status`` commands) and
-``reader`` (napari's reader of a result position at its true scale). See ``docs/batch.md``.
+``recipes`` (the recipe model), ``recipe_sections`` (its input facts, artifacts and
+provenance), ``recipe_yaml`` (its YAML text), ``recipe_union`` (the recipe type of each job and
+their union), ``schema`` (the recipe's JSON Schema), ``inputs`` (positions from TIFF globs and
+OME-Zarr), ``store`` (the output's positions and their completion markers), ``ngff`` (a
+position's OME-Zarr image groups), ``lock`` (one run at a time per store), ``task_spec`` (what
+a run's tasks share), ``tasks`` (what a worker does for one position), ``pools`` (the device
+memory pools between positions), ``cluster`` (local CPU/GPU clusters, SLURM, an existing
+scheduler), ``runner`` (the driver), ``report``, ``status``, ``progress``, ``cli`` (the
+``recipe``, ``run``, ``validate`` and ``status`` commands: their arguments ``cli_parsers``, each
+in ``cli_recipe``, ``cli_run``, ``cli_inspect``, errors ``cli_fail``) and ``reader`` (napari's
+reader of a result position at its true scale). See ``docs/batch.md``.
 
 Nothing here imports Qt or napari; the compute layer is imported lazily, by the workers.
 Importing this package imports none of its modules: each is imported when used.
@@ -15,12 +18,19 @@ Importing this package imports none of its modules: each is imported when used.
 
 __all__ = [
     "cli",
+    "cli_fail",
+    "cli_inspect",
+    "cli_parsers",
+    "cli_recipe",
+    "cli_run",
     "cluster",
     "inputs",
     "lock",
     "ngff",
+    "pools",
     "progress",
     "reader",
+    "recipe_sections",
     "recipe_union",
     "recipe_yaml",
     "recipes",
@@ -29,5 +39,6 @@ __all__ = [
     "schema",
     "status",
     "store",
+    "task_spec",
     "tasks",
 ]
