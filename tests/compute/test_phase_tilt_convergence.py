@@ -188,3 +188,21 @@ def test_the_same_field_at_full_contrast_converges_with_the_right_zenith():
     zenith_bound, azimuth_bound = _error_bounds(stack, params, 0.2, 1.0)
     assert abs(result.tilt_map.zenith.item() - 0.2) < zenith_bound, zenith_bound
     assert _angle_error(result.tilt_map.azimuth.item(), 1.0) < azimuth_bound, azimuth_bound
+
+
+@pytest.mark.slow
+def test_a_tile_map_names_its_undetermined_tiles_without_failing_the_rest():
+    """Left half faint (0.3 of the contrast), right half at full contrast: the faint tile is
+    counted as not determined and the map is not converged, but the stack is measurable (a
+    batch keeps the position: the other tile's tilt is good)."""
+    stack = np.concatenate([_cells_stack(0.3), _cells_stack(1.0)], axis=-1)  # 128 x 256
+    params = phase.PhaseParams(**AIR, tilt_mode="tiles", tiles_y=1, tiles_x=2, tile_overlap=0.0)
+    result = phase.estimate_tilt(stack, params=params.replace(optimizer="newton"), device="cpu")
+    shares = result.signal_share
+    assert len(shares) == 2 and shares[0] < 0.5 <= shares[1], shares
+    assert result.undetermined_tiles == 1 and not result.converged
+    assert result.not_measurable == ""
+    assert "1 of 2 tiles' tilt not determined by the data" in result.describe()
+    # the right tile is the full-contrast stack of the test above: the same error model
+    zenith_bound, _ = _error_bounds(_cells_stack(1.0), params, 0.2, 1.0)
+    assert abs(result.tilt_map.zenith.ravel()[1] - 0.2) < zenith_bound
