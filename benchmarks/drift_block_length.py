@@ -35,7 +35,7 @@ from esrrf_drift_sim import blinking_drifting_stack  # noqa: E402
 from test_esrrf_drift_auto import drifts  # noqa: E402
 
 from napari_gpuscope.compute.esrrf import estimate_drift  # noqa: E402
-from napari_gpuscope.compute.esrrf._drift import auto_lengths  # noqa: E402
+from napari_gpuscope.compute.esrrf._drift_blocks import auto_lengths  # noqa: E402
 
 
 def rms(shifts: np.ndarray, truth: np.ndarray) -> float:

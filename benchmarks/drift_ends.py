@@ -70,7 +70,8 @@ import esrrf_workflow  # noqa: E402
 from esrrf_drift_sim import blinking_drifting_stack  # noqa: E402
 
 from napari_gpuscope.compute.esrrf import estimate_drift  # noqa: E402
-from napari_gpuscope.compute.esrrf._drift import _Correlator, _interpolate  # noqa: E402
+from napari_gpuscope.compute.esrrf._drift_correlate import _Correlator  # noqa: E402
+from napari_gpuscope.compute.esrrf._drift_trace import _interpolate  # noqa: E402
 
 BLOCK = 40
 JITTER = 0.03

@@ -20,7 +20,7 @@ from napari_gpuscope.compute.esrrf import (
     iter_estimate_drift,
     load_drift_trace,
 )
-from napari_gpuscope.compute.esrrf._drift import _end_slope, _interpolate
+from napari_gpuscope.compute.esrrf._drift_trace import _end_slope, _interpolate
 from napari_gpuscope.compute.jobs import run_job
 from napari_gpuscope.compute.params import ParameterError
 from napari_gpuscope.compute.results import Geometry

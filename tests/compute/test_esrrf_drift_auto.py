@@ -20,7 +20,7 @@ from napari_gpuscope.compute.esrrf import (
     estimate_drift,
     iter_estimate_drift,
 )
-from napari_gpuscope.compute.esrrf._drift import auto_lengths, drift_blocks
+from napari_gpuscope.compute.esrrf._drift_blocks import auto_lengths, drift_blocks
 
 N_FRAMES = 200
 SHAPE = (48, 48)

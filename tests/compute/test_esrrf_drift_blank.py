@@ -241,7 +241,8 @@ def test_a_background_block_passes_against_a_sample_at_most_at_the_stated_rate()
     small lags, where the windows overlap most."""
     import torch
 
-    from napari_gpuscope.compute.esrrf._drift import _BlockSums, _Correlator, _noise_image
+    from napari_gpuscope.compute.esrrf._drift_blocks import _BlockSums, _noise_image
+    from napari_gpuscope.compute.esrrf._drift_correlate import _Correlator
 
     device = torch.device("cpu")
     correlator = _Correlator(48, 48, device)

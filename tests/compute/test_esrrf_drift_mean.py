@@ -10,9 +10,8 @@ import numpy as np
 import pytest
 from esrrf_drift_sim import blinking_drifting_stack
 
-from napari_gpuscope.compute.esrrf import _drift as _drift_mean
-from napari_gpuscope.compute.esrrf import estimate_drift
-from napari_gpuscope.compute.esrrf._drift import _mean_positions, _MeanReference, _Pass
+from napari_gpuscope.compute.esrrf import _drift_mean, estimate_drift
+from napari_gpuscope.compute.esrrf._drift_mean import _mean_positions, _MeanReference, _Pass
 
 FRAMES, BLOCK, DRIFT = 240, 30, 8.0
 

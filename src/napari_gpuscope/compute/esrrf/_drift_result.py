@@ -1,12 +1,9 @@
-"""The drift estimate as a result: the trace, its blocks and uncertainty, layers, and the
-CSV file a trace is saved to and loaded from."""
+"""The drift estimate as a result: the trace, its blocks and uncertainty, its summary and
+layers, and the CSV file it is saved to (written and read by :mod:`._drift_csv`)."""
 
 from __future__ import annotations
 
-import csv
-import io
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,55 +11,12 @@ from typing import Any
 
 import numpy as np
 
-from ..params import ParameterError
 from ..results import Geometry, LayerDataTuple, image_layer, result_name
 from ._drift_correct import check_shifts
+from ._drift_csv import load_drift_trace, trace_csv_text
 from ._drift_params import DriftParams
 
-__all__ = ["BlockLengthChoice", "DriftResult", "load_drift_trace"]
-
-
-@dataclass(frozen=True)
-class BlockLengthChoice:
-    """The automatic choice of a drift estimate's block length (``time_averaging=None``).
-
-    Attributes
-    ----------
-    length : int
-        Frames per block chosen.
-    scores : dict of int to float
-        Each candidate length's estimated RMS error of the trace (px, over frames and
-        axes); NaN for a length that could not be used (fewer than two measured blocks, a
-        block without a noise estimate, frames left unmeasured).
-    reference : int or None
-        The finest usable length, whose trace stands for the drift in the bias estimate
-        (None: none was usable, or a single candidate).
-    parts : dict of int to (float, float)
-        Each usable candidate's ``(noise, bias)`` RMS (px): ``score**2 = noise**2 + bias**2``.
-    stopped : bool
-        Stop & keep during the pilot: the choice saw only the frames read before the stop.
-    """
-
-    length: int
-    scores: dict[int, float]
-    reference: int | None
-    parts: dict[int, tuple[float, float]] = field(default_factory=dict)
-    stopped: bool = False
-
-    def summary(self) -> dict[str, Any]:
-        """JSON-able: ``{"time_averaging": 25, "candidates": [[4, 0.31, 0.30, 0.02], ...],
-        "reference": 4}``, each candidate ``[length, estimated RMS, noise, bias]`` (px;
-        None where unusable)."""
-        rows = []
-        for length, score in sorted(self.scores.items()):
-            noise, bias = self.parts.get(length, (math.nan, math.nan))
-            rows.append([int(length), _json_float(score), _json_float(noise), _json_float(bias)])
-        return {
-            "time_averaging": int(self.length),
-            "candidates": rows,
-            "reference": self.reference,
-            "stopped": bool(self.stopped),
-        }
+__all__ = ["DriftResult", "load_drift_trace"]
 
 
 @dataclass(frozen=True)
@@ -425,140 +379,13 @@ class DriftResult:
         >>> print(DriftResult.from_shifts([[0, 0], [0.5, -0.25]]).csv_text().splitlines()[-1])
         1,0.5,-0.25
         """
-        if pixel_size is not None and not (
-            isinstance(pixel_size, (int, float)) and math.isfinite(pixel_size) and pixel_size > 0
-        ):
-            raise ParameterError(f"pixel_size must be a positive number, got {pixel_size!r}")
-        buffer = io.StringIO()
-        buffer.write("# napari-gpuscope drift trace\n")
-        buffer.write(
-            "# (dy, dx) of each frame relative to frame 0: frame t shows frame 0's content "
-            "moved by +(dy, dx); correct by moving frame t by -(dy, dx)\n"
-        )
-        buffer.write("# unit: px (input pixels)\n")
-        if pixel_size is not None:
-            buffer.write(f"# pixel_size: {float(pixel_size)!r} {unit}\n")
-        if self.params is not None:
-            buffer.write(f"# estimated with: {self.params.to_json(indent=None)}\n")
-            if self.time_averaging_chosen is not None:
-                how = "chosen automatically" if self.automatic else "as set"
-                buffer.write(
-                    f"# frames per block (time_averaging): {self.time_averaging_chosen} ({how})\n"
-                )
-        if self.unmeasured_blocks:
-            buffer.write(
-                f"# not measured (no structure in common with their reference): "
-                f"{self._unmeasured_text()}; "
-                "interpolated from the measured blocks, held beyond the first and last\n"
-            )
-        writer = csv.writer(buffer, lineterminator="\n")
-        header = ["frame", "dy_px", "dx_px"]
-        if pixel_size is not None:
-            header += [f"dy_{unit}", f"dx_{unit}"]
-        writer.writerow(header)
-        for t, (dy, dx) in enumerate(self.shifts):
-            row = [t, repr(float(dy)), repr(float(dx))]
-            if pixel_size is not None:
-                row += [repr(float(dy) * pixel_size), repr(float(dx) * pixel_size)]
-            writer.writerow(row)
-        return buffer.getvalue()
+        return trace_csv_text(self, pixel_size=pixel_size, unit=unit)
 
     @classmethod
     def from_csv(cls, path: str | Path) -> DriftResult:
         """Read a trace written by :meth:`to_csv` (or any CSV with ``dy_px, dx_px`` columns,
         or ``dy_<unit>, dx_<unit>`` and a ``# pixel_size: <value> <unit>`` line)."""
         return cls.from_shifts(load_drift_trace(path))
-
-
-def load_drift_trace(path: str | Path) -> np.ndarray:
-    """float64 ``(T, 2)`` ``(dy, dx)`` in pixels from a drift-trace CSV.
-
-    Raises
-    ------
-    ValueError
-        Naming the file and what is wrong: not UTF-8 text, no ``dy_px, dx_px`` columns (or
-        ``dy_<unit>, dx_<unit>`` with a positive finite ``# pixel_size``), a short row, a value
-        that is not a finite number, frames other than 0, 1, 2, ... in order.
-
-    Examples
-    --------
-    >>> import tempfile, os
-    >>> path = os.path.join(tempfile.mkdtemp(), "drift.csv")
-    >>> lines = ["# pixel_size: 0.1 um", "frame,dy_um,dx_um", "0,0,0", "1,0.05,-0.1"]
-    >>> _ = open(path, "w").write(chr(10).join(lines))
-    >>> load_drift_trace(path).tolist()
-    [[0.0, 0.0], [0.5, -1.0]]
-    """
-    path = Path(path)
-    try:
-        return _read_trace(path)
-    except _TraceError as error:
-        raise ParameterError(f"{path}: {error}") from None
-    except csv.Error as error:  # e.g. a field beyond csv's size limit
-        raise ParameterError(f"{path}: not a drift-trace CSV ({error})") from None
-    except UnicodeDecodeError:
-        raise ParameterError(f"{path}: not UTF-8 text; a drift trace is a CSV file") from None
-
-
-class _TraceError(Exception):
-    """What is wrong with a trace file (load_drift_trace adds the file's name)."""
-
-
-def _number(text: Any, what: str) -> float:
-    """A finite number from a CSV field, or a :class:`_TraceError` naming ``what``."""
-    try:
-        value = float(text)
-    except (TypeError, ValueError):
-        raise _TraceError(f"{what} is {text!r}, not a number") from None
-    if not math.isfinite(value):
-        raise _TraceError(f"{what} is {text!r}; it must be a finite number")
-    return value
-
-
-def _read_trace(path: Path) -> np.ndarray:
-    text = path.read_text(encoding="utf-8")
-    pixel_size, size_unit = None, None
-    lines = []
-    for line in text.splitlines():
-        if line.startswith("#"):
-            match = re.match(r"#\s*pixel_size:\s*(\S+)\s*(\S*)", line)
-            if match:
-                pixel_size, size_unit = _number(match.group(1), "pixel_size"), match.group(2)
-                if pixel_size <= 0:
-                    raise _TraceError(f"pixel_size is {pixel_size!r}; it must be positive")
-        elif line.strip():
-            lines.append(line)
-    reader = csv.reader(lines)
-    header = next(reader, None)
-    rows = list(reader)
-    if not header or not rows:
-        raise _TraceError("no drift trace rows (expected columns frame, dy_px, dx_px)")
-    columns = [name.strip() for name in header]
-    if {"dy_px", "dx_px"} <= set(columns):
-        keys, factor = ("dy_px", "dx_px"), 1.0
-    elif pixel_size and size_unit and {f"dy_{size_unit}", f"dx_{size_unit}"} <= set(columns):
-        keys, factor = (f"dy_{size_unit}", f"dx_{size_unit}"), 1.0 / pixel_size
-    else:
-        raise _TraceError(
-            f"columns {columns}; a drift trace needs dy_px and dx_px (or dy_<unit>, "
-            "dx_<unit> with a '# pixel_size: <value> <unit>' line)"
-        )
-    where = [columns.index(key) for key in keys]
-    frame = columns.index("frame") if "frame" in columns else None
-    shifts = np.empty((len(rows), 2))
-    for k, row in enumerate(rows):
-        if len(row) != len(columns):
-            raise _TraceError(f"row {k + 1} has {len(row)} fields for {len(columns)} columns")
-        if frame is not None:
-            number = _number(row[frame], f"row {k + 1}'s frame")
-            if number != k:
-                raise _TraceError(
-                    f"row {k + 1}'s frame is {row[frame]!r}; frames must be 0, 1, 2, ... in "
-                    "order, one row each"
-                )
-        for j, column in enumerate(where):
-            shifts[k, j] = _number(row[column], f"row {k + 1}'s {keys[j]}") * factor
-    return check_shifts(shifts, shifts.shape[0], name=str(path))
 
 
 def _json_float(value: float) -> float | None:

@@ -1,0 +1,55 @@
+"""The automatic choice of a drift estimate's block length as a result: the length chosen,
+each candidate's estimated error and how it was made."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._drift_result import _json_float
+
+__all__ = ["BlockLengthChoice"]
+
+
+@dataclass(frozen=True)
+class BlockLengthChoice:
+    """The automatic choice of a drift estimate's block length (``time_averaging=None``).
+
+    Attributes
+    ----------
+    length : int
+        Frames per block chosen.
+    scores : dict of int to float
+        Each candidate length's estimated RMS error of the trace (px, over frames and
+        axes); NaN for a length that could not be used (fewer than two measured blocks, a
+        block without a noise estimate, frames left unmeasured).
+    reference : int or None
+        The finest usable length, whose trace stands for the drift in the bias estimate
+        (None: none was usable, or a single candidate).
+    parts : dict of int to (float, float)
+        Each usable candidate's ``(noise, bias)`` RMS (px): ``score**2 = noise**2 + bias**2``.
+    stopped : bool
+        Stop & keep during the pilot: the choice saw only the frames read before the stop.
+    """
+
+    length: int
+    scores: dict[int, float]
+    reference: int | None
+    parts: dict[int, tuple[float, float]] = field(default_factory=dict)
+    stopped: bool = False
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-able: ``{"time_averaging": 25, "candidates": [[4, 0.31, 0.30, 0.02], ...],
+        "reference": 4}``, each candidate ``[length, estimated RMS, noise, bias]`` (px;
+        None where unusable)."""
+        rows = []
+        for length, score in sorted(self.scores.items()):
+            noise, bias = self.parts.get(length, (math.nan, math.nan))
+            rows.append([int(length), _json_float(score), _json_float(noise), _json_float(bias)])
+        return {
+            "time_averaging": int(self.length),
+            "candidates": rows,
+            "reference": self.reference,
+            "stopped": bool(self.stopped),
+        }
