@@ -9,8 +9,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from esrrf_drift_sim import blinking_drifting_stack
+from job_helpers import stop_after
 
-from napari_gpuscope.compute.esrrf import _drift_mean, estimate_drift
+from napari_gpuscope.compute.esrrf import (
+    DriftParams,
+    _drift_mean,
+    estimate_drift,
+    iter_estimate_drift,
+)
 from napari_gpuscope.compute.esrrf._drift_mean import _mean_positions, _MeanReference, _Pass
 
 FRAMES, BLOCK, DRIFT = 240, 30, 8.0
@@ -97,3 +103,23 @@ def test_shifts_against_the_others_mean_are_solved_for_the_positions(blocks):
         np.testing.assert_allclose(positions - offset, x, atol=1e-9)
         # The offset chosen keeps the measured shifts' mean (the aligned mean's coordinates).
         np.testing.assert_allclose(positions.mean(0), measured.mean(0), atol=1e-9)
+
+
+def test_a_stop_during_a_refinement_keeps_the_whole_trace_of_the_pass_before(linear):
+    """Stop & keep while the blocks are measured again against the aligned mean: the estimate
+    ends at once (within a block) and returns the trace of the last complete pass, every
+    frame of it, not the two blocks a stop in the first pass keeps."""
+    stack, truth = linear
+    params = DriftParams(reference="mean", time_averaging=BLOCK)
+    chunks = FRAMES // 10  # frames_per_chunk=10: one update a chunk, one more a block
+    first_two_passes = chunks + (chunks + FRAMES // BLOCK)
+    job = iter_estimate_drift(stack, params=params, frames_per_chunk=10, device="cpu")
+    result, after = stop_after(job, first_two_passes + 5)
+    assert after <= BLOCK // 10 + 2  # the block being read, then the result
+    assert not result.stopped_early and result.shifts.shape == (FRAMES, 2)
+    refinement = result.mean_refinement
+    assert refinement["stopped"] and refinement["passes"] == 1 and not refinement["converged"]
+    # The first pass's positions: the plain mean's ridge leaves them about a pixel off at
+    # most, far closer than the 8 px drift they follow.
+    errors = block_errors(result, truth)
+    assert float(np.abs(errors).max()) < 1.5

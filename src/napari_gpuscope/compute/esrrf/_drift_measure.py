@@ -53,6 +53,8 @@ def _measure(
         itemsize = int(stack.dtype.itemsize)
         per_frame = height * width * (itemsize + 4 + 8)
         fixed = height * width * (6 * 8 + 4 * 16 + 8)
+        if params.reference == "mean":  # its reference, the last pass's aligned sum and a
+            fixed += height * width * 4 * 8  # block's part in it, left out (float64)
         cap = frames_per_chunk or (CPU_CHUNK if dev.type == "cpu" else GPU_CHUNK)
         chunk = plan_chunk(
             min(length, cap),
