@@ -9,9 +9,7 @@ import math
 import numpy as np
 import torch
 
-from ._drift_correct import (
-    shift_frames,
-)
+from ._drift_correct import shift_frames
 from ._resample import tukey_window
 
 UPSAMPLING = 20

@@ -12,9 +12,7 @@ import numpy as np
 import torch
 
 from ..jobs import Job
-from ._drift_correct import (
-    shift_frames,
-)
+from ._drift_correct import shift_frames
 from ._drift_correlate import _Correlator
 from ._drift_trace import _block_uncertainty
 
