@@ -125,33 +125,35 @@ def meniscus_brightfield_stack() -> list[LayerDataTuple]:
 
 def demo_params(sample_kwargs: dict) -> object:
     """Parameters of the headless demo: the sample's optics and the tilt estimated by damped
-    Newton steps, enough of them to reach the stopping rule (the loss changes by less than
-    1e-4 over 3 iterations): globally in 9 iterations on the tilted sample; on the meniscus on
-    a 1 x 3 grid (its tilt changes along x only) in 8. The optimiser runs the iterations it is
-    given, so more would only cost time (a CPU iteration takes seconds)."""
+    Newton steps, globally on the tilted sample and on a 1 x 3 grid on the meniscus (its tilt
+    changes along x only). The optimiser stops by itself when the loss has settled and the
+    gradient is flat (:mod:`napari_gpuscope.compute.phase._convergence`), about 11 iterations
+    on either sample; ``iterations`` stays at its default, a cap that is not reached."""
     from napari_gpuscope.compute.phase import PhaseParams
 
     sample = sample_kwargs.get("metadata", {}).get("sample", {})
     optics = {key: sample.get(key, value) for key, value in OPTICS.items()}
     if "meniscus" in sample_kwargs.get("name", ""):
-        return PhaseParams(
-            **optics, tilt_mode="tiles", tiles_y=1, tiles_x=3, optimizer="newton", iterations=8
-        )
-    return PhaseParams(**optics, tilt_mode="global", optimizer="newton", iterations=9)
+        return PhaseParams(**optics, tilt_mode="tiles", tiles_y=1, tiles_x=3, optimizer="newton")
+    return PhaseParams(**optics, tilt_mode="global", optimizer="newton")
 
 
 def demo_explanation(sample_kwargs: dict, result) -> str | None:
-    """What an unsettled tilt estimate means, in words (None when it reached its stopping rule
-    or no tilt was estimated)."""
+    """What a tilt estimate cut off by its iteration limit means, in words (None when it
+    reached its stopping rule, was stopped, or no tilt was estimated; a tilt the data do not
+    determine says so in its own ``describe()``)."""
     estimate = getattr(result, "estimate", None)
     if estimate is None or estimate.converged or estimate.stopped_early:
         return None
+    if estimate.non_finite or estimate.iterations < estimate.params.iterations:
+        return None
     history = estimate.loss_history
-    change = abs(history[-1] - history[-4]) / abs(history[-4]) if len(history) > 3 else None
-    still = "" if change is None else f", still changing by {100 * change:.2g} % over the last 3"
+    change = abs(history[-1] - history[-6]) / abs(history[-6]) if len(history) > 5 else None
+    still = "" if change is None else f", still changing by {100 * change:.2g} % over the last 5"
     return (
         f"The tilt optimiser used all its {estimate.iterations} iterations before the loss "
-        f"settled (stopping rule: under 0.01 % change over 3 iterations{still}). The tilt and "
-        "the phase shown are its best values so far, usually close; for the settled value raise "
-        "Iterations in the phase dock's advanced settings (iterations= in Python) and run again."
+        f"settled (stopping rule: under 0.001 % change over 5 iterations and a gradient below "
+        f"1 % of its start{still}). The tilt and the phase shown are its best values so far, "
+        "usually close; for the settled value raise Iterations in the phase dock's advanced "
+        "settings (iterations= in Python) and run again."
     )
