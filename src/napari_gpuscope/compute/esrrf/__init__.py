@@ -20,19 +20,33 @@ lag-1 autocovariance) and corrected for the sub-pixel grid pattern.
   :func:`iter_channels` (what :func:`iter_esrrf` does with 4D input): drift, registration and
   eSRRF of each channel.
 
-Modules: :mod:`._params` (parameters), :mod:`._input` (checks, time points), :mod:`._lattice`
-(sampling geometry, per-phase tap table), :mod:`._ops` (torch twins), :mod:`._qnr` (metrics),
-:mod:`._sweep` (the sweep job) and :mod:`._sweep_params` (its parameters), :mod:`._kernels` +
-``esrrf.cu`` (fused kernels), :mod:`._pipeline` (one frame chunk), :mod:`._temporal` (online
-statistics, macro-pixel correction), :mod:`._reader` (prefetching reads), :mod:`._stream` (one stack
-streamed, and its result), :mod:`._job` (the job: a stack or channels), :mod:`._preview` (the dock's
-live preview of the visible region: :func:`preview_job`, :func:`visible_region`), :mod:`._drift`
-(drift estimation: :func:`estimate_drift`), :mod:`._drift_correct` (:func:`correct_drift`),
-:mod:`._drift_result` (:class:`DriftResult`, the trace's CSV file), :mod:`._drift_params`
-(:class:`DriftParams`), :mod:`._resample` (Catmull-Rom taps and the correlation window that drift
-and registration share), :mod:`._decorr` (decorrelation analysis), :mod:`._resolution` (the
-job's measurement of its result's decorrelation resolution, ``measure_resolution``),
-:mod:`._register` (channel registration) and :mod:`._channels` (multi-channel input).
+Modules, by family (a family's first module holds its entry point):
+
+- reconstruction: :mod:`._params`, :mod:`._input` (checks, time points), :mod:`._lattice`
+  (sampling geometry, per-phase tap table), :mod:`._ops` (torch twins), :mod:`._kernels` and
+  :mod:`._kernel_ops` + ``esrrf.cu`` (fused kernels), :mod:`._pipeline` (one frame chunk),
+  :mod:`._temporal` (online statistics, macro-pixel correction), :mod:`._reader` (prefetching
+  reads), :mod:`._stream` and :mod:`._stream_result` (one stack streamed, its result),
+  :mod:`._job` (the job: a stack or channels), :mod:`._preview` (the dock's live preview of the
+  visible region), :mod:`._resample` (Catmull-Rom taps and the correlation window that drift and
+  registration share), :mod:`._batch` (batch hooks);
+- drift: :mod:`._drift` (the job, :func:`estimate_drift`), :mod:`._drift_params`,
+  :mod:`._drift_blocks` (block ranges and sums), :mod:`._drift_correlate` (correlation,
+  sub-pixel peak, significance), :mod:`._drift_measure` (the passes of one estimate),
+  :mod:`._drift_mean` (the mean reference), :mod:`._drift_trace` (interpolation, ends,
+  uncertainty), :mod:`._drift_checks` (refusals), :mod:`._drift_auto` and
+  :mod:`._drift_choice` (the automatic block length), :mod:`._drift_result`
+  (:class:`DriftResult`), :mod:`._drift_csv` (the trace's CSV file), :mod:`._drift_correct`
+  (:func:`correct_drift`);
+- resolution and QnR: :mod:`._qnr` (FRC, RSP, error map), :mod:`._decorr` (decorrelation
+  analysis) with :mod:`._decorr_region`, :mod:`._decorr_blur`, :mod:`._decorr_curves` and
+  :mod:`._decorr_result`, :mod:`._resolution` (the job's ``measure_resolution``),
+  :mod:`._sweep` (the sweep job) with :mod:`._sweep_params`, :mod:`._sweep_run` and
+  :mod:`._sweep_result`;
+- channels: :mod:`._channels` and :mod:`._channels_result` (multi-channel input and result),
+  :mod:`._channel_input`, :mod:`._register` (channel registration) with
+  :mod:`._register_checks`, :mod:`._register_shifts`, :mod:`._register_blocks` and
+  :mod:`._register_sample`.
 """
 
 from .._lazy import attach
