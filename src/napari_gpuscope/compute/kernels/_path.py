@@ -6,16 +6,14 @@ The decision itself is :meth:`~._dispatch.FusedOp.bind` (:mod:`._dispatch`)."""
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 
 from ._backends import Backend, CupyBackend, HostBackend
-
-if TYPE_CHECKING:
-    from ._dispatch import FusedOp
 
 __all__ = [
     "HOST_KERNELS_ENV",
@@ -87,6 +85,14 @@ def default_backend_factory(device: torch.device) -> Backend:
     return HostBackend()
 
 
+class CountedOp(Protocol):
+    """What a bound op needs of its :class:`~._dispatch.FusedOp` (a protocol, so this module
+    does not import the dispatch that imports it)."""
+
+    name: str
+    calls: Counter[str]
+
+
 class BoundOp:
     """An op with its path decided for one set of tensors: calling it skips the dispatch.
 
@@ -97,12 +103,13 @@ class BoundOp:
     Attributes
     ----------
     op : FusedOp
+        The op (typed by the :class:`CountedOp` part of it used here).
     path : KernelPath
     """
 
     __slots__ = ("_run", "op", "path")
 
-    def __init__(self, op: FusedOp, path: KernelPath, run: Callable[..., None]) -> None:
+    def __init__(self, op: CountedOp, path: KernelPath, run: Callable[..., None]) -> None:
         self.op = op
         self.path = path
         self._run = run

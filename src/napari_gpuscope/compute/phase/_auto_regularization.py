@@ -42,15 +42,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import torch
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
-
-    from ._inverse import NormalEquations
 
 __all__ = [
     "BINS_PER_DECADE",
@@ -86,6 +84,18 @@ normal equations' build needs, so the automatic choice does not raise a region's
 BYTES_PER_FREQUENCY = 300
 """Temporaries of :meth:`RegularizationStats.of` per frequency of a chunk, measured with the CPU
 allocator (299-302 bytes at 64 x 64 to 1024 x 1024)."""
+
+
+class GramSystem(Protocol):
+    """What the statistics read of a :class:`~._inverse.NormalEquations` (a protocol: the
+    normal equations hold their statistics, so this module does not import them back)."""
+
+    g_aa: torch.Tensor
+    g_pp: torch.Tensor
+
+    def fields(self) -> Sequence[torch.Tensor]:
+        """``(g_aa, g_pp, g_ap, b_a, b_p)``, each ``(h, w)``."""
+        ...
 
 
 def stats_bytes(plane: int) -> int:
@@ -134,9 +144,7 @@ class RegularizationStats:
     s_max: torch.Tensor
 
     @classmethod
-    def of(
-        cls, system: NormalEquations, energy: torch.Tensor, n_slices: int
-    ) -> RegularizationStats:
+    def of(cls, system: GramSystem, energy: torch.Tensor, n_slices: int) -> RegularizationStats:
         """The statistics of one system ``(h, w)`` whose data have energy ``energy``."""
         device = system.g_aa.device
         low, high = LOG_RANGE
