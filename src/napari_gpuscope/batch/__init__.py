@@ -9,8 +9,11 @@ a run's tasks share), ``tasks`` (what a worker does for one position), ``pools``
 memory pools between positions), ``cluster`` (local CPU/GPU clusters, SLURM, an existing
 scheduler), ``runner`` (the driver), ``report``, ``status``, ``progress``, ``cli`` (the
 ``recipe``, ``run``, ``validate`` and ``status`` commands: their arguments ``cli_parsers``, each
-in ``cli_recipe``, ``cli_run``, ``cli_inspect``, errors ``cli_fail``) and ``reader`` (napari's
-reader of a result position at its true scale). See ``docs/batch.md``.
+in ``cli_recipe``, ``cli_run``, ``cli_inspect``, errors ``cli_fail``) and ``reader`` (the reader
+of a result store: which folders are ours ``reader_layout``, one position at its true scale
+``reader_position``, a store's root ``reader_store``, channel colours ``reader_colours``; napari's
+entry point, which records the reader preference, is ``napari_gpuscope.napari_reader``). See
+``docs/batch.md``.
 
 Nothing here imports Qt or napari; the compute layer is imported lazily, by the workers.
 Importing this package imports none of its modules: each is imported when used.
@@ -30,6 +33,10 @@ __all__ = [
     "pools",
     "progress",
     "reader",
+    "reader_colours",
+    "reader_layout",
+    "reader_position",
+    "reader_store",
     "recipe_sections",
     "recipe_union",
     "recipe_yaml",
