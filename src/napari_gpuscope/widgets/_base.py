@@ -1,5 +1,9 @@
 """`MethodDock`: the shared base of every method dock (TV denoise, eSRRF, BaSiC, phase...).
 
+One idea, one class: what every dock is (its hooks with their defaults, its public surface and
+its Qt events), with a third of its lines the documentation of those; what a dock does lives in
+the parts it assembles (see "How it is built"), so the module stays over 400 lines by design.
+
 A method dock says what is special about its method; the base does the rest. It reads the
 method from the registry (:data:`napari_gpuscope.methods.METHODS`), generates the parameter rows
 from the method's params model, and provides the device row (with kernel warm-up), the input
