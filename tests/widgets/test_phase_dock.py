@@ -195,3 +195,15 @@ def test_the_dock_starts_by_estimating_a_global_tilt_and_says_which_tilt_it_used
     assert "global tilt zenith" in status
     zenith = float(status.split("global tilt zenith ")[1].split(" rad")[0])
     assert abs(zenith - 0.2) < 0.035  # the fixture's true tilt
+
+
+def test_a_changed_automatic_field_names_its_default_as_the_control_shows_it(dock):
+    """Regularization's default is automatic (None in the model, "auto" in the box): the
+    changes row says "default auto", the control's word, not Python's None."""
+    assert phase.PhaseParams().regularization is None
+    dock.set_param("regularization", 0.001)
+    changed = dock.show_changes()
+    assert "regularization" in changed
+    text = dock.binding.changes.text.text()
+    assert "Regularization 0.001 (default auto)" in text
+    assert "None" not in text

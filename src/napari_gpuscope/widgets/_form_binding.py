@@ -92,6 +92,11 @@ class FormBinding(QObject):
             {name: infos[name].label for name in names},
             {name: self.form.value(name) for name in names},
             {name: defaults[name] for name in names},
+            {
+                name: style.auto_text
+                for name, style in self.form.styles.items()
+                if style.auto_text and name in names
+            },
         )
         for name in names:
             mark_labels([self.form.label_of(name)], name in changed)

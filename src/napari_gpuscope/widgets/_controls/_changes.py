@@ -32,7 +32,9 @@ def differs(value: object, default: object) -> bool:
     return value != default
 
 
-def _short(value: object) -> str:
+def _short(value: object, none_text: str | None = None) -> str:
+    if value is None and none_text:
+        return none_text  # what the control shows for None, e.g. "auto"
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
@@ -66,11 +68,16 @@ class ChangesRow(QWidget):
         labels: Mapping[str, str],
         values: Mapping[str, object],
         defaults: Mapping[str, object],
+        none_texts: Mapping[str, str] | None = None,
     ) -> list[str]:
-        """Show the fields whose value differs from the default; returns their names."""
+        """Show the fields whose value differs from the default; returns their names.
+        ``none_texts`` says how a field's control shows None (``"auto"``), so the row uses the
+        control's word, not Python's."""
+        words = none_texts or {}
         changed = [n for n in values if n in defaults and differs(values[n], defaults[n])]
         parts = [
-            f"{labels[n]} {_short(values[n])} (default {_short(defaults[n])})"
+            f"{labels[n]} {_short(values[n], words.get(n))} "
+            f"(default {_short(defaults[n], words.get(n))})"
             for n in changed[:_SHOWN]
         ]
         if len(changed) > _SHOWN:
