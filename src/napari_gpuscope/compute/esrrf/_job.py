@@ -38,6 +38,7 @@ def iter_esrrf(
     name: str = "stack",
     drift_shifts: Any = None,
     channel_axis: int | None = None,
+    channel_names: tuple[str, ...] | None = None,
     device: str | torch.device | None = None,
 ) -> Job[EsrrfResult | ChannelsResult]:
     """eSRRF super-resolution as a job that streams the image while it builds up.
@@ -73,6 +74,9 @@ def iter_esrrf(
         the same facts as one that estimated the trace itself with those parameters.
     channel_axis : int, optional
         The channel axis of a 4D ``stack`` (0 when not given); an error for 3D input.
+    channel_names : tuple of str, optional
+        Names of a 4D ``stack``'s channels (e.g. the layers they came from), in the result's
+        layer names; ignored for 3D input.
     device : str or torch.device, optional
         ``None`` = first GPU (raises :class:`~napari_gpuscope.compute.devices.NoGPUError`
         without one); ``"cpu"`` runs the reference path.
@@ -134,6 +138,7 @@ def iter_esrrf(
             frames_per_chunk=frames_per_chunk,
             memory_budget=memory_budget,
             name=name,
+            channel_names=channel_names,
             device=device,
         )
     return iter_stack(

@@ -200,43 +200,37 @@ class EsrrfDock(MethodDock):
     def make_job(
         self, layer: napari.layers.Image, params: EsrrfParams, device: str
     ) -> Job[EsrrfResult]:
-        """The registry's eSRRF job, in chunks small enough that the image visibly builds up
-        (about 50 updates; fewer frames per chunk when device memory is short; the result is
-        the same whatever the chunks). A trace in the drift section is passed as the
-        :class:`~napari_gpuscope.compute.esrrf.DriftResult` it is."""
-        from napari_gpuscope.compute.esrrf import iter_channels, iter_esrrf
-
+        """The registry's eSRRF job (the model's :meth:`~DockModel.default_job`, as the CLI
+        and batch build it), in chunks small enough that the image visibly builds up (about 50
+        updates; fewer frames per chunk when device memory is short; the result is the same
+        whatever the chunks). A trace in the drift section is passed as the
+        :class:`~napari_gpuscope.compute.esrrf.DriftResult` it is; channels chosen in "More
+        channels" are read lazily as channel c = the c-th layer."""
         shape = np.shape(layer.data)
         frames = int(shape[1 - channel_axis(layer)] if layer.ndim == 4 else shape[-3])
         per_chunk = int(np.clip(np.ceil(frames / STREAM_UPDATES), 1, MAX_STREAM_CHUNK))
         drift = self.drift.shifts_for(layer)  # None: off, or estimated in the run
         self._drift_source = self.drift.run_source()
         extra = self.channel_layers.selected if layer.ndim == 3 else []
-        if layer.ndim == 4 or extra:
-            data = layer.data
-            names = None
-            if extra:  # channel c is the c-th layer, read lazily
-                data = StackedChannels([layer.data, *(other.data for other in extra)])
-                names = tuple(other.name for other in (layer, *extra))
-            job = iter_channels(
-                data,
-                params,
-                channel_axis=channel_axis(layer) if layer.ndim == 4 else 0,
-                channel_names=names,
-                drift_shifts=drift,
-                frames_per_chunk=per_chunk,
-                name=f"layer '{layer.name}'",
-                device=device,
-            )
-            return with_input_colormaps(job, [layer, *extra])  # each channel in its colours
-        return iter_esrrf(
-            layer.data,
-            params=params,
-            device=device,
+        data, axis, names = layer.data, None, None
+        if layer.ndim == 4:
+            axis = channel_axis(layer)
+        elif extra:
+            data = StackedChannels([layer.data, *(other.data for other in extra)])
+            axis, names = 0, tuple(other.name for other in (layer, *extra))
+        job = self.model.default_job(
+            data,
+            params,
+            device,
             frames_per_chunk=per_chunk,
             name=f"layer '{layer.name}'",
             drift_shifts=drift,
+            channel_axis=axis,
+            channel_names=names,
         )
+        if axis is None:
+            return job
+        return with_input_colormaps(job, [layer, *extra])  # each channel in its colours
 
     def loaded_trace(self) -> DriftResult | None:
         """The trace the next run is corrected with when it was loaded from a file (not
