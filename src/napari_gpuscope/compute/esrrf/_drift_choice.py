@@ -7,9 +7,19 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._drift_result import _json_float
+import numpy as np
 
-__all__ = ["BlockLengthChoice"]
+__all__ = ["BlockLengthChoice", "json_float", "json_floats"]
+
+
+def json_float(value: float) -> float | None:
+    """A float for a JSON summary: None where it is not finite (JSON has no NaN)."""
+    return float(value) if math.isfinite(value) else None
+
+
+def json_floats(values: np.ndarray) -> list[list[float | None]]:
+    """Rows of :func:`json_float`."""
+    return [[json_float(v) for v in row] for row in values]
 
 
 @dataclass(frozen=True)
@@ -46,7 +56,7 @@ class BlockLengthChoice:
         rows = []
         for length, score in sorted(self.scores.items()):
             noise, bias = self.parts.get(length, (math.nan, math.nan))
-            rows.append([int(length), _json_float(score), _json_float(noise), _json_float(bias)])
+            rows.append([int(length), json_float(score), json_float(noise), json_float(bias)])
         return {
             "time_averaging": int(self.length),
             "candidates": rows,

@@ -8,21 +8,29 @@ import io
 import math
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ..params import ParameterError
 from ._drift_correct import check_shifts
 
-if TYPE_CHECKING:
-    from ._drift_result import DriftResult
-
 __all__ = ["load_drift_trace", "trace_csv_text"]
 
 
-def trace_csv_text(result: DriftResult, *, pixel_size: float | None, unit: str) -> str:
-    """:meth:`DriftResult.csv_text` of ``result``."""
+def trace_csv_text(
+    shifts: np.ndarray,
+    *,
+    estimated_with: str | None,
+    block_note: str | None,
+    unmeasured: str | None,
+    pixel_size: float | None,
+    unit: str,
+) -> str:
+    """The text of :meth:`~._drift_result.DriftResult.csv_text`: the header lines (the
+    estimate's parameters as JSON, how the block length was set, which blocks were not
+    measured), then ``frame, dy_px, dx_px`` rows for ``shifts`` (and in ``unit`` with a pixel
+    size). Plain values, not the result, so this module does not import the result's."""
     if pixel_size is not None and not (
         isinstance(pixel_size, (int, float)) and math.isfinite(pixel_size) and pixel_size > 0
     ):
@@ -36,17 +44,13 @@ def trace_csv_text(result: DriftResult, *, pixel_size: float | None, unit: str) 
     buffer.write("# unit: px (input pixels)\n")
     if pixel_size is not None:
         buffer.write(f"# pixel_size: {float(pixel_size)!r} {unit}\n")
-    if result.params is not None:
-        buffer.write(f"# estimated with: {result.params.to_json(indent=None)}\n")
-        if result.time_averaging_chosen is not None:
-            how = "chosen automatically" if result.automatic else "as set"
-            buffer.write(
-                f"# frames per block (time_averaging): {result.time_averaging_chosen} ({how})\n"
-            )
-    if result.unmeasured_blocks:
+    if estimated_with is not None:
+        buffer.write(f"# estimated with: {estimated_with}\n")
+        if block_note is not None:
+            buffer.write(f"# frames per block (time_averaging): {block_note}\n")
+    if unmeasured:
         buffer.write(
-            f"# not measured (no structure in common with their reference): "
-            f"{result._unmeasured_text()}; "
+            f"# not measured (no structure in common with their reference): {unmeasured}; "
             "interpolated from the measured blocks, held beyond the first and last\n"
         )
     writer = csv.writer(buffer, lineterminator="\n")
@@ -54,7 +58,7 @@ def trace_csv_text(result: DriftResult, *, pixel_size: float | None, unit: str) 
     if pixel_size is not None:
         header += [f"dy_{unit}", f"dx_{unit}"]
     writer.writerow(header)
-    for t, (dy, dx) in enumerate(result.shifts):
+    for t, (dy, dx) in enumerate(shifts):
         row = [t, repr(float(dy)), repr(float(dx))]
         if pixel_size is not None:
             row += [repr(float(dy) * pixel_size), repr(float(dx) * pixel_size)]

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..results import Geometry, LayerDataTuple, image_layer, result_name
+from ._drift_choice import json_float, json_floats
 from ._drift_correct import check_shifts
 from ._drift_csv import load_drift_trace, trace_csv_text
 from ._drift_params import DriftParams
@@ -173,8 +174,8 @@ class DriftResult:
             "shifts_px": [[float(dy), float(dx)] for dy, dx in self.shifts],
             "block_frames": [list(r) for r in self.block_frames] if self.params else None,
             "block_shifts_px": self.block_shifts.tolist() if self.params else None,
-            "uncertainty_px": _json_floats(self.uncertainty) if self.params else None,
-            "rms_uncertainty_px": _json_float(self.rms_uncertainty),
+            "uncertainty_px": json_floats(self.uncertainty) if self.params else None,
+            "rms_uncertainty_px": json_float(self.rms_uncertainty),
             "max_drift_px": self.max_drift,
             "stopped_early": bool(self.stopped_early),
             "kernel_paths": dict(self.kernel_paths),
@@ -379,18 +380,19 @@ class DriftResult:
         >>> print(DriftResult.from_shifts([[0, 0], [0.5, -0.25]]).csv_text().splitlines()[-1])
         1,0.5,-0.25
         """
-        return trace_csv_text(self, pixel_size=pixel_size, unit=unit)
+        how = "chosen automatically" if self.automatic else "as set"
+        chosen = self.time_averaging_chosen
+        return trace_csv_text(
+            self.shifts,
+            estimated_with=None if self.params is None else self.params.to_json(indent=None),
+            block_note=None if chosen is None else f"{chosen} ({how})",
+            unmeasured=self._unmeasured_text() if self.unmeasured_blocks else None,
+            pixel_size=pixel_size,
+            unit=unit,
+        )
 
     @classmethod
     def from_csv(cls, path: str | Path) -> DriftResult:
         """Read a trace written by :meth:`to_csv` (or any CSV with ``dy_px, dx_px`` columns,
         or ``dy_<unit>, dx_<unit>`` and a ``# pixel_size: <value> <unit>`` line)."""
         return cls.from_shifts(load_drift_trace(path))
-
-
-def _json_float(value: float) -> float | None:
-    return float(value) if math.isfinite(value) else None
-
-
-def _json_floats(values: np.ndarray) -> list[list[float | None]]:
-    return [[_json_float(v) for v in row] for row in values]
