@@ -219,9 +219,10 @@ METHODS: dict[str, MethodSpec] = {
             supports_stop=True,
             description=(
                 "Quantitative phase (radians) and absorption from a brightfield z-stack "
-                "(waveorder's thin-sample model): closed-form inverse, illumination tilt set by "
-                "hand or estimated globally or per tile (tilt map as vectors, loss plotted "
-                "live), live regularization preview."
+                "(waveorder's thin-sample model): closed-form inverse with an automatic "
+                "regularization (or set by hand, with a live preview), illumination tilt set by "
+                "hand or estimated globally or per tile until it converges (tilt map as "
+                "vectors, loss plotted live)."
             ),
             guide_title="Tilt-corrected phase",
         ),
