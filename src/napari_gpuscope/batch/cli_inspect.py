@@ -10,12 +10,12 @@ __all__ = ["status", "validate"]
 
 def validate(args: argparse.Namespace) -> int:
     """Check every position of the input against the recipe; returns the exit code."""
-    from napari_gpuscope.batch.inputs import discover
+    from napari_gpuscope.batch.inputs import discover_all
     from napari_gpuscope.batch.recipes import load_recipe
     from napari_gpuscope.batch.status import validate_inputs
 
     recipe = load_recipe(args.recipe)
-    positions = discover(args.input)
+    positions = discover_all(args.input)
     from napari_gpuscope.batch.status import has_input_facts
 
     problems = validate_inputs(recipe, positions, recipe_dir=args.recipe.parent)

@@ -5,6 +5,7 @@ before anything runs (argparse exits 2 on a bad value)."""
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -50,7 +51,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
     run = sub.add_parser("run", help="apply a recipe to every position of INPUT on Dask")
     run.add_argument("recipe", type=Path, help="recipe YAML")
-    run.add_argument("input", help="glob of TIFF files, OME-Zarr image or HCS plate")
+    run.add_argument("input", nargs="+", help=INPUT_HELP)
     run.add_argument("--out", type=Path, required=True, help="output OME-Zarr store")
     run.add_argument(
         "--device",
@@ -65,7 +66,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         f"{MAX_WORKERS})",
     )
     run.add_argument(
-        "--cluster", default="local", help="local (default), slurm, or a scheduler address"
+        "--cluster",
+        type=_cluster,
+        default="local",
+        help="local (default); slurm, pbs or lsf (jobs submitted through dask-jobqueue); or "
+        "the address of a running Dask scheduler (tcp://host:8786)",
     )
     again = run.add_mutually_exclusive_group()
     again.add_argument(
@@ -78,17 +83,27 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="when another run is writing OUT (its lock), wait for it instead of exiting 2",
     )
     run.add_argument("--report", type=Path, default=None, help="write a JSON report here")
-    run.add_argument("--dry-run", action="store_true", help="say what would run; compute nothing")
+    run.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="say what would run and, on slurm, pbs or lsf, print the job script; compute nothing",
+    )
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument(
         "--dashboard", default=":0", help="local dashboard address (default: a free port)"
     )
-    slurm = run.add_argument_group("SLURM (--cluster slurm, needs the hpc extra)")
-    slurm.add_argument("--walltime", type=_walltime, default="01:00:00", help="per job, HH:MM:SS")
-    slurm.add_argument("--queue", default=None, help="partition")
-    slurm.add_argument("--account", default=None, help="account")
-    slurm.add_argument(
+    jobs = run.add_argument_group("jobs (--cluster slurm, pbs or lsf; needs the hpc extra)")
+    jobs.add_argument("--walltime", type=_walltime, default="01:00:00", help="per job, HH:MM:SS")
+    jobs.add_argument("--queue", default=None, help="queue (SLURM: partition)")
+    jobs.add_argument("--account", default=None, help="account (LSF: project)")
+    jobs.add_argument(
         "--memory", type=_memory, default="32GB", help="host memory per job, e.g. 32GB"
+    )
+    jobs.add_argument(
+        "--gpus-per-job",
+        type=_int_range("--gpus-per-job", 1, 64),
+        default=1,
+        help="GPUs per job, one worker process each (default 1)",
     )
 
     validate = sub.add_parser(
@@ -96,12 +111,17 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="check INPUT against a recipe as a run would (artifacts, shapes, axes, pixel size, "
         "each file read whole: truncated files, NaN pixels)",
     )
-    validate.add_argument("recipe", type=Path)
-    validate.add_argument("input")
+    validate.add_argument("recipe", type=Path, help="recipe YAML")
+    validate.add_argument("input", nargs="+", help=INPUT_HELP)
 
     status = sub.add_parser("status", help="done / failed / pending per position of OUT.zarr")
-    status.add_argument("out", type=Path)
+    status.add_argument("out", type=Path, help="the output OME-Zarr store of a run")
 
+
+INPUT_HELP = (
+    "one or more TIFF files or globs of them (quoted or not: data/*.tif), OME-Zarr images or "
+    "HCS plates"
+)
 
 MAX_WORKERS = 1000
 """The most workers (local) or SLURM jobs ``--workers`` accepts."""
@@ -124,9 +144,21 @@ def _int_range(option: str, low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
+def _cluster(text: str) -> str:
+    """``--cluster``: local, a scheduler's name, or a Dask scheduler's address."""
+    from napari_gpuscope.batch.jobqueue import SCHEDULERS
+
+    name = text.strip()
+    if name in ("local", *SCHEDULERS) or "://" in name or re.fullmatch(r"[\w.-]+:\d+", name):
+        return name
+    raise argparse.ArgumentTypeError(
+        f"expected local, {', '.join(SCHEDULERS)} or a scheduler address such as "
+        f"tcp://host:8786, got {text!r}"
+    )
+
+
 def _walltime(text: str) -> str:
     """``--walltime``: ``HH:MM:SS`` with minutes and seconds below 60, not zero."""
-    import re
 
     match = re.fullmatch(r"(\d{1,4}):([0-5]\d):([0-5]\d)", text.strip())
     if match is None or not any(int(part) for part in match.groups()):

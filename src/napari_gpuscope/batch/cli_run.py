@@ -1,5 +1,5 @@
 """``napari-gpuscope run``: check a recipe and its input, then apply it to every position on
-a Dask cluster (local or SLURM), with a progress bar and a report."""
+a Dask cluster (local, SLURM, PBS or LSF), with a progress bar and a report."""
 
 from __future__ import annotations
 
@@ -21,14 +21,15 @@ __all__ = ["run"]
 def run(args: argparse.Namespace) -> int:
     """Run the batch ``args`` describe; returns the exit code."""
     from napari_gpuscope.batch.cluster import ClusterChoice
-    from napari_gpuscope.batch.inputs import discover
+    from napari_gpuscope.batch.inputs import discover_all
     from napari_gpuscope.batch.recipes import load_recipe
 
     recipe = load_recipe(args.recipe)
     problems = recipe.check_artifacts(args.recipe.parent)
     if problems:
         return fail("; ".join(problems))
-    positions = discover(args.input)
+    positions = discover_all(args.input)
+    input_name = " ".join(str(spec) for spec in args.input)
     from napari_gpuscope.batch.status import validate_inputs
 
     # The first position only (every one would cost a metadata read each on the driver).
@@ -54,13 +55,14 @@ def run(args: argparse.Namespace) -> int:
         queue=args.queue,
         account=args.account,
         memory=args.memory,
+        gpus_per_job=args.gpus_per_job,
     )
     if choice.uses_gpu and choice.cluster == "local":
         from napari_gpuscope.batch.cluster import gpu_indices
 
         gpu_indices(choice.device)  # a clear error before any worker starts
     print(
-        f"{recipe.method}: {len(positions)} positions from {args.input} -> {args.out} "
+        f"{recipe.method}: {len(positions)} positions from {input_name} -> {args.out} "
         f"on {args.device} (recipe {recipe.hash()[:12]})"
     )
     from napari_gpuscope.batch.store import BatchStore
@@ -72,6 +74,11 @@ def run(args: argparse.Namespace) -> int:
             recipe, positions, BatchStore(args.out), resume=args.resume
         )
         print(f"dry run: would compute {len(todo)}, skip {len(skipped)} (complete)")
+        from napari_gpuscope.batch.jobqueue import SCHEDULERS, job_script
+
+        if choice.cluster in SCHEDULERS:
+            print(f"job script ({choice.cluster}, one per job):")
+            print(job_script(choice))
         for name, reason in unreadable.items():
             print(f"  unreadable {name}: {reason}")
         return 1 if unreadable else 0
@@ -117,7 +124,7 @@ def _run_on_cluster(
                 resume=args.resume,
                 overwrite=args.overwrite,
                 device=choice.task_device,
-                input_name=str(args.input),
+                input_name=" ".join(str(spec) for spec in args.input),
                 recipe_dir=args.recipe.parent,
                 on_update=update,
                 wait=args.wait,

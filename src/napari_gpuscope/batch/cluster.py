@@ -1,4 +1,5 @@
-"""Where a batch runs: local CPU or GPU workers, SLURM, or an existing Dask scheduler.
+"""Where a batch runs: local CPU or GPU workers, SLURM, PBS or LSF, or an existing Dask
+scheduler.
 
 - ``--device cpu``: a :class:`distributed.LocalCluster` of worker *processes*, one thread each
   (tests and reference runs).
@@ -7,9 +8,9 @@
   can touch another GPU), each advertising the resource ``GPU=1`` that every task requires.
   With the ``cuda`` extra installed, dask-cuda's ``LocalCUDACluster`` does this; without it a
   :class:`distributed.SpecCluster` of nannies does the same.
-- ``--cluster slurm`` (the ``hpc`` extra): dask-jobqueue's ``SLURMCluster`` with one GPU per
-  job, worker lifetimes staggered below the wall time (a worker retires and is replaced
-  before SLURM kills it), and ``adapt()``.
+- ``--cluster slurm|pbs|lsf`` (the ``hpc`` extra): dask-jobqueue's clusters, one worker
+  process per GPU of a job, worker lifetimes staggered below the wall time (a worker retires
+  and is replaced before the scheduler kills it), and ``adapt()`` (:mod:`.jobqueue`).
 - ``--cluster tcp://host:8786``: an existing scheduler; its workers must advertise ``GPU=1``
   for GPU runs (``dask worker --resources GPU=1``).
 
@@ -51,19 +52,22 @@ class ClusterChoice:
     Attributes
     ----------
     cluster : str
-        ``"local"``, ``"slurm"`` or a scheduler address.
+        ``"local"``, a scheduler (``"slurm"``, ``"pbs"``, ``"lsf"``) or a Dask scheduler's
+        address.
     device : str
         ``"cpu"`` or a comma-separated list of ``cuda:N``.
     workers : int or None
-        CPU workers (default 2) or, on SLURM, the most jobs ``adapt()`` may start.
+        CPU workers (default 2) or, on a scheduler, the most jobs ``adapt()`` may start.
     dashboard : str
         Dashboard address of a local cluster (``":0"``: any free port; ``""``: none).
     walltime : str
-        SLURM wall time ``HH:MM:SS``.
+        A job's wall time ``HH:MM:SS``.
     queue, account : str or None
-        SLURM partition and account.
+        A job's queue (SLURM: partition) and account (LSF: project).
     memory : str
-        Host memory per SLURM job.
+        Host memory per job.
+    gpus_per_job : int
+        GPUs per job, one worker process each (GPU runs on a scheduler).
     """
 
     cluster: str = "local"
@@ -74,6 +78,7 @@ class ClusterChoice:
     queue: str | None = None
     account: str | None = None
     memory: str = "32GB"
+    gpus_per_job: int = 1
 
     @property
     def uses_gpu(self) -> bool:
@@ -113,22 +118,17 @@ def gpu_indices(device: str) -> list[int]:
 
 
 def slurm_lifetime(walltime: str) -> tuple[str, str]:
-    """Worker ``--lifetime`` and ``--lifetime-stagger`` below a SLURM wall time.
-
-    A worker retires 10 % (at least 2 minutes) before the wall time, staggered by up to 5 %
-    so that the workers of jobs started together do not all retire at once.
+    """Worker ``--lifetime`` and ``--lifetime-stagger`` below a wall time
+    (:func:`~napari_gpuscope.batch.jobqueue.job_lifetime`, for every scheduler).
 
     Examples
     --------
     >>> slurm_lifetime("01:00:00")
     ('54m', '3m')
     """
-    hours, minutes, seconds = (int(p) for p in walltime.split(":"))
-    total = hours * 3600 + minutes * 60 + seconds
-    margin = max(120, total // 10)
-    lifetime = max(60, total - margin)
-    stagger = max(30, total // 20)
-    return f"{lifetime // 60}m", f"{stagger // 60}m" if stagger >= 60 else f"{stagger}s"
+    from napari_gpuscope.batch.jobqueue import job_lifetime
+
+    return job_lifetime(walltime)
 
 
 def _spawn() -> None:
@@ -229,34 +229,13 @@ def pinned_gpu_cluster(
 
 
 def slurm_cluster(choice: ClusterChoice) -> Cluster:
-    """dask-jobqueue's SLURMCluster for ``choice`` (no job is submitted until work exists):
-    one worker per job with one thread, one GPU (``--gres=gpu:1``) advertised as ``GPU=1``,
-    and a lifetime staggered below the wall time."""
-    try:
-        from dask_jobqueue import SLURMCluster
-    except ImportError:
-        raise RuntimeError(
-            "--cluster slurm needs dask-jobqueue: pip install 'napari-gpuscope[hpc]'"
-        ) from None
-    lifetime, stagger = slurm_lifetime(choice.walltime)
-    cluster = SLURMCluster(
-        cores=1,
-        processes=1,
-        memory=choice.memory,
-        walltime=choice.walltime,
-        queue=choice.queue,
-        account=choice.account,
-        job_extra_directives=["--gres=gpu:1"] if choice.uses_gpu else [],
-        worker_extra_args=[
-            *(["--resources", f"{GPU_RESOURCE}=1"] if choice.uses_gpu else []),
-            "--lifetime",
-            lifetime,
-            "--lifetime-stagger",
-            stagger,
-            "--lifetime-restart",
-        ],
-    )
-    return cluster
+    """dask-jobqueue's SLURMCluster for ``choice`` (no job is submitted until work exists);
+    :func:`~napari_gpuscope.batch.jobqueue.jobqueue_cluster` with ``cluster="slurm"``."""
+    from dataclasses import replace
+
+    from napari_gpuscope.batch.jobqueue import jobqueue_cluster
+
+    return jobqueue_cluster(replace(choice, cluster="slurm"))
 
 
 @contextlib.contextmanager
@@ -272,13 +251,17 @@ def open_client(choice: ClusterChoice) -> Iterator[Client]:
     from distributed import Client
 
     _spawn()
-    if choice.cluster not in ("local", "slurm"):
+    from napari_gpuscope.batch.jobqueue import SCHEDULERS, jobqueue_cluster
+
+    if choice.cluster != "local" and choice.cluster not in SCHEDULERS:
         with Client(choice.cluster) as client:
             yield client
         return
-    if choice.cluster == "slurm":
-        cluster = slurm_cluster(choice)
-        cluster.adapt(minimum=0, maximum=choice.workers or 8)
+    if choice.cluster in SCHEDULERS:
+        cluster = jobqueue_cluster(choice)
+        # Jobs, each of gpus_per_job workers: adapt() counts workers.
+        per_job = choice.gpus_per_job if choice.uses_gpu else 1
+        cluster.adapt(minimum=0, maximum=(choice.workers or 8) * per_job)
     elif choice.uses_gpu:
         cluster = _local_gpu(choice)
     else:

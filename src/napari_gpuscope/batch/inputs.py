@@ -21,13 +21,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from tifffile import TiffFile
 
     from napari_gpuscope.compute._types import ArrayLike, JSONDict
 
 import numpy as np
 
-__all__ = ["InputError", "InputInfo", "Position", "discover", "safe_name"]
+__all__ = ["InputError", "InputInfo", "Position", "discover", "discover_all", "safe_name"]
 
 
 class InputError(ValueError):
@@ -198,6 +200,31 @@ def discover(spec: str | os.PathLike[str]) -> list[Position]:
         if not files:
             raise InputError(f"INPUT {text!r} matches no TIFF file (*.tif, *.tiff)")
         positions = [Position(safe_name(Path(f).stem), "tiff", f) for f in files]
+    _check_unique(positions)
+    return positions
+
+
+def discover_all(specs: Sequence[str | os.PathLike[str]]) -> list[Position]:
+    """The positions of several INPUTs (as :func:`discover`'s), each once.
+
+    A shell expands an unquoted glob into its files, so ``data/*.tif`` quoted or not, or the
+    files named one by one, give the same positions in the same order: TIFF files are sorted
+    by path as one glob's are, Zarr positions follow in the order given.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib, numpy as np, tifffile
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> for name in ("b", "a"):
+    ...     tifffile.imwrite(folder / f"{name}.tif", np.zeros((4, 4), np.uint16))
+    >>> [p.name for p in discover_all([str(folder / "b.tif"), str(folder / "*.tif")])]
+    ['a', 'b']
+    """
+    if not specs:
+        raise InputError("no INPUT given: name TIFF files, a glob, an OME-Zarr image or a plate")
+    found = {(p.kind, os.path.abspath(p.source)): p for spec in specs for p in discover(spec)}
+    tiffs = sorted((p for p in found.values() if p.kind == "tiff"), key=lambda p: p.source)
+    positions = tiffs + [p for p in found.values() if p.kind != "tiff"]
     _check_unique(positions)
     return positions
 
