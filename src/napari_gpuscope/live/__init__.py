@@ -1,18 +1,22 @@
 """Live processing: a method's job applied to the frames of a microscope while it acquires.
 
 ``session = live.attach(source, method, params, device=...)`` connects a source of frames (a
-pymmcore-plus core's MDA, a napari image layer that grows, a :class:`FrameFeed`) to a
-registered method's job. The source's callback copies each frame into a bounded buffer and
-returns at once; one worker thread runs the job on the frames kept; a frame that arrives while
-the worker is ``capacity`` frames behind is dropped and counted (:data:`DROP_POLICIES`). The
-session's ``result()`` is the offline job's result type over the frames processed, byte-equal on
-the CPU to the offline job over the same frames (``tests/live``). See ``docs/live.md``.
+pymmcore-plus core's MDA, its continuous acquisition (:class:`ContinuousSource`), a napari
+image layer that grows, a :class:`FrameFeed`) to a registered method's job. The source's
+callback copies each frame into a bounded buffer and returns at once; one worker thread runs
+the job on the frames kept; a frame that arrives while the worker is ``capacity`` frames
+behind is dropped and counted (:data:`DROP_POLICIES`). The session's ``result()`` is the
+offline job's result type over the frames processed, byte-equal on the CPU to the offline job
+over the same frames (``tests/live``). See ``docs/live.md``.
 
-No Qt and no GUI toolkit: the layer source uses napari's layer model and its events only.
-pymmcore-plus is needed only to attach to a core (the ``[live]`` extra).
+:func:`register_core` offers a script's core to the docks' Live part (:func:`session_cores`
+lists what they offer). No Qt and no GUI toolkit: the layer source uses napari's layer model
+and its events only. pymmcore-plus is needed only to attach to a core (the ``[live]`` extra).
 """
 
 from ._buffer import DROP_POLICIES, FrameBuffer
+from ._continuous import ContinuousSource
+from ._cores import register_core, session_cores, unregister_core
 from ._methods import LIVE_JOBS, LiveMethod, live_method
 from ._session import DEFAULT_CAPACITY, LiveSession, attach
 from ._sources import CoreSource, FrameFeed, LayerSource, Source, as_source
@@ -21,6 +25,7 @@ __all__ = [
     "DEFAULT_CAPACITY",
     "DROP_POLICIES",
     "LIVE_JOBS",
+    "ContinuousSource",
     "CoreSource",
     "FrameBuffer",
     "FrameFeed",
@@ -31,4 +36,7 @@ __all__ = [
     "as_source",
     "attach",
     "live_method",
+    "register_core",
+    "session_cores",
+    "unregister_core",
 ]

@@ -107,7 +107,7 @@ class LiveEsrrf(LiveMethod):
                 done = int(update.step)
                 self.frames_analysed = done
                 if self._want_latest and esrrf.OUTPUT in update.outputs:
-                    self._latest = np.asarray(update.outputs[esrrf.OUTPUT].data())[0]
+                    self._show(np.asarray(update.outputs[esrrf.OUTPUT].data())[0], done)
                     self._want_latest = False
                 control.processed(done)
                 if control.stopping():

@@ -46,6 +46,8 @@ class LiveMethod:
         self.inputs = dict(inputs)
         self.function: Callable[..., Any] = job.job_function()
         self._latest: np.ndarray | None = None
+        self._latest_frames = 0
+        """Frames (kept) that :attr:`_latest` covers: what a dock's latency is measured from."""
         self.unit = 1
         """Frames per unit of work: 1, or a z-stack's slices."""
 
@@ -61,6 +63,18 @@ class LiveMethod:
     def latest(self) -> np.ndarray | None:
         """The latest output (a processed frame, or the running reconstruction)."""
         return self._latest
+
+    def latest_with_count(self) -> tuple[np.ndarray | None, int]:
+        """:meth:`latest` and how many of the frames kept it covers (its last frame's index
+        among them, plus one), read together."""
+        latest = self.latest()
+        return latest, self._latest_frames if latest is not None else 0
+
+    def _show(self, image: np.ndarray, frames: int) -> None:
+        # The count first: a reader that sees the new image never pairs it with an older count
+        # (it may pair the older image with the new count, a latency one frame too short).
+        self._latest_frames = frames
+        self._latest = image
 
 
 def _run_job(job: Any) -> Any:

@@ -44,7 +44,7 @@ class _PerFrame(LiveMethod):
             result = self.process(data)
             with self._lock:
                 self._results.append(result)
-            self._latest = self.latest_of(result, data)
+            self._show(self.latest_of(result, data), (index + 1) * unit)
             index += 1
             control.processed(index * unit)
         return self.partial_result()

@@ -184,6 +184,11 @@ class LiveSession:
         fresh one is made at the next frame), None before the first."""
         return self.method.latest()
 
+    def latest_with_count(self) -> tuple[np.ndarray | None, int]:
+        """:meth:`latest` and the number of kept frames it covers (a dock measures the latency
+        from the arrival of the last of them)."""
+        return self.method.latest_with_count()
+
     def describe(self) -> str:
         """The counters in words."""
         state = "ended" if self.done else "running"
