@@ -1,0 +1,331 @@
+"""A dock following an acquisition: a live session, its counters, rate and latency, and its
+result as layers (the Qt-free side of the dock's Live part, :mod:`..widgets._live_acquisition`).
+
+:class:`LiveFollow` attaches a method's job to a source (:func:`napari_gpuscope.live.attach`)
+through :class:`ArrivalClock`, which stamps the arrival of every frame kept. The view polls it
+on its own (main) thread, :meth:`LiveFollow.poll`, and gets the counters, the processing rate,
+and the image to show in place with the latency from the arrival of the newest frame it covers
+to now (the moment the view puts it in its layer). Stop & keep and Cancel detach the session,
+never the acquisition.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from napari_gpuscope import live
+from napari_gpuscope.compute.results import Geometry
+from napari_gpuscope.provenance import PROVENANCE_KEY, build_provenance
+
+if TYPE_CHECKING:
+    from napari.types import LayerDataTuple
+
+    from napari_gpuscope.compute.params import Params
+    from napari_gpuscope.live import LiveSession, Source
+
+__all__ = ["ArrivalClock", "LiveFollow", "LiveRequest", "LiveStatus", "live_request"]
+
+RATE_WINDOW_S = 2.0
+"""Seconds of processing the rate is measured over (a steady number, still recent)."""
+
+_LIVE_JOB = dict(live.LIVE_JOBS)
+
+
+@dataclass(frozen=True)
+class LiveRequest:
+    """What a dock asks a live session to run: a registered job with its parameters.
+
+    Attributes
+    ----------
+    method_id, job_id : str
+        The registered method and job (:data:`napari_gpuscope.live.LIVE_JOBS`).
+    params : Params
+        The job's parameters.
+    inputs : Mapping
+        The job's other inputs (flat-field's ``profile``).
+    frames_per_stack : int or None
+        Slices per z-stack when the unit of work is a stack (phase).
+    notes : tuple of str
+        What differs from the dock's offline run, in words (shown when the session starts).
+    """
+
+    method_id: str
+    job_id: str
+    params: Params
+    inputs: Mapping[str, Any]
+    frames_per_stack: int | None = None
+    notes: tuple[str, ...] = ()
+
+
+def live_request(
+    method_id: str,
+    params: Params,
+    *,
+    profile: object | None = None,
+    frames_per_stack: int | None = None,
+) -> LiveRequest:
+    """The live job a dock of ``method_id`` runs with its ``params``.
+
+    Raises ValueError, in words, when the method cannot run live or lacks an input: flat-field
+    applies a fitted or loaded ``profile``; phase reconstructs z-stacks of
+    ``frames_per_stack`` slices. eSRRF runs without drift correction and with consecutive time
+    points (both need frames not acquired yet), and says so in :attr:`LiveRequest.notes`.
+
+    Examples
+    --------
+    >>> from napari_gpuscope.compute.esrrf import EsrrfParams
+    >>> request = live_request("esrrf", EsrrfParams(drift_correction=True))
+    >>> request.job_id, request.params.drift_correction, request.notes
+    ('run', False, ('drift correction is off live (it needs frames not acquired yet)',))
+    """
+    if method_id not in _LIVE_JOB:
+        raise ValueError(f"method {method_id!r} does not run live (live: {sorted(_LIVE_JOB)})")
+    notes: list[str] = []
+    inputs: dict[str, Any] = {}
+    if method_id == "esrrf":
+        if getattr(params, "drift_correction", False):
+            params = params.replace(drift_correction=False)
+            notes.append("drift correction is off live (it needs frames not acquired yet)")
+        if getattr(params, "frame_gap", 0):
+            params = params.replace(frame_gap=0)
+            notes.append("time points are consecutive live (frame gap 0)")
+    if method_id == "flatfield":
+        if profile is None:
+            raise ValueError("a live flat-field applies a profile: fit one or load one first")
+        inputs["profile"] = profile
+    if method_id == "phase" and not frames_per_stack:
+        raise ValueError("a live phase reconstructs z-stacks: give the slices per stack")
+    stack = frames_per_stack if method_id == "phase" else None
+    return LiveRequest(method_id, _LIVE_JOB[method_id], params, inputs, stack, tuple(notes))
+
+
+class ArrivalClock:
+    """A source whose kept frames are stamped on arrival (``time.perf_counter``).
+
+    Wraps a :class:`~napari_gpuscope.live.Source`: the stamp is taken before the session's
+    buffer copies the frame, and kept when the buffer keeps it, so :meth:`arrival` of kept
+    frame ``k`` is when the source handed it on. The last ``keep`` stamps are held (memory
+    bounded whatever the acquisition's length).
+    """
+
+    def __init__(self, source: Source, keep: int = 4096) -> None:
+        self.source = source
+        self.name = source.name
+        self._stamps: deque[float] = deque(maxlen=keep)
+        self._kept = 0
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        # What a session asks of some sources only (a core's expect_stacks) passes through.
+        return getattr(self.source, name)
+
+    def connect(self, on_frame: Callable[[Any], object], on_end: Callable[[], object]) -> None:
+        def stamped(frame: Any) -> object:
+            arrived = time.perf_counter()
+            kept = on_frame(frame)
+            if kept:
+                with self._lock:
+                    self._stamps.append(arrived)
+                    self._kept += 1
+            return kept
+
+        self.source.connect(stamped, on_end)
+
+    def disconnect(self) -> None:
+        self.source.disconnect()
+
+    def expected_frames(self) -> int | None:
+        return self.source.expected_frames()
+
+    def arrival(self, kept_index: int) -> float | None:
+        """When kept frame ``kept_index`` arrived (None: not kept yet, or forgotten)."""
+        with self._lock:
+            offset = kept_index - (self._kept - len(self._stamps))
+            if 0 <= offset < len(self._stamps):
+                return self._stamps[offset]
+        return None
+
+
+@dataclass(frozen=True)
+class LiveStatus:
+    """The counters of a live session at one poll, and what to show.
+
+    Attributes
+    ----------
+    received, processed, dropped, pending : int
+        The session's counters (received = processed + dropped + pending).
+    rate : float or None
+        Frames processed per second over the last :data:`RATE_WINDOW_S` (None before two
+        polls with processing between them).
+    latency_ms : float or None
+        From the arrival of the newest frame the shown image covers to this poll.
+    image : ndarray or None
+        A new image to show in place (None: nothing new since the last poll).
+    done : bool
+        The session has ended (the acquisition finished, or it was stopped).
+    lost : int
+        Frames the source lost before the session saw them (a core's overwritten buffer).
+    """
+
+    received: int
+    processed: int
+    dropped: int
+    pending: int
+    rate: float | None
+    latency_ms: float | None
+    image: np.ndarray | None
+    done: bool
+    lost: int = 0
+
+    def describe(self) -> str:
+        """The counters in words, as the dock shows them.
+
+        Examples
+        --------
+        >>> LiveStatus(10, 8, 1, 1, 250.0, 12.5, None, False).describe()
+        '10 received · 8 processed · 1 dropped · 250 frames/s · latency 12 ms'
+        """
+        parts = [f"{self.received} received", f"{self.processed} processed"]
+        parts.append(f"{self.dropped} dropped")
+        if self.lost:
+            parts.append(f"{self.lost} lost by the camera's buffer")
+        if self.rate is not None:
+            parts.append(f"{self.rate:.0f} frames/s")
+        if self.latency_ms is not None:
+            parts.append(f"latency {self.latency_ms:.0f} ms")
+        return " · ".join(parts)
+
+
+class LiveFollow:
+    """A live session driven by a dock: attach, poll, Stop & keep or Cancel.
+
+    Parameters
+    ----------
+    source : object
+        What :func:`napari_gpuscope.live.attach` takes (a core, a layer, a Source).
+    request : LiveRequest
+        The job and its parameters.
+    device : str
+        The device the job runs on.
+    capacity : int
+        Frames the worker may fall behind before frames are dropped.
+
+    Examples
+    --------
+    >>> feed = live.FrameFeed()
+    >>> from napari_gpuscope.compute.tv import TVParams
+    >>> follow = LiveFollow(feed, LiveRequest("tv", "denoise", TVParams(weight=5.0), {}),
+    ...                     device="cpu")
+    >>> for frame in np.ones((3, 8, 8)):
+    ...     feed.push(frame)
+    >>> follow.session.wait_for_frames(3, 60)
+    True
+    >>> status = follow.poll()
+    >>> status.processed, status.image.shape, status.latency_ms >= 0
+    (3, (8, 8), True)
+    >>> follow.stop_and_keep().image.shape
+    (3, 8, 8)
+    """
+
+    def __init__(
+        self,
+        source: object,
+        request: LiveRequest,
+        *,
+        device: str,
+        capacity: int = live.DEFAULT_CAPACITY,
+    ) -> None:
+        self.request = request
+        self.device = device
+        self.clock = ArrivalClock(live.as_source(source))
+        self.started = time.perf_counter()
+        self.session: LiveSession = live.attach(
+            self.clock,
+            request.method_id,
+            request.params,
+            device=device,
+            job=request.job_id,
+            capacity=capacity,
+            frames_per_stack=request.frames_per_stack,
+            **request.inputs,
+        )
+        self._shown = 0
+        self._latency: float | None = None
+        self._history: deque[tuple[float, int]] = deque()
+
+    def poll(self) -> LiveStatus:
+        """The counters now, and the newest image when there is one not shown yet (call it
+        from the thread that shows it: the latency is measured to this call)."""
+        session, now = self.session, time.perf_counter()
+        image, covered = session.latest_with_count()
+        fresh = None
+        if image is not None and covered > self._shown:
+            fresh, self._shown = image, covered
+            arrived = self.clock.arrival(covered - 1)
+            if arrived is not None:
+                self._latency = (now - arrived) * 1000.0
+        processed = session.frames_processed
+        self._history.append((now, processed))
+        while len(self._history) > 2 and now - self._history[1][0] >= RATE_WINDOW_S:
+            self._history.popleft()
+        (t0, p0), rate = self._history[0], None
+        if now > t0 and processed > p0:
+            rate = (processed - p0) / (now - t0)
+        return LiveStatus(
+            received=session.frames_received,
+            processed=processed,
+            dropped=session.frames_dropped,
+            pending=session.frames_pending,
+            rate=rate,
+            latency_ms=self._latency,
+            image=fresh,
+            done=session.done,
+            lost=int(getattr(self.clock.source, "frames_lost", 0)),
+        )
+
+    def stop_and_keep(self) -> Any:
+        """Detach (the acquisition goes on) and return the result over the frames processed
+        (raises the job's error, or ValueError when no frame was processed)."""
+        self.session.detach()
+        return self.session.result()
+
+    def cancel(self) -> None:
+        """Detach and forget: no thread and no callback of the session remain."""
+        self.session.detach()
+
+    def result_layers(
+        self, result: Any, input_name: str, geometry: Geometry | None = None
+    ) -> list[LayerDataTuple]:
+        """The result's layers, with provenance (the job's facts and the session's counters),
+        as a dock's run makes them."""
+        from napari_gpuscope.compute.devices import device_label
+
+        session = self.session
+        facts = dict(result.summary())
+        facts["live"] = {
+            "source": session.name,
+            "frames_received": session.frames_received,
+            "frames_processed": session.frames_processed,
+            "frames_dropped": session.frames_dropped,
+            "drop_policy": session.drop_policy,
+            "capacity": session.capacity,
+        }
+        record = build_provenance(
+            self.request.method_id,
+            self.request.params.to_dict(),
+            device=device_label(self.device),
+            input_name=input_name,
+            elapsed_seconds=time.perf_counter() - self.started,
+            result=facts,
+        )
+        layers: list[LayerDataTuple] = result.layers(
+            input_name, geometry, {PROVENANCE_KEY: record}
+        )
+        return layers
