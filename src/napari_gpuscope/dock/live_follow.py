@@ -325,7 +325,5 @@ class LiveFollow:
             elapsed_seconds=time.perf_counter() - self.started,
             result=facts,
         )
-        layers: list[LayerDataTuple] = result.layers(
-            input_name, geometry, {PROVENANCE_KEY: record}
-        )
+        layers: list[LayerDataTuple] = result.layers(input_name, geometry, {PROVENANCE_KEY: record})
         return layers
