@@ -141,7 +141,7 @@ def test_a_watch_started_again_skips_what_is_done(tmp_path: Path, client) -> Non
     write_positions(tmp_path / "in", 2, shape=(48, 48))
     recipe = Recipe.from_defaults("tv", strength=1.2)
     specs = [str(tmp_path / "in" / "*.tif")]
-    kwargs = dict(settle_s=0.0, poll_s=0.01, idle_s=0.0)
+    kwargs = {"settle_s": 0.0, "poll_s": 0.01, "idle_s": 0.0}
     first = watch_batch(recipe, specs, tmp_path / "out.zarr", client, **kwargs)
     assert len(first.done) == 2 and first.stopped_by == "idle"
     again = watch_batch(recipe, specs, tmp_path / "out.zarr", client, **kwargs)
