@@ -3,6 +3,7 @@
 import contextlib
 import io
 import json
+import re
 
 import numpy as np
 import pytest
@@ -248,3 +249,70 @@ def test_demo_explains_results_in_words(demo_output):
             assert "converged" in line or "raise Iterations" in following, line
     words = " ".join(printed.split())
     assert "limit of the method" in words and "Camera offset" in words
+
+
+# -- the help texts and the inputs (issue 30 item 8) -----------------------------------------
+SUBCOMMANDS = ("demo", "recipe", "run", "validate", "status")
+
+
+@pytest.mark.parametrize("command", [(), *((name,) for name in SUBCOMMANDS)])
+def test_every_help_text_is_plain_text_without_markup(command, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        cli.main([*command, "--help"])
+    assert stopped.value.code == 0
+    text = capsys.readouterr().out
+    assert text.startswith("usage: napari-gpuscope")
+    for markup in ("``", ":func:", ":mod:", ":class:", ":meth:", ":data:", "`"):
+        assert markup not in text, (command, markup)
+    assert not re.search(r"^\s*\.\. \w", text, re.MULTILINE)  # no reST directive
+    # Each command's own help says what it does, not only its arguments.
+    description = text.split("\n\n")[1]
+    assert len(description.split()) >= 6, description
+
+
+def _tiffs(folder, count):
+    folder.mkdir()
+    paths = []
+    for index in range(count):
+        path = folder / f"pos{index}.tif"
+        tifffile.imwrite(path, np.full((16, 16), index, np.uint16))
+        paths.append(path)
+    return paths
+
+
+def test_several_inputs_an_unquoted_glob_files_and_a_quoted_glob_are_the_same_positions(
+    tmp_path, capsys
+):
+    paths = _tiffs(tmp_path / "data", 3)
+    recipe = tmp_path / "tv.yaml"
+    assert cli.main(["recipe", "tv", "-o", str(recipe)]) == 0
+    out = str(tmp_path / "out.zarr")
+    as_given = {
+        # What a shell passes for an unquoted data/*.tif: every file, in its order.
+        "expanded": [str(p) for p in paths],
+        "quoted": [str(tmp_path / "data" / "*.tif")],
+        "mixed": [str(paths[2]), str(tmp_path / "data" / "pos[01].tif"), str(paths[0])],
+    }
+    seen = {}
+    for case, inputs in as_given.items():
+        capsys.readouterr()
+        argv = ["run", str(recipe), *inputs, "--out", out, "--device", "cpu", "--dry-run"]
+        assert cli.main(argv) == 0, capsys.readouterr().err
+        seen[case] = capsys.readouterr().out.splitlines()[1]
+        assert cli.main(["validate", str(recipe), *inputs]) == 0
+        assert "3 positions, 0 problem(s)" in capsys.readouterr().out
+    assert set(seen.values()) == {"dry run: would compute 3, skip 0 (complete)"}
+    from napari_gpuscope.batch.inputs import discover_all
+
+    for inputs in as_given.values():
+        assert [p.name for p in discover_all(inputs)] == ["pos0", "pos1", "pos2"]
+
+
+def test_an_input_that_matches_nothing_is_named_in_the_error(tmp_path, capsys):
+    _tiffs(tmp_path / "data", 1)
+    recipe = tmp_path / "tv.yaml"
+    assert cli.main(["recipe", "tv", "-o", str(recipe)]) == 0
+    missing = str(tmp_path / "data" / "nothing*.tif")
+    argv = ["validate", str(recipe), str(tmp_path / "data" / "pos0.tif"), missing]
+    assert cli.main(argv) == 2
+    assert f"INPUT {missing!r} matches no TIFF file" in capsys.readouterr().err

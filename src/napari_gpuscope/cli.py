@@ -33,11 +33,36 @@ import numpy as np
 __all__ = ["main"]
 
 
+DESCRIPTION = (
+    "GPU flat-field (BaSiC), eSRRF, phase and TV denoising for microscopy: the demo, and the "
+    "batch commands that apply a recipe saved from a dock to many positions."
+)
+"""The command's help text (plain text: argparse prints it as it is)."""
+
+EPILOG = """examples:
+  napari-gpuscope demo
+  napari-gpuscope recipe tv -o tv.yaml
+  napari-gpuscope run tv.yaml data/*.tif --out results.zarr --device cuda
+  napari-gpuscope status results.zarr
+
+'napari-gpuscope COMMAND --help' describes each command; docs/batch.md the batch runs."""
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="napari-gpuscope", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(
+        prog="napari-gpuscope",
+        description=textwrap.fill(DESCRIPTION, 79),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    demo_help = "open napari with the docks and sample data, or run headless"
     demo = sub.add_parser(
-        "demo", help="open napari with the docks and sample data, or run headless"
+        "demo",
+        help=demo_help,
+        description=f"{demo_help[0].upper()}{demo_help[1:]}: --headless runs every method on "
+        "its sample data and writes each result as a TIFF and a screenshot (needs an X "
+        "display: run it under xvfb-run -a).",
     )
     demo.add_argument(
         "--headless", action="store_true", help="run without a window and write files"

@@ -19,9 +19,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     """Add the batch subcommands to the console command's subparsers."""
     from napari_gpuscope.methods import METHODS
 
-    recipe = sub.add_parser(
-        "recipe", help="write a recipe from a method's defaults (for scripts and tests)"
-    )
+    recipe = _add(sub, "recipe", "write a recipe from a method's defaults (for scripts and tests)")
     recipe.add_argument("method", choices=list(METHODS), help="method id")
     recipe.add_argument(
         "--job",
@@ -49,7 +47,13 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     recipe.add_argument("-o", "--output", type=Path, required=True, help="recipe file to write")
 
-    run = sub.add_parser("run", help="apply a recipe to every position of INPUT on Dask")
+    run = _add(
+        sub,
+        "run",
+        "apply a recipe to every position of INPUT on Dask",
+        "Exit codes: 0 all done, 1 some positions failed (the report and 'status' say which "
+        "and why), 2 a usage or configuration error, 130 interrupted (rerun with --resume).",
+    )
     run.add_argument("recipe", type=Path, help="recipe YAML")
     run.add_argument("input", nargs="+", help=INPUT_HELP)
     run.add_argument("--out", type=Path, required=True, help="output OME-Zarr store")
@@ -62,8 +66,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--workers",
         type=_int_range("--workers", 1, MAX_WORKERS),
         default=None,
-        help=f"CPU workers (default 2, at most this machine's cores); SLURM: most jobs (1 to "
-        f"{MAX_WORKERS})",
+        help=f"CPU workers (default 2, at most this machine's cores); slurm, pbs, lsf: the most "
+        f"jobs at once (1 to {MAX_WORKERS})",
     )
     run.add_argument(
         "--cluster",
@@ -106,15 +110,16 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="GPUs per job, one worker process each (default 1)",
     )
 
-    validate = sub.add_parser(
+    validate = _add(
+        sub,
         "validate",
-        help="check INPUT against a recipe as a run would (artifacts, shapes, axes, pixel size, "
+        "check INPUT against a recipe as a run would (artifacts, shapes, axes, pixel size, "
         "each file read whole: truncated files, NaN pixels)",
     )
     validate.add_argument("recipe", type=Path, help="recipe YAML")
     validate.add_argument("input", nargs="+", help=INPUT_HELP)
 
-    status = sub.add_parser("status", help="done / failed / pending per position of OUT.zarr")
+    status = _add(sub, "status", "done / failed / pending per position of OUT.zarr")
     status.add_argument("out", type=Path, help="the output OME-Zarr store of a run")
 
 
@@ -125,6 +130,17 @@ INPUT_HELP = (
 
 MAX_WORKERS = 1000
 """The most workers (local) or SLURM jobs ``--workers`` accepts."""
+
+
+def _add(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    summary: str,
+    more: str = "",
+) -> argparse.ArgumentParser:
+    """A subcommand whose own ``--help`` starts with its summary (the list's line)."""
+    description = f"{summary[0].upper()}{summary[1:]}." + (f" {more}" if more else "")
+    return sub.add_parser(name, help=summary, description=description)
 
 
 def _int_range(option: str, low: int, high: int) -> Callable[[str], int]:
