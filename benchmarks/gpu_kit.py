@@ -4,7 +4,8 @@ Run from the repository root with ``PYTHONPATH=src`` (``benchmarks/`` is on ``sy
 script's folder). Subcommands:
 
 - ``plan [--only A,B] [--skip C] [--format json|tsv]``: the kit's steps, generated from
-  :func:`napari_gpuscope.compute.kernels.registered_ops` (no GPU needed): for every method a
+  :func:`napari_gpuscope.compute.kernels.registered_ops` (no GPU needed): first the ``fresh``
+  steps, what has never run on a GPU (:data:`FRESH_STEPS`); then for every method a
   ``twin`` step (its GPU tests, plus the generic per-op and per-source tests of
   ``tests/gpu/test_gpu_kernels.py``), ``memcheck``, ``racecheck`` and ``initcheck`` steps
   (compute-sanitizer on ``exercise``), an ``ncu`` step (Nsight Compute on ``profile``, only the
@@ -58,7 +59,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-KINDS = ("twin", "memcheck", "racecheck", "initcheck", "ncu", "bench", "batch", "oom")
+KINDS = ("fresh", "twin", "memcheck", "racecheck", "initcheck", "ncu", "bench", "batch", "oom")
 SANITIZERS = ("memcheck", "racecheck", "initcheck")
 METHOD_ORDER = ("esrrf", "flatfield", "phase", "tv")
 """Steps run method by method in this order within each kind; methods not listed (new ones)
@@ -101,7 +102,24 @@ LIMITS = {
     ("batch", None): 75,  # pip install, the GPU test [20], the Dask benchmark [> 18]
     ("oom", None): 25,  # [7-12]
 }
-MAX_TOTAL_S = 900
+MAX_TOTAL_S = 1100
+"""The plan's limits may add up to more than the default budget (570 s): the budget stops
+starting steps, and the steps that have run on a GPU before come last, so a short window cuts
+those."""
+FRESH_STEPS = (
+    (
+        "fresh-drift",
+        "tests/gpu/test_gpu_drift.py tests/gpu/test_gpu_decorr_register.py",
+        "pytest",
+        60,
+    ),
+    ("fresh-latency", "benchmarks/interactive_latency.py --device cuda:0", "script", 60),
+    ("fresh-live", "benchmarks/live_benchmark.py --device cuda:0", "script", 60),
+    ("fresh-phase-auto", "benchmarks/phase_auto_regularization.py --device cuda:0", "script", 30),
+)
+"""What has never run on a GPU (issue 29 item 5), first in the plan: the drift, registration
+and decorrelation GPU tests (not in any twin step), the docks' interactive latency, the live
+benchmark and the automatic phase regularization's timing. (name, target, how, limit s)."""
 BATCH_ARGS = (
     'batch --out "$KIT_OUT" --wheels "${KIT_WHEELS:-.kit-wheels}" --limit "${KIT_STEP_LIMIT:-55}"'
 )
@@ -266,6 +284,24 @@ def build_plan(only: Sequence[str] = (), skip: Sequence[str] = ()) -> dict:
         elif kind == "bench":
             add(kind, method, _kit(f'bench --method {method} --out "$KIT_OUT"'))
 
+    for name, target, how, limit in FRESH_STEPS:
+        if how == "pytest":
+            words = "-m pytest -m gpu -q -ra -p no:cacheprovider -o addopts= --strict-markers"
+            command = f"{_python()} {words} {target}"
+        else:
+            command = f'set -o pipefail; {_python()} {target} | tee "$KIT_OUT/{name}.md"'
+        steps.append(
+            {
+                "name": name,
+                "kind": "fresh",
+                "method": None,
+                "ops": [],
+                "limit_s": round(float(os.environ.get("GPU_KIT_LIMIT_SCALE", "1") or 1) * limit),
+                "requires": None,
+                "log": f"{name}.log",
+                "command": command,
+            }
+        )
     per_method_kinds = ("twin", *SANITIZERS, "ncu", "bench")
     first = [m for m in methods if m != "tv"]
     for kind in per_method_kinds:
@@ -831,6 +867,21 @@ def report(out: Path) -> str:
         f"{plan.get('total_limit_s')} s.",
     ]
 
+    fresh = {}
+    for name, step in steps.items():
+        if step["kind"] != "fresh" or (text := log_of(name)) is None:
+            continue
+        table = out / f"{name}.md"
+        fresh[name] = (
+            table.read_text(encoding="utf-8", errors="replace").strip()
+            if table.exists()
+            else pytest_summary(text)["summary"]
+        )
+    data["fresh"] = fresh
+    if fresh:
+        lines += ["", "## Never run on a GPU before", ""]
+        for name, text in fresh.items():
+            lines += [f"### {name}", "", text, ""]
     twin = {}
     for name, step in steps.items():
         if step["kind"] == "twin" and (text := log_of(name)) is not None:

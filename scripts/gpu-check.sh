@@ -21,6 +21,8 @@
 #     GPU_KIT_LIMIT_SCALE=F   multiplies every step's limit (diagnosis runs; default 1)
 #
 # The steps come from `benchmarks/gpu_kit.py plan`, generated from the registered fused ops:
+# first what has never run on a GPU (the "fresh" steps: drift/registration/decorrelation tests,
+# the interactive latency, live and automatic-regularization benchmarks), then
 # per method (eSRRF, flat-field, phase first, then batch, then TV, then the forced OOM) a twin
 # step (its GPU tests), compute-sanitizer memcheck, racecheck and initcheck steps, an Nsight
 # Compute step and a bench step. Each runs under `timeout` with its own limit, so a slow step

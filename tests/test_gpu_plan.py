@@ -66,7 +66,7 @@ def test_every_registered_op_is_twinned_sanitized_and_profiled(plan):
 def test_limits_fit_the_window_and_every_step_has_its_own(plan):
     limits = [s["limit_s"] for s in plan["steps"]]
     assert all(isinstance(limit, int) and limit >= 10 for limit in limits)
-    assert sum(limits) == plan["total_limit_s"] <= 900
+    assert sum(limits) == plan["total_limit_s"] <= gpu_kit.MAX_TOTAL_S
     assert len({s["name"] for s in plan["steps"]}) == len(plan["steps"])
     assert len({s["log"] for s in plan["steps"]}) == len(plan["steps"])
 
@@ -82,6 +82,22 @@ def test_new_methods_run_before_tv_and_the_forced_oom_runs_last(plan):
     # Correctness first: every method's twin step before any sanitizer, profile or bench.
     kinds = [s["kind"] for s in plan["steps"] if s["method"] != "tv"]
     assert kinds.index("memcheck") > max(i for i, k in enumerate(kinds) if k == "twin")
+
+
+def test_what_never_ran_on_a_gpu_runs_first_and_fits_the_default_budget(plan):
+    """Issue 29 item 5: the fresh steps lead, and with every method's twin tests they fit in
+    the default budget (570 s), so a short window still checks them."""
+    steps = plan["steps"]
+    kinds = [s["kind"] for s in steps]
+    fresh = [s for s in steps if s["kind"] == "fresh"]
+    assert kinds[: len(fresh)] == ["fresh"] * len(fresh) and len(fresh) == len(gpu_kit.FRESH_STEPS)
+    twins = [s for s in steps if s["kind"] == "twin" and s["method"] != "tv"]
+    assert sum(s["limit_s"] for s in fresh + twins) <= 570
+    for name, target, how, _ in gpu_kit.FRESH_STEPS:
+        files = [w for w in target.split() if w.endswith(".py")]
+        assert files and all((ROOT / f).is_file() for f in files), name
+        command = next(s["command"] for s in steps if s["name"] == name)
+        assert how == "pytest" or command.startswith("set -o pipefail")  # tee keeps the status
 
 
 def test_ncu_steps_profile_exactly_the_methods_kernels(plan):
