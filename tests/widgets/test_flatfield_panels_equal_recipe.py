@@ -1,6 +1,7 @@
 """The flat-field dock's side panels are their recipes (issue 25 item 2): after Autotune, Run
-and the recipe saved then fit the autotune's profile, and ``napari-gpuscope run`` corrects
-every position with it; the Apply panel's "Save recipe..." saves what Apply did (the apply job
+and the recipe saved then fit the autotune's profile, Run also corrects the input with it (fit
+and apply, issue 30 item 5), and ``napari-gpuscope run`` corrects every position with it as
+the dock corrected its tiles; the Apply panel's "Save recipe..." saves what Apply did (the apply job
 with the profile beside it as its artifact), and the run writes Apply's result byte for byte
 with the same measurements in the position's attributes.
 
@@ -19,7 +20,7 @@ from dock_helpers import open_dock, select_input
 from recipe_helpers import measured, position, run_recipe, same_bytes
 
 from napari_gpuscope.batch.recipes import load_recipe
-from napari_gpuscope.compute.flatfield import ShadingProfile, batch_hooks
+from napari_gpuscope.compute.flatfield import ShadingProfile, batch_hooks, iter_apply_profile
 from napari_gpuscope.compute.jobs import run_job
 from napari_gpuscope.provenance import PROVENANCE_KEY
 from napari_gpuscope.sample_data._shading import shaded_tiles
@@ -71,10 +72,17 @@ def test_autotuned_parameters_run_and_their_recipe_fit_the_autotunes_profile(
     assert chosen is not None and tuned.smoothness_flatfield == (chosen,)
     assert tuned.darkfield_source == "frame"
 
+    assert dock.also_apply.isChecked()  # fit and apply, the dock's default
     profile = _fit(dock, qtbot)  # Run with the autotuned parameters: the autotune's profile
     assert profile.flatfield.tobytes() == tuned.flatfield.tobytes()
     assert profile.darkfield.tobytes() == tuned.darkfield.tobytes()
-    shown = viewer.layers[-1].metadata[PROVENANCE_KEY]["result"]  # the fit's layers' facts
+    flat_layer = next(ly for ly in viewer.layers if ly.name.startswith("flatfield · tiles"))
+    shown = flat_layer.metadata[PROVENANCE_KEY]["result"]  # the fit's layers' facts
+    # ... and the input corrected with it: the apply job on the fitted profile, byte for byte.
+    corrected = viewer.layers["flat-field corrected · tiles"]
+    direct = run_job(iter_apply_profile(tiles, profile, dock.params(), device="cpu")).image
+    same_bytes(np.asarray(corrected.data), direct)
+    assert "Then corrected 12 images" in dock.panel.status.text()
 
     folder = tmp_path / "recipe"
     folder.mkdir()
@@ -94,6 +102,8 @@ def test_autotuned_parameters_run_and_their_recipe_fit_the_autotunes_profile(
             batch_hooks.job(tiles[index], params, prepared=profile, device="cpu", cache_key="")
         ).image
         same_bytes(image.reshape(expected.shape), expected)
+        # The position is the dock's corrected tile (fit and apply = the recipe's run).
+        same_bytes(image.reshape(tiles[index].shape), np.asarray(corrected.data[index]))
         # The profile the run fitted is the dock's: the same facts in every position.
         assert attrs["provenance"]["result"]["profile"] == _json(profile.summary())
     assert shown == _json(profile.summary())

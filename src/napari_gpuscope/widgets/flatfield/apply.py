@@ -14,7 +14,7 @@ before and after) and, for time-lapses, each frame's mean before and after (the 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -269,9 +269,10 @@ class ApplyPanel(QGroupBox):
         return written
 
     # ---------------------------------------------------------------- apply
-    def apply(self) -> bool:
+    def apply(self, announce: Callable[[str], object] | None = None) -> bool:
         """Correct the chosen layer with the profile on the dock's runner; return whether it
-        started (False: the status says why, e.g. a fit holds the device)."""
+        started (False: the status says why, e.g. a fit holds the device). ``announce``
+        also gets the result's line when it succeeds (the dock's fit and apply)."""
         layer, device = self.target.layer, self.dock.device
         if self.profile is None or layer is None:
             self.status.setText("Choose a layer and fit or load a profile first.")
@@ -295,7 +296,7 @@ class ApplyPanel(QGroupBox):
                 description=f"Flat-field correction: {layer.name}",
                 handlers=JobHandlers(
                     succeeded=lambda result, elapsed: self._on_succeeded(
-                        result, elapsed, layer, device
+                        result, elapsed, layer, device, announce
                     ),
                     failed=self._on_failed,
                     ended=self._on_ended,
@@ -321,7 +322,12 @@ class ApplyPanel(QGroupBox):
         self._update_buttons()
 
     def _on_succeeded(
-        self, result: CorrectionResult, elapsed: float, layer: napari.layers.Image, device: str
+        self,
+        result: CorrectionResult,
+        elapsed: float,
+        layer: napari.layers.Image,
+        device: str,
+        announce: Callable[[str], object] | None = None,
     ) -> None:
         record = build_provenance(
             "flatfield",
@@ -343,7 +349,10 @@ class ApplyPanel(QGroupBox):
             getattr(self.viewer, f"add_{layer_type}")(data, **kwargs)
         self.figure.show_correction(result)
         self.figure.setVisible(True)
-        self.status.setText(f"{result.describe()}. Took {elapsed:.2f} s.")
+        text = f"{result.describe()}. Took {elapsed:.2f} s."
+        self.status.setText(text)
+        if announce is not None:
+            announce(text)
 
     def _on_failed(self, exc: BaseException) -> None:
         self.status.setText(f"The correction failed: {plain_error_message(exc)}")

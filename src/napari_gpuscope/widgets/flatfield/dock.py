@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from magicgui.widgets import ComboBox
-from qtpy.QtWidgets import QLabel, QPushButton
+from qtpy.QtWidgets import QCheckBox, QLabel, QPushButton
 
 from napari_gpuscope.compute.flatfield import APPLY_FIELDS, BasicParams, ShadingProfile
 from napari_gpuscope.compute.jobs import Job
@@ -48,7 +48,7 @@ class FlatfieldDock(MethodDock):
     method_id = "flatfield"
     short_title = "BaSiC"
     streamed_outputs = ("flatfield",)
-    input_dims = (3, 4)
+    input_layouts = ("TYX", "CTYX", "TZYX")  # 4D: each channel or z-plane its own fit
     # Wider than the base: the dock is taller than a screen (fit and apply panels, two
     # figures), so its vertical scroll bar takes width the rows need.
     dock_width = 420
@@ -115,6 +115,15 @@ class FlatfieldDock(MethodDock):
         self.form.add_row("", self.autotune_button, after="smoothness_darkfield")
         self.form.add_row("", self.autotune_status, after="smoothness_darkfield")
         self.autotune_button.clicked.connect(self.autotune)
+        # Fit and apply: Run shows the corrected tiles beside the profile, as a batch run of
+        # the dock's recipe writes them (the fit job corrects every position it fitted).
+        self.also_apply = QCheckBox("Also correct the input")
+        self.also_apply.setChecked(True)
+        self.also_apply.setToolTip(
+            "After Run fits the profile, correct the input layer with it (the Apply panel's "
+            "options) into a new layer 'flat-field corrected · <input>'. Off: Run only fits"
+        )
+        self.form.add_row("", self.also_apply, after=None)
         self.dark_frame.changed.connect(self._on_params_changed)
         self.fit_mask.changed.connect(self._on_params_changed)
         self.form.widgets["get_darkfield"].changed.connect(self._update_darkfield_rows)
@@ -262,13 +271,30 @@ class FlatfieldDock(MethodDock):
     def metric_targets(self, params: BasicParams) -> dict[str, float]:
         return {"reweighting residual": params.reweighting_tol}
 
+    def recipe_notes(self) -> list[str]:
+        """A recipe's run corrects every position; say so when this dock's Run does not."""
+        if self.also_apply.isChecked():
+            return []
+        return [
+            "'Also correct the input' is off here, but a batch run corrects every position "
+            "with the profile it fits"
+        ]
+
     def on_result(self, result: Any, *, preview: bool, layer: Any) -> None:
-        """Hand the fitted profile to the apply panel (and its figure)."""
+        """Hand the fitted profile to the apply panel (and its figure); with "Also correct
+        the input", correct the input with it at once (the apply job, on the dock's runner,
+        which the fit has just left)."""
         if preview:
             return
         self.profile = result
         self.apply_panel.set_profile(result, f"fitted on '{layer.name}'")
         self.apply_panel.target.layer = layer
+        if self.also_apply.isChecked():
+            self.apply_panel.apply(announce=self._on_applied)
+
+    def _on_applied(self, text: str) -> None:
+        """The fit-and-apply's correction is done: the dock's status says both."""
+        self.set_status(f"{self.panel.status.text().rstrip()} Then {text}")
 
     def release(self) -> None:
         """Also stop the Apply panel following layers."""
