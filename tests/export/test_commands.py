@@ -134,8 +134,8 @@ def test_screenshot_options_dialog_values_are_used(
 
     monkeypatch.setattr(FigureOptionsDialog, "exec", fake_exec)
     files = export_screenshot_dialog(viewer)
-    assert seen["defaults"] == FigureOptions(
-        zoom=1, dpi=300.0, width_mm=None, colorbar=False, scale_bar=True, titles=False
+    assert seen["defaults"] == FigureOptions(  # zoom None: automatic
+        zoom=None, dpi=300.0, width_mm=None, colorbar=False, scale_bar=True, titles=False
     )
     sidecar = json.loads(files.sidecar.read_text())
     assert sidecar["figure"]["zoom"] == 2 and sidecar["scale_bar"] is False
@@ -217,7 +217,7 @@ def test_default_export_layer_prefers_results_then_active_image(viewer):
 
 
 def test_figure_dialog_links_dpi_and_print_width_and_shows_the_size(viewer, qtbot):
-    dialog = FigureOptionsDialog(FigureOptions(), viewer=viewer)
+    dialog = FigureOptionsDialog(FigureOptions(zoom=1), viewer=viewer)
     qtbot.addWidget(dialog)
     # The two 32 x 40 layers, grid off: one panel, zoom 1, 300 dpi.
     text = dialog.size_label.text()
@@ -226,7 +226,7 @@ def test_figure_dialog_links_dpi_and_print_width_and_shows_the_size(viewer, qtbo
     width_at_300 = dialog.width_spin.value()
     dialog.zoom_spin.setValue(3)
     assert "each shown as 3 \u00d7 3 pixels" in dialog.size_label.text()
-    assert dialog.width_spin.value() > 2 * width_at_300  # same dpi, three times the pixels
+    assert dialog.width_spin.value() > width_at_300  # same dpi, three times the panel pixels
     assert 10.0 < dialog.width_spin.value() < 20.0  # about 140 pixels at 300 dpi
     dialog.width_spin.setValue(8.0)
     options = dialog.options()

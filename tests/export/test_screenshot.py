@@ -12,6 +12,7 @@ import pytest
 from PIL import Image
 
 from napari_gpuscope.export import ScreenshotFiles, export_screenshot
+from napari_gpuscope.export.figure import MAX_ZOOM
 from napari_gpuscope.export.screenshot import read_png_provenance
 from napari_gpuscope.provenance import PROVENANCE_KEY, build_provenance
 
@@ -72,7 +73,8 @@ def test_png_and_sidecar_carry_provenance_of_visible_result_layers(viewer, tmp_p
     sidecar = json.loads(files.sidecar.read_text())
     assert sidecar["provenance"] == chunk
     assert (sidecar["image"]["width"], sidecar["image"]["height"]) == size
-    assert sidecar["figure"]["zoom"] == 1
+    # Automatic zoom: the 80 px wide data made 1,600 px wide, within the largest zoom.
+    assert sidecar["figure"]["zoom"] == min(MAX_ZOOM, 1600 // 80)
     layers = {entry["name"]: entry for entry in sidecar["layers"]}
     assert set(layers) == {"raw", "denoised"}
     assert layers["raw"]["result"] is False

@@ -135,11 +135,15 @@ class FigureOptionsDialog(_OptionsDialog):
         self._by_width = defaults.width_mm is not None
         self._updating = False
         self.zoom_spin = QSpinBox()
-        self.zoom_spin.setRange(1, MAX_ZOOM)
+        # 0 shows "auto": the smallest zoom that makes the figure publication-size.
+        self.zoom_spin.setRange(0, MAX_ZOOM)
+        self.zoom_spin.setSpecialValueText("auto")
         self.zoom_spin.setSuffix(" ×")
-        self.zoom_spin.setValue(int(defaults.zoom))
+        self.zoom_spin.setValue(0 if defaults.zoom is None else int(defaults.zoom))
         self.zoom_spin.setToolTip(
-            "Each data pixel becomes zoom × zoom pixels of the figure (no resampling)."
+            "Each data pixel becomes zoom × zoom pixels of the figure (no resampling); auto: "
+            "the smallest zoom that makes the figure publication-size, whatever the viewer's "
+            "zoom."
         )
         self.dpi_spin = QDoubleSpinBox()
         self.dpi_spin.setRange(*DPI_RANGE)
@@ -233,7 +237,7 @@ class FigureOptionsDialog(_OptionsDialog):
     def options(self) -> FigureOptions:
         """The values currently shown."""
         return FigureOptions(
-            zoom=self.zoom_spin.value(),
+            zoom=self.zoom_spin.value() or None,
             dpi=None if self._by_width else self.dpi_spin.value(),
             width_mm=self.width_spin.value() if self._by_width else None,
             colorbar=self.colorbar_check.isChecked(),

@@ -9,14 +9,8 @@ import numpy as np
 
 from napari_gpuscope.export import _drawing as draw
 from napari_gpuscope.export import _panels
-from napari_gpuscope.export._layout import (
-    BAR_WIDTH_PT,
-    TICK_PT,
-    Colorbar,
-    Layout,
-    bar_title,
-    tick_count,
-)
+from napari_gpuscope.export._colorbars import Colorbar, bar_title
+from napari_gpuscope.export._layout import BAR_WIDTH_PT, TICK_PT, Layout, tick_count
 
 if TYPE_CHECKING:
     from napari.viewer import Viewer
@@ -108,7 +102,9 @@ def draw_scale_bar(
     layout: Layout,
     ink: tuple[int, int, int],
 ) -> dict[str, int]:
-    """Draw the bar right-aligned at ``right`` with its label below; returns the bar's box."""
+    """Draw the bar right-aligned at ``right`` with its label below (centred under the bar, or
+    moved left so that it ends at ``right``: a label wider than the bar is never cut); returns
+    the bar's box."""
     from PIL import ImageDraw
 
     face = draw.font(layout.font_px)
@@ -117,6 +113,9 @@ def draw_scale_bar(
         (right - length, top, right - 1, top + thickness - 1), fill=ink
     )
     label = scale_bar["label"]
-    x = right - length // 2 - draw.text_width(face, label) // 2
+    label_width = draw.text_width(face, label)
+    x = max(
+        layout.panel_origin[0], min(right - length // 2 - label_width // 2, right - label_width)
+    )
     draw.draw_text(canvas, (x, top + thickness + layout.gap // 2), label, face, ink)
     return {"x": right - length, "y": top, "width": length, "height": thickness}

@@ -9,24 +9,28 @@ points, so text prints at the same size whatever the DPI.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from napari_gpuscope.export import _drawing as draw
 from napari_gpuscope.export import _panels
-from napari_gpuscope.export._options import DEFAULT_DPI, DPI_RANGE, MM_PER_INCH, FigureOptions
-from napari_gpuscope.export.units import intensity_unit, quantity
+from napari_gpuscope.export._caption import figure_caption
+from napari_gpuscope.export._colorbars import Colorbar, bar_title, colorbars, seen_layers
+from napari_gpuscope.export._options import (
+    DEFAULT_DPI,
+    DPI_RANGE,
+    MAX_PIXELS,
+    MAX_ZOOM,
+    MM_PER_INCH,
+    PUBLICATION_WIDTH_PX,
+    FigureOptions,
+)
 
 if TYPE_CHECKING:
     import pint
-    from napari.layers import Layer
-    from napari.utils.colormaps import Colormap
     from napari.viewer import Viewer
 
-    from napari_gpuscope.compute._types import JSONDict
 
 __all__ = [
     "Colorbar",
@@ -52,34 +56,6 @@ TITLE_LINES = 3
 
 
 @dataclass(frozen=True)
-class Colorbar:
-    """One display range (colormap, contrast limits, gamma, unit) and the layers that use it."""
-
-    layers: tuple[str, ...]
-    colormap: Colormap
-    contrast_limits: tuple[float, float]
-    gamma: float
-    unit: str | None
-    quantity: str = "Intensity"
-
-    @property
-    def label(self) -> str:
-        """What the values are and their unit, e.g. "Intensity (ADU)", "Phase (rad)"."""
-        return self.quantity + (f" ({self.unit})" if self.unit else "")
-
-    def describe(self) -> JSONDict:
-        return {
-            "layers": list(self.layers),
-            "colormap": str(self.colormap.name),
-            "contrast_limits": list(self.contrast_limits),
-            "gamma": self.gamma,
-            "unit": self.unit,
-            "quantity": self.quantity,
-            "label": self.label,
-        }
-
-
-@dataclass(frozen=True)
 class Scene:
     """What the viewer shows, measured without rendering (panel size in figure pixels)."""
 
@@ -93,78 +69,49 @@ class Scene:
     caption: str
 
 
-def _colorbars(viewer: Viewer, panels: list[_panels.Panel]) -> list[Colorbar]:
-    """One colorbar per distinct display range, naming every layer drawn with it."""
-    from napari.layers import Image as ImageLayer
-
-    found: dict[tuple, Colorbar] = {}
-    for panel in panels:
-        for layer in panel.layers:
-            if not isinstance(layer, ImageLayer) or layer.rgb:
-                continue
-            low, high = (float(v) for v in layer.contrast_limits)
-            gamma, unit = float(layer.gamma), intensity_unit(layer, viewer.layers)
-            what = quantity(layer)
-            colors = np.asarray(layer.colormap.colors).tobytes()
-            key = (layer.colormap.name, colors, low, high, gamma, unit, what)
-            if key in found:
-                shared = found[key]
-                found[key] = dataclasses.replace(shared, layers=(*shared.layers, layer.name))
-            else:
-                found[key] = Colorbar((layer.name,), layer.colormap, (low, high), gamma, unit, what)
-    return list(found.values())
-
-
-def _plane_caption(viewer: Viewer, layers: list[Layer]) -> str:
-    """Where the shown plane lies on the axes not displayed, e.g. "z = 6.4 µm (index 16 of 32)"."""
-    parts = []
-    for position in _panels.slider_positions(viewer):
-        if position.steps <= 1:
-            continue
-        unit = ""
-        for layer in layers:
-            offset = viewer.dims.ndim - layer.ndim
-            units = getattr(layer, "units", None)
-            if position.axis >= offset and units is not None:
-                unit = f"{units[position.axis - offset]:~}"
-                break
-        unit = "" if unit in ("", "px") else f" {unit}"
-        parts.append(
-            f"{position.label} = {position.world:.4g}{unit} "
-            f"(index {position.index} of {position.steps})"
-        )
-    return ", ".join(parts)
+def _auto_zoom(options: FigureOptions, panels_width: float, pixels: float) -> int:
+    """The smallest zoom making the panels publication-size (:data:`PUBLICATION_WIDTH_PX` at
+    300 dpi, the same print width at another DPI or print width), within :data:`MAX_ZOOM`
+    and half of :data:`MAX_PIXELS` (room for the marks beside the panels)."""
+    if options.width_mm is not None:
+        target = options.width_mm / MM_PER_INCH * DEFAULT_DPI
+    else:
+        dpi = DEFAULT_DPI if options.dpi is None else float(options.dpi)
+        target = PUBLICATION_WIDTH_PX * dpi / DEFAULT_DPI
+    zoom = min(MAX_ZOOM, max(1, math.ceil(target / max(panels_width, 1.0))))
+    while zoom > 1 and pixels * zoom**2 > MAX_PIXELS / 2:
+        zoom -= 1
+    return zoom
 
 
 def measure_scene(viewer: Viewer, options: FigureOptions) -> Scene:
+    """What the viewer shows, at the option's zoom or the automatic one (:func:`_auto_zoom`);
+    the viewer's own zoom plays no part in 2D."""
     panels = _panels.figure_panels(viewer)
     rows = 1 + max(panel.row for panel in panels)
     columns = 1 + max(panel.column for panel in panels)
     visible = [layer for panel in panels for layer in panel.layers]
-    bars = _colorbars(viewer, panels) if options.colorbar else []
+    seen = [layer for panel in panels for layer in seen_layers(viewer, panel)]
+    bars = colorbars(viewer, panels) if options.colorbar else []
     if viewer.dims.ndisplay == 3:
         ratio = _panels.window_pixel_ratio(viewer)
-        height, width = (round(n * options.zoom * ratio) for n in viewer.canvas.size)
-        return Scene(panels, (1, 1), (height, width), None, None, bars, options.zoom, "")
+        size = [n * ratio for n in viewer.canvas.size]
+        zoom = options.zoom or _auto_zoom(options, size[1], size[0] * size[1])
+        height, width = (round(n * zoom) for n in size)
+        return Scene(panels, (1, 1), (height, width), None, None, bars, zoom, "")
     region = _panels.world_region(viewer, visible)
-    size = (region.shape[0] * options.zoom, region.shape[1] * options.zoom)
+    zoom = options.zoom or _auto_zoom(
+        options, columns * region.shape[1], len(panels) * region.shape[0] * region.shape[1]
+    )
+    size = (region.shape[0] * zoom, region.shape[1] * zoom)
     unit = _panels.length_unit(viewer, visible)
-    caption = _plane_caption(viewer, visible)
-    return Scene(panels, (rows, columns), size, region, unit, bars, options.zoom, caption)
+    caption = figure_caption(viewer, seen)
+    return Scene(panels, (rows, columns), size, region, unit, bars, zoom, caption)
 
 
 def tick_count(height: int, face: draw.Face) -> int:
     """About five ticks, fewer on a short bar so labels keep a line of space between them."""
     return max(2, min(5, height // (2 * draw.line_height(face)) + 1))
-
-
-def bar_title(bar: Colorbar, others: Sequence[Colorbar], face: draw.Face, span: int) -> str:
-    """The colorbar's label: the quantity and its unit. Only when another colorbar of the
-    figure has the same label does it name its layers as well. Very long labels are shortened
-    to the longer of the bar and 30 lines of text."""
-    same = [other for other in others if other is not bar and other.label == bar.label]
-    title = f"{', '.join(bar.layers)}: {bar.label}" if same else bar.label
-    return draw.truncate(face, title, max(span, 30 * draw.line_height(face)))
 
 
 def title_lines(scene: Scene, face: draw.Face) -> list[list[str]]:
@@ -189,6 +136,8 @@ class Layout:
     colorbar_widths: list[int]
     scale_bar: dict[str, object] | None
     notes: list[str] = field(default_factory=list)
+    caption_lines: list[str] = field(default_factory=list)
+    caption_offset: int = 0  # from the last panel row's bottom edge to the caption's first line
 
     def panel_xy(self, scene: Scene, row: int, column: int) -> tuple[int, int]:
         height, width = scene.panel_size
@@ -229,9 +178,25 @@ def _colorbar_width(bar: Colorbar, face: draw.Face, span: int, point: float, gap
     )
 
 
+def _caption(
+    text: str, face: draw.Face, widths: tuple[int, int], gap: int, below: int
+) -> tuple[list[str], int]:
+    """The caption's lines and their offset below the panels: left of the scale bar when that
+    leaves a third of the panels' width, else below it across the panels; wrapped onto as many
+    lines as it needs, never cut."""
+    if not text:
+        return [], 0
+    panels_width, scale_bar_width = widths
+    room = panels_width - (scale_bar_width + 2 * gap if scale_bar_width else 0)
+    if room >= panels_width / 3:
+        return draw.wrap(face, text, room, max_lines=len(text)), gap
+    return draw.wrap(face, text, panels_width, max_lines=len(text)), below
+
+
 def _layout(scene: Scene, options: FigureOptions, dpi: float) -> Layout:
     point = dpi / 72.0
-    font_px = max(10, round(FONT_PT * point))
+    # Up, not to the nearest pixel: text is never below FONT_PT at the printed size.
+    font_px = max(10, math.ceil(FONT_PT * point - 1e-9))
     face = draw.font(font_px)
     line = draw.line_height(face)
     pad = max(4, round(PAD_PT * point))
@@ -254,17 +219,23 @@ def _layout(scene: Scene, options: FigureOptions, dpi: float) -> Layout:
         overflow = max(overflow, (draw.text_width(face, title) - span + 1) // 2)
 
     scale_bar, notes = _scale_bar(scene, options)
-    scale_bar_height = 0
+    scale_bar_height = scale_bar_width = 0
     if scale_bar is not None:
         scale_bar["thickness"] = max(2, round(SCALE_BAR_PT * point))
         scale_bar_height = gap + scale_bar["thickness"] + gap // 2 + line
-    caption_height = gap + line if scene.caption else 0
+        # The label is centred under the bar, or moved left to stay inside the panels.
+        scale_bar_width = max(scale_bar["pixels"], draw.text_width(face, scale_bar["label"]))
+    caption_lines, caption_offset = _caption(
+        scene.caption, face, (panels_width, scale_bar_width), gap, scale_bar_height + gap // 2
+    )
+    caption_height = caption_offset + len(caption_lines) * line if caption_lines else 0
 
     top = pad + max(0, overflow - title_height)
     bottom = max(scale_bar_height, caption_height, overflow)
+    width = pad + max(panels_width, scale_bar_width) + sum(2 * gap + w for w in bar_widths) + pad
     return Layout(
         dpi=dpi,
-        width=pad + panels_width + sum(2 * gap + w for w in bar_widths) + pad,
+        width=width,
         height=top + panels_height + bottom + pad,
         font_px=font_px,
         pad=pad,
@@ -275,6 +246,8 @@ def _layout(scene: Scene, options: FigureOptions, dpi: float) -> Layout:
         colorbar_widths=bar_widths,
         scale_bar=scale_bar,
         notes=notes,
+        caption_lines=caption_lines,
+        caption_offset=caption_offset,
     )
 
 

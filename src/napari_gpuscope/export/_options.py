@@ -4,13 +4,24 @@ from __future__ import annotations
 
 from napari_gpuscope.compute.params import Params, param
 
-__all__ = ["DEFAULT_DPI", "DPI_RANGE", "MAX_PIXELS", "MAX_ZOOM", "MM_PER_INCH", "FigureOptions"]
+__all__ = [
+    "DEFAULT_DPI",
+    "DPI_RANGE",
+    "MAX_PIXELS",
+    "MAX_ZOOM",
+    "MM_PER_INCH",
+    "PUBLICATION_WIDTH_PX",
+    "FigureOptions",
+]
 
 DEFAULT_DPI = 300.0
 MAX_ZOOM = 16
 MAX_PIXELS = 150_000_000
 DPI_RANGE = (10.0, 10_000.0)
 MM_PER_INCH = 25.4
+PUBLICATION_WIDTH_PX = 1600
+"""The automatic zoom makes the panels at least this wide at :data:`DEFAULT_DPI` (135 mm, a
+two-column figure): text sized in points then stays small beside the data, as in print."""
 
 
 class FigureOptions(Params):
@@ -19,9 +30,11 @@ class FigureOptions(Params):
 
     Attributes
     ----------
-    zoom : int
+    zoom : int, optional
         Screen pixels per data pixel of the finest layer, along each axis (1 = native size), 1
-        to :data:`MAX_ZOOM`.
+        to :data:`MAX_ZOOM`. Default: automatic, the smallest zoom that makes the panels
+        publication-size (:data:`PUBLICATION_WIDTH_PX` wide at 300 dpi; at another DPI or
+        print width, the same print width), whatever the viewer's own zoom.
     dpi : float, optional
         Dots per inch written to the PNG; default 300 unless ``width_mm`` is given.
     width_mm : float, optional
@@ -37,6 +50,8 @@ class FigureOptions(Params):
     --------
     >>> FigureOptions(zoom=2, width_mm=85.0, colorbar=True).zoom
     2
+    >>> FigureOptions().zoom is None  # automatic
+    True
     >>> try:
     ...     FigureOptions(zoom=0)
     ... except ValueError as error:
@@ -44,12 +59,15 @@ class FigureOptions(Params):
     FigureOptions.zoom must be an integer in [1, 16], got 0
     """
 
-    zoom: int = param(
-        1,
+    zoom: int | None = param(
+        None,
         minimum=1,
         maximum=MAX_ZOOM,
         unit="×",
-        help="Screen pixels per data pixel of the finest layer, along each axis",
+        help=(
+            "Screen pixels per data pixel of the finest layer, along each axis; default: the "
+            "smallest that makes the figure publication-size"
+        ),
     )
     dpi: float | None = param(
         None,

@@ -34,6 +34,7 @@ __all__ = [
     "Panel",
     "Region",
     "SliderPosition",
+    "displayed_bounds",
     "figure_panels",
     "hidden_overlays",
     "length_unit",
@@ -222,6 +223,23 @@ def _displayed_axes(layer: Layer, viewer: Viewer) -> list[int]:
     return [axis - offset for axis in viewer.dims.displayed if axis - offset >= 0]
 
 
+def displayed_bounds(layer: Layer, viewer: Viewer) -> tuple[np.ndarray, np.ndarray]:
+    """World coordinates of the layer's outer pixel edges (not centres) on the displayed axes;
+    a ``ValueError`` when the layer does not span both displayed axes."""
+    axes = _displayed_axes(layer, viewer)
+    if len(axes) != 2:
+        raise ValueError(
+            f"Layer {layer.name!r} does not span the two displayed axes; "
+            "a figure needs every visible layer in the displayed plane."
+        )
+    extent = layer.extent
+    step = np.abs(np.asarray(extent.step, dtype=float)[axes])
+    # extent.world spans pixel centres; a pixel reaches half a step beyond them.
+    low = np.asarray(extent.world[0], dtype=float)[axes] - step / 2
+    high = np.asarray(extent.world[1], dtype=float)[axes] + step / 2
+    return low, high
+
+
 def world_region(viewer: Viewer, layers: Sequence[Layer]) -> Region:
     """The union of the layers' extents on the displayed axes, in data pixels of the finest one.
 
@@ -234,17 +252,9 @@ def world_region(viewer: Viewer, layers: Sequence[Layer]) -> Region:
     high = np.full(2, -np.inf)
     steps = []
     for layer in layers:
-        axes = _displayed_axes(layer, viewer)
-        if len(axes) != 2:
-            raise ValueError(
-                f"Layer {layer.name!r} does not span the two displayed axes; "
-                "a figure needs every visible layer in the displayed plane."
-            )
-        extent = layer.extent
-        step = np.abs(np.asarray(extent.step, dtype=float)[axes])
-        # extent.world spans pixel centres; a pixel reaches half a step beyond them.
-        low = np.minimum(low, np.asarray(extent.world[0], dtype=float)[axes] - step / 2)
-        high = np.maximum(high, np.asarray(extent.world[1], dtype=float)[axes] + step / 2)
+        layer_low, layer_high = displayed_bounds(layer, viewer)
+        low, high = np.minimum(low, layer_low), np.maximum(high, layer_high)
+        step = np.abs(np.asarray(layer.extent.step, dtype=float)[_displayed_axes(layer, viewer)])
         steps.extend(float(s) for s in step if s > 0)
     step = min(steps)
     size = (high - low) / step

@@ -3,11 +3,18 @@
 :func:`render_figure` turns what the viewer shows into one picture a microscopist can print:
 
 - each panel (grid viewbox, or the whole canvas) shows the same world region, one data pixel of
-  the finest layer as exactly ``zoom x zoom`` pixels (nearest neighbour, no resampling);
+  the finest layer as exactly ``zoom x zoom`` pixels (nearest neighbour, no resampling); the
+  zoom is by default the smallest that makes the figure publication-size
+  (:data:`~napari_gpuscope.export._options.PUBLICATION_WIDTH_PX` at 300 dpi), whatever the
+  viewer's own zoom;
 - optional panel titles (the layer names) above the panels;
-- an optional colorbar per distinct display range (colormap, contrast limits, gamma), labelled
-  with the intensity unit (:func:`~napari_gpuscope.export.units.intensity_unit`);
-- an optional scale bar below the panels, when the layers have a physical pixel size;
+- an optional colorbar per distinct display range (colormap, contrast limits, gamma) of the
+  layers a reader can see (not those hidden under an opaque layer: :mod:`._colorbars`),
+  labelled with the quantity and unit (:func:`~napari_gpuscope.export.units.intensity_unit`);
+- an optional scale bar below the panels, when the layers have a physical pixel size, its
+  label never cut;
+- a caption saying what the results are (method, frames used, key parameters, automatic
+  choices) and where the shown plane lies (:mod:`._caption`), wrapped, never cut;
 - text sized in points for the figure's DPI, so it prints at a readable size.
 
 The DPI is either given or follows from a print width (``width_mm``): the pixel size is fixed by
@@ -212,6 +219,7 @@ def _describe(scene: Scene, layout: Layout, boxes: dict[str, object]) -> JSONDic
         else {**layout.scale_bar, "box": boxes["scale_bar"]},
         "notes": list(layout.notes),
         "caption": scene.caption,
+        "caption_lines": list(layout.caption_lines),
     }
     if region is not None:
         info["region"] = {
@@ -302,15 +310,13 @@ def render_figure(viewer: Viewer, options: FigureOptions | None = None) -> Figur
 
     face = draw.font(layout.font_px)
     right = layout.panel_xy(scene, rows - 1, columns - 1)[0] + width
-    room = right - layout.panel_origin[0]
     if layout.scale_bar is not None:
         top = last_bottom + layout.gap
         boxes["scale_bar"] = marks.draw_scale_bar(canvas, layout.scale_bar, right, top, layout, ink)
-        label_width = draw.text_width(face, layout.scale_bar["label"])
-        room -= max(layout.scale_bar["pixels"], label_width) + 2 * layout.gap
-    if scene.caption:
-        text = draw.truncate(face, scene.caption, room)
-        draw.draw_text(canvas, (layout.panel_origin[0], last_bottom + layout.gap), text, face, ink)
+    line = draw.line_height(face)
+    for index, text in enumerate(layout.caption_lines):
+        xy = (layout.panel_origin[0], last_bottom + layout.caption_offset + index * line)
+        draw.draw_text(canvas, xy, text, face, ink)
 
     info = _describe(scene, layout, boxes)
     return Figure(image=np.asarray(canvas), plan=_plan(scene, layout), info=info)

@@ -1,0 +1,122 @@
+"""The figure's caption: what the results shown are, and where the shown plane lies.
+
+One sentence per result a reader can see (a layer with a provenance record, not hidden under an
+opaque layer): its kind ("eSRRF"), how many frames or planes of its input it was computed from
+when it has fewer dimensions than its input ("of 100 frames"), its key parameters (the settings
+its name carries), and the choices made automatically (the record's ``"automatic"`` mapping,
+when it has one). Then the position of the shown plane on the axes not displayed, for the axes
+the seen layers span only: a 2D reconstruction over all frames is not "t = 49 s".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from napari_gpuscope.compute.results import split_result_name
+from napari_gpuscope.export import _panels
+from napari_gpuscope.provenance import provenance_of
+
+if TYPE_CHECKING:
+    from napari.layers import Layer
+    from napari.viewer import Viewer
+
+__all__ = ["AUTOMATIC_KEY", "figure_caption", "plane_caption", "result_sentence"]
+
+AUTOMATIC_KEY = "automatic"
+"""Key of a provenance record's automatic choices (a mapping of str to str)."""
+
+_NOUNS = {"t": "frames", "time": "frames", "frame": "frames", "z": "planes", "tile": "tiles"}
+
+
+def _input_layer(layer: Layer, layers: Sequence[Layer]) -> Layer | None:
+    record = provenance_of(layer)
+    source = record.get("input") if isinstance(record, dict) else None
+    return next((other for other in layers if other.name == source), None)
+
+
+def _frames(layer: Layer, layers: Sequence[Layer]) -> str:
+    """ "of 100 frames" when the result collapsed an axis of its input (found in ``layers``)."""
+    source = _input_layer(layer, layers)
+    if source is None or source.ndim <= layer.ndim:
+        return ""
+    axis = source.ndim - layer.ndim - 1  # the input's axis just before the result's own axes
+    count = int(source.data.shape[axis])
+    labels = getattr(source, "axis_labels", None)
+    label = str(labels[axis]).lower() if labels is not None and len(labels) > axis else ""
+    noun = _NOUNS.get(label, "images")
+    return f" of {count} {noun[:-1] if count == 1 else noun}"
+
+
+def _automatic(record: dict) -> str:
+    choices = record.get(AUTOMATIC_KEY)
+    if not isinstance(choices, dict) or not choices:
+        return ""
+    return "; automatic: " + ", ".join(f"{key} {value}" for key, value in choices.items())
+
+
+def result_sentence(layer: Layer, layers: Sequence[Layer]) -> str:
+    """What one result layer is: kind, frames used, key parameters and automatic choices.
+
+    Parameters
+    ----------
+    layer : napari.layers.Layer
+        A layer with a provenance record (``""`` for any other).
+    layers : sequence of Layer
+        The viewer's layers, where the result's input is looked up by name.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as L
+    >>> import numpy as np
+    >>> stack = L(name="cells", ndim=3, data=np.zeros((100, 4, 4)), axis_labels=("t", "y", "x"))
+    >>> record = {"method": "esrrf", "input": "cells", "automatic": {"sensitivity": "2"}}
+    >>> result = L(name="eSRRF · cells [mag=5]", ndim=2, metadata={"napari_gpuscope": record})
+    >>> result_sentence(result, [stack, result])
+    'eSRRF of 100 frames (mag=5); automatic: sensitivity 2'
+    """
+    record = provenance_of(layer)
+    if not isinstance(record, dict):
+        return ""
+    parts = split_result_name(layer.name)
+    kind = parts[0] if parts is not None else str(record.get("method") or layer.name)
+    settings = f" ({parts[2]})" if parts is not None and parts[2] else ""
+    return f"{kind}{_frames(layer, layers)}{settings}{_automatic(record)}"
+
+
+def plane_caption(viewer: Viewer, layers: Sequence[Layer]) -> str:
+    """Where the shown plane lies on the axes not displayed that ``layers`` span, e.g.
+    "z = 6.4 µm (index 16 of 32)"."""
+    parts = []
+    ndim = viewer.dims.ndim
+    for position in _panels.slider_positions(viewer):
+        spanning = [layer for layer in layers if position.axis >= ndim - layer.ndim]
+        if position.steps <= 1 or not spanning:
+            continue
+        unit = ""
+        for layer in spanning:
+            units = getattr(layer, "units", None)
+            if units is not None:
+                unit = f"{units[position.axis - (ndim - layer.ndim)]:~}"
+                break
+        unit = "" if unit in ("", "px") else f" {unit}"
+        parts.append(
+            f"{position.label} = {position.world:.4g}{unit} "
+            f"(index {position.index} of {position.steps})"
+        )
+    return ", ".join(parts)
+
+
+def figure_caption(viewer: Viewer, seen: Sequence[Layer]) -> str:
+    """The results' sentences (each once), then the plane's position, joined by ". "."""
+    sentences: list[str] = []
+    for layer in reversed(seen):  # top layer first, as the panel titles
+        sentence = result_sentence(layer, list(viewer.layers))
+        if sentence and sentence not in sentences:
+            sentences.append(sentence)
+    plane = plane_caption(viewer, seen)
+    return ". ".join([*sentences, *([plane] if plane else [])])
