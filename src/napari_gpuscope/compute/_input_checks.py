@@ -1,6 +1,7 @@
 """What makes an input array unusable, found before any work starts: its dtype, its
-dimensions, masked values, NaN and infinity (read block by block, so a lazy array is never
-loaded whole), and the :class:`InvalidInputError` that says so.
+dimensions (against the axis layouts a method accepts, e.g. ``("TYX", "CTYX")``), masked values,
+NaN and infinity (read block by block, so a lazy array is never loaded whole), and the
+:class:`InvalidInputError` that says so.
 
 :mod:`.arrays` is the public home of these names (and adds the host/device transfer).
 """
@@ -8,7 +9,7 @@ loaded whole), and the :class:`InvalidInputError` that says so.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import torch
@@ -19,6 +20,49 @@ from ._types import ArrayLike
 _CHECK_BLOCK_ELEMENTS = 1 << 24
 # Integer dtypes whose value range is their dtype's (see value_range): no read needed.
 _DTYPE_BOUNDS = {np.dtype(t) for t in (np.int8, np.int16, np.int32, np.uint8, np.uint16, np.uint32)}
+
+
+# What each axis letter of a layout stands for, in the words a message uses.
+AXIS_NAMES = {
+    "T": "time (frames)",
+    "Z": "z-slices",
+    "C": "channels",
+    "N": "tiles",
+    "Y": "rows",
+    "X": "columns",
+}
+ANY_IMAGE = ("YX", "ZYX", "TYX", "TZYX")
+"""The layouts a method accepts when it says nothing else: an image, a volume, a time-lapse."""
+
+
+def layout_text(layout: str) -> str:
+    """One axis layout in the usual notation.
+
+    Examples
+    --------
+    >>> layout_text("CTYX")
+    '(C, T, Y, X)'
+    """
+    return f"({', '.join(layout)})"
+
+
+def layouts_text(layouts: Sequence[str]) -> str:
+    """Accepted layouts in words, with what their axis letters mean (Y and X go without
+    saying).
+
+    Examples
+    --------
+    >>> layouts_text(("TYX", "CTYX"))
+    '(T, Y, X) or (C, T, Y, X), with T = time (frames), C = channels'
+    >>> layouts_text(("ZYX",))
+    '(Z, Y, X), with Z = z-slices'
+    """
+    shown = [layout_text(layout) for layout in layouts]
+    text = shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
+    letters = [a for a in dict.fromkeys("".join(layouts)) if a not in "YX" and a in AXIS_NAMES]
+    if letters:
+        text += ", with " + ", ".join(f"{a} = {AXIS_NAMES[a]}" for a in letters)
+    return text
 
 
 class InvalidInputError(ValueError):
@@ -201,6 +245,7 @@ def validate_image(
     name: str = "image",
     min_ndim: int = 2,
     max_ndim: int = 4,
+    layouts: Sequence[str] | None = None,
     check_values: bool = True,
 ) -> None:
     """Check that ``data`` is a real, non-empty, finite array of an accepted dimensionality.
@@ -212,7 +257,10 @@ def validate_image(
     name : str
         How the input is called in error messages (e.g. ``"layer 'cells'"``).
     min_ndim, max_ndim : int
-        Accepted number of dimensions.
+        Accepted number of dimensions (ignored when ``layouts`` is given).
+    layouts : sequence of str, optional
+        The axis layouts the method accepts, one letter an axis (``("TYX", "CTYX")``): their
+        lengths are the accepted numbers of dimensions, and a refusal names them.
     check_values : bool
         Also scan the values for NaN/infinity (reads the whole array once).
 
@@ -221,6 +269,13 @@ def validate_image(
     InvalidInputError
         For complex, boolean, non-numeric or empty input, a wrong number of dimensions, or
         non-finite values.
+
+    Examples
+    --------
+    >>> validate_image(np.ones((64, 64)), name="layer 'bf'", layouts=("ZYX",))
+    Traceback (most recent call last):
+    ...
+    napari_gpuscope.compute.arrays.InvalidInputError: layer 'bf' has shape (64, 64), 2 dimen...
     """
     refuse_masked(data, name)
     dtype = _dtype_of(data)
@@ -237,11 +292,14 @@ def validate_image(
     if not (np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.floating)):
         raise InvalidInputError(f"{name} has dtype {dtype}; expected an integer or float dtype.")
     shape = tuple(int(s) for s in data.shape)
-    if not min_ndim <= len(shape) <= max_ndim:
-        raise InvalidInputError(
-            f"{name} has {len(shape)} dimension(s) {shape}; expected {min_ndim} to {max_ndim} "
-            "(e.g. (Y, X), (Z, Y, X), (T, Y, X) or (T, Z, Y, X))."
-        )
+    if layouts is not None:
+        accepted, expected = {len(layout) for layout in layouts}, layouts_text(layouts)
+    else:
+        accepted = set(range(min_ndim, max_ndim + 1))
+        expected = f"{min_ndim} to {max_ndim} dimensions"
+    if len(shape) not in accepted:
+        ndim = f"{len(shape)} dimension{'s' if len(shape) != 1 else ''}"
+        raise InvalidInputError(f"{name} has shape {shape}, {ndim}; expected {expected}.")
     if 0 in shape:
         raise InvalidInputError(f"{name} is empty (shape {shape}).")
     if check_values:

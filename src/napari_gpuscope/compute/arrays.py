@@ -9,7 +9,8 @@ Transfers to a GPU move the input's own dtype (a uint16 image moves half the byt
 float32 version) through small reusable pinned buffers, and convert on the device. Results come
 back with :func:`download_into`, straight into the caller's array. The checks of an input
 (:func:`validate_image`, :func:`check_finite`, :func:`value_range`, :func:`refuse_masked`,
-:class:`InvalidInputError`) are in :mod:`._input_checks`; this module is their public home.
+:class:`InvalidInputError`, and :func:`layouts_text`, the accepted axis layouts in words) are
+in :mod:`._input_checks`; this module is their public home.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ import numpy as np
 import torch
 
 from ._input_checks import (
+    ANY_IMAGE,
     InvalidInputError,
     _dtype_of,
     check_finite,
+    layouts_text,
     refuse_masked,
     validate_image,
     value_range,
@@ -30,9 +33,11 @@ from ._input_checks import (
 from ._types import ArrayLike
 
 __all__ = [
+    "ANY_IMAGE",
     "InvalidInputError",
     "check_finite",
     "download_into",
+    "layouts_text",
     "refuse_masked",
     "to_device",
     "to_host",

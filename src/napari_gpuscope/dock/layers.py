@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     import napari.layers
     from numpy.typing import ArrayLike
 
@@ -83,21 +85,25 @@ def spacing_from_layer(layer: napari.layers.Layer) -> tuple[float, ...]:
 def check_image_layer(
     layer: napari.layers.Layer | None,
     *,
-    min_ndim: int = 2,
-    max_ndim: int = 4,
+    layouts: Sequence[str] = ("YX", "ZYX", "TYX", "TZYX"),
+    method: str = "",
     check_values: bool = True,
 ) -> ArrayLike:
     """Validate a method's input layer and return its data (never a copy).
 
     Layer-level checks (type, RGB, multiscale) are made here; the array itself is checked by
     :func:`napari_gpuscope.compute.arrays.validate_image`, the same check the compute job makes.
+    Every refusal names the layer (and its shape where that is the problem) and the axis
+    layouts the method accepts.
 
     Parameters
     ----------
     layer : napari.layers.Layer or None
         The candidate input layer.
-    min_ndim, max_ndim : int
-        Accepted dimensionality.
+    layouts : sequence of str
+        The axis layouts the method accepts, one letter an axis (``("TYX", "CTYX")``).
+    method : str
+        The method's title in the message (``"Phase takes ..."``); empty: "The input must be ...".
     check_values : bool
         Scan in-memory data for NaN/inf. Lazy (dask/zarr) data are never scanned here: the
         compute job checks them in its worker thread, so the GUI never waits for a volume.
@@ -111,37 +117,45 @@ def check_image_layer(
     ------
     ValueError
         With a message that names the layer and says what is valid.
+
+    Examples
+    --------
+    >>> import napari.layers
+    >>> check_image_layer(napari.layers.Image(np.ones((8, 8)), name="bf"), layouts=("ZYX",),
+    ...                   method="Phase")
+    Traceback (most recent call last):
+    ...
+    ValueError: Layer 'bf' has shape (8, 8), 2 dimensions. Phase takes an image layer shaped (Z, ...
     """
     from napari.layers import Image
 
-    from napari_gpuscope.compute.arrays import InvalidInputError, validate_image
+    from napari_gpuscope.compute.arrays import InvalidInputError, layouts_text, validate_image
 
-    valid = (
-        f"an Image layer with {min_ndim} to {max_ndim} dimensions (e.g. YX, ZYX, TZYX), "
-        "single-channel, real-valued"
-    )
+    valid = f"an image layer shaped {layouts_text(layouts)}"
+    takes = f"{method} takes {valid}" if method else f"The input must be {valid}"
     if layer is None:
-        raise ValueError(f"No input layer selected: choose {valid}.")
+        raise ValueError(f"No input layer selected. {takes}.")
     name = getattr(layer, "name", repr(layer))
     if not isinstance(layer, Image):
         kind = layer.__class__.__name__  # not type(): napari hands plugins proxies
-        raise ValueError(f"Layer '{name}' is a {kind} layer; the input must be {valid}.")
+        raise ValueError(f"Layer '{name}' is a {kind} layer. {takes}.")
     if layer.rgb:
         raise ValueError(
-            f"Layer '{name}' is RGB; the input must be {valid}. "
-            "Split the colour channels into separate layers first."
+            f"Layer '{name}' is RGB: split the colour channels into separate layers first. {takes}."
         )
     if layer.multiscale:
-        raise ValueError(f"Layer '{name}' is multiscale; the input must be {valid}.")
+        raise ValueError(f"Layer '{name}' is multiscale. {takes}.")
     data = layer.data
     try:
         validate_image(
             data,
             name=f"Layer '{name}'",
-            min_ndim=min_ndim,
-            max_ndim=max_ndim,
+            layouts=layouts,
             check_values=check_values and isinstance(data, np.ndarray),
         )
     except InvalidInputError as exc:
-        raise ValueError(f"{exc} The input must be {valid}.") from None
+        text = str(exc)
+        # The shape's refusal already ends with the layouts: say them once, as the method's.
+        head, sep, _ = text.partition("; expected ")
+        raise ValueError(f"{head}. {takes}." if sep else f"{text} {takes}.") from None
     return data

@@ -7,7 +7,24 @@ from napari_gpuscope.compute.devices import NoGPUError
 from napari_gpuscope.compute.jobs import Progress
 from napari_gpuscope.compute.memory import DeviceMemoryError, is_out_of_memory
 
-__all__ = ["plain_error_message", "progress_text", "sentence"]
+__all__ = ["is_expected", "plain_error_message", "progress_text", "sentence"]
+
+
+def is_expected(exc: BaseException) -> bool:
+    """Whether ``exc`` says what the user should change in the dock (an input the method does
+    not take, a parameter out of range), not that something broke: the dock says it once, in
+    its status line, and notifies nothing.
+
+    Examples
+    --------
+    >>> from napari_gpuscope.compute.arrays import InvalidInputError
+    >>> is_expected(InvalidInputError("layer 'a' has shape (8,)")), is_expected(RuntimeError())
+    (True, False)
+    """
+    from napari_gpuscope.compute.arrays import InvalidInputError
+    from napari_gpuscope.compute.params import ParameterError
+
+    return isinstance(exc, InvalidInputError | ParameterError)
 
 
 def plain_error_message(exc: BaseException) -> str:

@@ -41,7 +41,7 @@ Class attributes say the rest: :attr:`~MethodDock.short_title` (the tag of the p
 ``"<short_title> preview · <input>"``, and of a run's layers while they stream; the result then
 names its layers), :attr:`~MethodDock.streamed_outputs`,
 :attr:`~MethodDock.hidden_fields`,
-:attr:`~MethodDock.field_styles`, :attr:`~MethodDock.input_dims` and
+:attr:`~MethodDock.field_styles`, :attr:`~MethodDock.input_layouts` and
 :attr:`~MethodDock.step_label`. A preview job's outputs and ``PreviewResult.planes`` are planes
 over the view's two displayed axes; the base places them at the displayed position.
 
@@ -149,8 +149,9 @@ class MethodDock(QWidget):
     defaults" when they differ."""
     field_styles: ClassVar[Mapping[str, FieldStyle]] = {}
     """How some generated fields are shown."""
-    input_dims: ClassVar[tuple[int, int]] = (2, 4)
-    """Accepted input dimensionality."""
+    input_layouts: ClassVar[tuple[str, ...]] = ("YX", "ZYX", "TYX", "TZYX")
+    """The axis layouts the method accepts, one letter an axis (``("TYX", "CTYX")``): an
+    input with another number of axes is refused with these, in words."""
     step_label: ClassVar[str] = "iteration"
     """What ``Progress.step`` counts (x axis of the metrics plot)."""
     output_display: ClassVar[Mapping[str, Mapping[str, object]]] = {}
@@ -312,9 +313,17 @@ class MethodDock(QWidget):
     def validate_input(
         self, layer: napari.layers.Layer | None, *, check_values: bool = True
     ) -> None:
-        """Raise ValueError naming the layer and what is valid (default: an image layer)."""
-        low, high = self.input_dims
-        check_image_layer(layer, min_ndim=low, max_ndim=high, check_values=check_values)
+        """Raise ValueError naming the layer and what is valid (default: an image layer
+        shaped as one of :attr:`input_layouts`)."""
+        check_image_layer(
+            layer, layouts=self.input_layouts, method=self.title, check_values=check_values
+        )
+
+    @property
+    def input_dims(self) -> tuple[int, int]:
+        """The fewest and most axes of an accepted input (from :attr:`input_layouts`)."""
+        lengths = [len(layout) for layout in self.input_layouts]
+        return min(lengths), max(lengths)
 
     def make_job(
         self, layer: napari.layers.Image, params: Params, device: str

@@ -16,7 +16,7 @@ from napari_gpuscope.compute.devices import device_label, no_gpu_message
 from napari_gpuscope.compute.preview import PlaneView, PreviewResult
 from napari_gpuscope.compute.results import Geometry, result_name
 from napari_gpuscope.dock.jobs import PREVIEW, RUN, WARMUP, DockJob, unprepared_kernels
-from napari_gpuscope.dock.messages import plain_error_message, sentence
+from napari_gpuscope.dock.messages import is_expected, plain_error_message, sentence
 from napari_gpuscope.dock.outputs import OutputLayers
 from napari_gpuscope.dock.viewer_status import refresh_viewer_status
 from napari_gpuscope.provenance import PROVENANCE_KEY, build_provenance
@@ -106,7 +106,8 @@ class JobView(QObject):
                 else dock.make_job(layer, params, device)
             )
         except ValueError as exc:  # ParameterError included: the message names the field
-            self.status.report_error(str(exc), preview=preview)
+            # The input or a field is what to change: said in the dock, not notified on top.
+            self.status.report_error(str(exc), preview=preview, expected=True)
             return False
         except Exception as exc:  # a bug must not take napari down; tell the user instead
             self.status.report_error(
@@ -119,7 +120,6 @@ class JobView(QObject):
             self.preview_layers.update(previous.outputs.layers())  # for the next preview
         record = DockJob(kind, layer, params, device, name=layer.name, view=view)
         record.outputs = self._output_layers(record)
-        self.status.forget_preview_error()
         self.model.launch(
             record,
             job,
@@ -256,6 +256,7 @@ class JobView(QObject):
             )
             return
         if preview:
+            self.status.forget_preview_error()  # the same failure again would be news
             planes = cast(PreviewResult, shown).planes
             self.preview_layers = dict(zip(list(planes), layers, strict=False))
             # The status now describes the preview; the plot still shows the run's curve.
@@ -313,6 +314,7 @@ class JobView(QObject):
         self.status.report_error(
             f"{self.dock.title} failed{where}: {plain_error_message(exc)}",
             preview=job is not None and job.kind == PREVIEW,
+            expected=is_expected(exc),  # e.g. NaN found in a lazy input: the input, not a bug
         )
 
     def on_stopped(self) -> None:

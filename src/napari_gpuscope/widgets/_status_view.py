@@ -1,5 +1,10 @@
-"""A dock's state as the user sees it: which buttons are enabled, the status line, and errors
-(also as napari notifications, once per distinct live-preview problem)."""
+"""A dock's state as the user sees it: which buttons are enabled, the status line, and errors.
+
+An error is said once. What the user can fix in the dock (an input the method does not take,
+a parameter out of range:
+:func:`~napari_gpuscope.dock.messages.is_expected`) is said in the dock's status line only; a job
+that crashed is said there and as a napari notification (once per distinct live-preview
+problem), since it may need a bug report."""
 
 from __future__ import annotations
 
@@ -85,12 +90,15 @@ class StatusView(QObject):
         self.set_status(self.input_problem() or text or "Ready.")
 
     def forget_preview_error(self) -> None:
-        """A later live-preview failure is news again (a preview has started)."""
+        """A later live-preview failure is news again (a preview has succeeded)."""
         self._last_preview_error = None
 
-    def report_error(self, message: str, *, preview: bool = False) -> None:
-        """Show an error in the status line and as a napari notification (never raise)."""
+    def report_error(self, message: str, *, preview: bool = False, expected: bool = False) -> None:
+        """Show an error in the status line and, unless it is ``expected`` (the user can fix
+        it in the dock: said there once), as a napari notification (never raise)."""
         self.set_status(message)
+        if expected:
+            return
         if preview:
             # A live preview re-fires on every slider move: notify once per distinct problem.
             if message == self._last_preview_error:

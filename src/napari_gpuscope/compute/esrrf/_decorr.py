@@ -125,7 +125,7 @@ def decorrelation_resolution(
     (True, True)
     """
     _check_parameters(pixel_size, rmin, rmax, n_radii, n_filters)
-    validate_image(image, name="image", min_ndim=2, max_ndim=2)
+    validate_image(image, name="image", layouts=("YX",))
     if not hasattr(image, "shape"):  # a nested list
         image = np.asarray(image)
     shape = tuple(int(n) for n in image.shape)

@@ -149,7 +149,7 @@ def _check_stack(stack: ArrayLike, name: str) -> tuple[int, int, int]:
             f"{name} has {len(shape)} dimension(s) {shape}; drift is estimated and corrected "
             "on a time series (T, Y, X)"
         )
-    validate_image(stack, name=name, min_ndim=3, max_ndim=3, check_values=False)
+    validate_image(stack, name=name, layouts=("TYX",), check_values=False)
     if min(shape[1:]) < MIN_FRAME:
         raise InvalidInputError(
             f"{name} frames are {shape[1]} x {shape[2]} pixels; drift needs at least "

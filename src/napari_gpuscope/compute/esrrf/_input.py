@@ -42,7 +42,7 @@ def check_stack(
             "blinking frames (T, Y, X) with at least 2 frames (a single image has no "
             "fluctuations to analyse)"
         )
-    validate_image(stack, name=name, min_ndim=3, max_ndim=3, check_values=False)
+    validate_image(stack, name=name, layouts=("TYX",), check_values=False)
     frames, height, width = shape
     if frames < 2:
         raise InvalidInputError(

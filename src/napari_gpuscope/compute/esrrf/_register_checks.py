@@ -28,7 +28,7 @@ def _as_channel_array(channels: Any) -> np.ndarray:
             )
         moving, reference = channels
         for name, item in (("moving", moving), ("reference", reference)):
-            validate_image(item, name=f"the {name} channel", min_ndim=2, max_ndim=3)
+            validate_image(item, name=f"the {name} channel", layouts=("YX", "TYX"))
         if tuple(np.shape(moving)) != tuple(np.shape(reference)):
             raise InvalidInputError(
                 f"channels of different shapes: moving {tuple(np.shape(moving))}, reference "
@@ -36,7 +36,7 @@ def _as_channel_array(channels: Any) -> np.ndarray:
                 "resample one first)"
             )
         return np.stack([np.asarray(moving), np.asarray(reference)])
-    validate_image(channels, name="channels", min_ndim=3, max_ndim=4)
+    validate_image(channels, name="channels", layouts=("CYX", "CTYX"))
     return np.asarray(channels)
 
 

@@ -36,6 +36,8 @@ __all__ = [
 OUTPUTS = ("phase", "absorption", "tilt")
 """Keyed outputs of :func:`iter_reconstruct` (the dock streams them in this order)."""
 MIN_SLICES = 3
+LAYOUTS = ("ZYX",)
+"""The axis layouts the phase job accepts: one z-stack through focus."""
 
 
 def azimuth_from_waveorder(azimuth: float) -> float:
@@ -65,7 +67,7 @@ def azimuth_to_waveorder(azimuth: float) -> float:
 
 
 def _check_stack(zyx: Any, params: PhaseParams) -> None:
-    validate_image(zyx, name="z-stack", min_ndim=3, max_ndim=3, check_values=False)
+    validate_image(zyx, name="z-stack", layouts=LAYOUTS, check_values=False)
     if zyx.shape[0] < MIN_SLICES:
         raise InvalidInputError(
             f"z-stack has {zyx.shape[0]} slice(s); phase from defocus needs at least "

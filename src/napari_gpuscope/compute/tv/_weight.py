@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from .. import arrays
 from .._types import ArrayLike
-from ..arrays import InvalidInputError, validate_image
+from ..arrays import ANY_IMAGE, InvalidInputError, validate_image
 from ..camera import CameraModel
 from ..noise import estimate_noise_sigma, estimate_poisson_gaussian
 from ..params import ParameterError
@@ -39,8 +39,13 @@ class ResolvedWeight:
 def check_input(image: ArrayLike, params: TVParams) -> tuple[int | None, tuple[float, ...]]:
     """Shape checks that need both the image and the parameters; returns the channel axis (a
     non-negative index, or None) and one spacing weight per non-channel axis."""
-    extra = params.channel_axis is not None
-    validate_image(image, min_ndim=2, max_ndim=4 + extra, check_values=False)
+    # A channel axis comes on top of an image, a volume or a time-lapse, at any place.
+    layouts = ANY_IMAGE + tuple("C" + layout for layout in ANY_IMAGE)
+    validate_image(
+        image,
+        layouts=layouts if params.channel_axis is not None else ANY_IMAGE,
+        check_values=False,
+    )
     ndim = len(image.shape)
     channel = params.channel_axis
     if channel is not None:

@@ -95,7 +95,7 @@ class EsrrfDock(MethodDock):
     method_id = "esrrf"
     short_title = "eSRRF"
     streamed_outputs = (OUTPUT,)
-    input_dims = (3, 4)  # a 4D layer: (C, T, Y, X) channels
+    input_layouts = ("TYX", "CTYX", "TCYX")  # a 4D layer: channels of one stack
     # The form needs 352 px ("Frames per time point", the output-size line) and the sweep
     # panel makes the dock taller than a screen, so its vertical scroll bar needs room too.
     dock_width = 380

@@ -88,7 +88,7 @@ class PhaseDock(MethodDock):
         "regularization": FieldStyle(minimum=0.0, auto_text="auto"),
     }
     streamed_outputs = OUTPUTS
-    input_dims = (3, 3)
+    input_layouts = ("ZYX",)  # one z-stack through focus (compute.phase._job.LAYOUTS)
     step_label = "iteration"
 
     def __init__(self, viewer: napari.viewer.Viewer) -> None:
