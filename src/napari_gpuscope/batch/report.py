@@ -37,6 +37,10 @@ class BatchReport:
         Whether nothing was computed (``done`` then lists what *would* be).
     interrupted : bool
         Whether the run was interrupted (the positions in none of the lists are pending).
+    workers : dict
+        Dask worker -> ``{"busy_seconds", "positions", "gpu"}``: the time it had a position
+        in hand (reading, computing or writing), how many it finished, and the GPUs it saw
+        (``CUDA_VISIBLE_DEVICES``; None on the CPU).
 
     Examples
     --------
@@ -57,6 +61,7 @@ class BatchReport:
     dashboard: str | None = None
     dry_run: bool = False
     interrupted: bool = False
+    workers: dict[str, JSONDict] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
@@ -120,6 +125,12 @@ class BatchReport:
                 "per position (mean): "
                 + ", ".join(f"{stage} {seconds:.3f} s" for stage, seconds in means.items())
             )
+        if self.workers:
+            busy = []
+            for name, worker in self.workers.items():
+                gpu = f" (GPU {worker['gpu']})" if worker.get("gpu") else ""
+                busy.append(f"{name}{gpu} {worker['busy_seconds']:.1f} s")
+            out.append("busy per worker: " + ", ".join(busy))
         if self.interrupted:
             out.append("INTERRUPTED: the other positions are pending; rerun with --resume")
         out += [f"FAILED {name}: {reason}" for name, reason in sorted(self.failed.items())]

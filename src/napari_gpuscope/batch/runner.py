@@ -271,13 +271,14 @@ def _run_batch(
     # included: a resumed flat-field run fits the profile the first run fitted.
     readable = [position for position in positions if position.name not in failed]
     futures = _submit(client, spec, todo, resources, readable)
-    report.done, finished_failed = [], 0
+    report.done, finished_failed, summaries = [], 0, []
     from distributed import as_completed
 
     try:
         for future in as_completed(list(futures)):
             position = futures.pop(future)
             summary = _outcome(future, position)
+            summaries.append(summary)
             # Let go of the result at once: a future still held is one Dask recomputes when
             # the worker keeping its (small) result dies, and that rerun would rewrite a
             # position this report already calls done, possibly after the run has ended.
@@ -303,6 +304,9 @@ def _run_batch(
         report.interrupted = True
     report.done.sort()
     report.finish(time.perf_counter() - start, position_seconds, position_stages)
+    from napari_gpuscope.batch.pipeline import worker_busy
+
+    report.workers = worker_busy(summaries)
     return report
 
 
@@ -327,6 +331,9 @@ def _submit(
             resources=resources,
             pure=False,
         )
+    # Tasks start about in this order, one per worker: the one W further on is most likely
+    # this worker's next, read ahead while this one computes (W: the workers up now).
+    ahead = max(1, len(client.scheduler_info().get("workers", {})))
     return {
         client.submit(
             run_position,
@@ -334,11 +341,12 @@ def _submit(
             position,
             key,
             prepared,
+            todo[index + ahead][0] if index + ahead < len(todo) else None,
             key=f"position-{position.name}-{run_id}",
             resources=resources,
             pure=False,
         ): position
-        for position, key in todo
+        for index, (position, key) in enumerate(todo)
     }
 
 

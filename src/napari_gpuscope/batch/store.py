@@ -7,16 +7,14 @@ when a position counts as done. How one image group is written (OME-NGFF) is
 ``OUT.zarr/<position>/`` is an OME-Zarr image group (NGFF 0.5) with the recipe and the
 provenance under its attribute ``"napari_gpuscope"``. Further result layers of a position are
 image groups ``OUT.zarr/<position>/extra/<name>/``. Text files a result gives (its optional
-``files(geometry)``, e.g. eSRRF's drift trace) lie in the group beside
-them, ``OUT.zarr/<position>/drift.csv``, and are listed in the attribute's ``"files"``. A task
+``files(geometry)``, e.g. eSRRF's ``drift.csv``) lie in the group, listed in ``"files"``. A task
 owns its position's group outright: it deletes whatever an interrupted attempt left there (a
 torn write) and writes it anew, so no two tasks ever write into one chunk.
 
 Completion markers live beside the store, in ``OUT.zarr.batch/``:
 
 ``run.json``
-    The recipe (YAML), its hash and every position with its identity, written by the driver
-    before any task starts (``status`` reads it).
+    The recipe, its hash and every position's identity, written before any task starts.
 ``done/<position>.json``
     Written by the task *after* its group is complete (groups are written under a temporary
     name ``OUT.zarr/.writing-*`` and renamed into place), atomically (write, then rename); holds
@@ -73,14 +71,16 @@ def marker_key(recipe_hash: str, identity: str) -> str:
     return hashlib.sha256(f"{recipe_hash}\n{identity}".encode()).hexdigest()
 
 
-def _write_json_atomic(path: Path, data: JSONDict) -> None:
+def _write_json_atomic(path: Path, data: JSONDict, *, durable: bool = True) -> None:
+    """Write ``path`` whole or not at all (aside, then renamed); ``durable``: fsynced first."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             json.dump(data, stream, indent=2, sort_keys=True, default=str)
-            stream.flush()
-            os.fsync(stream.fileno())
+            if durable:
+                stream.flush()
+                os.fsync(stream.fileno())
         os.replace(temporary, path)  # a reader sees the old marker or the whole new one
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
@@ -355,13 +355,14 @@ class BatchStore:
         raise OSError(f"could not move the written group into place at {final}")
 
     def mark_done(self, name: str, record: JSONDict) -> None:
-        """Write the completion marker (after the group is complete); clear a failure."""
-        _write_json_atomic(self.markers / "done" / f"{name}.json", record)
+        """Write the completion marker (after the group is complete); clear a failure. Atomic,
+        not fsynced: ``--resume`` trusts a marker only while the files match its checksum."""
+        _write_json_atomic(self.markers / "done" / f"{name}.json", record, durable=False)
         (self.markers / "failed" / f"{name}.json").unlink(missing_ok=True)
 
     def mark_failed(self, name: str, record: JSONDict) -> None:
-        """Record why a position failed."""
-        _write_json_atomic(self.markers / "failed" / f"{name}.json", record)
+        """Record why a position failed (atomic, not fsynced: as :meth:`mark_done`)."""
+        _write_json_atomic(self.markers / "failed" / f"{name}.json", record, durable=False)
 
     def read_position(self, name: str) -> np.ndarray:
         """A position's full-resolution result (tests, checks)."""

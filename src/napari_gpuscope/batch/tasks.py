@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from napari_gpuscope.batch.inputs import Position
+from napari_gpuscope.batch.pipeline import read_ahead, worker_label, write_slot
 from napari_gpuscope.batch.pools import release_pools
 from napari_gpuscope.batch.store import BatchStore
 from napari_gpuscope.batch.task_spec import ResolvedRecipe, TaskSpec
@@ -110,8 +111,18 @@ class NotMeasurableError(ValueError):
     """The job ran but its input held nothing to measure (the result says why)."""
 
 
-def run_position(task: TaskSpec, position: Position, key: str, prepared: object = None) -> dict:
+def run_position(
+    task: TaskSpec,
+    position: Position,
+    key: str,
+    prepared: object = None,
+    read_next: Position | None = None,
+) -> dict:
     """Compute, write and mark one position; returns a small JSON-able summary.
+
+    On a Dask worker the write overlaps the worker's next position and ``read_next`` is read
+    ahead while this one computes (:mod:`.pipeline`); the position is marked done, and the
+    task returns, only after its group is written and checksummed.
 
     Parameters
     ----------
@@ -121,6 +132,8 @@ def run_position(task: TaskSpec, position: Position, key: str, prepared: object 
         The completion marker's key (:func:`~napari_gpuscope.batch.store.marker_key`).
     prepared : object, optional
         What the method's ``prepare`` hook returned.
+    read_next : Position, optional
+        The position this worker most likely computes next (read ahead, never computed here).
 
     Returns
     -------
@@ -131,11 +144,14 @@ def run_position(task: TaskSpec, position: Position, key: str, prepared: object 
         computing), ``compute_seconds`` (the job) and ``write_seconds`` (the layers and their
         OME-Zarr metadata, and the result's files); ``seconds`` also counts setting up
         (recipe, device, clearing an earlier attempt). ``groups`` and ``files`` (e.g.
-        ``["A01/drift.csv"]``) list what the position wrote, relative to the store.
+        ``["A01/drift.csv"]``) list what the position wrote, relative to the store. ``busy``
+        is ``[start, end]`` (seconds since the epoch) and ``worker`` names the host, process,
+        Dask worker and its GPUs: the report's busy time per worker and GPU.
     """
     store = BatchStore(task.out)
     started = time.perf_counter()
-    worker = {"host": platform.node(), "pid": os.getpid()}
+    started_at = time.time()
+    worker = {"host": platform.node(), "pid": os.getpid(), **worker_label()}
     stage = "setting up"
     device = "cpu"
     failed = True
@@ -159,6 +175,7 @@ def run_position(task: TaskSpec, position: Position, key: str, prepared: object 
         info = position.info()
         data = position.open()
         read_s = time.perf_counter() - read_start
+        read_ahead(read_next)  # while this one computes
         stage = "computing"
         compute_start = time.perf_counter()
         result, record = _compute(resolved, position, data, device, prepared, info.axes)
@@ -166,16 +183,18 @@ def run_position(task: TaskSpec, position: Position, key: str, prepared: object 
         if unmeasured:  # e.g. a tilt estimate of a blank stack: no result to mark done
             raise NotMeasurableError(f"{result.describe()}")
         compute_s = time.perf_counter() - compute_start
+        describe = result.describe()
         if store.is_complete(position.name, key):
             # Finished meanwhile by another attempt (e.g. a resumed run while this cancelled
             # attempt of the interrupted one still ran): keep its group and marker.
             failed = False
             return _already_done(store, position)
         stage = "writing"
-        write_start = time.perf_counter()
         from napari_gpuscope.compute.results import Geometry
         from napari_gpuscope.provenance import PROVENANCE_KEY
 
+        # The layers reach the host here, before the write slot: the background write
+        # touches no device while the next position computes.
         kwargs = info.geometry_kwargs()
         geometry = Geometry.from_kwargs(kwargs)
         layers = result.layers(position.name, geometry, metadata={PROVENANCE_KEY: record})
@@ -190,27 +209,27 @@ def run_position(task: TaskSpec, position: Position, key: str, prepared: object 
             # scale, centred on its frames), which the result images' own geometry is not.
             "input": {"shape": list(info.shape), "geometry": _json_geometry(kwargs)},
         }
-        written = store.write_position(position.name, layers, attrs, files)
-        now = time.perf_counter()
-        summary = {
-            "position": position.name,
-            "status": "done",
-            "seconds": round(now - started, 4),
-            "read_seconds": round(read_s, 4),
-            "compute_seconds": round(compute_s, 4),
-            "write_seconds": round(now - write_start, 4),
-            "groups": written,
-            "files": [f"{position.name}/{file_name}" for file_name in sorted(files)],
-            "describe": result.describe(),
-            "worker": worker,
-        }
-        marker = {
-            **summary,
-            "key": key,
-            "recipe_hash": task.recipe_hash,
-            "checksum": store.checksum(position.name),  # --resume checks the files still match
-        }
-        store.mark_done(position.name, marker)
+        del result, data  # only the host layers are kept while the next position computes
+        with write_slot():
+            write_start = time.perf_counter()
+            written = store.write_position(position.name, layers, attrs, files)
+            checksum = store.checksum(position.name)  # --resume checks the files still match
+            now = time.perf_counter()
+            summary = {
+                "position": position.name,
+                "status": "done",
+                "seconds": round(now - started, 4),
+                "read_seconds": round(read_s, 4),
+                "compute_seconds": round(compute_s, 4),
+                "write_seconds": round(now - write_start, 4),
+                "groups": written,
+                "files": [f"{position.name}/{file_name}" for file_name in sorted(files)],
+                "describe": describe,
+                "worker": worker,
+                "busy": [round(started_at, 4), round(time.time(), 4)],
+            }
+            marker = {**summary, "key": key, "recipe_hash": task.recipe_hash, "checksum": checksum}
+            store.mark_done(position.name, marker)
         failed = False
         return summary
     except Exception as exc:
@@ -225,6 +244,7 @@ def run_position(task: TaskSpec, position: Position, key: str, prepared: object 
             "reason": reason,
             "seconds": round(time.perf_counter() - started, 4),
             "worker": worker,
+            "busy": [round(started_at, 4), round(time.time(), 4)],
         }
         # Unwritable markers: the driver records the failure in the report all the same.
         with contextlib.suppress(OSError):
