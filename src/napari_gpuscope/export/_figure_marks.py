@@ -47,8 +47,9 @@ def draw_colorbar(
     layout: Layout,
     colors: tuple[tuple[int, int, int], tuple[int, int, int]],
     others: list[Colorbar],
-) -> dict[str, int]:
-    """Draw one colorbar with ticks and its rotated label; returns the gradient's box."""
+) -> dict[str, int | str]:
+    """Draw one colorbar with ticks and its rotated label; returns the gradient's box, where
+    the label is and its text (``"title"``)."""
     from PIL import ImageDraw
 
     x, top = xy
@@ -91,6 +92,7 @@ def draw_colorbar(
         "height": height,
         "label_x": label_xy[0],
         "label_y": label_xy[1],
+        "title": title,
     }
 
 
@@ -117,5 +119,14 @@ def draw_scale_bar(
     x = max(
         layout.panel_origin[0], min(right - length // 2 - label_width // 2, right - label_width)
     )
-    draw.draw_text(canvas, (x, top + thickness + layout.gap // 2), label, face, ink)
-    return {"x": right - length, "y": top, "width": length, "height": thickness}
+    label_y = top + thickness + layout.gap // 2
+    draw.draw_text(canvas, (x, label_y), label, face, ink)
+    return {
+        "x": right - length,
+        "y": top,
+        "width": length,
+        "height": thickness,
+        "label_x": x,
+        "label_y": label_y,
+        "label_width": label_width,
+    }

@@ -180,17 +180,18 @@ def _colorbar_width(bar: Colorbar, face: draw.Face, span: int, point: float, gap
 
 def _caption(
     text: str, face: draw.Face, widths: tuple[int, int], gap: int, below: int
-) -> tuple[list[str], int]:
-    """The caption's lines and their offset below the panels: left of the scale bar when that
-    leaves a third of the panels' width, else below it across the panels; wrapped onto as many
-    lines as it needs, never cut."""
+) -> tuple[list[str], int, int]:
+    """The caption's lines, their offset below the panels and the width they need: left of the
+    scale bar when that leaves a third of the panels' width, else below it across the panels
+    (or the widest word, on a thumbnail); wrapped onto as many lines as it needs, never cut."""
     if not text:
-        return [], 0
+        return [], 0, 0
     panels_width, scale_bar_width = widths
     room = panels_width - (scale_bar_width + 2 * gap if scale_bar_width else 0)
-    if room >= panels_width / 3:
-        return draw.wrap(face, text, room, max_lines=len(text)), gap
-    return draw.wrap(face, text, panels_width, max_lines=len(text)), below
+    if room >= panels_width / 3 and room >= max(draw.text_width(face, w) for w in text.split()):
+        return draw.wrap(face, text, room, max_lines=len(text)), gap, room
+    width = max(panels_width, *(draw.text_width(face, word) for word in text.split()))
+    return draw.wrap(face, text, width, max_lines=len(text)), below, width
 
 
 def _layout(scene: Scene, options: FigureOptions, dpi: float) -> Layout:
@@ -225,14 +226,19 @@ def _layout(scene: Scene, options: FigureOptions, dpi: float) -> Layout:
         scale_bar_height = gap + scale_bar["thickness"] + gap // 2 + line
         # The label is centred under the bar, or moved left to stay inside the panels.
         scale_bar_width = max(scale_bar["pixels"], draw.text_width(face, scale_bar["label"]))
-    caption_lines, caption_offset = _caption(
+    caption_lines, caption_offset, caption_width = _caption(
         scene.caption, face, (panels_width, scale_bar_width), gap, scale_bar_height + gap // 2
     )
     caption_height = caption_offset + len(caption_lines) * line if caption_lines else 0
 
     top = pad + max(0, overflow - title_height)
     bottom = max(scale_bar_height, caption_height, overflow)
-    width = pad + max(panels_width, scale_bar_width) + sum(2 * gap + w for w in bar_widths) + pad
+    width = (
+        pad
+        + max(panels_width, scale_bar_width, caption_width)
+        + sum(2 * gap + w for w in bar_widths)
+        + pad
+    )
     return Layout(
         dpi=dpi,
         width=width,

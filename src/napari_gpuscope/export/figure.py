@@ -220,6 +220,7 @@ def _describe(scene: Scene, layout: Layout, boxes: dict[str, object]) -> JSONDic
         "notes": list(layout.notes),
         "caption": scene.caption,
         "caption_lines": list(layout.caption_lines),
+        "caption_offset": layout.caption_offset,
     }
     if region is not None:
         info["region"] = {
