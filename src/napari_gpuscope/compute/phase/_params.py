@@ -59,6 +59,8 @@ class PhaseParams(Params):
     True
     >>> PhaseParams(regularization="auto") == PhaseParams()
     True
+    >>> PhaseParams(regularizer="tv").tv_strength is None  # the TV strength too
+    True
     >>> PhaseParams(na_detection=1.5, index_of_refraction=1.33)
     Traceback (most recent call last):
     ...
@@ -67,7 +69,7 @@ class PhaseParams(Params):
 
     method_id: ClassVar[str] = "phase"
 
-    @field_validator("regularization", mode="before")
+    @field_validator("regularization", "tv_strength", mode="before")
     @classmethod
     def _auto_is_none(cls, value: object) -> object:
         """``"auto"`` (the word the docs and recipes use) is ``None``, as stored."""
@@ -277,15 +279,21 @@ class PhaseParams(Params):
         advanced=True,
         help="Tikhonov: one closed-form solve; TV: edge-preserving, iterative (slower)",
     )
-    tv_strength: float = param(
-        1e-3,
+    tv_strength: float | None = param(
+        None,
         label="TV strength",
         minimum=0.0,
         exclusive_minimum=True,
         maximum=10.0,
         step=1e-4,
         advanced=True,
-        help="TV weight on the phase (regularizer='tv'), in radians of phase per unit gradient",
+        help=(
+            "TV weight on the phase (regularizer='tv'), in radians of phase per unit gradient. "
+            'None (or "auto", the default) = chosen per stack: the weight whose fit to the data '
+            "is as close as the true phase's would be at the noise the fit measures "
+            "(discrepancy principle; the result says the number); a number (e.g. 1e-3, the "
+            'default before "auto") fixes it'
+        ),
     )
     tv_iterations: int = param(
         15,
@@ -343,7 +351,7 @@ class PhaseParams(Params):
     def label(self) -> str:
         """The key parameter in a few characters, for layer names: ``"reg=0.001"``."""
         if self.regularizer == "tv":
-            return f"TV={self.tv_strength:.2g}"
+            return "TV=auto" if self.tv_strength is None else f"TV={self.tv_strength:.2g}"
         if self.regularization is None:
             return "reg=auto"
         return f"reg={self.regularization:.2g}"

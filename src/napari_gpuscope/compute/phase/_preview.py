@@ -96,6 +96,7 @@ def preview_job(
         params,
         solver.tilt_map,
         regularization_chosen=solver.chosen_regularization,
+        tv_choice=solver.tv_choice,
     )
     note = "whole field"
     if estimating and use_map is None:

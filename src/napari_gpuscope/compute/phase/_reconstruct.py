@@ -11,12 +11,14 @@ from .._types import Device
 from ..jobs import run_job
 from ..memory import DeviceMemoryError, run_in_chunks
 from ..tv._fgp import FUSED_OPS as TV_FUSED_OPS
+from ._admm import TV_PROX_ITERATIONS, TV_RHO, admm_tv
 from ._auto_regularization import (
     RegularizationStats,
     data_energy,
     select_regularization,
     stats_bytes,
 )
+from ._auto_tv import SEARCH_SIZE, TVStrengthChoice, search_region, select_tv_strength
 from ._inverse import NormalEquations, spectrum
 from ._memory import SUMS_PER_ELEMENT, MemoryPlan, Pass, admm_passes, solve_passes
 from ._ops import normal_equations_op, tikhonov_solve_op
@@ -30,18 +32,9 @@ from ._optics import (
     z_positions,
 )
 from ._params import PhaseParams
-from ._tiles import TiltMap, blend_weights
+from ._tiles import TileGrid, TiltMap, blend_weights
 
-__all__ = ["TV_PROX_ITERATIONS", "TV_RHO", "MemoryPlan", "Reconstructor"]
-
-TV_RHO = 0.05
-"""ADMM penalty of the TV option (in units of the Gram entries, which are ~1 per slice)."""
-TV_PROX_ITERATIONS = 50
-"""FGP iterations of each ADMM z-step, warm-started from the previous step's dual. Measured on
-the tests' cells (128 and 256 px, TV strengths 2e-3 to 1e-2, 15 ADMM iterations): the certified
-``tv.denoise`` z-steps that this replaces took 10-160 iterations each (150-1000 per solve) and
-ended 0.004-0.008 rad from the exact ADMM result; 50 warm-started ones end 1e-5 to 3e-3 rad from
-it, with no host round trip."""
+__all__ = ["TV_PROX_ITERATIONS", "TV_RHO", "MemoryPlan", "Reconstructor", "admm_tv"]
 
 
 @dataclass
@@ -71,6 +64,16 @@ class Reconstructor:
     parameters fix it (a solver whose regularization may become "auto" later)."""
     chosen_regularization: float | None = None
     """The regularization the latest automatic solve chose (None: none was automatic)."""
+    tv_choice: TVStrengthChoice | None = None
+    """The TV strength the latest automatic TV solve chose, and its search (None: none was
+    automatic)."""
+
+    @property
+    def needs_stats(self) -> bool:
+        """Whether :meth:`system` gathers the statistics of the automatic choices."""
+        p = self.params
+        auto_tv = p.regularizer == "tv" and p.tv_strength is None
+        return self.gather_stats or p.regularization is None or auto_tv
 
     def key(self, shape: tuple[int, int]) -> OpticsKey:
         """Optics key of a ``(Y, X)`` region on the data's device."""
@@ -125,7 +128,7 @@ class Reconstructor:
             solve = solve_passes(plane, fused=tikhonov_solve_op.prepare(device))
         for name, step in solve.items():
             passes[name] = Pass(fixed=sums + step.fixed, fft=step.fft)
-        if self.gather_stats or self.params.regularization is None:
+        if self.needs_stats:
             passes["auto regularization"] = Pass(fixed=sums + stats_bytes(plane))
         if keep and self.cache.has(key, z, zenith, azimuth):
             return MemoryPlan(0, 0, passes, keep=True)
@@ -205,7 +208,7 @@ class Reconstructor:
                 what=what,
             )
         )
-        if self.gather_stats or self.params.regularization is None:
+        if self.needs_stats:
             # The sums are complete; one more read of the stack gives its energy.
             sums[0].stats = RegularizationStats.of(sums[0], data_energy(stack), n_z)
         return sums[0]
@@ -222,22 +225,75 @@ class Reconstructor:
         self.chosen_regularization = select_regularization(total)
         return self.chosen_regularization
 
+    def tv_strength_for(
+        self,
+        systems: Sequence[NormalEquations],
+        reg: float,
+        tilt: TiltMap | None = None,
+    ) -> float:
+        """The params' TV strength, or the automatic choice (:mod:`._auto_tv`) for these
+        systems at ``reg``, noted in :attr:`tv_choice`.
+
+        The search solves a central crop of at most ``SEARCH_SIZE`` pixels a side at the tilt
+        of ``tilt``'s tile nearest the centre; without ``tilt``, the middle system itself.
+        """
+        p = self.params
+        if p.regularizer != "tv" or p.tv_strength is not None:
+            return p.tv_strength if p.tv_strength is not None else 0.0
+        system = systems[len(systems) // 2]
+        if tilt is not None:
+            height, width = (int(n) for n in self.data.shape[-2:])
+            if tilt.grid.count > 1 or max(height, width) > SEARCH_SIZE:
+                system = self._search_system(tilt)
+        stats = system.stats
+        if stats is None:
+            raise ValueError("the automatic TV strength needs systems built with stats")
+
+        def solve(strength: float) -> tuple[torch.Tensor, torch.Tensor]:
+            a_hat, phase = admm_tv(system, reg, strength, p.tv_iterations)
+            return a_hat, torch.fft.fft2(phase)
+
+        self.tv_choice = select_tv_strength(system, stats, reg, solve)
+        return self.tv_choice.strength
+
+    def _search_system(self, tilt: TiltMap) -> NormalEquations:
+        """The normal equations (with statistics) of the central crop the TV search solves."""
+        ys, xs, zenith, azimuth, focus = search_region(tilt)
+        chunks, plan, gather = self.chunks, self.plan, self.gather_stats
+        self.gather_stats = True
+        try:
+            return self.system(self.data[:, ys, xs], zenith, azimuth, focus)
+        finally:  # what the result reports is the image's own build
+            self.chunks, self.plan, self.gather_stats = chunks, plan, gather
+
     def solve(
-        self, system: NormalEquations, regularization: float | None = None
+        self,
+        system: NormalEquations,
+        regularization: float | None = None,
+        tv_strength: float | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Absorption and phase ``(h, w)`` of one region (Tikhonov, or ADMM-TV on the phase)."""
+        """Absorption and phase ``(h, w)`` of one region (Tikhonov, or ADMM-TV on the phase);
+        an automatic regularization or TV strength is chosen for this system alone."""
         p = self.params
         reg = self.regularization_for([system]) if regularization is None else regularization
         if p.regularizer == "tv":
-            a_hat, phase = admm_tv(system, reg, p.tv_strength, p.tv_iterations)
+            if tv_strength is None:
+                tv_strength = self.tv_strength_for([system], reg)
+            a_hat, phase = admm_tv(system, reg, tv_strength, p.tv_iterations)
             return torch.fft.ifft2(a_hat).real, phase
         a_hat, p_hat = system.solve(reg)
         return torch.fft.ifft2(a_hat).real, torch.fft.ifft2(p_hat).real
 
     def whole(self, zenith: float, azimuth: float, focus: float = 0.0):
-        """Absorption and phase of the whole image at one tilt (its regularization automatic
-        when the params say so)."""
-        return self.solve(self.system(self.data, zenith, azimuth, focus))
+        """Absorption and phase of the whole image at one tilt (its regularization and TV
+        strength automatic when the params say so)."""
+        system = self.system(self.data, zenith, azimuth, focus)
+        reg = self.regularization_for([system])
+        shape = (int(self.data.shape[-2]), int(self.data.shape[-1]))
+        grid = TileGrid(shape, (1, 1), shape, (0,), (0,))
+        tilt = TiltMap.uniform(grid, zenith, azimuth, focus)
+        strength = self.tv_strength_for([system], reg, tilt)
+        return self.solve(system, reg, strength)
 
     def tile_systems(self, tilt: TiltMap) -> Iterator[NormalEquations]:
         """The normal equations of every tile of ``tilt``, each at its own tilt."""
@@ -257,14 +313,15 @@ class Reconstructor:
         """
         blend = _Blend(tilt, self.data.device)
         systems = systems or self.tile_systems(tilt)
-        reg = None
-        if self.params.regularization is None:
+        reg = strength = None
+        if self.params.regularization is None or self.params.tv_strength is None:
             # One value for the blended image: every tile's statistics first (the systems are
             # kept until all are solved, as the dock's solver keeps them).
             systems = list(systems)
             reg = self.regularization_for(systems)
+            strength = self.tv_strength_for(systems, reg, tilt)
         for index, system in enumerate(systems):
-            blend.add(index, *self.solve(system, reg))
+            blend.add(index, *self.solve(system, reg, strength))
             yield index, None
         yield -1, blend.result()
 
@@ -292,46 +349,6 @@ class _Blend:
         return self.absorption / self.total, self.phase / self.total
 
 
-def admm_tv(
-    system: NormalEquations,
-    reg: float,
-    strength: float,
-    iterations: int,
-    *,
-    prox_iterations: int = TV_PROX_ITERATIONS,
-    warm_start: bool = True,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """ADMM for ``1/2 |H x - d|^2 + reg/2 |x|^2 + strength TV(phase)`` (split ``z = phase``).
-
-    The x-step is the same closed-form 2x2 solve with ``rho`` added to the phase diagonal and
-    ``rho FFT(z - u)`` to its right-hand side; the z-step is the TV proximal step
-    (:func:`~napari_gpuscope.compute.tv.prox`, ``prox_iterations`` FGP iterations, warm-started
-    from the previous z-step's dual unless ``warm_start=False``) with weight
-    ``strength / rho``. Everything stays on the device: no host copy or synchronisation
-    however many ``iterations``. Returns the absorption spectrum and the phase ``z``.
-    """
-    from .. import tv
-
-    a_hat, p_hat = system.solve(reg)
-    z = torch.fft.ifft2(p_hat).real.contiguous()
-    del p_hat
-    u = torch.zeros_like(z)
-    shifted = NormalEquations(
-        system.g_aa, system.g_pp + TV_RHO, system.g_ap, system.b_a, system.b_p
-    )
-    dual = z.new_zeros((2, *z.shape)) if warm_start else None
-    weight = strength / TV_RHO
-    for _ in range(iterations):
-        shifted.b_p = torch.add(system.b_p, torch.fft.fft2(z - u), alpha=TV_RHO)
-        a_hat, p_hat = shifted.solve(reg)
-        phase = torch.fft.ifft2(p_hat).real
-        del p_hat
-        z = tv.prox(phase + u, weight, iterations=prox_iterations, dual=dual)
-        u.add_(phase).sub_(z)
-        del phase
-    return a_hat, z
-
-
 def solve_all(
     recon: Reconstructor,
     tilt: TiltMap,
@@ -339,12 +356,13 @@ def solve_all(
     regularization: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Absorption and phase from prepared systems (one, or one per tile of ``tilt``); an
-    automatic regularization is chosen once for all of them."""
+    automatic regularization and TV strength are chosen once for all of them."""
     if regularization is None:
         regularization = recon.regularization_for(systems)
+    strength = recon.tv_strength_for(systems, regularization, tilt)
     if tilt.grid.count == 1:
-        return recon.solve(systems[0], regularization)
+        return recon.solve(systems[0], regularization, strength)
     blend = _Blend(tilt, recon.data.device)
     for index, system in enumerate(systems):
-        blend.add(index, *recon.solve(system, regularization))
+        blend.add(index, *recon.solve(system, regularization, strength))
     return blend.result()

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..results import Geometry, LayerDataTuple, image_layer, result_name, vectors_layer
+from ._auto_tv import TVStrengthChoice
 from ._estimate import TiltResult
 from ._params import PhaseParams
 from ._tiles import TiltMap
@@ -40,6 +41,9 @@ class PhaseResult:
     regularization_chosen : float or None
         The Tikhonov strength the automatic regularization chose (``params.regularization``
         None, "auto"); None when the params fixed it.
+    tv_choice : TVStrengthChoice or None
+        The TV strength the automatic choice made (``regularizer="tv"`` with ``tv_strength``
+        None, "auto") and the search behind it; None when the params fixed it or for Tikhonov.
     """
 
     phase: np.ndarray
@@ -51,6 +55,7 @@ class PhaseResult:
     kernel_paths: dict[str, str] = field(default_factory=dict)
     chunks: int = 1
     regularization_chosen: float | None = None
+    tv_choice: TVStrengthChoice | None = None
 
     @property
     def regularization(self) -> float:
@@ -68,6 +73,39 @@ class PhaseResult:
             return f"auto → {self.regularization_chosen:.2g}"
         return f"{self.regularization:.2g}"
 
+    @property
+    def tv_strength(self) -> float | None:
+        """The TV strength used: the chosen one, or the params' fixed one (None: Tikhonov)."""
+        if self.params.regularizer != "tv":
+            return None
+        return self.tv_choice.strength if self.tv_choice is not None else self.params.tv_strength
+
+    def tv_strength_text(self) -> str:
+        """``"auto → 5.6e-03"`` or ``"0.002"``: the TV strength as :meth:`describe` shows it."""
+        if self.params.tv_strength is None and self.tv_choice is not None:
+            return f"auto → {self.tv_choice.strength:.2g}"
+        return f"{self.tv_strength:.2g}"
+
+    def automatic_choices(self) -> dict[str, str]:
+        """Every value chosen from the data, by name (:mod:`napari_gpuscope.provenance`).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from napari_gpuscope.compute import phase
+        >>> grid = phase.TileGrid.covering((8, 8), (1, 1), 0.0)
+        >>> result = PhaseResult(np.zeros((8, 8)), np.zeros((8, 8)), phase.PhaseParams(),
+        ...                      phase.TiltMap.uniform(grid, 0.0, 0.0), regularization_chosen=3e-3)
+        >>> result.automatic_choices()
+        {'regularization': '0.003'}
+        """
+        out = {}
+        if self.params.regularization is None and self.regularization_chosen is not None:
+            out["regularization"] = f"{self.regularization_chosen:.2g}"
+        if self.params.tv_strength is None and self.tv_choice is not None:
+            out["TV strength"] = f"{self.tv_choice.strength:.2g}"
+        return out
+
     def summary(self) -> dict[str, Any]:
         """JSON-able facts for provenance."""
         return {
@@ -79,6 +117,11 @@ class PhaseResult:
             "regularization_chosen": (
                 None if self.regularization_chosen is None else float(self.regularization_chosen)
             ),
+            "tv_strength_chosen": (
+                None if self.tv_choice is None else float(self.tv_choice.strength)
+            ),
+            "tv_strength_search": None if self.tv_choice is None else self.tv_choice.summary(),
+            "automatic": self.automatic_choices(),
             "tilt_map": self.tilt_map.summary(),
             "tilt_convention": "forward model; waveorder azimuth = ours + pi",
             "estimate": None if self.estimate is None else self.estimate.summary(),
@@ -92,7 +135,7 @@ class PhaseResult:
         """One line: the regularization, the tilt and how it was found."""
         p = self.params
         reg = (
-            f"TV {p.tv_strength:.2g}"
+            f"TV {self.tv_strength_text()}, Tikhonov {self.regularization_text()}"
             if p.regularizer == "tv"
             else f"Tikhonov {self.regularization_text()}"
         )
@@ -120,7 +163,9 @@ class PhaseResult:
         ``"phase · <name> [<settings>]"``, ``"absorption · <name> [<settings>]"``,
         ``"tilt · <name>"``."""
         label = self.params.label
-        if self.params.regularization is None and self.regularization_chosen is not None:
+        if self.params.regularizer == "tv" and self.tv_choice is not None:
+            label = f"TV=auto {self.tv_choice.strength:.2g}"
+        elif self.params.regularization is None and self.regularization_chosen is not None:
             # The number chosen, in the name: two runs on two stacks are told apart.
             label = f"reg=auto {self.regularization_chosen:.2g}"
         meta = dict(metadata or {})

@@ -9,6 +9,7 @@ import torch
 
 from .._types import Device
 from ..devices import resolve_device
+from ._auto_tv import TVStrengthChoice
 from ._job import _check_stack, _load, download
 from ._optics import OpticsCache, shared_cache
 from ._params import PhaseParams
@@ -107,6 +108,7 @@ class PhaseSolver:
             # (they gave finite-looking or all-NaN phase).
             self._recon.params.replace(regularization=regularization)
         self._recon.chosen_regularization = None
+        self._recon.tv_choice = None
         with torch.no_grad():
             absorption, phase = solve_all(self._recon, self.tilt_map, self._systems, regularization)
         return download(absorption), download(phase)
@@ -115,6 +117,11 @@ class PhaseSolver:
     def chosen_regularization(self) -> float | None:
         """The value the latest :meth:`solve` chose automatically (None: it was given)."""
         return self._recon.chosen_regularization
+
+    @property
+    def tv_choice(self) -> TVStrengthChoice | None:
+        """The TV strength the latest :meth:`solve` chose automatically (None: it was given)."""
+        return self._recon.tv_choice
 
 
 def _implied_tilt(params: PhaseParams) -> tuple[float, float]:
