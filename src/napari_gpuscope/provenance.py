@@ -3,6 +3,13 @@
 Pure Python (no Qt, no napari): the widgets store the record in
 ``layer.metadata[PROVENANCE_KEY]``; the exporters embed it in PNG text chunks, JSON sidecars
 and TIFF descriptions; the headless demo writes it next to its results.
+
+Every value a run chose from the data (phase's regularization and TV strength, TV denoising's
+weight from the measured noise, eSRRF's drift block length) is named in one place: a result
+that made such choices has ``automatic_choices() -> dict[str, str]`` (:class:`AutomaticChoices`;
+name -> value with its unit) and puts the same mapping in its ``summary()`` under
+``"automatic"``; :func:`build_provenance` records it under the record's top-level key
+:data:`AUTOMATIC_KEY`, which the figure caption and the batch report read.
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ import importlib.metadata
 import json
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from .compute._types import JSONDict, JSONValue
@@ -20,7 +27,10 @@ if TYPE_CHECKING:
 import numpy as np
 
 __all__ = [
+    "AUTOMATIC_KEY",
     "PROVENANCE_KEY",
+    "AutomaticChoices",
+    "automatic_choices",
     "build_provenance",
     "is_result",
     "provenance_json",
@@ -29,6 +39,57 @@ __all__ = [
 ]
 
 PROVENANCE_KEY = "napari_gpuscope"
+AUTOMATIC_KEY = "automatic"
+"""Key of a record's automatic choices, and of a result summary's (a dict of str to str)."""
+
+
+@runtime_checkable
+class AutomaticChoices(Protocol):
+    """A result that chose values from the data says which, and what they came to.
+
+    Examples
+    --------
+    >>> class Result:
+    ...     def automatic_choices(self) -> dict[str, str]:
+    ...         return {"drift block length": "24 frames"}
+    >>> isinstance(Result(), AutomaticChoices)
+    True
+    """
+
+    def automatic_choices(self) -> dict[str, str]:
+        """Name -> value with its unit, e.g. ``{"regularization": "0.0093"}``; empty when
+        every value was given."""
+        ...
+
+
+def automatic_choices(result: object) -> dict[str, str]:
+    """The automatic choices of a result object or of its ``summary()`` mapping.
+
+    From a mapping: its ``"automatic"`` entry and those of the sub-results it nests one level
+    down (eSRRF's summary holds its drift estimate's under ``"drift"``); a choice named twice
+    keeps the outer value.
+
+    Examples
+    --------
+    >>> automatic_choices({"automatic": {"regularization": "0.0093"}, "iterations": 3})
+    {'regularization': '0.0093'}
+    >>> automatic_choices({"drift": {"automatic": {"drift block length": "24 frames"}}})
+    {'drift block length': '24 frames'}
+    >>> automatic_choices(object())
+    {}
+    """
+    if isinstance(result, AutomaticChoices):
+        return {str(k): str(v) for k, v in result.automatic_choices().items()}
+    if not isinstance(result, Mapping):
+        return {}
+    found: dict[str, str] = {}
+    for value in result.values():
+        if isinstance(value, Mapping) and isinstance(value.get(AUTOMATIC_KEY), Mapping):
+            found.update({str(k): str(v) for k, v in value[AUTOMATIC_KEY].items()})
+    own = result.get(AUTOMATIC_KEY)
+    if isinstance(own, Mapping):
+        found.update({str(k): str(v) for k, v in own.items()})
+    return found
 
 
 def provenance_of(layer: object) -> JSONDict | list[JSONValue] | None:
@@ -114,6 +175,7 @@ def build_provenance(
     input_name: str | None,
     elapsed_seconds: float,
     result: Mapping[str, object] | None = None,
+    automatic: Mapping[str, str] | None = None,
 ) -> JSONDict:
     """Assemble a provenance record.
 
@@ -131,17 +193,31 @@ def build_provenance(
         Wall-clock run time.
     result : Mapping, optional
         Method-specific facts about the run (iterations, final gap, estimated noise...).
+    automatic : Mapping, optional
+        The values chosen from the data (name -> value with unit); default: those ``result``
+        names (:func:`automatic_choices`).
 
     Returns
     -------
     dict
-        JSON-serialisable record.
+        JSON-serialisable record; ``"automatic"`` (:data:`AUTOMATIC_KEY`) always holds the
+        automatic choices, empty when every value was given.
+
+    Examples
+    --------
+    >>> record = build_provenance("phase", {"regularization": None}, device="cpu",
+    ...     input_name="stack", elapsed_seconds=1.0,
+    ...     result={"automatic": {"regularization": "0.0093"}})
+    >>> record["automatic"]
+    {'regularization': '0.0093'}
     """
+    chosen = automatic_choices(result or {}) if automatic is None else dict(automatic)
     return _jsonable(
         {
             "method": method,
             "parameters": dict(parameters),
             "result": dict(result or {}),
+            AUTOMATIC_KEY: {str(k): str(v) for k, v in chosen.items()},
             "input": input_name,
             "device": device,
             "software": software_versions(),

@@ -188,7 +188,14 @@ class DriftResult:
             "time_averaging_automatic": self.automatic,
             "block_length_choice": self.block_length_choice,
             "mean_refinement": self.mean_refinement,
+            "automatic": self.automatic_choices(),
         }
+
+    def automatic_choices(self) -> dict[str, str]:
+        """``{"drift block length": "24 frames"}`` when chosen automatically, else empty."""
+        if not self.automatic or self.time_averaging_chosen is None:
+            return {}
+        return {"drift block length": f"{self.time_averaging_chosen} frames"}
 
     @classmethod
     def from_summary(cls, summary: Mapping[str, Any]) -> DriftResult:

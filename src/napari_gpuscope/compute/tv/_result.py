@@ -95,6 +95,34 @@ class TVResult:
         """The camera model of Poisson mode (alias of :attr:`camera`)."""
         return self.camera
 
+    def automatic_choices(self) -> dict[str, str]:
+        """The values chosen from the data (:class:`napari_gpuscope.provenance.
+        AutomaticChoices`): the weight from the measured noise (Gaussian model with a
+        strength), the camera model estimated from the image (Poisson mode without a gain).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from napari_gpuscope.compute import tv
+        >>> result = TVResult(np.zeros((4, 4), np.float32), tv.TVParams(strength=2.0), 0.2,
+        ...                   10, 1e-4, True, (1.0, 1.0), 1, noise_sigma=0.1)
+        >>> result.automatic_choices()
+        {'TV weight': '0.2 = strength 2 × noise σ 0.1'}
+        """
+        out = {}
+        if self.noise_sigma is not None:
+            out["TV weight"] = (
+                f"{self.weight:.4g} = strength {self.params.strength:g} × noise σ "
+                f"{self.noise_sigma:.4g}"
+            )
+        if self.camera is not None and self.params.gain is None:
+            camera = self.camera
+            out["camera model"] = (
+                f"gain {camera.gain:.4g}, offset {camera.offset:.4g}, read noise "
+                f"{camera.read_noise:.4g} (estimated)"
+            )
+        return out
+
     def summary(self) -> JSONDict:
         """JSON-able facts for provenance (everything but the image)."""
         return {
@@ -112,6 +140,7 @@ class TVResult:
             "stopped_early": bool(self.stopped_early),
             "unprocessed_fraction": float(self.unprocessed_fraction),
             "kernel_paths": dict(self.kernel_paths),
+            "automatic": self.automatic_choices(),
         }
 
     def describe(self) -> str:
