@@ -80,6 +80,12 @@ def test_the_next_position_computes_while_one_is_written_one_write_at_a_time(
 ):
     paths = write_positions(tmp_path / "in", 5, shape=(48, 48))
     events = _watch(monkeypatch, write_pause=0.4)
+    from napari_gpuscope.batch import pipeline
+
+    read_through, read_ahead = pipeline._read_through, []
+    monkeypatch.setattr(
+        pipeline, "_read_through", lambda files: (read_ahead.extend(files), read_through(files))
+    )
     recipe = Recipe.from_defaults("tv", **RECIPE)
 
     report = run_batch(
@@ -102,6 +108,8 @@ def test_the_next_position_computes_while_one_is_written_one_write_at_a_time(
     for name, (start, _) in computes.items():
         in_hand = [n for n, (c0, _) in computes.items() if c0 <= start and writes[n][1] > start]
         assert len(in_hand) <= 2, (name, in_hand)
+    # One worker: each position but the first was read ahead while the one before computed.
+    assert sorted(map(str, read_ahead)) == [str(p) for p in paths[1:]]
     # The results are the method's own, byte for byte.
     store, params = BatchStore(tmp_path / "o.zarr"), recipe.params_model()
     for path in paths:
@@ -163,3 +171,24 @@ def test_each_fake_gpu_gets_one_worker_every_position_runs_once_and_busy_time_is
     by_gpu = {w["gpu"]: w["positions"] for w in report.workers.values()}
     assert by_gpu == {gpu: list(seen.values()).count(gpu) for gpu in ("5", "7")}
     assert any(line.startswith("busy per worker: ") for line in report.lines())
+
+
+def test_one_read_ahead_at_a_time_per_worker(tmp_path):
+    import os
+
+    from napari_gpuscope.batch.inputs import Position
+    from napari_gpuscope.batch.pipeline import read_ahead
+
+    slow = tmp_path / "slow.tif"
+    os.mkfifo(slow)  # its read blocks until a writer comes: a read that takes as long as we like
+    first = read_ahead(Position("slow", "tiff", str(slow)))
+    assert first is not None and first.is_alive()
+    assert read_ahead(Position("slow", "tiff", str(slow))) is None  # bounded: still reading
+    with open(slow, "wb") as writer:
+        writer.write(b"x" * 3_000_000)
+    first.join(10)
+    assert not first.is_alive()
+    (tmp_path / "b.tif").write_bytes(b"y" * 10)
+    second = read_ahead(Position("b", "tiff", str(tmp_path / "b.tif")))
+    assert second is not None
+    second.join(10)
