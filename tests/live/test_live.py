@@ -387,6 +387,8 @@ def test_what_cannot_run_live_is_refused_at_attach():
     threads = set(threading.enumerate())
     with pytest.raises(ValueError, match="drift_correction"):
         live.attach(feed, "esrrf", EsrrfParams(drift_correction=True), device=DEVICE)
+    with pytest.raises(ValueError, match="measure_resolution"):
+        live.attach(feed, "esrrf", EsrrfParams(measure_resolution=True), device=DEVICE)
     with pytest.raises(ValueError, match="needs \\['profile'\\]"):
         live.attach(feed, "flatfield", None, device=DEVICE, job="apply")
     with pytest.raises(ValueError, match="does not run live"):

@@ -30,12 +30,21 @@ if TYPE_CHECKING:
     from napari_gpuscope.compute.params import Params
     from napari_gpuscope.live import LiveSession, Source
 
-__all__ = ["ArrivalClock", "LiveFollow", "LiveRequest", "LiveStatus", "live_request"]
+__all__ = [
+    "LIVE_METHODS",
+    "ArrivalClock",
+    "LiveFollow",
+    "LiveRequest",
+    "LiveStatus",
+    "live_request",
+]
 
 RATE_WINDOW_S = 2.0
 """Seconds of processing the rate is measured over (a steady number, still recent)."""
 
 _LIVE_JOB = dict(live.LIVE_JOBS)
+LIVE_METHODS = frozenset(_LIVE_JOB)
+"""The methods a dock can run live."""
 
 
 @dataclass(frozen=True)
@@ -93,9 +102,17 @@ def live_request(
         if getattr(params, "drift_correction", False):
             params = params.replace(drift_correction=False)
             notes.append("drift correction is off live (it needs frames not acquired yet)")
+        if getattr(params, "measure_resolution", False):
+            params = params.replace(measure_resolution=False)
+            notes.append("the resolution is not measured live (it reads every frame again)")
         if getattr(params, "frame_gap", 0):
             params = params.replace(frame_gap=0)
             notes.append("time points are consecutive live (frame gap 0)")
+    spacing = getattr(params, "spacing", None)
+    if method_id == "tv" and spacing is not None and len(spacing) > 2:
+        # The dock's spacing follows its input layer; a dock's live TV denoises each (Y, X)
+        # frame (z-stacks live are for scripts: live.attach(..., frames_per_stack=Z)).
+        params = params.replace(spacing=tuple(spacing[-2:]))
     if method_id == "flatfield":
         if profile is None:
             raise ValueError("a live flat-field applies a profile: fit one or load one first")

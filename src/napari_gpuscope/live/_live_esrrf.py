@@ -65,6 +65,14 @@ class LiveEsrrf(LiveMethod):
                 "(frames_per_timepoint=N, a new one every N frames); overlapping ones "
                 "(frame_gap > 0) are not supported live"
             )
+        if self.params.measure_resolution:
+            # Found by the dock (whose default measures it): the job's FRC reads every frame
+            # again after the run, and a live session holds only the frames not yet processed.
+            raise ValueError(
+                "EsrrfParams.measure_resolution: the resolution is measured on the even and "
+                "odd frames after the run, which reads every frame again; a live eSRRF keeps "
+                "only the frames not yet processed: set measure_resolution=False"
+            )
         self.max_frames = max_frames
         self._want_latest = False
         self.frames_analysed = 0

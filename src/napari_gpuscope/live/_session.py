@@ -108,6 +108,11 @@ class LiveSession:
         """Frames held on the host, waiting for the worker (at most about ``capacity``)."""
         return self._buffer.held
 
+    @property
+    def frame_shape(self) -> tuple[int, ...] | None:
+        """The frames' shape (None before the first frame is kept)."""
+        return self._buffer.frame_shape
+
     # -- life cycle ---------------------------------------------------------------------------
 
     def wait(self, timeout: float | None = None) -> bool:

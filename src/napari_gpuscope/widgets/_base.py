@@ -104,6 +104,7 @@ from napari_gpuscope.widgets._form_binding import FormBinding
 from napari_gpuscope.widgets._input_view import InputView
 from napari_gpuscope.widgets._job_control import JobControl
 from napari_gpuscope.widgets._job_view import JobView
+from napari_gpuscope.widgets._live_acquisition import LiveAcquisition
 from napari_gpuscope.widgets._live_preview import LivePreview
 from napari_gpuscope.widgets._preview_schedule import PreviewScheduler
 from napari_gpuscope.widgets._recipes import RecipeRow
@@ -191,7 +192,7 @@ class MethodDock(QWidget):
         )
         self.form.add_row("", self.panel.reset_button, after="advanced")
         # Values restored from the last session, or changed since, are said and resettable.
-        self.changes = ChangesRow(self.reset_to_defaults)
+        self.changes = ChangesRow(self.reset_to_defaults, words=self.form.value_text)
         self.form.add_row("", self.changes, after=None)
         self.binding = FormBinding(
             self.form, self.model, self.changes, layer_fields=self.layer_fields
@@ -275,6 +276,8 @@ class MethodDock(QWidget):
         layout.addWidget(self.device_row)
         layout.addWidget(self.form)
         self.panel.add_to(layout)
+        self.live_acquisition = LiveAcquisition(self)  # follow a microscope while it acquires
+        layout.addWidget(self.live_acquisition)
         layout.addStretch(1)
         # On a short screen the dock scrolls instead of stretching napari's window.
         scroll = QScrollArea()
@@ -539,6 +542,7 @@ class MethodDock(QWidget):
         self.model.saving = False
         self._stop_preview()
         self.cancel()
+        self.live_acquisition.release()
         self._links.disconnect_all()
         for control in (self.input, *self.form.custom.values()):
             stop_following = getattr(control, "stop_following", None)

@@ -1,0 +1,303 @@
+"""Every dock's "Live acquisition" part: follow a microscope (or a growing layer) with the
+dock's parameters while it acquires.
+
+The view over :class:`~napari_gpuscope.dock.live_follow.LiveFollow`: a choice of source
+(:func:`~napari_gpuscope.dock.live_sources.source_choices`), Start, Stop & keep and Cancel, the
+counters with the rate and latency, and one image layer updated in place. A timer on the GUI
+thread polls the session (the session's worker never touches a layer). Stop & keep and Cancel
+detach the session; the acquisition goes on. A session that ends by itself (the MDA finished)
+is kept as Stop & keep keeps it: the result's layers, with provenance, replace the live layer.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+from qtpy.QtCore import QTimer
+from qtpy.QtWidgets import (
+    QComboBox,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSpinBox,
+    QWidget,
+)
+from superqt import QCollapsible
+
+from napari_gpuscope.dock.live_follow import LIVE_METHODS, LiveFollow, live_request
+from napari_gpuscope.dock.live_sources import SourceChoice, live_layer_geometry, source_choices
+from napari_gpuscope.dock.messages import plain_error_message
+
+if TYPE_CHECKING:
+    import napari.layers
+    import napari.viewer
+
+    from napari_gpuscope.compute.params import Params
+
+__all__ = ["LiveAcquisition"]
+
+POLL_MS = 100
+"""How often the view reads the counters and shows the newest image (10 times a second: the
+eye follows it, and napari redraws a layer at most that often without slowing the GUI)."""
+
+_AUTO_CONTRAST_UPDATES = 10
+"""Updates whose contrast limits follow the image (then the user's, or the settled ones)."""
+
+
+class LiveDock(Protocol):
+    """What the Live part uses of its dock (a :class:`~napari_gpuscope.widgets.MethodDock`;
+    a protocol, so that the dock's module and this one do not import each other)."""
+
+    viewer: napari.viewer.Viewer
+    method_id: str
+    title: str
+    short_title: str
+
+    @property
+    def device(self) -> str | None: ...
+
+    def params(self) -> Params: ...
+
+    def follows(self, layer: napari.layers.Layer) -> bool: ...
+
+
+class _SourceBox(QComboBox):
+    """A combo box that refreshes its choices when it opens (cores and layers come and go)."""
+
+    def __init__(self, refresh: Any) -> None:
+        super().__init__()
+        self._refresh = refresh
+
+    def showPopup(self) -> None:
+        self._refresh()
+        super().showPopup()
+
+
+class LiveAcquisition(QCollapsible):
+    """The Live part of ``dock``: collapsed until opened.
+
+    Parameters
+    ----------
+    dock : LiveDock
+        The dock (a MethodDock) whose parameters, device and method the session runs.
+    """
+
+    def __init__(self, dock: LiveDock) -> None:
+        super().__init__("Live acquisition")
+        self.dock, self.viewer = dock, dock.viewer
+        self.follow: LiveFollow | None = None
+        self.choice: SourceChoice | None = None
+        self.layer: napari.layers.Image | None = None
+        self._choices: list[SourceChoice] = []
+        self._updates = 0
+        self.supported = dock.method_id in LIVE_METHODS
+
+        body = QWidget()
+        form = QFormLayout(body)
+        form.setContentsMargins(0, 0, 0, 0)
+        self.source_box = _SourceBox(self.refresh_sources)
+        self.source_box.setToolTip(
+            "What to follow: a pymmcore-plus core of this session (napari-micromanager's, or "
+            "one a script registered with napari_gpuscope.live.register_core) through its MDA "
+            "or its continuous acquisition, or an image layer that grows"
+        )
+        form.addRow("Follow", self.source_box)
+        self.slices = QSpinBox()
+        self.slices.setRange(1, 4096)
+        self.slices.setValue(16)
+        self.slices.setToolTip("Slices per z-stack: each stack is reconstructed once complete")
+        if dock.method_id == "phase":
+            form.addRow("Slices per stack", self.slices)
+        self.start_button = QPushButton("Start")
+        self.start_button.setToolTip(
+            "Process the source's frames as they arrive, with the dock's parameters now"
+        )
+        self.stop_button = QPushButton("Stop && keep")
+        self.stop_button.setToolTip(
+            "Stop following and keep the result over the frames processed as a result layer; "
+            "the acquisition goes on"
+        )
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setToolTip(
+            "Stop following and discard the live result; the acquisition goes on"
+        )
+        buttons = QHBoxLayout()
+        for button in (self.start_button, self.stop_button, self.cancel_button):
+            buttons.addWidget(button)
+        form.addRow(buttons)
+        self.counters = QLabel("")
+        self.counters.setToolTip(
+            "Frames received from the source, processed, and dropped because processing fell "
+            "behind (the buffer holds 64 frames); the processing rate; the latency from a "
+            "frame's arrival to its image in the viewer"
+        )
+        self.counters.setWordWrap(True)
+        form.addRow(self.counters)
+        self.status = QLabel(
+            "Follow a microscope while it acquires."
+            if self.supported
+            else f"{dock.title} does not run live."
+        )
+        self.status.setWordWrap(True)
+        form.addRow(self.status)
+        self.addWidget(body)
+
+        self._timer = QTimer(self)
+        self._timer.setInterval(POLL_MS)
+        self._timer.timeout.connect(self.poll)
+        self.start_button.clicked.connect(self.start)
+        self.stop_button.clicked.connect(self.stop_and_keep)
+        self.cancel_button.clicked.connect(self.cancel)
+        self.refresh_sources()
+        self._update_buttons()
+
+    # ---------------------------------------------------------------- public surface
+    def refresh_sources(self) -> None:
+        """List what can be followed now (the current choice stays chosen if it still can)."""
+        current = self.source_box.currentText()
+        self._choices = source_choices(self.viewer.layers, follows=self._follows)
+        self.source_box.clear()
+        self.source_box.addItems([choice.label for choice in self._choices])
+        if current in [choice.label for choice in self._choices]:
+            self.source_box.setCurrentText(current)
+        self._update_buttons()
+
+    def choose(self, label: str) -> None:
+        """Choose the source whose label is ``label`` (KeyError when there is none)."""
+        self.refresh_sources()
+        labels = [choice.label for choice in self._choices]
+        if label not in labels:
+            raise KeyError(f"no live source {label!r}; there are {labels}")
+        self.source_box.setCurrentIndex(labels.index(label))
+
+    @property
+    def running(self) -> bool:
+        """Whether a live session is being followed."""
+        return self.follow is not None
+
+    def start(self) -> bool:
+        """Follow the chosen source with the dock's parameters; False (the status says why)
+        when it cannot start."""
+        if self.running or not self.supported:
+            return False
+        index = self.source_box.currentIndex()
+        if not 0 <= index < len(self._choices):
+            self._say("Nothing to follow: start an acquisition or add a layer, then choose it.")
+            return False
+        choice = self._choices[index]
+        device = self.dock.device
+        if device is None:
+            self._say("No device: choose one in the Device row.")
+            return False
+        try:
+            request = live_request(
+                self.dock.method_id,
+                self._params(),
+                profile=getattr(getattr(self.dock, "apply_panel", None), "profile", None),
+                frames_per_stack=self.slices.value() if self.dock.method_id == "phase" else None,
+            )
+            self.follow = LiveFollow(choice.source(), request, device=device)
+        except (ValueError, TypeError) as exc:
+            self._say(f"Not started: {plain_error_message(exc)}")
+            return False
+        self.choice, self._updates = choice, 0
+        notes = "".join(f" ({note})" for note in request.notes)
+        self._say(f"Following {choice.label}{notes}.")
+        self.counters.setText("waiting for frames")
+        self._timer.start()
+        self._update_buttons()
+        return True
+
+    def poll(self) -> None:
+        """Show the counters and the newest image; keep the result when the session ended."""
+        follow = self.follow
+        if follow is None:
+            return
+        status = follow.poll()
+        self.counters.setText(status.describe())
+        if status.image is not None:
+            self._show(status.image)
+        if status.done:
+            self._end(keep=True, why="The acquisition ended")
+
+    def stop_and_keep(self) -> list[napari.layers.Layer]:
+        """Stop following; keep the result over the frames processed as result layers (with
+        provenance). The acquisition goes on. Returns the layers added."""
+        return self._end(keep=True, why="Stopped")
+
+    def cancel(self) -> None:
+        """Stop following and discard the live result. The acquisition goes on."""
+        self._end(keep=False, why="Cancelled")
+
+    def release(self) -> None:
+        """The dock is closing: cancel a session still followed."""
+        if self.running:
+            self.cancel()
+
+    # ---------------------------------------------------------------- internals
+    def _params(self) -> Any:
+        apply_panel = getattr(self.dock, "apply_panel", None)
+        if self.dock.method_id == "flatfield" and apply_panel is not None:
+            return apply_panel.params()  # flat-field live applies a profile: the apply options
+        return self.dock.params()
+
+    def _follows(self, layer: Any) -> bool:
+        return layer is not self.layer and self.dock.follows(layer)
+
+    def _show(self, image: Any) -> None:
+        assert self.follow is not None and self.choice is not None
+        layer = self.layer
+        if layer is None or layer not in self.viewer.layers:
+            frame_shape = self.follow.session.frame_shape or image.shape
+            geometry = live_layer_geometry(self.choice.geometry(), frame_shape, image.shape)
+            colormap = "magma" if self.dock.method_id == "esrrf" else "gray"
+            self.layer = self.viewer.add_image(
+                image,
+                name=f"{self.dock.short_title or self.dock.title} live · {self.choice.name}",
+                colormap=colormap,
+                **geometry,
+            )
+        else:
+            layer.data = image
+        if self._updates < _AUTO_CONTRAST_UPDATES and self.layer is not None:
+            self.layer.reset_contrast_limits()
+        self._updates += 1
+
+    def _end(self, *, keep: bool, why: str) -> list[napari.layers.Layer]:
+        follow, choice = self.follow, self.choice
+        if follow is None or choice is None:
+            return []
+        self._timer.stop()
+        self.follow = None
+        added: list[napari.layers.Layer] = []
+        try:
+            if keep:
+                result = follow.stop_and_keep()
+                status = follow.poll()
+                for data, kwargs, kind in follow.result_layers(
+                    result, choice.name, choice.geometry()
+                ):
+                    added.append(getattr(self.viewer, f"add_{kind}")(data, **kwargs))
+                self._say(f"{why}: kept {result.describe()} ({status.describe()}).")
+            else:
+                follow.cancel()
+                self._say(f"{why}: nothing kept; the acquisition goes on.")
+        except (ValueError, RuntimeError) as exc:
+            self._say(f"{why}: nothing kept ({plain_error_message(exc)}).")
+        finally:
+            if self.layer is not None and self.layer in self.viewer.layers:
+                self.viewer.layers.remove(self.layer)
+            self.layer = None
+            self._update_buttons()
+        return added
+
+    def _say(self, text: str) -> None:
+        self.status.setText(text)
+
+    def _update_buttons(self) -> None:
+        running = self.running
+        self.start_button.setEnabled(self.supported and not running and bool(self._choices))
+        self.stop_button.setEnabled(running)
+        self.cancel_button.setEnabled(running)
+        self.source_box.setEnabled(not running)

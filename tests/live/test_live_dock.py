@@ -1,0 +1,231 @@
+"""A dock's Live part following a simulated acquisition (UniMMCore and the pure-Python camera,
+``camera.py``) or a growing layer in napari: counters, the live layer, Stop & keep (a valid
+partial result, equal to the offline job over the frames processed, with provenance), Cancel
+(nothing left behind) and the session kept when the acquisition ends.
+
+The core's events come through Qt signals here, as in napari (pymmcore-plus's backend when a Qt
+application runs): the frames reach the session from the event loop that ``qtbot.waitUntil``
+runs. Run under ``xvfb-run``.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pymmcore_plus")
+pytest.importorskip("useq")
+
+from napari_gpuscope import live
+from napari_gpuscope.provenance import PROVENANCE_KEY
+
+from .camera import make_core, time_series
+from .test_live import blinking, offline, shading_profile
+
+WAIT_MS = 120_000  # a bound on a hung session, never a pacing
+
+
+@pytest.fixture(autouse=True)
+def _napari_like(monkeypatch, tmp_path):
+    from napari_gpuscope.dock.settings import CONFIG_DIR_ENV
+
+    monkeypatch.setenv(CONFIG_DIR_ENV, str(tmp_path / "config"))  # never the user's settings
+    monkeypatch.setenv("PYMM_SIGNALS_BACKEND", "qt")
+
+
+@pytest.fixture
+def viewer(make_napari_viewer_proxy):
+    return make_napari_viewer_proxy()
+
+
+def _open(dock_class, viewer, qtbot):
+    dock = dock_class(viewer)
+    qtbot.addWidget(dock)
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=10_000)  # kernel warm-up
+    return dock
+
+
+def _live_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("napari-gpuscope-live")]
+
+
+def connections(core) -> dict[str, int]:
+    """How many slots each MDA signal a live session uses has (Qt's signals count them with
+    ``receivers``)."""
+    events = core.mda.events
+    names = ("frameReady", "sequenceStarted", "sequenceFinished")
+    return {name: events.receivers(getattr(events, name)) for name in names}
+
+
+def _registered(core, name):
+    chosen = live.register_core(core, name)
+    return chosen
+
+
+def test_flatfield_dock_follows_an_mda_and_stop_and_keep_equals_the_offline_apply(
+    viewer, qtbot, cpu_device
+):
+    from napari_gpuscope.compute.flatfield import BasicParams
+    from napari_gpuscope.widgets.flatfield.dock import FlatfieldDock
+
+    stack = blinking(60, size=16) + np.uint16(10)
+    profile = shading_profile((16, 16))
+    # 20 ms a frame: the acquisition is still running when Stop & keep is pressed.
+    core, camera = make_core(stack, exposure_ms=20.0)
+    name = _registered(core, "flatfield scope")
+    before = connections(core)
+    # The job's first run in this process loads what it needs: not while the camera runs.
+    offline("flatfield", "apply", stack[:1], BasicParams(), profile=profile, measure_shading=False)
+    dock = _open(FlatfieldDock, viewer, qtbot)
+    dock.apply_panel.set_profile(profile, "from the test")
+    part = dock.live_acquisition
+    part.choose(f"{name}: MDA")
+    assert part.start(), part.status.text()
+    acquisition = threading.Thread(target=core.mda.run, args=(time_series(len(stack)),))
+    acquisition.start()
+    try:
+        qtbot.waitUntil(lambda: part.follow.session.frames_processed >= 6, timeout=WAIT_MS)
+        part.poll()  # what the timer does: the newest image into the live layer
+        assert part.layer is not None and part.layer.data.shape == (16, 16)
+        session = part.follow.session
+        kept = part.stop_and_keep()
+    finally:
+        acquisition.join(timeout=120)
+    live.unregister_core(core)
+    assert camera.index == len(stack), "Stop & keep left the acquisition running to its end"
+    n = session.frames_processed
+    assert 6 <= n < len(stack)
+    assert session.frames_received == n + session.frames_dropped + session.frames_pending
+    expected = offline(
+        "flatfield", "apply", stack[:n], BasicParams(), profile=profile, measure_shading=False
+    )
+    assert kept and kept[0].data.tobytes() == np.asarray(expected.image).tobytes()
+    record = kept[0].metadata[PROVENANCE_KEY]
+    assert record["method"] == "flatfield" and record["input"] == name
+    assert record["result"]["live"]["frames_processed"] == n
+    assert part.layer is None and all(" live · " not in layer.name for layer in viewer.layers)
+    assert connections(core) == before and _live_threads() == []
+    assert "processed" in part.counters.text() and "Stopped: kept" in part.status.text()
+
+
+def test_esrrf_dock_follows_an_mda_to_its_end_and_keeps_the_offline_result(
+    viewer, qtbot, cpu_device
+):
+    from napari_gpuscope.dock.live_follow import live_request
+    from napari_gpuscope.widgets.esrrf.dock import EsrrfDock
+
+    stack = blinking(24)
+    core, _ = make_core(stack, exposure_ms=20.0)  # polls (every 100 ms) see it running
+    name = _registered(core, "esrrf scope")
+    dock = _open(EsrrfDock, viewer, qtbot)
+    dock.set_param("magnification", 2)
+    params = live_request("esrrf", dock.params()).params
+    part = dock.live_acquisition
+    part.choose(f"{name}: MDA")
+    assert part.start(), part.status.text()
+    shown = []
+    viewer.layers.events.inserted.connect(lambda event: shown.append(event.value.name))
+    acquisition = threading.Thread(target=core.mda.run, args=(time_series(len(stack)),))
+    acquisition.start()
+    qtbot.waitUntil(lambda: not part.running, timeout=WAIT_MS)  # kept when the MDA ends
+    acquisition.join(timeout=120)
+    live.unregister_core(core)
+    assert any(" live · " in layer_name for layer_name in shown), "a live layer was shown"
+    assert "The acquisition ended: kept" in part.status.text()
+    assert "24 received · 24 processed · 0 dropped" in part.counters.text()
+    expected = offline("esrrf", None, stack, params)
+    result = dock.viewer.layers[next(n for n in shown if n.startswith("eSRRF · "))]
+    assert result.data.tobytes() == expected.image.tobytes()
+    assert result.metadata[PROVENANCE_KEY]["result"]["live"]["frames_received"] == 24
+    assert _live_threads() == []
+
+
+def test_cancel_leaves_no_thread_callback_or_layer_and_the_acquisition_goes_on(
+    viewer, qtbot, cpu_device
+):
+    from napari_gpuscope.widgets.tv.dock import TVDenoiseDock as TVDock
+
+    stack = blinking(30)
+    core, camera = make_core(stack, exposure_ms=5.0)
+    name = _registered(core, "tv scope")
+    before = connections(core)
+    dock = _open(TVDock, viewer, qtbot)
+    layers_before = list(viewer.layers)
+    part = dock.live_acquisition
+    part.choose(f"{name}: MDA")
+    assert part.start(), part.status.text()
+    acquisition = threading.Thread(target=core.mda.run, args=(time_series(len(stack)),))
+    acquisition.start()
+    try:
+        qtbot.waitUntil(lambda: part.follow.session.frames_processed >= 3, timeout=WAIT_MS)
+        part.cancel()
+    finally:
+        acquisition.join(timeout=120)
+    live.unregister_core(core)
+    assert camera.index == len(stack), "Cancel left the acquisition running to its end"
+    assert connections(core) == before and _live_threads() == []
+    assert list(viewer.layers) == layers_before and "Cancelled" in part.status.text()
+    assert not part.running and part.start_button.isEnabled()
+
+
+def test_a_growing_layer_followed_by_a_dock(viewer, qtbot, cpu_device):
+    from napari_gpuscope.compute import tv
+    from napari_gpuscope.dock.live_follow import live_request
+    from napari_gpuscope.widgets.tv.dock import TVDenoiseDock as TVDock
+
+    stack = blinking(9, size=16)
+    layer = viewer.add_image(stack[:2], name="acquiring")
+    dock = _open(TVDock, viewer, qtbot)
+    before = len(layer.events.data.callbacks)
+    part = dock.live_acquisition
+    part.choose("layer: acquiring (grows)")
+    assert part.start(), part.status.text()
+    for end in (4, 9):
+        layer.data = stack[:end]  # what a plugin acquiring into the layer does
+    qtbot.waitUntil(
+        lambda: part.follow is None or part.follow.session.frames_processed == 9, timeout=WAIT_MS
+    )
+    assert part.running, part.status.text()
+    part.poll()
+    assert part.layer is not None and part.layer.data.shape == (16, 16)
+    kept = part.stop_and_keep()
+    assert len(layer.events.data.callbacks) == before, "the session left the layer's event"
+    # The weight is resolved on the first frame and held (docs/live.md, exactness).
+    params = live_request("tv", dock.params()).params  # the frames' (Y, X) spacing
+    assert params.spacing is None or len(params.spacing) == 2
+    fixed = params.replace(weight=tv.resolve_weight(stack[0], params).weight)
+    expected = np.stack([offline("tv", None, frame, fixed).image for frame in stack])
+    assert kept[0].data.tobytes() == expected.tobytes()
+    assert kept[0].metadata[PROVENANCE_KEY]["input"] == "acquiring"
+
+
+def test_continuous_acquisition_followed_by_a_dock(viewer, qtbot, cpu_device):
+    from napari_gpuscope.widgets.tv.dock import TVDenoiseDock as TVDock
+
+    stack = blinking(5)
+    core, _ = make_core(stack, exposure_ms=2.0)
+    name = _registered(core, "live scope")
+    dock = _open(TVDock, viewer, qtbot)
+    part = dock.live_acquisition
+    part.choose(f"{name}: continuous acquisition")
+    assert part.start(), part.status.text()
+    core.startContinuousSequenceAcquisition(0)
+    qtbot.waitUntil(lambda: part.follow.session.frames_processed >= 5, timeout=WAIT_MS)
+    core.stopSequenceAcquisition()
+    qtbot.waitUntil(lambda: not part.running, timeout=WAIT_MS)
+    live.unregister_core(core)
+    assert "The acquisition ended: kept" in part.status.text()
+    assert _live_threads() == []
+
+
+def test_a_dock_whose_method_cannot_run_live_says_so(viewer, qtbot, cpu_device):
+    from napari_gpuscope.dock.live_follow import live_request
+
+    with pytest.raises(ValueError, match="profile"):
+        from napari_gpuscope.compute.flatfield import BasicParams
+
+        live_request("flatfield", BasicParams())
+    with pytest.raises(ValueError, match="does not run live"):
+        live_request("fake", None)  # type: ignore[arg-type]
