@@ -27,3 +27,5 @@ def test_a_recipe_saved_before_auto_keeps_its_regularization_and_hash(name):
     # Saved again by the current code: the same number, the same hash.
     assert params.to_dict()["regularization"] == EXPECTED[name]["regularization"]
     assert type(recipe).from_params(params).hash() == EXPECTED[name]["hash"]
+    # The TV strength, automatic since, keeps its number too (2e-3 saved, else the 1e-3 default).
+    assert params.tv_strength == (2e-3 if name == "phase-tv" else 1e-3)
