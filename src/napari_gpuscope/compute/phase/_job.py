@@ -240,6 +240,7 @@ def _run(zyx, params, tilt_map, optics_cache, memory_budget, device) -> Job[Phas
             kernel_paths=_ops.kernel_paths(dev),
             chunks=recon.chunks,
             regularization_chosen=recon.chosen_regularization,
+            tv_choice=recon.tv_choice,
         )
 
 
