@@ -3,7 +3,9 @@
 One idea: an image layer ``(data, kwargs, kind)`` becomes a zarr group whose full-resolution
 array is ``0``, with the multiscales metadata written by ome-zarr-py
 (:func:`ome_zarr.writer.write_multiscales_metadata`): NGFF axes from the layer's labels, NGFF
-(UDUNITS) units, the layer's scale, and the recipe and provenance under the group attribute
+(UDUNITS) units, the layer's scale, its channels' colours, labels and display windows as
+OME-NGFF ``omero`` metadata where its colormap is a single-colour ramp
+(:mod:`.ngff_colours`), and the recipe and provenance under the group attribute
 :data:`ATTRIBUTE`. Extra layers of a position are named by :func:`safe_label`; a text file
 beside the image takes no name the group's entries own (:func:`check_file_name`). Where the
 groups go, and when, is the store's business (:mod:`napari_gpuscope.batch.store`).
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from napari_gpuscope.batch.ngff_colours import omero_metadata
 from napari_gpuscope.compute.results import split_result_name
 
 if TYPE_CHECKING:
@@ -160,8 +163,9 @@ def ngff_unit(unit: object) -> str | None:
 
 def write_image(group: zarr.Group, layer: LayerDataTuple, attrs: JSONDict) -> None:
     """Write one image layer into a zarr group as an OME-Zarr image: its array ``0`` (one chunk
-    per plane), the multiscales metadata (ome-zarr-py, NGFF 0.5) and the attribute
-    :data:`ATTRIBUTE`.
+    per plane), the multiscales metadata (ome-zarr-py, NGFF 0.5), the channels' colours
+    (``omero``, :func:`~napari_gpuscope.batch.ngff_colours.omero_metadata`: where the layer's
+    colormap is a single-colour ramp) and the attribute :data:`ATTRIBUTE`.
 
     Raises
     ------
@@ -184,13 +188,18 @@ def write_image(group: zarr.Group, layer: LayerDataTuple, attrs: JSONDict) -> No
     group.create_array("0", data=array, chunks=chunks)
     scale = kwargs.get("scale")
     scale = [float(s) for s in scale] if scale is not None else [1.0] * array.ndim
+    axes = _axes(kwargs.get("axis_labels"), array.ndim, kwargs.get("units"))
     write_multiscales_metadata(
         group,
         datasets=[{"path": "0", "coordinateTransformations": [{"type": "scale", "scale": scale}]}],
         fmt=FormatV05(),
-        axes=_axes(kwargs.get("axis_labels"), array.ndim, kwargs.get("units")),
+        axes=axes,
         name=str(kwargs.get("name", "")),
     )
+    channel_axis = next((i for i, axis in enumerate(axes) if axis["type"] == "channel"), None)
+    omero = omero_metadata(array, kwargs, channel_axis)
+    if omero is not None:  # the colours it was shown in, for napari (our reader), Fiji, OMERO
+        group.attrs["ome"] = {**group.attrs["ome"], "omero": omero}
     group.attrs[ATTRIBUTE] = attrs
 
 
