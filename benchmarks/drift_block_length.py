@@ -14,8 +14,10 @@ case's stacks is least, the bar of issue 27. Over few stacks it is biased low: e
 error at a length is dominated by one random draw (frame 0's offset, which every frame
 shares), nearly independent from length to length, and the least of ~10 noisy means is below
 the least expected error. **Chosen on the other stacks** (leave one out): for each stack, the
-length with the least mean error over the *other* stacks of the case, scored on this one; its
-mean is an unbiased estimate of what the best fixed length of the case reaches on a new stack.
+length with the least mean error over the *other* stacks of the case, scored on this one. Its
+mean is biased the other way: the length picked on the other stacks is not always the one of
+least expected error. The expected error of the case's best fixed length lies between the two
+(in expectation), and both converge to it as stacks are added.
 
 Run (CPU; ~10-20 minutes per seed for the default sweep on one core of a shared 2-core
 machine; ``OMP_NUM_THREADS=1`` when other jobs share it)::
