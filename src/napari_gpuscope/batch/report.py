@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -37,6 +38,13 @@ class BatchReport:
         Whether nothing was computed (``done`` then lists what *would* be).
     interrupted : bool
         Whether the run was interrupted (the positions in none of the lists are pending).
+    automatic : dict
+        Position -> its automatic choices (name -> value, as its provenance's ``"automatic"``
+        names them; positions that chose nothing are left out).
+    automatic_summary : dict
+        Choice name -> ``{"positions", "lowest", "highest"}`` over the positions computed (the
+        values ordered by their leading number, each with its position), set by
+        :meth:`finish`.
     workers : dict
         Dask worker -> ``{"busy_seconds", "positions", "gpu"}``: the time it had a position
         in hand (reading, computing or writing), how many it finished, and the GPUs it saw
@@ -62,6 +70,8 @@ class BatchReport:
     dry_run: bool = False
     interrupted: bool = False
     workers: dict[str, JSONDict] = field(default_factory=dict)
+    automatic: dict[str, dict[str, str]] = field(default_factory=dict)
+    automatic_summary: dict[str, JSONDict] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
@@ -99,6 +109,13 @@ class BatchReport:
             "position_stages": stages,
         }
 
+    def note_automatic(self, position: str, choices: object) -> None:
+        """Keep a computed position's automatic choices (a mapping of str to str; ignored
+        when empty or not a mapping) and update :attr:`automatic_summary`."""
+        if isinstance(choices, dict) and choices:
+            self.automatic[position] = {str(k): str(v) for k, v in choices.items()}
+            self.automatic_summary = _automatic_summary(self.automatic)
+
     def to_json(self) -> str:
         """The report as JSON text."""
         return json.dumps(asdict(self), indent=2, sort_keys=False)
@@ -131,7 +148,45 @@ class BatchReport:
                 gpu = f" (GPU {worker['gpu']})" if worker.get("gpu") else ""
                 busy.append(f"{name}{gpu} {worker['busy_seconds']:.1f} s")
             out.append("busy per worker: " + ", ".join(busy))
+        for name, summary in self.automatic_summary.items():
+            low, high, count = summary["lowest"], summary["highest"], summary["positions"]
+            span = low if count == 1 else f"{low} to {high}"
+            out.append(f"automatic {name}: {span} ({count} position{'s' * (count != 1)})")
         if self.interrupted:
             out.append("INTERRUPTED: the other positions are pending; rerun with --resume")
         out += [f"FAILED {name}: {reason}" for name, reason in sorted(self.failed.items())]
         return out
+
+
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+def _automatic_summary(automatic: dict[str, dict[str, str]]) -> dict[str, JSONDict]:
+    """Per choice: how many positions made it, and its lowest and highest value ("0.0031
+    (A01)"), ordered by the value's leading number (as text where a value has none).
+
+    Examples
+    --------
+    >>> _automatic_summary({"A01": {"regularization": "0.0093"},
+    ...                     "B02": {"regularization": "0.0031"}})
+    {'regularization': {'positions': 2, 'lowest': '0.0031 (B02)', 'highest': '0.0093 (A01)'}}
+    """
+    values: dict[str, list[tuple[str, str]]] = {}
+    for position, choices in sorted(automatic.items()):
+        for name, value in choices.items():
+            values.setdefault(name, []).append((value, position))
+
+    def order(item: tuple[str, str]) -> tuple[int, float, str]:
+        match = _NUMBER.search(item[0])
+        return (0, float(match.group()), item[0]) if match else (1, 0.0, item[0])
+
+    out: dict[str, JSONDict] = {}
+    for name, items in values.items():
+        items.sort(key=order)
+        (low, low_at), (high, high_at) = items[0], items[-1]
+        out[name] = {
+            "positions": len(items),
+            "lowest": f"{low} ({low_at})",
+            "highest": f"{high} ({high_at})",
+        }
+    return out

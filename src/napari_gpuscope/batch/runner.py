@@ -291,6 +291,7 @@ def _run_batch(
                     for stage in ("read", "compute", "write")
                     if f"{stage}_seconds" in summary
                 }
+                report.note_automatic(position.name, summary.get("automatic"))
             else:
                 report.failed[position.name] = summary["reason"]
                 finished_failed += 1

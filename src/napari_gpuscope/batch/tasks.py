@@ -225,6 +225,7 @@ def run_position(
                 "groups": written,
                 "files": [f"{position.name}/{file_name}" for file_name in sorted(files)],
                 "describe": describe,
+                "automatic": record.get("automatic") or {},  # values chosen from the data
                 "worker": worker,
                 "busy": [round(started_at, 4), round(time.time(), 4)],
             }
