@@ -1,0 +1,95 @@
+"""One protocol for the values a run chose from the data (issue 27 item 4).
+
+Each result that can choose exposes ``automatic_choices() -> dict[str, str]``, puts the same
+mapping in its ``summary()["automatic"]``, and ``build_provenance`` records it under the
+record's top-level ``"automatic"`` (eSRRF's nested drift summary included). The values are
+checked against the simulations' own numbers (the noise level, the camera's gain) and the
+blocks the drift estimate used.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from esrrf_drift_sim import blinking_drifting_stack, true_drift
+
+from napari_gpuscope.compute import esrrf, tv
+from napari_gpuscope.compute.jobs import run_job
+from napari_gpuscope.compute.noise import estimate_noise_sigma
+from napari_gpuscope.provenance import (
+    AUTOMATIC_KEY,
+    AutomaticChoices,
+    automatic_choices,
+    build_provenance,
+)
+from napari_gpuscope.sample_data import DEFAULT_CAMERA, noisy_cells_2d
+
+
+def _record(result) -> dict:
+    return build_provenance(
+        "m", {}, device="cpu", input_name="x", elapsed_seconds=0.0, result=result.summary()
+    )
+
+
+def _noisy(sigma: float = 0.05, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[:96, :96]
+    clean = 0.5 + 0.3 * ((yy - 48) ** 2 + (xx - 40) ** 2 < 600)
+    return (clean + sigma * rng.standard_normal(clean.shape)).astype(np.float32)
+
+
+def test_tv_names_the_weight_it_derived_from_the_measured_noise():
+    image = _noisy(0.05)
+    result = run_job(tv.iter_denoise(image, tv.TVParams(strength=1.5), device="cpu"))
+    assert isinstance(result, AutomaticChoices)
+    sigma = estimate_noise_sigma(image)
+    assert sigma == pytest.approx(0.05, rel=0.1)  # the simulated noise
+    choices = result.automatic_choices()
+    assert list(choices) == ["TV weight"]
+    assert choices["TV weight"] == (
+        f"{1.5 * result.noise_sigma:.4g} = strength 1.5 × noise σ {result.noise_sigma:.4g}"
+    )
+    assert result.noise_sigma == pytest.approx(sigma, rel=1e-3)
+    assert result.summary()[AUTOMATIC_KEY] == choices
+    assert _record(result)[AUTOMATIC_KEY] == choices
+    # An absolute weight is not an automatic choice.
+    fixed = run_job(tv.iter_denoise(image, tv.TVParams(weight=0.07), device="cpu"))
+    assert fixed.automatic_choices() == {} and _record(fixed)[AUTOMATIC_KEY] == {}
+
+
+def test_tv_poisson_names_the_camera_model_it_estimated_not_one_given():
+    adu = np.asarray(noisy_cells_2d()[0][0], np.float32)[
+        :256, :256
+    ]  # simulated with DEFAULT_CAMERA
+    estimated = run_job(tv.iter_denoise(adu, tv.TVParams(noise_model="poisson"), device="cpu"))
+    camera = estimated.automatic_choices()["camera model"]
+    assert camera.startswith(f"gain {estimated.camera.gain:.4g}, offset ")
+    assert camera.endswith("(estimated)")
+    assert estimated.camera.gain == pytest.approx(DEFAULT_CAMERA.gain, rel=0.3)  # simulated
+    given = tv.TVParams(noise_model="poisson", gain=2.0, offset=100.0, read_noise=3.0)
+    assert run_job(tv.iter_denoise(adu, given, device="cpu")).automatic_choices() == {}
+
+
+def test_drift_names_the_block_length_it_chose_and_esrrf_provenance_finds_it():
+    stack, _ = blinking_drifting_stack(true_drift(120), shape=(32, 32), n_emitters=40, seed=2)
+    result = esrrf.estimate_drift(stack, time_averaging="auto", device="cpu")
+    assert isinstance(result, AutomaticChoices)
+    chosen = result.time_averaging_chosen
+    assert result.automatic_choices() == {"drift block length": f"{chosen} frames"}
+    assert result.block_frames[0] == (0, chosen)  # the blocks have that length
+    assert _record(result)[AUTOMATIC_KEY] == {"drift block length": f"{chosen} frames"}
+    # eSRRF's summary nests the drift's under "drift": the record still names the choice.
+    nested = {"iterations": 1, "drift": result.summary()}
+    assert automatic_choices(nested) == {"drift block length": f"{chosen} frames"}
+    fixed = esrrf.estimate_drift(stack, time_averaging=30, device="cpu")
+    assert fixed.automatic_choices() == {} and _record(fixed)[AUTOMATIC_KEY] == {}
+
+
+def test_an_explicit_mapping_wins_and_values_become_text():
+    record = build_provenance(
+        "m", {}, device="cpu", input_name=None, elapsed_seconds=0.0,
+        result={"automatic": {"a": "1"}}, automatic={"b": 2},
+    )  # fmt: skip
+    assert record[AUTOMATIC_KEY] == {"b": "2"}
+    outer = {"automatic": {"x": "outer"}, "sub": {"automatic": {"x": "inner", "y": "2"}}}
+    assert automatic_choices(outer) == {"x": "outer", "y": "2"}
