@@ -6,8 +6,11 @@ their union), ``schema`` (the recipe's JSON Schema), ``inputs`` (positions from 
 OME-Zarr), ``store`` (the output's positions and their completion markers), ``ngff`` (a
 position's OME-Zarr image groups), ``lock`` (one run at a time per store), ``task_spec`` (what
 a run's tasks share), ``tasks`` (what a worker does for one position), ``pools`` (the device
-memory pools between positions), ``cluster`` (local CPU/GPU clusters, SLURM, an existing
-scheduler), ``runner`` (the driver), ``report``, ``status``, ``progress``, ``cli`` (the
+memory pools between positions), ``pipeline`` (a worker's next position read ahead and each
+position written in the background), ``cluster`` (local CPU/GPU clusters, an existing
+scheduler), ``jobqueue`` (SLURM, PBS and LSF through dask-jobqueue), ``gpu_pin`` (a job's
+worker processes pinned to its GPUs), ``runner`` (the driver), ``report``, ``status``, ``progress``, ``watch`` (positions run as an acquisition writes them),
+``cli`` (the
 ``recipe``, ``run``, ``validate`` and ``status`` commands: their arguments ``cli_parsers``, each
 in ``cli_recipe``, ``cli_run``, ``cli_inspect``, errors ``cli_fail``) and ``reader`` (the reader
 of a result store: which folders are ours ``reader_layout``, one position at its true scale
@@ -27,9 +30,12 @@ __all__ = [
     "cli_recipe",
     "cli_run",
     "cluster",
+    "gpu_pin",
     "inputs",
+    "jobqueue",
     "lock",
     "ngff",
+    "pipeline",
     "pools",
     "progress",
     "reader",
@@ -48,4 +54,5 @@ __all__ = [
     "store",
     "task_spec",
     "tasks",
+    "watch",
 ]
