@@ -12,9 +12,9 @@ import pytest
 import zarr
 
 from napari_gpuscope.batch.ngff import write_image
-from napari_gpuscope.batch.ngff_colours import RAMP_COLOURS, colormap_hex, omero_metadata
 from napari_gpuscope.batch.reader import read_position
 from napari_gpuscope.batch.store import BatchStore
+from napari_gpuscope.export.colours import RAMP_COLOURS, colormap_hex, omero_metadata
 
 RNG = np.random.default_rng(2)
 

@@ -5,7 +5,7 @@ array is ``0``, with the multiscales metadata written by ome-zarr-py
 (:func:`ome_zarr.writer.write_multiscales_metadata`): NGFF axes from the layer's labels, NGFF
 (UDUNITS) units, the layer's scale, its channels' colours, labels and display windows as
 OME-NGFF ``omero`` metadata where its colormap is a single-colour ramp
-(:mod:`.ngff_colours`), and the recipe and provenance under the group attribute
+(:mod:`napari_gpuscope.export.colours`), and the recipe and provenance under the group attribute
 :data:`ATTRIBUTE`. Extra layers of a position are named by :func:`safe_label`; a text file
 beside the image takes no name the group's entries own (:func:`check_file_name`). Where the
 groups go, and when, is the store's business (:mod:`napari_gpuscope.batch.store`).
@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from napari_gpuscope.batch.ngff_colours import omero_metadata
 from napari_gpuscope.compute.results import split_result_name
+from napari_gpuscope.export.colours import omero_metadata
 
 if TYPE_CHECKING:
     import os
@@ -164,7 +164,7 @@ def ngff_unit(unit: object) -> str | None:
 def write_image(group: zarr.Group, layer: LayerDataTuple, attrs: JSONDict) -> None:
     """Write one image layer into a zarr group as an OME-Zarr image: its array ``0`` (one chunk
     per plane), the multiscales metadata (ome-zarr-py, NGFF 0.5), the channels' colours
-    (``omero``, :func:`~napari_gpuscope.batch.ngff_colours.omero_metadata`: where the layer's
+    (``omero``, :func:`~napari_gpuscope.export.colours.omero_metadata`: where the layer's
     colormap is a single-colour ramp) and the attribute :data:`ATTRIBUTE`.
 
     Raises

@@ -4,8 +4,8 @@ One idea: each channel layer's colormap. Where a group records its channels' col
 OME-NGFF does (``ome.omero.channels[i].color``, ``RRGGBB``), those colours are used: napari
 takes ``"#rrggbb"`` as the colormap from black to that colour. The batch writer
 (:func:`napari_gpuscope.batch.ngff.write_image`) records them where a layer's colormap is a
-single-colour ramp (:mod:`.ngff_colours`). Stores without them (older ones, or colormaps with no
-OME colour) fall back on the eSRRF dock's colours: a multi-channel eSRRF
+single-colour ramp (:mod:`napari_gpuscope.export.colours`). Stores without them (older ones,
+or colormaps with no OME colour) fall back on the eSRRF dock's colours: a multi-channel eSRRF
 position has one group per channel (channel 0 the position's result, the others under
 ``extra/``), named ``"<kind> · <input> ch<c> [...]"`` (or by the run's channel names), and
 its provenance says how many channels the input had. Those layers then take the colours the

@@ -6,6 +6,9 @@ them with the right calibration:
 - pixel size as the X/Y resolution tags (``1 / scale``) with ``unit=`` in the description;
 - Z spacing as ``spacing=``, the frame interval as ``finterval=`` (and ``tunit=`` for its unit);
 - axes in ImageJ order (``TZCYX``);
+- the colour the layer is shown in, where its colormap is a ramp from black to one colour
+  (``"green"``, ``"magenta"``...: :func:`~napari_gpuscope.export.colours.colormap_hex`), as
+  ImageJ's lookup table (``LUTs``), so Fiji opens each channel in its colour;
 - the provenance record as one extra description line ``napari_gpuscope=<compact JSON>``.
   ImageJ and tifffile read unknown ``key=value`` lines as plain properties, so other readers
   still parse the description.
@@ -39,6 +42,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from napari_gpuscope.export.colours import colormap_hex
 from napari_gpuscope.export.tiff_axes import (
     IMAGEJ_ORDER,
     axes_from_labels,
@@ -75,6 +79,7 @@ def save_tiff(
     provenance: Mapping[str, object] | Sequence[object] | None = None,
     dtype: str = DEFAULT_DTYPE,
     uint16_scaling: str = DEFAULT_SCALING,
+    colour: str | None = None,
 ) -> Path:
     """Write an ImageJ-compatible TIFF with calibration and provenance.
 
@@ -100,6 +105,9 @@ def save_tiff(
         Sample type of the file.
     uint16_scaling : {"clip", "minmax"}
         How floats become uint16 (see the module docstring). Ignored for float32.
+    colour : str, optional
+        ``"RRGGBB"``: every channel is shown as the ramp from black to this colour (ImageJ's
+        ``LUTs``); ``None`` leaves ImageJ's default (gray).
 
     Returns
     -------
@@ -159,6 +167,11 @@ def save_tiff(
     if calibration is not None:
         # ImageJ's own linear calibration (Calibration.STRAIGHT_LINE == 0).
         metadata.update(cf=0, c0=calibration.offset, c1=calibration.slope)
+    if colour is not None:
+        rgb = [int(colour[i : i + 2], 16) for i in (0, 2, 4)]
+        ramp = np.linspace(0.0, 1.0, 256)
+        lut = np.rint(np.outer(rgb, ramp)).astype(np.uint8)  # (3, 256): ImageJ's layout
+        metadata["LUTs"] = [lut] * (stored.shape[axes.index("C")] if "C" in axes else 1)
     if provenance is not None:
         # Compact JSON has no newlines, so it stays on one description line.
         metadata[PROVENANCE_KEY] = provenance_json(provenance)
@@ -192,7 +205,8 @@ def save_layer_data_tiff(
     state : Mapping
         The layer's state as napari passes it to writers and as layer-data tuples carry it:
         ``scale``, ``units``, ``axis_labels``, ``metadata`` (with the provenance record),
-        ``name``, ``rgb``, ``multiscale``; missing keys mean napari's defaults.
+        ``name``, ``rgb``, ``multiscale``, ``colormap`` (its colour is kept where it is a ramp
+        from black to one colour); missing keys mean napari's defaults.
     dtype : {"float32", "uint16"} or None
         Sample type; ``None`` picks the smallest exact one: uint16 for integer or boolean data
         within 0..65535, float32 otherwise.
@@ -237,6 +251,7 @@ def save_layer_data_tiff(
         provenance=metadata.get(PROVENANCE_KEY),
         dtype=smallest_exact_dtype(array) if dtype is None else dtype,
         uint16_scaling=uint16_scaling,
+        colour=colormap_hex(state.get("colormap")),
     )
 
 
@@ -276,5 +291,6 @@ def save_layer_tiff(
         "units": getattr(layer, "units", None),
         "axis_labels": getattr(layer, "axis_labels", ()),
         "metadata": layer.metadata,
+        "colormap": getattr(layer, "colormap", None),
     }
     return save_layer_data_tiff(path, layer.data, state, dtype=dtype, uint16_scaling=uint16_scaling)

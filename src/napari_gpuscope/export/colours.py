@@ -6,8 +6,10 @@ One idea: a layer's colormap as an OME colour. OME-NGFF describes a channel's lo
 colour, the ramp from black to it (``"color": "RRGGBB"``); a colormap is recorded only when it
 is such a ramp: a name of one (``"green"``, ``"magenta"``, ``"gray"``...), ``"#rrggbb"``, or a
 colormap object whose colours run from black to one colour (napari's, read by duck typing:
-batch runs import no napari). Other colormaps (``"viridis"``, ``"twilight"``) have no OME
-colour: nothing is recorded for such a layer, and viewers choose their own.
+batch runs import no napari). The batch writer (:mod:`napari_gpuscope.batch.ngff`) and the
+TIFF export (:mod:`.tiff`, as ImageJ lookup tables) share it. Other colormaps (``"viridis"``,
+``"twilight"``) have no OME colour: nothing is recorded for such a layer, and viewers choose
+their own.
 """
 
 from __future__ import annotations
