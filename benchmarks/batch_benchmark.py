@@ -7,9 +7,9 @@ timed end to end (``run_batch``: planning, tasks, OME-Zarr writes, markers). Pri
 - positions/s, and the parallel efficiency ``rate(W) / (W * rate(1))`` (goal on GPUs: >= 85 %
   from 1 to 8);
 - the mean time a task spends on its position (read + compute + write, each also shown alone:
-  the run report's per-position stage times), and the scheduler's share:
-  ``(wall * W / N - mean task time) / mean task time`` (goal: < 5 % of a position's time), i.e.
-  the time a worker was not busy with a position;
+  the run report's per-position stage times), and the scheduler's share: the fraction of the
+  workers' time with no position in hand, ``1 - sum(busy) / (wall * W)`` from the report's
+  busy time per worker (goal: < 5 %); each worker's busy / wall is printed too;
 - the same positions computed directly in this process (no Dask) as a reference rate.
 
 Usage::
@@ -87,9 +87,9 @@ def main() -> None:
         print(f"direct in-process (1 {args.device}, no Dask): {direct:.2f} positions/s")
         print(
             "| workers | positions/s | efficiency | mean task s | read / compute / write s "
-            "| scheduler share |"
+            "| scheduler share | busy / wall per worker |"
         )
-        print("|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|")
         base = None
         for count in args.workers:
             device = "cpu" if args.device == "cpu" else ",".join(f"cuda:{i}" for i in range(count))
@@ -107,14 +107,23 @@ def main() -> None:
             base = base or rate
             efficiency = rate / (count * base)
             task = report.timings["mean_position_seconds"]
-            busy = report.timings["wall_seconds"] * count / len(positions)
-            share = (busy - task) / task
+            workers = getattr(report, "workers", {}) or {}
+            wall = report.timings["wall_seconds"]
+            if workers:
+                # The time the workers had no position in hand (a position's write overlaps
+                # the next one's compute, so task times no longer add up to busy time).
+                share = 1 - sum(w["busy_seconds"] for w in workers.values()) / (wall * count)
+            else:
+                share = (wall * count / len(positions) - task) / task
             stages = report.timings["mean_stage_seconds"]
             split = " / ".join(
                 f"{stages.get(s, float('nan')):.3f}" for s in ("read", "compute", "write")
             )
+            # The report's busy time per worker (absent before it had one: "-").
+            busy = " ".join(f"{w['busy_seconds'] / wall:.0%}" for w in workers.values()) or "-"
             print(
-                f"| {count} | {rate:.2f} | {efficiency:.0%} | {task:.3f} | {split} | {share:.1%} |"
+                f"| {count} | {rate:.2f} | {efficiency:.0%} | {task:.3f} | {split} | {share:.1%} "
+                f"| {busy} |"
             )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
