@@ -18,7 +18,7 @@ from ._auto_regularization import (
     select_regularization,
     stats_bytes,
 )
-from ._auto_tv import SEARCH_SIZE, TVStrengthChoice, search_region, select_tv_strength
+from ._auto_tv import SEARCH_BYTES, SEARCH_SIZE, TVStrengthChoice, search_region, select_tv_strength
 from ._inverse import NormalEquations, spectrum
 from ._memory import SUMS_PER_ELEMENT, MemoryPlan, Pass, admm_passes, solve_passes
 from ._ops import normal_equations_op, tikhonov_solve_op
@@ -130,6 +130,13 @@ class Reconstructor:
             passes[name] = Pass(fixed=sums + step.fixed, fft=step.fft)
         if self.needs_stats:
             passes["auto regularization"] = Pass(fixed=sums + stats_bytes(plane))
+        if self.params.regularizer == "tv" and self.params.tv_strength is None:
+            # The search: on a crop (its own sums, not its optics' build) or on this region.
+            search = min(plane, SEARCH_SIZE**2)
+            crop = 0 if search == plane else SUMS_PER_ELEMENT * search
+            steps = admm_passes(search, fused_tv=all(op.prepare(device) for op in TV_FUSED_OPS))
+            admm = max(step.fixed for step in steps.values())
+            passes["auto TV strength"] = Pass(fixed=sums + crop + max(admm, SEARCH_BYTES * search))
         if keep and self.cache.has(key, z, zenith, azimuth):
             return MemoryPlan(0, 0, passes, keep=True)
         stored = 0
