@@ -106,9 +106,14 @@ def test_spacing_row_follows_scale_and_dimensionality(make_napari_viewer_proxy, 
     assert row.value()[0] == 0.0  # time: frames processed independently
     layer.units = ("s", "um", "um", "um")
     assert len(row.boxes) == 4
-    # Issue 18: beside a 0.1 µm layer the weights say they have no unit (and the x pixel size).
-    assert row.caption.text().startswith("Weights without unit")
-    assert "0.1 µm" in row.caption.text()
+    # Issue 18: beside a 0.1 µm layer the weights say what they are (and the x pixel size);
+    # issue 30: in plain words, from this layer's own steps.
+    layer.scale = (2.0, 0.5, 0.1, 0.1)
+    caption = row.caption.text()
+    assert caption.startswith("How much each axis is smoothed, x = 1 (pixels 0.1 µm)"), caption
+    assert "z 0.2, its steps (0.5 µm) are 5 × longer" in caption  # 0.1 / 0.5, written out
+    assert "0 = each frame on its own" in caption  # time: the 0 of its box explained
+    assert "÷" not in caption and "without unit" not in caption
     row.set_layer(None)
     assert row.value() == () and row.caption.text() == ""
 

@@ -83,28 +83,41 @@ def resolutions(monkeypatch):
     return calls
 
 
-def test_noise_level_comes_from_the_preview_job_never_the_gui(viewer, qtbot, dock, resolutions):
+def test_noise_level_is_estimated_when_the_input_is_chosen_never_on_the_gui(
+    viewer, qtbot, dock, resolutions
+):
     import threading
 
     data = _noisy((128, 128), sigma=0.1)
     viewer.add_image(data, name="img")
-    viewer.add_image(_noisy((64, 64), sigma=0.3, seed=1), name="other")
-    select_input(dock, "img")
+    other = _noisy((64, 64), sigma=0.3, seed=1)
+    viewer.add_image(other, name="other")
     _field(dock, "strength").value = 2.0
+    select_input(dock, "other")
+    # Issue 30: said before any run (it stayed "not estimated yet" until one), off the GUI.
+    qtbot.waitUntil(lambda: "≈" in dock.weight_label.value, timeout=10_000)
+    assert f"noise σ ≈ {_true_sigma(other):.2g}" in dock.weight_label.value
+    said_for_other = dock.weight_label.value
+    select_input(dock, "img")
+    qtbot.waitUntil(
+        lambda: "≈" in dock.weight_label.value and dock.weight_label.value != said_for_other,
+        timeout=10_000,
+    )
+    assert resolutions and all(t != threading.get_ident() for t, _ in resolutions)
     params = dock.params()
     assert params.weight is None and params.strength == 2.0  # the job derives the weight
-    assert dock.weight_label.value == "noise σ: not estimated yet"
-    select_input(dock, "other")
-    select_input(dock, "img")
-    assert resolutions == []  # input and strength changes estimate nothing (preview is off)
+    shown = float(dock.weight_label.value.split("≈ ")[1].split(" ")[0])
+    assert shown == pytest.approx(_true_sigma(data), rel=0.05)
 
+    estimated = len(resolutions)
     dock.panel.live_preview.setChecked(True)
     qtbot.waitUntil(lambda: "TV preview · img" in viewer.layers, timeout=10_000)
     qtbot.waitUntil(lambda: not dock.is_running(), timeout=10_000)
-    assert resolutions and all(t != threading.get_ident() for t, _ in resolutions)
+    assert all(t != threading.get_ident() for t, _ in resolutions)
+    assert [r for r in resolutions[estimated:] if r[1] == "estimate"] == []  # remembered
     record = viewer.layers["TV preview · img"].metadata[PROVENANCE_KEY]["result"]
     sigma = record["noise_sigma"]  # of the whole image, as a run would use it
-    assert sigma == pytest.approx(_true_sigma(data), rel=0.05)
+    assert sigma == pytest.approx(shown, rel=5e-3)  # the same estimator as the label's
     assert record["weight"] == pytest.approx(2.0 * sigma, rel=1e-12)
     assert dock.weight_label.value == f"noise σ ≈ {sigma:.3g} → weight {2.0 * sigma:.3g}"
 
@@ -143,7 +156,7 @@ def test_an_array_edited_in_place_is_estimated_again(viewer, qtbot, dock, resolu
     layer.refresh()
     assert layer.data is data
     _field(dock, "strength").value = 1.5
-    assert "not estimated yet" in dock.weight_label.value or "0.2" in dock.weight_label.value
+    assert "estimat" in dock.weight_label.value or "0.2" in dock.weight_label.value
     qtbot.waitUntil(lambda: len(resolutions) > calls, timeout=10_000)
     qtbot.waitUntil(
         lambda: (
@@ -160,6 +173,8 @@ def test_an_array_edited_in_place_is_estimated_again(viewer, qtbot, dock, resolu
 def test_a_typed_gain_previews_without_estimating(viewer, qtbot, dock, resolutions):
     viewer.add_image(_noisy((64, 64)) * 50 + 100, name="img")
     select_input(dock, "img")
+    qtbot.waitUntil(lambda: dock.noise.running is None)  # the Gaussian σ, said on choosing
+    resolutions.clear()
     _field(dock, "noise_model").value = "poisson"
     _field(dock, "gain").value = 2.0
     _field(dock, "offset").value = 100.0

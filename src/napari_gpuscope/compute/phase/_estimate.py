@@ -347,7 +347,9 @@ def _optimise_group(
                 getattr(shown, name)[members] = getattr(step, name)
             command = yield Progress(
                 None,
-                f"{where}tilt iteration {step.iteration + 1}/{n}, loss {group_history[-1]:.4g}",
+                # n is a cap, not the count: "3/40" read as a fraction beside "no estimate"
+                f"{where}tilt: iteration {step.iteration + 1}, stops when converged (at most "
+                f"{n}), loss {group_history[-1]:.4g}",
                 step=step.iteration + 1,
                 # not called "loss": its few-percent range reads better on a linear axis
                 metrics={"tilt objective": group_history[-1]},

@@ -45,10 +45,17 @@ class ChangesRow(QWidget):
     ----------
     reset : callable
         What the button does (the dock's reset to defaults).
+    words : callable, optional
+        ``words(name, value)``: a value as its control says it (``ParamForm.value_text``: "on",
+        a choice's label, "auto", a unit), so the row uses the controls' words, not Python's
+        ("Drift correction True (default False)" was shown beside a choice saying "Off").
     """
 
-    def __init__(self, reset: Callable[[], None]) -> None:
+    def __init__(
+        self, reset: Callable[[], None], words: Callable[[str, object], str] | None = None
+    ) -> None:
         super().__init__()
+        self.words = words
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         self.text = QLabel("")
@@ -73,11 +80,11 @@ class ChangesRow(QWidget):
         """Show the fields whose value differs from the default; returns their names.
         ``none_texts`` says how a field's control shows None (``"auto"``), so the row uses the
         control's word, not Python's."""
-        words = none_texts or {}
+        autos = none_texts or {}
+        said = self.words or (lambda name, value: _short(value, autos.get(name)))
         changed = [n for n in values if n in defaults and differs(values[n], defaults[n])]
         parts = [
-            f"{labels[n]} {_short(values[n], words.get(n))} "
-            f"(default {_short(defaults[n], words.get(n))})"
+            f"{labels[n]} {said(n, values[n])} (default {said(n, defaults[n])})"
             for n in changed[:_SHOWN]
         ]
         if len(changed) > _SHOWN:

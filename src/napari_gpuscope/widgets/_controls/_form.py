@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from magicgui.widgets import CheckBox, ComboBox, FloatSlider, FloatSpinBox, SpinBox
@@ -184,6 +184,10 @@ class ParamForm(QWidget):
         self.advanced.toggled.connect(self.advanced_rows.setEnabled)
         self._rows_of: dict[str, _Rows] = {}
         self.custom: dict[str, QWidget] = {}
+        self.words: dict[str, Callable[[object], str]] = {}
+        """How a field's value is said where its own control is not the generated one (e.g.
+        a checkbox driven by a choice of the dock's): ``{name: value -> words}``."""
+        self._units = {info.name: info.unit for info in params_class.param_info() if info.unit}
         for info in params_class.param_info():
             if info.name not in wanted and info.name not in custom:
                 continue
@@ -251,6 +255,36 @@ class ParamForm(QWidget):
         if style.auto_text and value <= widget.min:
             return None
         return value
+
+    def value_text(self, name: str, value: object) -> str:
+        """``value`` of field ``name`` in the words its control shows: a choice's label, "on"
+        or "off" for a checkbox, the "auto" text for None, a number with its unit (the
+        "changed from the defaults" row says values as the controls do, not as Python does).
+
+        Examples
+        --------
+        >>> from napari_gpuscope.compute.tv import TVParams
+        >>> form = ParamForm(TVParams, fields=["nonnegative", "strength"])  # doctest: +SKIP
+        >>> form.value_text("nonnegative", True), form.value_text("strength", 1.5)  # doctest: +SKIP
+        ('on', '1.5')
+        """
+        words = self.words.get(name)
+        if words is not None:
+            return words(value)
+        style = self.styles.get(name, FieldStyle())
+        if value is None:
+            return style.auto_text or "none"
+        if isinstance(value, bool):
+            return "on" if value else "off"
+        widget = self.widgets.get(name)
+        if isinstance(widget, ComboBox):
+            native: QComboBox = widget.native
+            for index in range(native.count()):
+                if native.itemData(index) == value:
+                    return native.itemText(index)
+        text = f"{value:g}" if isinstance(value, float) else str(value)
+        unit = self._units.get(name, "")
+        return f"{text} {unit}" if unit and isinstance(value, int | float) else text
 
     def values(self) -> dict[str, object]:
         """Every generated field's value, by name."""

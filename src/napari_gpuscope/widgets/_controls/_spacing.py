@@ -53,14 +53,33 @@ def axis_names(layer: napari.layers.Layer) -> list[str]:
 
 
 def spacing_caption(layer: napari.layers.Layer) -> str:
-    """What the weights are, with the layer's x pixel size, e.g. ``"Weights without unit: x
-    pixel size ÷ step along the axis (x pixels 0.1 µm)"``."""
+    """What the numbers mean, in plain words, from the layer's own steps, e.g. ``"How much
+    each axis is smoothed, x = 1 (pixels 0.1 µm): z 0.2, its steps (0.5 µm) are 5 × longer;
+    0 = each frame on its own."``"""
+    names, weights = axis_names(layer), spacing_from_layer(layer)
+    unit = _unit_of(layer, -1)
     step = abs(float(layer.scale[-1]))
+    size = f"{step:g} {unit}".strip() if unit else f"{step:g}, no unit in the layer scale"
+    parts = [f"How much each axis is smoothed, x = 1 (pixels {size})"]
+    for axis, weight in enumerate(weights):
+        if weight in (0.0, 1.0):
+            continue
+        length = abs(float(layer.scale[axis]))
+        steps = f"{length:g} {_unit_of(layer, axis)}".strip()
+        ratio = 1.0 / weight
+        longer = f"{ratio:.3g} × longer" if ratio > 1 else f"{weight:.3g} × shorter"
+        parts.append(f"{names[axis]} {weight:.3g}, its steps ({steps}) are {longer}")
+    text = parts[0] + (": " + "; ".join(parts[1:]) if len(parts) > 1 else "")
+    if 0.0 in weights:
+        text += "; 0 = each frame on its own"
+    return text + "."
+
+
+def _unit_of(layer: napari.layers.Layer, axis: int) -> str:
+    """The short unit of one axis of the layer's scale ("" when it has none)."""
     units = getattr(layer, "units", None) or ()
-    unit = str(units[-1]) if len(units) else ""
-    unit = {"micrometer": "µm", "nanometer": "nm", "pixel": "px", "": ""}.get(unit, unit)
-    size = f"{step:g} {unit}".strip() if unit else f"{step:g} (no unit in the layer scale)"
-    return f"Weights without unit: x pixel size ÷ step along the axis (x pixels {size})"
+    unit = str(units[axis]) if len(units) else ""
+    return {"micrometer": "µm", "nanometer": "nm", "pixel": "", "second": "s"}.get(unit, unit)
 
 
 def _axis_tooltip(name: str, weight: float, step: float, x_step: float) -> str:

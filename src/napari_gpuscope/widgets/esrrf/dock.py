@@ -141,6 +141,9 @@ class EsrrfDock(MethodDock):
         # The section's choice stands for the drift_correction checkbox, which it drives.
         self.drift = DriftSection(self, self.form.widgets["drift_correction"])
         self.drift.add_to(self.form, after="drift_correction")
+        # The changes row says the choice's words ("Use the trace below"), not True/False.
+        mode = self.drift.mode
+        self.form.words["drift_correction"] = lambda on: mode.currentText() if on else "Off"
         self._drift_source: str | None = None  # where the latest run's correction came from
         self.form.set_row_visible("drift_correction", False)
         self.runner.progressed.connect(self._on_run_progress)

@@ -10,8 +10,9 @@ Everything else -- the parameter rows, Run / Stop & keep / Cancel, streaming, re
 :class:`~napari_gpuscope.compute.tv.TVParams`.
 
 Live preview (:mod:`napari_gpuscope.compute.tv._preview`) solves the displayed plane, smoothing
-like a run. The noise level and weight shown under the strength are those of the latest preview
-or run: nothing is estimated on the GUI thread.
+like a run. The noise level and weight shown under the strength are estimated when the input is
+chosen (in-memory inputs, on a worker thread: :mod:`.noise`), or by the latest preview or run;
+nothing is estimated on the GUI thread.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from napari_gpuscope.compute.preview import DataIdentity, PlaneView
 from napari_gpuscope.compute.tv import OUTPUT, TVParams, TVPreview, WholeImageWeights, preview_job
 from napari_gpuscope.widgets._base import MethodDock
 from napari_gpuscope.widgets._controls import CameraRows, FieldStyle, SpacingRow
+from napari_gpuscope.widgets.tv.noise import NoiseEstimate
 
 if TYPE_CHECKING:
     import napari.layers
@@ -36,7 +38,9 @@ if TYPE_CHECKING:
 
 __all__ = ["TVDenoiseDock"]
 
-_UNKNOWN_SIGMA = "noise σ: not estimated yet"
+_UNKNOWN_SIGMA = "noise σ: estimated by the first preview or run"
+"""A lazy (dask, zarr) input is not read only because it was chosen."""
+_ESTIMATING = "noise σ: estimating..."
 
 
 class TVDenoiseDock(MethodDock):
@@ -63,6 +67,9 @@ class TVDenoiseDock(MethodDock):
         # The noise level the latest preview or run found, and the array (weakly held, with a
         # sample of its content) it belongs to. GUI thread only.
         self._sigma: tuple[DataIdentity, float] | None = None
+        # Why the input's noise level cannot be estimated (a noise-free image), and of which
+        # array: said once, not estimated again at every label update.
+        self._sigma_problem: tuple[DataIdentity, str] | None = None
         super().__init__(viewer)
 
     # ---------------------------------------------------------------- controls
@@ -76,12 +83,16 @@ class TVDenoiseDock(MethodDock):
         """The noise level and weight under the strength, and the camera rows."""
         self.weight_label = Label(value="")
         self.weight_label.tooltip = (
-            "Noise standard deviation σ estimated from the whole input (in its intensity units) "
-            "and the absolute TV weight the solver uses, as found by the latest preview or run. "
-            "In Poisson mode the image is variance-stabilised first, so σ = 1 there."
+            "Noise standard deviation σ estimated from the whole input (in its intensity units, "
+            "when the input is chosen, as a run estimates it) and the absolute TV weight the "
+            "solver uses: strength × σ. In Poisson mode the image is variance-stabilised first, "
+            "so σ = 1 there."
         )
         self.weight_label.native.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
         self.form.add_row("", self.weight_label.native, after="strength")
+        self.noise = NoiseEstimate(self, self._whole_image)
+        self.noise.found.connect(self._on_sigma_found)
+        self.noise.failed.connect(self._on_sigma_failed)
         self.camera = CameraRows(self.form)
         widgets = self.form.widgets
         widgets["noise_model"].changed.connect(self._on_noise_model_changed)
@@ -115,10 +126,41 @@ class TVDenoiseDock(MethodDock):
             self.weight_label.value = f"σ = 1 (stabilised) → weight {strength:.4g}"
             return
         sigma = self._known_sigma()
-        if sigma is None:
-            self.weight_label.value = _UNKNOWN_SIGMA if self.input_layer is not None else ""
-        else:
+        layer = self.input_layer
+        if sigma is not None:
             self.weight_label.value = f"noise σ ≈ {sigma:.3g} → weight {strength * sigma:.3g}"
+        elif layer is None:
+            self.weight_label.value = ""
+        elif self._sigma_problem is not None and self._sigma_problem[0].matches(layer.data):
+            # The reason is long (a noise-free image, what to do): the status says it at Run.
+            self.weight_label.value = "noise σ: cannot be estimated from this image"
+        else:
+            self.weight_label.value = self._estimate_sigma(layer)
+
+    def _estimate_sigma(self, layer: napari.layers.Image) -> str:
+        """Start estimating the input's noise level (off the GUI thread); what to say."""
+        running = self.noise.running
+        if running is not None:
+            return _ESTIMATING if running.matches(layer.data) else _UNKNOWN_SIGMA
+        try:
+            self.validate_input(layer, check_values=False)
+            params = self.build_params()  # read only: the model's parameters stay as they are
+        except ValueError:
+            return ""  # the status line (or the form) says what is wrong
+        return _ESTIMATING if self.noise.start(layer.data, params) else _UNKNOWN_SIGMA
+
+    def _on_sigma_found(self, data: DataIdentity, sigma: float) -> None:
+        self._sigma = (data, sigma)
+        self._update_weight_label()
+
+    def _on_sigma_failed(self, data: DataIdentity, message: str) -> None:
+        self._sigma_problem = (data, message)
+        self._update_weight_label()
+
+    def release(self) -> None:
+        """Also stop listening to a noise estimate still running."""
+        self.noise.release()
+        super().release()
 
     # ---------------------------------------------------------------- parameters
     def build_params(self) -> TVParams:
