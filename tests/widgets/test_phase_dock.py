@@ -182,7 +182,7 @@ def test_the_dock_starts_by_estimating_a_global_tilt_and_says_which_tilt_it_used
     assert phase.PhaseParams.info("tilt_mode").default == "manual"  # the model is unchanged
     assert not dock.changes.isVisibleTo(dock)  # the dock's default is not a change
     dock.set_param("tilt_mode", "manual")
-    assert "Tilt manual (default global)" in dock.changes.text.text()
+    assert "Tilt manual (default estimate (global))" in dock.changes.text.text()  # its words
     dock.changes.button.click()
     assert dock.params().tilt_mode == "global"
     _add_stack(viewer, reference, "stack_tilt")
