@@ -236,6 +236,7 @@ def test_a_run_estimating_its_drift_draws_it_and_says_the_decorrelation_resoluti
     viewer, qtbot, dock, drifting
 ):
     from napari_gpuscope.compute.esrrf import decorrelation_resolution
+    from napari_gpuscope.compute.esrrf._resolution import PIXEL_LIMIT_PX
 
     stack, truth = drifting
     viewer.add_image(stack.copy(), name="drifting", scale=(1.0, 0.1, 0.1), units="um")
@@ -266,9 +267,15 @@ def test_a_run_estimating_its_drift_draws_it_and_says_the_decorrelation_resoluti
     assert facts["decorrelation"]["unit"] == "px"
     assert facts["params"]["measure_resolution"] is True  # the dock's default
     status = dock.panel.status.text()
-    assert "drift-corrected" in status and "decorrelation resolution" in status
-    assert f"{expected.resolution:.2f} output px" in status
-    assert "widefield mean" in status and "input px" in status
+    assert "drift-corrected" in status and "decorrelation" in status
+    # in the layer's unit (nm for µm), except a decorrelation at the pixel grid's limit,
+    # which is named so in output px (issue 30: it is no resolution of the sample)
+    if expected.resolution < PIXEL_LIMIT_PX:
+        assert f"{expected.resolution:.2g} output px: limited by the pixel grid" in status
+    else:
+        assert f"{expected.resolution * 50:.3g} nm" in status  # 0.1 µm / M 2
+    assert "widefield" in status and " nm" in status and "\n" not in status
+    assert "Decorrelation" in dock.panel.status.toolTip()  # the details
 
 
 def test_a_large_result_is_measured_on_its_centre_and_the_status_says_so(
@@ -289,7 +296,7 @@ def test_a_large_result_is_measured_on_its_centre_and_the_status_says_so(
     expected = decorrelation_resolution(centre, device="cpu").resolution
     assert facts["esrrf"]["resolution_px"] == pytest.approx(expected, rel=1e-6)
     assert facts["region"] == "central 64 x 64 px"
-    assert "decorrelation resolution (central 64 x 64 px)" in dock.panel.status.text()
+    assert "(central 64 x 64 px)" in dock.panel.status.toolTip()  # the details
 
 
 def test_channels_are_registered_to_channel_0_before_each_is_reconstructed(viewer, qtbot, dock):

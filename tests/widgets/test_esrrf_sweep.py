@@ -49,8 +49,9 @@ def test_streamed_cells_fill_the_map_and_a_click_quotes_it(panel):
     assert np.isnan(panel.grids["decorr_resolution"][0, 0])
     assert len(panel.figure.axes) == 6  # four heatmaps, two colorbars
     panel.apply_cell(0, 1)
-    # (the titles' unit is filled in: it read "({unit}, ...)" before)
-    assert "Decorrelation resolution (µm, lower is better) 0.123" in panel.status.text()
+    # each measure named once with its unit (issue 30: it nested the heatmaps' titles)
+    assert "RSP 0.900, decorrelation 0.123 µm" in panel.status.text()
+    assert "lower is better" not in panel.status.text()
 
 
 def test_the_finished_sweep_fills_all_four_maps(panel):
@@ -68,4 +69,4 @@ def test_the_finished_sweep_fills_all_four_maps(panel):
     panel._on_done(result, 1.0)
     assert set(panel.grids) == set(NAMES)
     np.testing.assert_array_equal(panel.grids["decorr_resolution"], [[0.25, 0.2]])
-    assert "decorrelation 0.2" in panel.status.text()
+    assert "FRC 2 input px, RSP 0.900, decorrelation 0.2 input px" in panel.status.text()

@@ -48,6 +48,7 @@ from ._drift_result import DriftResult
 from ._input import check_frames_per_chunk, check_stack
 from ._params import EsrrfParams
 from ._register import apply_registration, register_channels
+from ._resolution_frc import with_frc
 from ._stream import check_drift_input, iter_stack
 
 __all__ = [
@@ -232,6 +233,16 @@ def _run_channels(
             name=f"{name} channel {c}",
             drift_shifts=shifts,
         )
+        if params.measure_resolution:  # the halves moved as the channel's frames
+            job = with_frc(
+                job,
+                sources[c],
+                params,
+                shifts,
+                device=device,
+                frames_per_chunk=frames_per_chunk,
+                memory_budget=memory_budget,
+            )
         if registered is not None and not registered.elastic:
             # Its frames moved by drift + registration; its trace says the drift alone (the
             # registration is the ChannelsResult's).

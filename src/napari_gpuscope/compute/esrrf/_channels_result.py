@@ -5,7 +5,7 @@ it is :mod:`._channels`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -87,15 +87,49 @@ class ChannelsResult:
         }
 
     def describe(self) -> str:
-        """The registration, then each channel's line."""
-        registration = (
-            "not registered" if self.registration is None else self.registration.describe()
-        )
+        """A short status: the channels, their registration, each one's resolution (one
+        line per channel would not fit a dock; :meth:`details` has them)."""
+        if self.registration is None:
+            registration = "not registered"
+        else:
+            kind = "elastic (per block) " if self.registration.elastic else ""
+            registration = f"{kind}registration to channel {self.registration.reference_channel}"
         head = f"{self.n_channels} channels, {registration}"
+        drift = self.drift
+        if drift is not None:
+            head += f", drift-corrected (up to {drift.max_drift:.2f} px)"
         if len(self.channels) < self.n_channels:
             head += f"; stopped early after {len(self.channels)} channel(s)"
-        lines = [f"channel {c}: {r.describe()}" for c, r in enumerate(self.channels)]
-        return ". ".join([head, *lines])
+        parts = []
+        for c, result in enumerate(self.channels):
+            measured = getattr(result, "decorrelation", None)
+            if measured is not None:
+                parts.append(f"{self._label(c)} {measured.short()}")
+        return "; ".join([head, *parts])
+
+    def details(self) -> str:
+        """Several lines (a tooltip): the registration, then each channel's description."""
+        lines = ["not registered" if self.registration is None else self.registration.describe()]
+        for c, result in enumerate(self.channels):
+            lines.append(f"{self._label(c)}: {result.describe()}")
+            more = getattr(result, "details", None)
+            if more is not None:
+                lines.append(more())
+        return "\n".join(lines)
+
+    def in_units(self, pixel_size: float | None, unit: str) -> ChannelsResult:
+        """The same result whose channels' resolutions are said in the input's unit
+        (:meth:`EsrrfResult.in_units`)."""
+        channels = tuple(
+            r.in_units(pixel_size, unit) if hasattr(r, "in_units") else r for r in self.channels
+        )
+        return replace(self, channels=channels)
+
+    def _label(self, c: int) -> str:
+        """Channel ``c`` as a status names it: its layer's name when given, else ``ch<c>``."""
+        if self.channel_names is not None and c < len(self.channel_names):
+            return self.channel_names[c]
+        return f"ch{c}"
 
     def layers(
         self,

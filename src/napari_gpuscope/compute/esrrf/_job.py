@@ -14,6 +14,7 @@ from ..signatures import takes_params
 from ._channels import ChannelsResult, iter_channels
 from ._input import check_frames_per_chunk
 from ._params import EsrrfParams
+from ._resolution_frc import with_frc
 from ._stream import CPU_CHUNK, GPU_CHUNK, OUTPUT, EsrrfResult, iter_stack, output_geometry
 
 # The stack's names stay importable from here, where they were defined before.
@@ -141,7 +142,7 @@ def iter_esrrf(
             channel_names=channel_names,
             device=device,
         )
-    return iter_stack(
+    job = iter_stack(
         stack,
         params,
         frames_per_chunk=frames_per_chunk,
@@ -149,6 +150,18 @@ def iter_esrrf(
         name=name,
         drift_shifts=drift_shifts,
         device=device,
+    )
+    if not params.measure_resolution:
+        return job
+    # The FRC of the even and odd frames, corrected as the run corrects them (the result's
+    # trace: the one given, or the one the run estimated).
+    return with_frc(
+        job,
+        stack,
+        params,
+        device=device,
+        frames_per_chunk=frames_per_chunk,
+        memory_budget=memory_budget,
     )
 
 

@@ -5,7 +5,7 @@ widefield means and the facts to trust and reproduce them) and where its layers 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -131,28 +131,49 @@ class EsrrfResult:
             facts["decorrelation"] = self.decorrelation.summary()
         return facts
 
-    def describe(self) -> str:
-        """One line in plain words."""
+    def _facts(self) -> str:
         p = self.params
-        n = len(self.time_points)
         grid = "NanoPyx grid" if p.geometry == "nanopyx" else "pixel-centred grid"
-        facts = (
+        return (
             f"{p.temporal} of {self.frames_analysed} frames, M={p.magnification}, "
             f"R={p.radius:g} px, S={p.sensitivity:g}, {grid}"
         )
+
+    def describe(self) -> str:
+        """A short line for a status: the time points, the frames and the resolution (the
+        parameters are in the layer's name; :meth:`details` says everything)."""
+        n = len(self.time_points)
+        drift = ""
         if self.drift is not None:
-            facts += f", drift-corrected (up to {self.drift.max_drift:.2f} px"
+            drift = f", drift-corrected (up to {self.drift.max_drift:.2f} px"
             if self.drift.stopped_early:
-                facts += f"; its estimate stopped after frame {self.drift.shifts.shape[0] - 1}"
-            facts += ")"
+                drift += f"; its estimate stopped after frame {self.drift.shifts.shape[0] - 1}"
+            drift += ")"
         resolution = "" if self.decorrelation is None else f"; {self.decorrelation.describe()}"
         if self.stopped_early:
             return (
                 f"stopped early by request: {n} of {self.total_time_points} time point(s), "
                 f"the last from frames {self.time_points[-1][0]}-{self.time_points[-1][1] - 1} "
-                f"only ({facts}){resolution}"
+                f"only{drift}{resolution}"
             )
-        return f"{n} super-resolved time point(s) ({facts}){resolution}"
+        return (
+            f"{n} super-resolved time point(s) from {self.frames_analysed} frames{drift}"
+            f"{resolution}"
+        )
+
+    def details(self) -> str:
+        """Several lines (a tooltip): the parameters, then the resolution measures."""
+        lines = [f"{self._facts()}."]
+        if self.decorrelation is not None:
+            lines.append(self.decorrelation.details())
+        return "\n".join(lines)
+
+    def in_units(self, pixel_size: float | None, unit: str) -> EsrrfResult:
+        """The same result whose resolution is said in the input's unit (``pixel_size`` per
+        input pixel; :meth:`ResolutionMeasurement.in_units`); pixels and facts unchanged."""
+        if self.decorrelation is None:
+            return self
+        return replace(self, decorrelation=self.decorrelation.in_units(pixel_size, unit))
 
     def files(self, geometry: Geometry | None = None) -> dict[str, str]:
         """Text files a batch run writes beside the position's images: the drift trace as

@@ -64,6 +64,7 @@ def iter_parameter_sweep(
     params: EsrrfParams | None = None,
     frames: int | None = None,
     pixel_size: float = 1.0,
+    unit: str = "",
     device: str | torch.device | None = None,
 ) -> Job[SweepResult]:
     """Sweep radius x sensitivity; FRC and decorrelation resolution, RSP and QnR of every setting.
@@ -84,6 +85,9 @@ def iter_parameter_sweep(
         Use the first ``frames`` frames (at least 4); default all.
     pixel_size : float
         Input pixel size; FRC and decorrelation resolutions are given in its units.
+    unit : str
+        The pixel size's unit (e.g. ``"µm"``), for the words of the updates and the result;
+        empty: input pixels at ``pixel_size`` 1, else "x pixel size".
     device : str or torch.device, optional
         As :func:`iter_esrrf`.
 
@@ -133,7 +137,9 @@ def iter_parameter_sweep(
             name="the sweep's frames (sweep_frames)",
             parameter="drift_time_averaging",
         )
-    return _sweep(stack, radii, sensitivities, base, frames, float(pixel_size), device)
+    return _sweep(
+        stack, radii, sensitivities, base, frames, float(pixel_size), device, unit=str(unit)
+    )
 
 
 def iter_sweep(
@@ -141,6 +147,7 @@ def iter_sweep(
     params: SweepParams | None = None,
     *,
     pixel_size: float = 1.0,
+    unit: str = "",
     device: str | torch.device | None = None,
 ) -> Job[SweepResult]:
     """The sweep as a job of the registry: its grid and fixed parameters in one model.
@@ -154,6 +161,8 @@ def iter_sweep(
         held fixed; default :class:`SweepParams` defaults.
     pixel_size : float
         Input pixel size; FRC resolutions are given in its units.
+    unit : str
+        The pixel size's unit, for the words (as :func:`iter_parameter_sweep`'s).
     device : str or torch.device, optional
         As :func:`iter_esrrf`.
 
@@ -181,6 +190,7 @@ def iter_sweep(
         params=params.base(),
         frames=params.sweep_frames,
         pixel_size=pixel_size,
+        unit=unit,
         device=device,
     )
 

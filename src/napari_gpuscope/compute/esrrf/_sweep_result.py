@@ -12,8 +12,40 @@ import numpy as np
 from ..results import Geometry, LayerDataTuple, image_layer, result_name
 from ._drift_result import DriftResult
 from ._params import EsrrfParams
+from ._resolution import PIXEL_LIMIT_PX
 
-__all__ = ["SweepResult"]
+__all__ = ["SweepResult", "cell_words", "length_words"]
+
+
+def length_words(value: float, pixel_size: float, unit: str) -> str:
+    """A resolution of the sweep (in units of ``pixel_size``) with its unit: ``"0.183 µm"``,
+    ``"1.83 input px"`` (``pixel_size`` 1 and no unit), ``"none"`` for NaN (no crossing).
+
+    Examples
+    --------
+    >>> length_words(0.1834, 0.1, "µm"), length_words(1.834, 1.0, "")
+    ('0.183 µm', '1.83 input px')
+    """
+    if not np.isfinite(value):
+        return "none"
+    if unit and unit != "px":
+        return f"{value:.3g} {unit}"
+    if pixel_size == 1:
+        return f"{value:.3g} input px"
+    return f"{value / pixel_size:.3g} input px"
+
+
+def cell_words(
+    frc: float, rsp: float, decorr: float, pixel_size: float, unit: str, magnification: int
+) -> str:
+    """One cell in words, each measure named once with its unit, e.g. ``"FRC 0.183 µm, RSP
+    0.912, decorrelation 0.047 µm (limited by the pixel grid)"``."""
+    words = f"FRC {length_words(frc, pixel_size, unit)}, RSP {rsp:.3f}"
+    if np.isfinite(decorr):
+        words += f", decorrelation {length_words(decorr, pixel_size, unit)}"
+        if decorr / (pixel_size / magnification) < PIXEL_LIMIT_PX:
+            words += " (limited by the pixel grid)"
+    return words
 
 
 @dataclass(frozen=True)
@@ -45,6 +77,8 @@ class SweepResult:
     drift : DriftResult or None
         The drift of the frames swept, with which every reconstruction was corrected (None
         without drift correction).
+    unit : str
+        The unit of ``pixel_size`` (e.g. ``"µm"``), for the words; empty when not known.
     """
 
     radii: tuple[float, ...]
@@ -58,6 +92,7 @@ class SweepResult:
     stopped_early: bool = False
     decorr_resolution: np.ndarray | None = None
     drift: DriftResult | None = None
+    unit: str = ""
 
     def __post_init__(self) -> None:
         if self.decorr_resolution is None:
@@ -119,7 +154,10 @@ class SweepResult:
             "nan": "not measured (stopped early, or no FRC crossing at 1/7)",
         }
         grid = Geometry(axis_labels=("sensitivity", "radius"))
-        unit = f"input pixels x {self.pixel_size:g}" if self.pixel_size != 1 else "input pixels"
+        if self.unit and self.unit != "px":
+            unit = self.unit
+        else:
+            unit = f"input pixels x {self.pixel_size:g}" if self.pixel_size != 1 else "input pixels"
         grids = (
             ("QnR", self.qnr, "higher is better", "viridis"),
             ("RSP", self.rsp, "higher is better", "viridis"),
@@ -156,17 +194,21 @@ class SweepResult:
             return f"sweep of {done}: no setting has a QnR (no FRC crossing at 1/7)"
         i, j = self.sensitivities.index(best[1]), self.radii.index(best[0])
         stopped = "stopped early; " if self.stopped_early else ""
-        decorr = self.decorr_resolution[i, j]
+        words = cell_words(
+            self.frc_resolution[i, j],
+            self.rsp[i, j],
+            self.decorr_resolution[i, j],
+            self.pixel_size,
+            self.unit,
+            self.params.magnification,
+        )
         return (
             f"{stopped}best of {done}: radius {best[0]:g}, sensitivity {best[1]:g} (QnR "
-            f"{self.qnr[i, j]:.3f}, RSP {self.rsp[i, j]:.3f}, FRC "
-            f"{self.frc_resolution[i, j]:.3g}"
-            + (f", decorrelation {decorr:.3g}" if np.isfinite(decorr) else "")
-            + ")"
+            f"{self.qnr[i, j]:.3f}, {words})"
         )
 
 
-def _empty(radii, sensitivities, params, frames, pixel_size, drift) -> SweepResult:
+def _empty(radii, sensitivities, params, frames, pixel_size, drift, unit="") -> SweepResult:
     """A sweep stopped before its first setting: every cell not measured (NaN)."""
     shape = (len(sensitivities), len(radii))
     return SweepResult(
@@ -181,4 +223,5 @@ def _empty(radii, sensitivities, params, frames, pixel_size, drift) -> SweepResu
         stopped_early=True,
         decorr_resolution=np.full(shape, np.nan),
         drift=drift,
+        unit=unit,
     )

@@ -17,14 +17,16 @@ from ._drift import iter_estimate_drift
 from ._drift_correct import correct_drift
 from ._job import iter_esrrf
 from ._qnr import error_map, frc_resolution, qnr_scores
-from ._sweep_result import SweepResult, _empty
+from ._sweep_result import SweepResult, _empty, cell_words
 from ._temporal import macro_pixel_correct
 
 # The decorrelation analysis needs this many pixels per side (after eSRRF's border is cut).
 _DECORR_MIN_SIDE = 16
 
 
-def _sweep(stack, radii, sensitivities, base, frames, pixel_size, device) -> Job[SweepResult]:
+def _sweep(
+    stack, radii, sensitivities, base, frames, pixel_size, device, unit=""
+) -> Job[SweepResult]:
     shape = (len(sensitivities), len(radii))
     frc = np.full(shape, np.nan)
     rsp = np.full(shape, np.nan)
@@ -41,7 +43,7 @@ def _sweep(stack, radii, sensitivities, base, frames, pixel_size, device) -> Job
         estimate = iter_estimate_drift(used, params=base.drift_params(), device=device)
         trace = yield from _scaled_updates(estimate, 0.0, 0.1, "drift: ")
         if trace.stopped_early:  # Stop & keep before any setting: nothing to keep
-            return _empty(radii, sensitivities, asked, frames, pixel_size, trace)
+            return _empty(radii, sensitivities, asked, frames, pixel_size, trace, unit)
         shifts = (trace.shifts[0::2], trace.shifts[1::2], trace.shifts)
         widefield = correct_drift(used, trace.shifts, device=device).astype(np.float64).mean(0)
         base = base.replace(drift_correction=False)
@@ -97,8 +99,8 @@ def _sweep(stack, radii, sensitivities, base, frames, pixel_size, device) -> Job
         command = yield Progress(
             first + (1 - first) * (number + 1) / len(cells),
             f"setting {number + 1}/{len(cells)}: radius {radii[j]:g}, sensitivity "
-            f"{sensitivities[i]:g}: FRC {frc[i, j]:.3g}, RSP {rsp[i, j]:.3f}, "
-            f"decorrelation {decorr[i, j]:.3g}",
+            f"{sensitivities[i]:g}: "
+            + cell_words(frc[i, j], rsp[i, j], decorr[i, j], pixel_size, unit, m),
             step=number + 1,
             metrics={"rsp": float(rsp[i, j])},
             outputs=_outputs(frc, rsp, qnr, decorr, (i, j)),
@@ -118,6 +120,7 @@ def _sweep(stack, radii, sensitivities, base, frames, pixel_size, device) -> Job
         stopped_early=stopped,
         decorr_resolution=decorr,
         drift=trace,
+        unit=unit,
     )
 
 

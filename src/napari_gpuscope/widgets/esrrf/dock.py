@@ -66,6 +66,7 @@ from napari_gpuscope.widgets._controls import FieldStyle
 from napari_gpuscope.widgets._controls._changes import mark_labels
 from napari_gpuscope.widgets.esrrf.channels import ChannelLayers, with_input_colormaps
 from napari_gpuscope.widgets.esrrf.drift import DriftSection, channel_axis, layer_unit
+from napari_gpuscope.widgets.esrrf.drift_trace import pixel_of
 from napari_gpuscope.widgets.esrrf.sweep import SweepPanel
 
 if TYPE_CHECKING:
@@ -231,6 +232,8 @@ class EsrrfDock(MethodDock):
             channel_axis=axis,
             channel_names=names,
         )
+        # The status says the resolution in the layer's unit (the job measures pixels).
+        job = _in_units(job, pixel_of(layer))
         if axis is None:
             return job
         return with_input_colormaps(job, [layer, *extra])  # each channel in its colours
@@ -341,6 +344,9 @@ class EsrrfDock(MethodDock):
             source = self._drift_source
             self.drift.on_run_result(getattr(result, "drift", None), layer)
             QTimer.singleShot(0, lambda: self._raise_result(source))
+            # The status is short; the parameters and each measure are in its tooltip.
+            details = getattr(result, "details", None)
+            self.panel.status.setToolTip(details() if details is not None else "")
 
     def _raise_result(self, drift_source: str | None = None) -> None:
         if drift_source is not None:  # the provenance says where the trace came from
@@ -368,3 +374,12 @@ class EsrrfDock(MethodDock):
         region = visible_region(tuple(np.shape(layer.data)), corners, view.index[0])
         self._preview_region = region
         return preview_job(layer.data, params, device, view, region)
+
+
+def _in_units(job: Job[Any], pixel: tuple[float, str] | None) -> Job[Any]:
+    """``job`` whose result says its resolution in the layer's unit (``pixel``: its pixel
+    size and unit; None keeps pixels). The pixels and the provenance stay the job's."""
+    result = yield from job
+    if pixel is None or not hasattr(result, "in_units"):
+        return result
+    return result.in_units(*pixel)

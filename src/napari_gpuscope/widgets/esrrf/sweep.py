@@ -51,6 +51,13 @@ _MAPS = (
     # From one image (the whole stack's), where the FRC needs two; not part of QnR.
     ("decorr_resolution", "Decorrelation resolution ({unit}, lower is better)", "viridis_r"),
 )
+# What a cell's text calls each map: the measure and its unit, not the heatmap's title.
+_CELL_WORDS = {
+    "frc_resolution": "FRC {value:.3g} {unit}",
+    "rsp": "RSP {value:.3f}",
+    "qnr": "QnR {value:.3f}",
+    "decorr_resolution": "decorrelation {value:.3g} {unit}",
+}
 
 
 def parse_values(text: str, name: str) -> tuple[float, ...]:
@@ -166,15 +173,19 @@ class SweepPanel(QCollapsible):
             frames = min(self.frames_box.value(), shape[0])
             (r0, r1), (c0, c1) = region.rows, region.cols
             crop = data[:frames, r0:r1, c0:c1]
-            job = sweep.job_function()(
-                crop, params=params, pixel_size=float(layer.scale[-1]), device=dock.device
-            )
             # FRC resolutions come in the layer's x scale: its unit, or "px" at scale 1.
             units = getattr(layer, "units", None) or ()
             unit = str(units[-1]) if len(units) else "pixel"
             if unit == "pixel" and float(layer.scale[-1]) != 1.0:
                 unit = "scale units"
             self.unit = {"micrometer": "µm", "nanometer": "nm", "pixel": "px"}.get(unit, unit)
+            job = sweep.job_function()(
+                crop,
+                params=params,
+                pixel_size=float(layer.scale[-1]),
+                unit="" if self.unit in ("px", "scale units") else self.unit,
+                device=dock.device,
+            )
             handlers = JobHandlers(
                 succeeded=self._on_done,
                 failed=self._on_failed,
@@ -292,8 +303,8 @@ class SweepPanel(QCollapsible):
         self.dock.set_param("radius", self.radii[column])
         self.dock.set_param("sensitivity", self.sensitivities[row])
         facts = ", ".join(
-            f"{title.format(unit=self.unit)} {self.grids[name][row, column]:.3g}"
-            for name, title, _ in _MAPS
+            _CELL_WORDS[name].format(value=self.grids[name][row, column], unit=self.unit)
+            for name, _, _ in _MAPS
             if name in self.grids and np.isfinite(self.grids[name][row, column])
         )
         self.status.setText(
