@@ -152,9 +152,11 @@ class EsrrfParams(Params):
         False,
         label="Measure resolution",
         help=(
-            "After the reconstruction, measure the decorrelation resolution (Descloux et al. "
-            "2019) of the first time point's eSRRF image and of its widefield mean (the "
-            "central 1024 x 1024 pixels at most); recorded with the result"
+            "After the reconstruction, measure the first time point's resolution: the FRC of "
+            "its even and odd frames (reconstructed again, about doubling the run's time) and "
+            "the decorrelation (Descloux et al. 2019) of its eSRRF image, named as limited by "
+            "the pixel grid when it is, and of its widefield mean (the central 1024 x 1024 "
+            "pixels at most); recorded with the result"
         ),
         added_later=True,
     )
