@@ -5,6 +5,8 @@ device, on about 50 of the images (as BaSiCPy); each candidate's cost is the ent
 corrected intensities' histogram (shading smears it) plus 30 x the fraction of significant
 high-frequency DCT coefficients of its flatfield (ripple). The winner is then fitted on all
 images, so the returned profile is the best one (BaSiCPy left a non-optimal flatfield behind).
+A candidate whose fit has stopped reweighting never changes again, so it is scored at once: the
+progress after each reweighting pass counts the candidates scored and names the best so far.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from ..devices import device_context
 from ..jobs import Job, Progress, blocking, mapped
 from ..results import Geometry, LayerDataTuple
 from ..signatures import takes_params
-from ._alm import reweighting_passes
+from ._alm import FitState, reweighting_passes
 from ._dct import dct2
 from ._fit import _check_weight, broadcast_weight, working_stack
 from ._fit import _run as _fit_job
@@ -130,6 +132,70 @@ class _Subset:
         return np.stack([np.asarray(self.images[int(i)]) for i in picked])
 
 
+class _Scores:
+    """Each candidate's cost, scored once its problem has stopped reweighting.
+
+    Problem 0 is the reference fit (the mean smoothness of BaSiCPy's pool) that fixes the
+    histogram's span; candidate ``k`` is problem ``k + 1``.
+    """
+
+    def __init__(self, stack: torch.Tensor, count: int, tolerance: float) -> None:
+        self.stack, self.tolerance = stack, tolerance  # the (T, Y, X) working stack
+        self.value_range: float | None = None
+        self.scored: dict[int, float] = {}
+        self.count = count
+
+    def update(self, state: FitState, done: torch.Tensor) -> None:
+        """Score the candidates whose problems are done (and, first, the reference's span)."""
+        if self.value_range is None:
+            if not bool(done[0]):
+                return
+            corrected = self._corrected(state, 0)
+            quantiles = torch.tensor(QUANTILES, device=corrected.device)
+            low, high = torch.quantile(corrected.flatten(), quantiles)
+            self.value_range = float((high - low * VMIN_FACTOR) * VRANGE_FACTOR)
+        for k in range(self.count):
+            if k not in self.scored and bool(done[k + 1]):
+                self.scored[k] = self._cost(state, k + 1)
+
+    def _corrected(self, state: FitState, problem: int) -> torch.Tensor:
+        return (self.stack - state.darkfield[problem]) / state.flatfield[problem]
+
+    def _cost(self, state: FitState, problem: int) -> float:
+        assert self.value_range is not None
+        flat, corrected = state.flatfield[problem], self._corrected(state, problem)
+        converged = bool(state.reweight_score[problem] <= self.tolerance) and bool(
+            torch.isfinite(state.alm_residual[problem])
+        )
+        bad = (
+            not converged
+            or not bool(torch.isfinite(corrected).all())
+            or float((flat - 1).abs().max()) < 1e-6
+        )
+        return math.inf if bad else autotune_cost(corrected, flat, self.value_range)
+
+    @property
+    def costs(self) -> tuple[float, ...]:
+        """Every candidate's cost (after the last update, which scores them all)."""
+        return tuple(self.scored[k] for k in range(self.count))
+
+    def fraction(self, state: FitState, max_passes: int) -> float:
+        """The share of the search done: a problem done counts 1, one still reweighting its
+        passes over the most it may make."""
+        done = (~state.active).double()
+        passes = state.passes.double() / max(max_passes, 1)
+        return float(torch.maximum(done, passes.clamp(max=1.0)).mean())
+
+    def describe(self, candidates: tuple[float, ...]) -> str:
+        """E.g. ``"5 of 17 candidates scored, best so far smoothness 1.5"``."""
+        text = f"{len(self.scored)} of {self.count} candidates scored"
+        finite = {k: c for k, c in self.scored.items() if math.isfinite(c)}
+        if finite:
+            best = min(finite, key=lambda k: (finite[k], k))
+            text += f", best so far smoothness {candidates[best]:g}"
+        return text
+
+
 @takes_params(BasicParams)
 def iter_autotune(
     images: ArrayLike,
@@ -163,8 +229,9 @@ def iter_autotune(
     Returns
     -------
     generator
-        Yields progress; returns an :class:`AutotuneResult` whose ``profile`` is fitted on all
-        images with the chosen smoothness.
+        Yields progress (after each reweighting pass: the candidates scored of all, the best
+        so far); returns an :class:`AutotuneResult` whose ``profile`` is fitted on all images
+        with the chosen smoothness.
 
     Examples
     --------
@@ -223,6 +290,17 @@ def _run(
                 mask = torch.take_along_dim(mask, order, dim=1)
         lambdas = torch.tensor((sum(CANDIDATES) / len(CANDIDATES), *candidates), device=dev)
         batch = stack.expand(len(lambdas), -1, -1, -1)
+        # A problem that stopped reweighting is frozen (its state never changes again), so
+        # its cost is scored as soon as it stops: the progress counts the candidates scored
+        # and names the best so far, with the costs scoring them all at the end would give.
+        scores = _Scores(stack[0], len(candidates), params.reweighting_tol)
+        # A pass is one whole ALM per problem: the next update comes after the first pass.
+        yield Progress(
+            0.1,
+            f"autotune: fitting {len(candidates)} candidates at once on {stack.shape[1]} "
+            f"images; candidates are scored as they converge (after reweighting passes, at "
+            f"most {params.max_reweight_iterations})",
+        )
         state = None
         for state in reweighting_passes(
             batch,
@@ -236,27 +314,16 @@ def _run(
             epsilon=params.epsilon,
             fitting_mask=None if mask is None else mask.expand(len(lambdas), -1, -1, -1),
         ):
+            scores.update(state, ~state.active.cpu())
             passes = int(state.passes.max())
             yield Progress(
-                0.1 + 0.6 * passes / params.max_reweight_iterations,
-                f"autotune: {len(candidates)} candidates, reweighting pass {passes}",
+                0.1 + 0.6 * scores.fraction(state, params.max_reweight_iterations),
+                f"autotune: {scores.describe(candidates)} (reweighting pass {passes})",
+                passes,
             )
         assert state is not None
-        corrected = (stack[0][None] - state.darkfield[:, None]) / state.flatfield[:, None]
-        low, high = torch.quantile(corrected[0].flatten(), torch.tensor(QUANTILES, device=dev))
-        value_range = float((high - low * VMIN_FACTOR) * VRANGE_FACTOR)
-        converged = (state.reweight_score <= params.reweighting_tol) & torch.isfinite(
-            state.alm_residual
-        )
-        costs = []
-        for k in range(1, len(lambdas)):
-            flat = state.flatfield[k]
-            bad = (
-                not bool(converged[k])
-                or not bool(torch.isfinite(corrected[k]).all())
-                or float((flat - 1).abs().max()) < 1e-6
-            )
-            costs.append(math.inf if bad else autotune_cost(corrected[k], flat, value_range))
+        scores.update(state, torch.ones(len(lambdas), dtype=torch.bool))
+        costs = scores.costs
         if not any(math.isfinite(c) for c in costs):
             raise RuntimeError(
                 "autotune: no candidate smoothness gave a converged, finite fit; raise "
