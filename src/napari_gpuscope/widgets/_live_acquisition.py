@@ -204,7 +204,7 @@ class LiveAcquisition(QCollapsible):
         self.choice, self._updates = choice, 0
         notes = "".join(f" ({note})" for note in request.notes)
         self._say(f"Following {choice.label}{notes}.")
-        self.counters.setText("waiting for frames")
+        self._counters("waiting for frames")
         self._timer.start()
         self._update_buttons()
         return True
@@ -215,7 +215,7 @@ class LiveAcquisition(QCollapsible):
         if follow is None:
             return
         status = follow.poll()
-        self.counters.setText(status.describe())
+        self._counters(status.describe())
         if status.image is not None:
             self._show(status.image)
         if status.done:
@@ -279,7 +279,8 @@ class LiveAcquisition(QCollapsible):
                     result, choice.name, choice.geometry()
                 ):
                     added.append(getattr(self.viewer, f"add_{kind}")(data, **kwargs))
-                self._say(f"{why}: kept {result.describe()} ({status.describe()}).")
+                self._counters(status.describe())
+                self._say(f"{why}: kept {result.describe()}.")
             else:
                 follow.cancel()
                 self._say(f"{why}: nothing kept; the acquisition goes on.")
@@ -294,6 +295,18 @@ class LiveAcquisition(QCollapsible):
 
     def _say(self, text: str) -> None:
         self.status.setText(text)
+        self._refit()
+
+    def _counters(self, text: str) -> None:
+        if text != self.counters.text():
+            self.counters.setText(text)
+            self._refit()
+
+    def _refit(self) -> None:
+        # QCollapsible fixes its content's height when it expands: a text that wraps onto
+        # more lines later would be cut off.
+        if self.isExpanded():
+            self.expand(animate=False)
 
     def _update_buttons(self) -> None:
         running = self.running
