@@ -141,8 +141,9 @@ def run_position(
         ``{"position", "status": "done" | "failed", "reason", "seconds", ...}``; a done
         position also has ``read_seconds`` (its metadata and :meth:`Position.open`: a
         memory-mapped TIFF or a Zarr array is read while the job runs, so that time counts as
-        computing), ``compute_seconds`` (the job) and ``write_seconds`` (the layers and their
-        OME-Zarr metadata, and the result's files); ``seconds`` also counts setting up
+        computing), ``compute_seconds`` (the job, until its layers are on the host) and
+        ``write_seconds`` (the OME-Zarr groups, the result's files, the checksum and the
+        marker); ``seconds`` also counts setting up
         (recipe, device, clearing an earlier attempt). ``groups`` and ``files`` (e.g.
         ``["A01/drift.csv"]``) list what the position wrote, relative to the store. ``busy``
         is ``[start, end]`` (seconds since the epoch) and ``worker`` names the host, process,
@@ -182,7 +183,6 @@ def run_position(
         unmeasured = getattr(result, "not_measurable", "")
         if unmeasured:  # e.g. a tilt estimate of a blank stack: no result to mark done
             raise NotMeasurableError(f"{result.describe()}")
-        compute_s = time.perf_counter() - compute_start
         describe = result.describe()
         if store.is_complete(position.name, key):
             # Finished meanwhile by another attempt (e.g. a resumed run while this cancelled
@@ -210,6 +210,9 @@ def run_position(
             "input": {"shape": list(info.shape), "geometry": _json_geometry(kwargs)},
         }
         del result, data  # only the host layers are kept while the next position computes
+        # Computing ends with the layers on the host: a GPU's queued work finishes at their
+        # copy, which must not be counted as writing.
+        compute_s = time.perf_counter() - compute_start
         with write_slot():
             write_start = time.perf_counter()
             written = store.write_position(position.name, layers, attrs, files)
