@@ -96,8 +96,10 @@ class EsrrfResult:
         The drift trace the frames were corrected with (estimated over the whole stack, or
         the one passed as ``drift_shifts``); None without drift correction.
     decorrelation : ResolutionMeasurement or None
-        The decorrelation resolution of the first time point and its widefield mean, measured
-        by the job with ``measure_resolution`` (None without).
+        The resolution of the first time point measured by the job with
+        ``measure_resolution`` (None without): the FRC of its even and odd frames, the
+        decorrelation of the eSRRF image (named as pixel-limited when it is) and of the
+        widefield mean.
     """
 
     image: np.ndarray
