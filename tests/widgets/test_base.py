@@ -18,6 +18,7 @@ PROVENANCE_KEYS = {
     "software",
     "timestamp",
     "elapsed_seconds",
+    "automatic",  # the values chosen from the data (empty here)
 }
 
 
@@ -68,6 +69,7 @@ def test_full_run_streams_then_stores_provenance(viewer, qtbot, image, fake_dock
     assert record["method"] == "fake"
     assert record["parameters"] == {"factor": 2.0, "steps": 4}
     assert record["result"] == {"steps": 4, "stopped_early": False}
+    assert record["automatic"] == {}
     assert record["input"] == "cells"
     assert record["device"].startswith("cpu")
     assert set(record["software"]) >= {"napari-gpuscope", "torch", "cupy", "numpy"}

@@ -86,6 +86,7 @@ class PhaseDock(MethodDock):
     # "auto", chosen per stack.
     field_styles: ClassVar[Mapping[str, FieldStyle]] = {
         "regularization": FieldStyle(minimum=0.0, auto_text="auto"),
+        "tv_strength": FieldStyle(minimum=0.0, auto_text="auto"),  # the TV weight: the same
     }
     streamed_outputs = OUTPUTS
     input_layouts = ("ZYX",)  # one z-stack through focus (compute.phase._job.LAYOUTS)
