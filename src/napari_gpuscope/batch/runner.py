@@ -334,7 +334,7 @@ def _submit(
         )
     # Tasks start about in this order, one per worker: the one W further on is most likely
     # this worker's next, read ahead while this one computes (W: the workers up now).
-    ahead = max(1, len(client.scheduler_info().get("workers", {})))
+    ahead = max(1, len(client.nthreads()))
     return {
         client.submit(
             run_position,
