@@ -22,12 +22,17 @@ RECIPE = {"strength": 1.2, "tolerance": 2e-4}
 
 @pytest.fixture
 def one_worker():
-    """One worker, one thread, in this process (so the tests can watch its tasks)."""
+    """One worker, one thread, in this process (so the tests can watch its tasks), advertising
+    one GPU as a GPU worker does."""
     from distributed import Client, LocalCluster
 
     with (
         LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
+            n_workers=1,
+            threads_per_worker=1,
+            processes=False,
+            dashboard_address=None,
+            resources={"GPU": 1},
         ) as cluster,
         Client(cluster) as client,
     ):
@@ -75,11 +80,19 @@ def _spans(events, kind):
     return {name: (starts[name], ends[name]) for name in starts}
 
 
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_the_next_position_computes_while_one_is_written_one_write_at_a_time(
-    tmp_path, one_worker, monkeypatch
+    tmp_path, one_worker, monkeypatch, device
 ):
     paths = write_positions(tmp_path / "in", 5, shape=(48, 48))
     events = _watch(monkeypatch, write_pause=0.4)
+    if device == "cuda":
+        # GPU tasks require the worker's GPU resource, which Dask holds until a task ends,
+        # also while it writes: the next position must start all the same. (Computed on the
+        # CPU: only the scheduling is a GPU run's.)
+        from napari_gpuscope.batch import tasks
+
+        monkeypatch.setattr(tasks, "_device", lambda task: "cpu")
     from napari_gpuscope.batch import pipeline
 
     read_through, read_ahead = pipeline._read_through, []
@@ -89,7 +102,11 @@ def test_the_next_position_computes_while_one_is_written_one_write_at_a_time(
     recipe = Recipe.from_defaults("tv", **RECIPE)
 
     report = run_batch(
-        recipe, discover(str(tmp_path / "in" / "*.tif")), tmp_path / "o.zarr", one_worker
+        recipe,
+        discover(str(tmp_path / "in" / "*.tif")),
+        tmp_path / "o.zarr",
+        one_worker,
+        device=device,
     )
 
     assert report.done == [p.stem for p in paths] and not report.failed

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CLOSE_TIMEOUT",
+    "TASK_GPU_SHARE",
     "ClusterChoice",
     "close_cluster",
     "gpu_indices",
@@ -43,6 +44,15 @@ __all__ = [
 ]
 
 GPU_RESOURCE = "GPU"
+
+TASK_GPU_SHARE = 0.5
+"""The ``GPU`` resource a position's task requires of a worker that advertises ``GPU=1``.
+
+Dask releases a task's resources only when it ends, also after it left the thread pool to
+write (:mod:`.pipeline`): with a whole GPU per task, the worker's next position could not start
+while one is written. Half lets a worker hold two, one being written and one computing; its
+one thread still computes one position at a time.
+"""
 
 
 @dataclass(frozen=True)

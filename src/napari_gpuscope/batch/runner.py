@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from napari_gpuscope.batch.cluster import GPU_RESOURCE
+from napari_gpuscope.batch.cluster import GPU_RESOURCE, TASK_GPU_SHARE
 from napari_gpuscope.batch.inputs import Position
 from napari_gpuscope.batch.lock import StoreLock
 from napari_gpuscope.batch.recipes import Recipe
@@ -264,7 +264,8 @@ def _run_batch(
         device=device,
         artifacts=artifacts,
     )
-    resources = {GPU_RESOURCE: 1} if device != "cpu" else None
+    # Half a GPU per task: one position written while the next computes (TASK_GPU_SHARE).
+    resources = {GPU_RESOURCE: TASK_GPU_SHARE} if device != "cpu" else None
     position_seconds: dict[str, float] = {}
     position_stages: dict[str, dict[str, float]] = {}
     # A two-phase job prepares on every readable position of the run, skipped (complete) ones
