@@ -179,6 +179,22 @@ def test_two_channel_colorbars_carry_short_labels_and_do_not_grow_the_figure(sho
     assert with_bars.image.shape[0] - without.image.shape[0] <= line
 
 
+def test_an_input_beside_its_result_is_named_by_its_own_name(shown):
+    """Seen on the flat-field grid: "1 · Intensity (ADU)" for the input, whose every word is in
+    its result's name."""
+    for name in ("tiles", "flat-field corrected · tiles"):
+        shown.add_image(
+            RNG.random((30, 40)).astype(np.float32),
+            name=name,
+            contrast_limits=(0, 1 if name == "tiles" else 0.5),
+            metadata={"intensity_unit": "ADU"},
+        )
+    shown.canvas.grid.enabled = True
+    bars = render_figure(shown, FigureOptions(colorbar=True)).info["colorbars"]
+    titles = sorted(bar["box"]["title"] for bar in bars)
+    assert titles == ["flat-field corrected · Intensity (ADU)", "tiles · Intensity (ADU)"]
+
+
 def test_one_colorbar_is_labelled_with_quantity_and_unit_only(shown):
     _result(
         shown,

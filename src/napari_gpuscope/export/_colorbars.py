@@ -173,13 +173,15 @@ def distinguishing_words(names: Sequence[str]) -> list[str]:
 def bar_title(bar: Colorbar, others: Sequence[Colorbar], face: draw.Face, span: int) -> str:
     """The colorbar's label: the quantity and its unit. Only when another colorbar of the
     figure has the same label does it start with what tells their layers apart (e.g. "ch0 ·
-    Intensity (photons)"; a number when their names do not differ). It is shortened to the
+    Intensity (photons)"; the whole name when all its words are in the others', as an input's
+    are in its results' names; shortened to 8 lines of text). The label is shortened to the
     longer of the bar and 30 lines of text."""
     same = [other for other in others if other.label == bar.label]
     title = bar.label
     if len(same) > 1:
-        words = distinguishing_words([", ".join(other.layers) for other in same])
+        names = [", ".join(other.layers) for other in same]
         index = next(i for i, other in enumerate(same) if other is bar)
-        tag = words[index] or str(index + 1)
+        # A name whose every word is in the others' (the input beside its results) is its own tag.
+        tag = distinguishing_words(names)[index] or names[index]
         title = f"{draw.truncate(face, tag, 8 * draw.line_height(face))} · {bar.label}"
     return draw.truncate(face, title, max(span, 30 * draw.line_height(face)))
