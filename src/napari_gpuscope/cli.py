@@ -184,14 +184,15 @@ def _demo_viewer(run: DemoRun) -> napari.Viewer:
 
     viewer = napari.Viewer(show=True, title=f"napari-gpuscope demo: {run.slug}")
     viewer.window.resize(1200, 720)
-    data, kwargs, layer_type = run.input_layer
+    # One field of view, without a result's border of zeros (eSRRF's, a black frame).
+    (data, kwargs, layer_type), *results = run.figure_layers()
     kwargs = dict(kwargs)
     if layer_type == "image" and not kwargs.get("rgb"):
         kwargs.setdefault("contrast_limits", _robust_limits(data))
     source = viewer.add_layer(Layer.create(data, kwargs, layer_type))
     input_unit = run.input_layer[1].get("metadata", {}).get("intensity_unit")
     input_planes = int(np.prod(np.shape(data)[:-2]))
-    for data, kwargs, layer_type in run.result_layers:
+    for data, kwargs, layer_type in results:
         kwargs = dict(kwargs)
         metadata = dict(kwargs.get("metadata", {}))
         what = metadata.pop(DEMO_QUANTITY_KEY, None)

@@ -10,10 +10,13 @@ module imports Qt or napari.
 from __future__ import annotations
 
 import importlib
+import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from .compute import devices
 from .compute.jobs import run_job
@@ -26,7 +29,15 @@ if TYPE_CHECKING:
     from .compute.params import Params
     from .compute.results import MethodResult
 
-__all__ = ["DEMO_QUANTITY_KEY", "DemoRun", "available_demos", "output_kind", "run_demo"]
+__all__ = [
+    "DEMO_QUANTITY_KEY",
+    "NOTE_KEY",
+    "DemoRun",
+    "available_demos",
+    "output_kind",
+    "run_demo",
+    "trim_zero_frame",
+]
 
 
 @dataclass
@@ -64,6 +75,12 @@ class DemoRun:
     def provenance(self) -> JSONDict:
         """The result's provenance record."""
         return self.result_layer[1]["metadata"][PROVENANCE_KEY]
+
+    def figure_layers(self) -> list[LayerDataTuple]:
+        """The input and the results as the figure shows them: one field of view without the
+        main result's all-zero border (:func:`trim_zero_frame`: eSRRF's ring of zeros was a
+        black frame around its panel); the TIFF keeps :attr:`result_layer` whole."""
+        return trim_zero_frame([self.input_layer, *self.result_layers])
 
 
 def run_demo(spec: MethodSpec, device: str) -> list[DemoRun]:
@@ -109,17 +126,27 @@ def run_demo(spec: MethodSpec, device: str) -> list[DemoRun]:
                 what = output_kind(layer_kwargs["name"], kwargs["name"], label)
                 if what:
                     layer_kwargs.setdefault("metadata", {}).setdefault(DEMO_QUANTITY_KEY, what)
+            explanation = None if explain is None else explain(kwargs, result)
+            if explanation:
+                # The figure's caption carries it too: a panel that differs from the sample's
+                # truth (flat-field's darkfield) is explained under the figure, not only here.
+                metadata = layers[0][1]["metadata"]
+                metadata[PROVENANCE_KEY] = {**metadata[PROVENANCE_KEY], NOTE_KEY: explanation}
             runs.append(
                 DemoRun(
                     slug=sample.key,
                     input_layer=(data, kwargs, layer_type),
                     result_layers=layers,
                     summary=f"{sample.key}: {data.shape} in {elapsed:.2f} s: {result.describe()}",
-                    explanation=None if explain is None else explain(kwargs, result),
+                    explanation=explanation,
                 )
             )
     return runs
 
+
+NOTE_KEY = "note"
+"""Provenance key of the words the figure caption adds to a result's sentence (the export's
+``napari_gpuscope.export._caption.NOTE_KEY``; the demo may not import the export)."""
 
 DEMO_QUANTITY_KEY = "demo_quantity"
 """Metadata key of what a result layer shows (``"phase"``, ``"flatfield"``), from its name; the
@@ -189,3 +216,98 @@ def _sample_hook(spec: MethodSpec, name: str) -> Callable[..., object] | None:
 def available_demos() -> dict[str, MethodSpec]:
     """Methods that have samples to run on, by id."""
     return {key: spec for key, spec in METHODS.items() if spec.samples}
+
+
+# ---------------------------------------------------------------- the figure's field of view
+_EPS = 1e-6
+
+
+def _geometry(layer: LayerDataTuple) -> tuple[np.ndarray, np.ndarray, tuple[int, int]]:
+    """Scale, translate (world units) and shape of the layer's last two axes."""
+    data, kwargs, _ = layer
+    ndim = len(np.shape(data))
+    scale = np.asarray(kwargs.get("scale") or (1.0,) * ndim, dtype=float)[-2:]
+    translate = np.asarray(kwargs.get("translate") or (0.0,) * ndim, dtype=float)[-2:]
+    return scale, translate, tuple(int(n) for n in np.shape(data)[-2:])  # type: ignore[return-value]
+
+
+def _inside(layer: LayerDataTuple, low: np.ndarray, high: np.ndarray) -> list[tuple[int, int]]:
+    """Per axis, the pixels ``[start, stop)`` lying wholly within ``[low, high]`` (world)."""
+    scale, translate, shape = _geometry(layer)
+    ranges = []
+    for a in range(2):
+        start = math.ceil((low[a] - translate[a]) / scale[a] + 0.5 - _EPS)
+        last = math.floor((high[a] - translate[a]) / scale[a] - 0.5 + _EPS)
+        ranges.append((max(start, 0), min(last + 1, shape[a])))
+    return ranges
+
+
+def _edges(layer: LayerDataTuple, ranges: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    scale, translate, _ = _geometry(layer)
+    low = np.array([translate[a] + (ranges[a][0] - 0.5) * scale[a] for a in range(2)])
+    high = np.array([translate[a] + (ranges[a][1] - 0.5) * scale[a] for a in range(2)])
+    return low, high
+
+
+def _crop(layer: LayerDataTuple, ranges: list[tuple[int, int]]) -> LayerDataTuple:
+    data, kwargs, kind = layer
+    (y0, y1), (x0, x1) = ranges
+    scale, translate, _ = _geometry(layer)
+    ndim = len(np.shape(data))
+    moved = list(kwargs.get("translate") or (0.0,) * ndim)
+    moved[-2] = float(translate[0] + y0 * scale[0])
+    moved[-1] = float(translate[1] + x0 * scale[1])
+    return np.asarray(data)[..., y0:y1, x0:x1], {**kwargs, "translate": tuple(moved)}, kind
+
+
+def trim_zero_frame(layers: Sequence[LayerDataTuple]) -> list[LayerDataTuple]:
+    """Crop every image layer to the field inside the first result's all-zero border.
+
+    Parameters
+    ----------
+    layers : sequence of layer-data tuples
+        The input first, then the results; ``layers[1]`` is the main result.
+
+    Returns
+    -------
+    list of layer-data tuples
+        The same layers when the main result has no all-zero border (or is no 2D+ image),
+        else each cropped to whole pixels of one common field of view.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> image = np.ones((8, 8))
+    >>> result = np.zeros((32, 32))
+    >>> result[6:26, 6:26] = 1.0  # a 6-pixel frame of zeros at 4 x the input's pixels
+    >>> shown = trim_zero_frame(
+    ...     [
+    ...         (image, {"scale": (1.0, 1.0)}, "image"),
+    ...         (result, {"scale": (0.25, 0.25), "translate": (-0.375, -0.375)}, "image"),
+    ...     ]
+    ... )
+    >>> [layer[0].shape for layer in shown], bool((shown[1][0] == 0).any())
+    ([(4, 4), (16, 16)], False)
+    """
+    if len(layers) < 2 or layers[1][2] != "image" or len(np.shape(layers[1][0])) < 2:
+        return list(layers)
+    main = np.asarray(layers[1][0])
+    flat = np.abs(np.nan_to_num(main.reshape(-1, *main.shape[-2:]))).sum(axis=0)
+    rows, cols = np.flatnonzero(flat.sum(axis=1)), np.flatnonzero(flat.sum(axis=0))
+    if rows.size == 0 or (
+        (rows[0], rows[-1] + 1, cols[0], cols[-1] + 1) == (0, main.shape[-2], 0, main.shape[-1])
+    ):
+        return list(layers)
+    images = [k for k, layer in enumerate(layers) if layer[2] == "image"]
+    low, high = _edges(
+        layers[1], [(int(rows[0]), int(rows[-1]) + 1), (int(cols[0]), int(cols[-1]) + 1)]
+    )
+    for k in images:  # the field every layer covers with whole pixels inside the border
+        layer_low, layer_high = _edges(layers[k], _inside(layers[k], low, high))
+        low, high = np.maximum(low, layer_low), np.minimum(high, layer_high)
+    if not (high > low).all():
+        return list(layers)
+    return [
+        _crop(layer, _inside(layer, low, high)) if k in images else layer
+        for k, layer in enumerate(layers)
+    ]

@@ -21,10 +21,14 @@ if TYPE_CHECKING:
     from napari.layers import Layer
     from napari.viewer import Viewer
 
-__all__ = ["AUTOMATIC_KEY", "figure_caption", "plane_caption", "result_sentence"]
+__all__ = ["AUTOMATIC_KEY", "NOTE_KEY", "figure_caption", "plane_caption", "result_sentence"]
 
 AUTOMATIC_KEY = "automatic"
 """Key of a provenance record's automatic choices (a mapping of str to str)."""
+
+NOTE_KEY = "note"
+"""Key of a provenance record's words about the result that the caption carries (e.g. the
+demo's explanation of a darkfield below the truth)."""
 
 _NOUNS = {"t": "frames", "time": "frames", "frame": "frames", "z": "planes", "tile": "tiles"}
 
@@ -85,7 +89,9 @@ def result_sentence(layer: Layer, layers: Sequence[Layer]) -> str:
     parts = split_result_name(layer.name)
     kind = parts[0] if parts is not None else str(record.get("method") or layer.name)
     settings = f" ({parts[2]})" if parts is not None and parts[2] else ""
-    return f"{kind}{_frames(layer, layers)}{settings}{_automatic(record)}"
+    note = record.get(NOTE_KEY)
+    note = f". {note.strip().rstrip('.')}" if isinstance(note, str) and note.strip() else ""
+    return f"{kind}{_frames(layer, layers)}{settings}{_automatic(record)}{note}"
 
 
 def plane_caption(viewer: Viewer, layers: Sequence[Layer]) -> str:
