@@ -35,7 +35,7 @@ def test_a_decorrelation_at_the_pixel_grid_is_named_so_and_never_the_headline():
     assert measured.headline_px == ("FRC", 8.15)
     text = measured.describe()
     assert text.startswith("resolution 163 nm (FRC; widefield 310 nm)")
-    assert "decorrelation 2.4 output px: limited by the pixel grid" in text
+    assert "decorrelation 2.35 output px: limited by the pixel grid" in text
     assert "47 nm" not in text
     # without an FRC nothing valid is left to report: no number is passed off as one
     alone = dataclasses.replace(measured, frc=None, frc_note="it needs 20 frames")

@@ -271,7 +271,7 @@ def test_a_run_estimating_its_drift_draws_it_and_says_the_decorrelation_resoluti
     # in the layer's unit (nm for µm), except a decorrelation at the pixel grid's limit,
     # which is named so in output px (issue 30: it is no resolution of the sample)
     if expected.resolution < PIXEL_LIMIT_PX:
-        assert f"{expected.resolution:.2g} output px: limited by the pixel grid" in status
+        assert f"{expected.resolution:.3g} output px: limited by the pixel grid" in status
     else:
         assert f"{expected.resolution * 50:.3g} nm" in status  # 0.1 µm / M 2
     assert "widefield" in status and " nm" in status and "\n" not in status

@@ -182,7 +182,7 @@ class ResolutionMeasurement:
         if not math.isfinite(value):
             return "decorrelation: no peak"
         if self.pixel_limited:
-            return f"decorrelation {value:.2g} output px: limited by the pixel grid"
+            return f"decorrelation {value:.3g} output px: limited by the pixel grid"
         return f"decorrelation {self._out(value)}"
 
     def _widefield_words(self) -> str:
@@ -202,7 +202,7 @@ class ResolutionMeasurement:
     def describe(self) -> str:
         """One short line: the headline, then the other measure named, and the widefield's,
         e.g. ``"resolution 163 nm (FRC, even/odd frames; widefield 310 nm); decorrelation
-        2.3 output px: limited by the pixel grid"``."""
+        2.35 output px: limited by the pixel grid"``."""
         head = self.headline_px
         widefield = self._widefield_words()
         beside = f"widefield {widefield}" if widefield else ""
