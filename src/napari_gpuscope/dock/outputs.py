@@ -9,6 +9,11 @@ included: the result names its layers); when it is cancelled or fails,
 back. The input layer is never modified. A live preview's planes are placed at the displayed
 position here, and only here.
 
+A result layer never takes napari's "[1]" suffix: a layer of the same name that the caller
+calls ``replaceable`` (the dock's: an earlier result of its method) is the same result again
+(same kind, input and settings: the name says them), so the new layer takes its place in the
+layer list; a re-run with other settings gets other names and stays beside the earlier one.
+
 Image results that set no colormap or contrast limits of their own are shown like their input:
 same colormap, contrast limits and gamma, linked to the input (napari's layer linking; the dock
 can unlink them), so an input and its result are always compared on the same display range.
@@ -36,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DISPLAY_ATTRIBUTES",
     "OutputLayers",
+    "add_replacing",
     "link_display",
     "relink_display",
     "unlink_display",
@@ -92,6 +98,35 @@ def relink_display(
             link_display(source, result)
         else:
             unlink_display(source, result)
+
+
+def add_replacing(
+    viewer: napari.viewer.Viewer,
+    layer: napari.layers.Layer,
+    replaceable: Callable[[napari.layers.Layer], bool],
+) -> napari.layers.Layer:
+    """Add ``layer`` (returned); a ``replaceable`` layer of its name goes, and ``layer`` takes
+    its place in the list (napari would otherwise add it as "name [1]")."""
+    index = _free_name(viewer, layer.name, replaceable, keep=None)
+    added = viewer.add_layer(layer)
+    if index is not None:
+        viewer.layers.move(viewer.layers.index(added), index)
+    return added
+
+
+def _free_name(
+    viewer: napari.viewer.Viewer,
+    name: str,
+    replaceable: Callable[[napari.layers.Layer], bool],
+    *,
+    keep: napari.layers.Layer | None,
+) -> int | None:
+    """Remove a ``replaceable`` layer called ``name`` (never ``keep``); returns where it was."""
+    for index, other in enumerate(viewer.layers):
+        if other.name == name and other is not keep and replaceable(other):
+            viewer.layers.remove(other)
+            return index
+    return None
 
 
 @dataclass
@@ -153,6 +188,10 @@ class OutputLayers:
         Layer keywords for the streamed layer of an output, by output name (e.g. a ratio's
         ``{"colormap": "viridis"}``); an output given a colormap or contrast limits here is
         not linked to the input's display.
+    replaceable : callable, optional
+        ``replaceable(layer)``: whether a layer named as one of the result's may give way to
+        it (an earlier result of the same method, run with the same settings); default: none
+        (napari then adds "name [1]").
     """
 
     def __init__(
@@ -167,8 +206,10 @@ class OutputLayers:
         owned: MutableMapping[napari.layers.Layer, weakref.ref[napari.layers.Layer]] | None = None,
         geometry: Callable[[dict[str, object], int], dict[str, object]] | None = None,
         display: Mapping[str, Mapping[str, object]] | None = None,
+        replaceable: Callable[[napari.layers.Layer], bool] | None = None,
     ) -> None:
         self.display = dict(display or {})
+        self.replaceable = replaceable or (lambda layer: False)
         self.viewer = viewer
         self.source = source
         self.name_of = name_of
@@ -244,14 +285,24 @@ class OutputLayers:
         return target
 
     def _add(
-        self, data: ArrayLike, kwargs: dict[str, object], kind: str, *, inherit: bool
+        self,
+        data: ArrayLike,
+        kwargs: dict[str, object],
+        kind: str,
+        *,
+        inherit: bool,
+        replace: bool = False,
     ) -> napari.layers.Layer:
+        """A new layer (a result's, when ``replace``: it takes the place of an earlier result
+        of its name)."""
         from napari.layers import Layer
 
         layer = Layer.create(data, kwargs, kind)
         self.owned[layer] = weakref.ref(self.source)
         if inherit and self.link:  # shown like the input from its first frame on
             link_display(self.source, layer)
+        if replace:
+            return add_replacing(self.viewer, layer, self.replaceable)
         return self.viewer.add_layer(layer)
 
     def _geometry(self, ndim: int) -> dict[str, object]:
@@ -310,14 +361,17 @@ class OutputLayers:
                     if key in kwargs:
                         setattr(layer, key, kwargs[key])
                 if kwargs.get("name") and kwargs["name"] != target.name:
+                    index = _free_name(self.viewer, kwargs["name"], self.replaceable, keep=layer)
                     layer.name = kwargs["name"]
+                    if index is not None:  # where the result it replaces was
+                        self.viewer.layers.move(self.viewer.layers.index(layer), index)
                 if layer_type == "image":  # the whole result, once: the result's limits or fitted
                     target.refit(force=True, limits=kwargs.get("contrast_limits"))
             else:
                 if target is not None and target.created and layer in self.viewer.layers:
                     self.viewer.layers.remove(layer)
                 inherit = not {"colormap", "contrast_limits"} & set(kwargs)
-                layer = self._add(data, kwargs, layer_type, inherit=inherit)
+                layer = self._add(data, kwargs, layer_type, inherit=inherit, replace=True)
             layers.append(layer)
         self.rollback()  # outputs the result did not claim
         return layers

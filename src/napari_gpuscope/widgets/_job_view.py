@@ -19,7 +19,7 @@ from napari_gpuscope.dock.jobs import PREVIEW, RUN, WARMUP, DockJob, unprepared_
 from napari_gpuscope.dock.messages import is_expected, plain_error_message, sentence
 from napari_gpuscope.dock.outputs import OutputLayers
 from napari_gpuscope.dock.viewer_status import refresh_viewer_status
-from napari_gpuscope.provenance import PROVENANCE_KEY, build_provenance
+from napari_gpuscope.provenance import PROVENANCE_KEY, build_provenance, provenance_of
 
 if TYPE_CHECKING:
     import napari.layers
@@ -144,12 +144,15 @@ class JobView(QObject):
         streamed = dock.streamed_outputs
         main = streamed[0] if streamed else None
         tag = dock.short_title or dock.title
+        # A run's streaming layer starts with the kind its result will have ("flatfield
+        # running · tiles" becomes "flatfield · tiles [λ=auto]"; it was "BaSiC running").
+        kinds = {} if preview else dict(zip(streamed or (), self._output_kinds(), strict=False))
 
         def name_of(output: str) -> str:
             # Provisional for a run: its result names its layers when it finishes. The kind
             # comes first, as in the result's names: napari's layer list elides the middle of
             # a long name, so its start is what stays readable.
-            kind = tag if output == main or main is None else output
+            kind = kinds.get(output) or (tag if output == main or main is None else output)
             name = layer.name if layer is not None else job.name
             return result_name(f"{kind} {'preview' if preview else 'running'}", name)
 
@@ -175,7 +178,23 @@ class JobView(QObject):
             owned=self.model.owned,
             geometry=geometry,
             display=dock.output_display,
+            replaceable=self._earlier_result,
         )
+
+    def _output_kinds(self) -> tuple[str, ...]:
+        """What the main job's result layers show, in order (the registry's word for each)."""
+        job_spec = getattr(self.model.spec, "job_spec", None)  # a test's spec may have none
+        return tuple(job_spec().output_kinds) if job_spec is not None else ()
+
+    def _earlier_result(self, layer: napari.layers.Layer) -> bool:
+        """Whether ``layer`` is an earlier result of this dock's method (made by this dock, or
+        with its method's provenance): one of the same name gives way to the new result."""
+        if layer is self.dock.input_layer:
+            return False  # what the run reads stays, whatever its name
+        if layer in self.model.owned:
+            return True
+        record = provenance_of(layer)
+        return isinstance(record, dict) and record.get("method") == self.dock.method_id
 
     # ---------------------------------------------------------------- the live preview's layers
     def stop_preview(self) -> None:
