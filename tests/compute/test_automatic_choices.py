@@ -93,3 +93,12 @@ def test_an_explicit_mapping_wins_and_values_become_text():
     assert record[AUTOMATIC_KEY] == {"b": "2"}
     outer = {"automatic": {"x": "outer"}, "sub": {"automatic": {"x": "inner", "y": "2"}}}
     assert automatic_choices(outer) == {"x": "outer", "y": "2"}
+
+
+def test_tv_describe_names_the_camera_it_estimated():
+    adu = np.asarray(noisy_cells_2d()[0][0], np.float32)[:256, :256]
+    params = tv.TVParams(noise_model="poisson", max_iterations=2)
+    result = run_job(tv.iter_denoise(adu, params, device="cpu"))
+    assert f"camera gain {result.camera.gain:.3g} estimated" in result.describe()
+    given = params.replace(gain=2.0, offset=100.0, read_noise=3.0)
+    assert "estimated" not in run_job(tv.iter_denoise(adu, given, device="cpu")).describe()

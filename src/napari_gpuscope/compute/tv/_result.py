@@ -156,6 +156,9 @@ class TVResult:
             facts += f" = strength {params.strength:g} x noise σ {self.noise_sigma:.4g}"
         elif params.weight is None and params.noise_model == "poisson":
             facts += f" = strength {params.strength:g} (Anscombe units)"
+        if self.camera is not None and params.gain is None:
+            # Estimated from the image: a choice the status names, as the noise above.
+            facts += f", camera gain {self.camera.gain:.3g} estimated"
         if self.chunks > 1:
             facts += f", {self.chunks} chunks"
         if self.stopped_early:
