@@ -119,3 +119,22 @@ def test_tv_run_streams_and_finishes_under_one_kind(viewer, qtbot, cpu_device):
     assert result.startswith("TV denoised · cells")
     _run(dock, qtbot)  # the same again: replaced, not "[1]"
     assert _names(viewer) == ["cells", result]
+
+
+def test_a_redrawn_drift_track_replaces_the_track_a_run_drew(viewer, qtbot):
+    """eSRRF's drift section draws "drift · <input>" where a run's result drew it already (it
+    became "drift · ch0 drifting [1]")."""
+    from napari_gpuscope.widgets.esrrf.drift_trace import TraceLayers
+
+    stack = viewer.add_image(np.zeros((4, 8, 8), np.float32), name="ch0")
+    track = np.array([[0.0, t, 4.0, 4.0 + 0.1 * t] for t in range(4)])
+    record = {PROVENANCE_KEY: {"method": "esrrf"}}
+    by_the_run = viewer.add_tracks(track, name="drift · ch0", metadata=record)
+
+    class Trace:  # what the section reads of a DriftResult
+        def layers(self, name, geometry, metadata):
+            return [(track, {"name": f"drift · {name}", "metadata": metadata}, "tracks")]
+
+    TraceLayers(None, viewer).show(Trace(), stack, record)
+    assert _names(viewer) == ["ch0", "drift · ch0"]
+    assert by_the_run not in viewer.layers

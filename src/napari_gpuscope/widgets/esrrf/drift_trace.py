@@ -14,6 +14,8 @@ import numpy as np
 from qtpy.QtCore import QObject
 
 from napari_gpuscope.compute.results import Geometry
+from napari_gpuscope.dock.outputs import add_replacing
+from napari_gpuscope.provenance import provenance_of
 
 if TYPE_CHECKING:
     import napari.layers
@@ -95,6 +97,11 @@ def check_frames(trace: DriftResult, layer: napari.layers.Layer | None) -> None:
         )
 
 
+def _an_esrrf_result(layer: napari.layers.Layer) -> bool:
+    record = provenance_of(layer)
+    return isinstance(record, dict) and record.get("method") == "esrrf"
+
+
 class TraceLayers(QObject):
     """The layers of the latest trace drawn over its input: the track, and the
     drift-corrected mean (hidden: it would cover the stack).
@@ -119,6 +126,8 @@ class TraceLayers(QObject):
     ) -> None:
         """The track over the input (and the drift-corrected mean, hidden: it would cover the
         stack), replacing the previous trace's; the input stays selected."""
+        from napari.layers import Layer
+
         for _, old in self._made:
             if old in self.viewer.layers:
                 self.viewer.layers.remove(old)
@@ -129,7 +138,10 @@ class TraceLayers(QObject):
             if layer_type == "image":
                 kwargs["visible"] = False
                 kwargs.setdefault("colormap", getattr(layer.colormap, "name", "gray"))
-            added = getattr(self.viewer, f"add_{layer_type}")(data, **kwargs)
+            # An earlier eSRRF layer of this name (a run's own track) gives way: no "[1]".
+            added = add_replacing(
+                self.viewer, Layer.create(data, kwargs, layer_type), _an_esrrf_result
+            )
             self._made.append((layer_type, added))
         self.viewer.layers.selection.active = layer
 
