@@ -225,7 +225,12 @@ def test_enter_runs_escape_cancels_and_tab_reads_top_to_bottom(
     order = [dock.input.combo.native, panel.live_preview, panel.run_button, panel.cancel_button]
     positions = [next(i for i, w in enumerate(chain) if w is widget) for widget in order]
     assert positions == sorted(positions)
-    assert chain.index(dock.panel.figure_button) == len(chain) - 2
+    # The export row, then the Live acquisition part (its toggle first), last.
+    exports = chain.index(dock.panel.figure_button)
+    assert chain[exports + 1] is dock.panel.save_tiff_button
+    live_part = chain[exports + 2 :]
+    assert live_part[0] is dock.live_acquisition.toggleButton()
+    assert all(dock.live_acquisition.isAncestorOf(widget) for widget in live_part)
 
 
 def test_progress_in_words_and_the_activity_title(viewer, qtbot, image, fake_dock, cpu_device):
