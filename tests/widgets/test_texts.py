@@ -57,3 +57,13 @@ def test_drift_correction_is_said_with_the_sections_choice(viewer, qtbot, cpu_de
 def test_unknown_time_left_is_not_shown_beside_a_fraction():
     text = progress_text(Progress(None, "tilt: iteration 3, stops when converged (at most 40)"))
     assert "no estimate" in text and "3/40" not in text
+
+
+def test_spacing_caption_says_in_words_what_equal_steps_mean():
+    import napari.layers
+
+    from napari_gpuscope.widgets._controls._spacing import spacing_caption
+
+    flat = napari.layers.Image(np.zeros((8, 8)), scale=(0.1, 0.1), units=("um", "um"))
+    caption = spacing_caption(flat)
+    assert "(pixels 0.1 µm)" in caption and "the same step along every axis" in caption

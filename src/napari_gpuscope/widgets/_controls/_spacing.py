@@ -70,6 +70,8 @@ def spacing_caption(layer: napari.layers.Layer) -> str:
         longer = f"{ratio:.3g} × longer" if ratio > 1 else f"{weight:.3g} × shorter"
         parts.append(f"{names[axis]} {weight:.3g}, its steps ({steps}) are {longer}")
     text = parts[0] + (": " + "; ".join(parts[1:]) if len(parts) > 1 else "")
+    if all(weight == 1.0 for weight in weights):
+        text += ": the same step along every axis, smoothed alike"
     if 0.0 in weights:
         text += "; 0 = each frame on its own"
     return text + "."
