@@ -41,6 +41,11 @@ def test_a_decorrelation_at_the_pixel_grid_is_named_so_and_never_the_headline():
     alone = dataclasses.replace(measured, frc=None, frc_note="it needs 20 frames")
     assert alone.headline_px is None and alone.describe().startswith("no valid resolution")
     assert alone.short() == "no valid resolution"
+    # an FRC known only as the noise floor's bound, coarser than the widefield's detail
+    # (3.1 input px), says nothing: no headline, the bound still said
+    bound = dataclasses.replace(measured, frc=20.0, frc_floor_limited=True)
+    assert bound.headline_px is None and "FRC ≤ 400 nm" in bound.describe()
+    assert dataclasses.replace(bound, frc=12.0).headline_px == ("FRC", 12.0)
     # a decorrelation above the grid's limit is a length, and the headline without an FRC
     coarse = dataclasses.replace(alone, esrrf=_decorrelation(PIXEL_LIMIT_PX + 1.5))
     assert coarse.short() == "80 nm (decorrelation)"  # 4 output px of 20 nm
@@ -93,8 +98,13 @@ def test_the_headline_does_not_follow_the_magnification_nor_beat_the_truth(runs)
     nm = {}
     for m, result in runs.items():
         measured = result.decorrelation
-        assert measured.headline_px is not None and measured.headline_px[0] == "FRC"
-        nm[m] = measured.headline_px[1] * PIXEL_NM / m
+        # 24-pixel frames: the FRC is the noise floor's bound, coarser than the widefield's
+        # decorrelation, so no number is the headline; the FRC is reported beside it
+        assert measured.frc_floor_limited and measured.headline_px is None
+        assert result.describe().startswith(
+            "1 super-resolved time point(s) from 40 frames; no valid resolution measure; FRC ≤"
+        )
+        nm[m] = measured.frc * PIXEL_NM / m
         # the decorrelation of the magnified image sits at its pixel grid (issue: 2.08 and
         # 2.35 output px, i.e. a "resolution" that halves from M 2 to M 5) and says so
         assert measured.pixel_limited and "limited by the pixel grid" in result.describe()

@@ -141,10 +141,23 @@ class ResolutionMeasurement:
         return value is not None and math.isfinite(value) and value < PIXEL_LIMIT_PX
 
     @property
+    def frc_informative(self) -> bool:
+        """Whether the FRC says something: measured, and, when only its noise-floor bound is
+        known, finer than the widefield mean's decorrelation (a bound coarser than the
+        widefield image's own detail tells nothing about the reconstruction)."""
+        if self.frc is None or not math.isfinite(self.frc):
+            return False
+        wf = None if self.widefield is None else self.widefield.resolution
+        if self.frc_floor_limited and wf is not None and math.isfinite(wf):
+            return self.frc / self.magnification < wf
+        return True
+
+    @property
     def headline_px(self) -> tuple[str, float] | None:
-        """``(measure, output pixels)`` of the resolution to report: the FRC when measured,
-        else the decorrelation when not pixel-limited; None when neither is valid."""
-        if self.frc is not None and math.isfinite(self.frc):
+        """``(measure, output pixels)`` of the resolution to report: the FRC when it is
+        informative (:attr:`frc_informative`), else the decorrelation when not pixel-limited;
+        None when neither is valid."""
+        if self.frc_informative:
             return "FRC", float(self.frc)
         value = None if self.esrrf is None else self.esrrf.resolution
         if value is not None and math.isfinite(value) and not self.pixel_limited:
