@@ -252,3 +252,17 @@ def test_a_points_layer_hides_nothing(make_napari_viewer):
     lower = viewer.add_image(np.ones((10, 10), np.float32))
     points = viewer.add_points(np.array([[5.0, 5.0]]), size=40)
     assert hides(points, lower, viewer) is False
+
+
+def test_inputs_and_results_of_two_channels_are_told_apart_by_their_own_words():
+    """Seen on a grid of two inputs and their eSRRF results: "eSRRF ch0 mag…" (the settings
+    the results share were counted as telling them apart)."""
+    from napari_gpuscope.export._colorbars import distinguishing_words
+
+    names = [
+        "cells ch0",
+        "cells ch1",
+        "eSRRF · cells ch0 [mag=5 r=1.5]",
+        "eSRRF · cells ch1 [mag=5 r=1.5]",
+    ]
+    assert distinguishing_words(names) == ["ch0", "ch1", "eSRRF ch0", "eSRRF ch1"]

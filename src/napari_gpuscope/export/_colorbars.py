@@ -53,6 +53,7 @@ HIDING_BLENDINGS = ("opaque", "translucent", "translucent_no_depth")
 """Blendings with which an image layer can hide what is below it (see the module's rules)."""
 
 _WORD = re.compile(r"[^\s·\[\],]+")
+_SETTINGS = re.compile(r"\s*\[[^\]]*\]")
 
 
 @dataclass(frozen=True)
@@ -154,9 +155,16 @@ def colorbars(viewer: Viewer, panels: Sequence[_panels.Panel]) -> list[Colorbar]
     return list(found.values())
 
 
+def _words_not_in_all(names: Sequence[str]) -> list[str]:
+    words = [_WORD.findall(name) for name in names]
+    common = set.intersection(*(set(w) for w in words)) if words else set()
+    return [" ".join(w for w in these if w not in common) for these in words]
+
+
 def distinguishing_words(names: Sequence[str]) -> list[str]:
     """For each name, its words that are not in every name (in their order): what tells
-    layers of one quantity apart.
+    layers of one quantity apart. The settings in brackets count only when the names differ
+    in nothing else.
 
     Examples
     --------
@@ -164,10 +172,15 @@ def distinguishing_words(names: Sequence[str]) -> list[str]:
     ['ch0', 'ch1']
     >>> distinguishing_words(["phase · stack [reg=0.01]", "absorption · stack [reg=0.01]"])
     ['phase', 'absorption']
+    >>> distinguishing_words(["cells ch0", "eSRRF · cells ch0 [mag=5 r=1.5]"])
+    ['', 'eSRRF']
+    >>> distinguishing_words(["TV denoised · cells [s=1]", "TV denoised · cells [s=2]"])
+    ['s=1', 's=2']
     """
-    words = [_WORD.findall(name) for name in names]
-    common = set.intersection(*(set(w) for w in words)) if words else set()
-    return [" ".join(w for w in these if w not in common) for these in words]
+    tags = _words_not_in_all([_SETTINGS.sub("", name) for name in names])
+    if len(set(tags)) == len(tags):
+        return tags
+    return _words_not_in_all(names)
 
 
 def bar_title(bar: Colorbar, others: Sequence[Colorbar], face: draw.Face, span: int) -> str:
