@@ -19,12 +19,26 @@ mid-position leaves it to be computed again (by Dask on another worker, or by ``
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from dask_jobqueue.core import JobQueueCluster
 
-    from napari_gpuscope.batch.cluster import ClusterChoice
+
+class ClusterChoice(Protocol):
+    """The run command's cluster options this module reads
+    (:class:`~napari_gpuscope.batch.cluster.ClusterChoice`, which imports this module: a
+    protocol here keeps the two apart)."""
+
+    cluster: str
+    walltime: str
+    queue: str | None
+    account: str | None
+    memory: str
+    gpus_per_job: int
+
+    @property
+    def uses_gpu(self) -> bool: ...
 
 __all__ = ["SCHEDULERS", "job_lifetime", "job_script", "jobqueue_cluster"]
 
