@@ -90,8 +90,9 @@ def test_a_scheduler_runs_the_batch_from_its_job_script_as_a_local_run_would(
     assert "distributed.cli.dask_worker" in script and "--lifetime" in script
     # The workers that computed were the jobs' (their pids are the fake jobs' processes).
     workers = {
-        json.loads((BatchStore(tmp_path / "out.zarr").markers / "done" / f"{p.stem}.json")
-        .read_text())["worker"]["pid"]
+        json.loads(
+            (BatchStore(tmp_path / "out.zarr").markers / "done" / f"{p.stem}.json").read_text()
+        )["worker"]["pid"]
         for p in paths
     }
     assert os.getpid() not in workers
@@ -203,4 +204,3 @@ def test_a_job_killed_mid_position_has_that_position_computed_again(
     assert all(store.is_complete(p.stem, store.done_record(p.stem)["key"]) for p in paths)
     assert not [p for p in store.out.iterdir() if p.name.startswith(".writing-")]
     _assert_outputs_equal_direct_calls(tmp_path, paths)
-

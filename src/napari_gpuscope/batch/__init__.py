@@ -9,8 +9,8 @@ a run's tasks share), ``tasks`` (what a worker does for one position), ``pools``
 memory pools between positions), ``pipeline`` (a worker's next position read ahead and each
 position written in the background), ``cluster`` (local CPU/GPU clusters, an existing
 scheduler), ``jobqueue`` (SLURM, PBS and LSF through dask-jobqueue), ``gpu_pin`` (a job's
-worker processes pinned to its GPUs), ``runner`` (the driver), ``report``, ``status``, ``progress``, ``watch`` (positions run as an acquisition writes them),
-``cli`` (the
+worker processes pinned to its GPUs), ``runner`` (the driver), ``report``, ``status``,
+``progress``, ``watch`` (positions run as an acquisition writes them), ``cli`` (the
 ``recipe``, ``run``, ``validate`` and ``status`` commands: their arguments ``cli_parsers``, each
 in ``cli_recipe``, ``cli_run``, ``cli_inspect``, errors ``cli_fail``) and ``reader`` (the reader
 of a result store: which folders are ours ``reader_layout``, one position at its true scale

@@ -40,6 +40,7 @@ class ClusterChoice(Protocol):
     @property
     def uses_gpu(self) -> bool: ...
 
+
 __all__ = ["SCHEDULERS", "job_lifetime", "job_script", "jobqueue_cluster"]
 
 SCHEDULERS = ("slurm", "pbs", "lsf")

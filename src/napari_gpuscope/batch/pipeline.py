@@ -73,7 +73,6 @@ def worker_label() -> dict[str, str | None]:
     }
 
 
-
 @contextlib.contextmanager
 def write_slot() -> Iterator[None]:
     """Hold this worker's one write slot, and let the worker start its next position
