@@ -71,6 +71,7 @@ def _assert_outputs_equal_direct_calls(tmp_path, paths) -> None:
         assert actual.dtype == expected.dtype and actual.tobytes() == expected.tobytes()
 
 
+@pytest.mark.slow  # a fake job starts a Dask worker process (~5 s)
 @pytest.mark.parametrize("cluster", ["slurm", "pbs", "lsf"])
 def test_a_scheduler_runs_the_batch_from_its_job_script_as_a_local_run_would(
     tmp_path, scheduler, cluster, capsys
@@ -124,6 +125,7 @@ def test_dry_run_prints_each_schedulers_job_script_with_the_options(tmp_path, ca
     assert not (tmp_path / "out.zarr").exists()  # a dry run writes nothing
 
 
+@pytest.mark.slow  # a fake job starts a Dask worker process (~5 s)
 def test_a_job_with_two_gpus_runs_two_workers_each_pinned_to_one(tmp_path, scheduler):
     from dask.distributed import Client
 
@@ -167,6 +169,7 @@ HANG = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a fake job starts a Dask worker process (~5 s)
 def test_a_job_killed_mid_position_has_that_position_computed_again(
     tmp_path, scheduler, monkeypatch, capsys
 ):

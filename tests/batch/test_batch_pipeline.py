@@ -156,6 +156,7 @@ def test_a_write_error_fails_that_position_and_marks_nothing_done(
     assert not (store.out / paths[1].stem).exists()
 
 
+@pytest.mark.slow  # two spawned worker processes
 def test_each_fake_gpu_gets_one_worker_every_position_runs_once_and_busy_time_is_reported(
     tmp_path,
 ):
