@@ -67,3 +67,14 @@ def test_spacing_caption_says_in_words_what_equal_steps_mean():
     flat = napari.layers.Image(np.zeros((8, 8)), scale=(0.1, 0.1), units=("um", "um"))
     caption = spacing_caption(flat)
     assert "(pixels 0.1 µm)" in caption and "the same step along every axis" in caption
+
+
+def test_tv_noise_level_has_the_layers_intensity_unit(viewer, qtbot, cpu_device):
+    dock = open_dock(TVDenoiseDock, viewer, qtbot)
+    noisy = np.random.default_rng(0).normal(100.0, 5.0, (64, 64)).astype(np.float32)
+    viewer.add_image(noisy, name="raw", metadata={"intensity_unit": "ADU"})
+    select_input(dock, "raw")
+    qtbot.waitUntil(lambda: "≈" in dock.weight_label.value, timeout=10_000)
+    sigma = float(dock.weight_label.value.split("≈ ")[1].split(" ")[0])
+    assert abs(sigma - 5.0) < 0.5  # the simulated noise (Immerkaer's estimate, 64 x 64)
+    assert f"≈ {sigma:.3g} ADU →" in dock.weight_label.value

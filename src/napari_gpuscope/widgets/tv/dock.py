@@ -25,6 +25,7 @@ from qtpy.QtWidgets import QSizePolicy, QWidget
 from napari_gpuscope.compute.jobs import Job
 from napari_gpuscope.compute.preview import DataIdentity, PlaneView
 from napari_gpuscope.compute.tv import OUTPUT, TVParams, TVPreview, WholeImageWeights, preview_job
+from napari_gpuscope.export.units import intensity_unit
 from napari_gpuscope.widgets._base import MethodDock
 from napari_gpuscope.widgets._controls import CameraRows, FieldStyle, SpacingRow
 from napari_gpuscope.widgets.tv.noise import NoiseEstimate
@@ -128,7 +129,10 @@ class TVDenoiseDock(MethodDock):
         sigma = self._known_sigma()
         layer = self.input_layer
         if sigma is not None:
-            self.weight_label.value = f"noise σ ≈ {sigma:.3g} → weight {strength * sigma:.3g}"
+            # In the input's intensity unit where the layer states one (e.g. ADU).
+            unit = intensity_unit(layer, self.viewer.layers) if layer is not None else None
+            sigma_text = f"{sigma:.3g} {unit}" if unit else f"{sigma:.3g}"
+            self.weight_label.value = f"noise σ ≈ {sigma_text} → weight {strength * sigma:.3g}"
         elif layer is None:
             self.weight_label.value = ""
         elif self._sigma_problem is not None and self._sigma_problem[0].matches(layer.data):
