@@ -149,16 +149,26 @@ def main() -> None:
     feed.end()
     warm.wait(300)
     part = dock.live_acquisition
-    part.expand(animate=False)
+    part.expand()
     part.choose(f"{name}: MDA")
     if not part.start():
         raise SystemExit(f"the live session did not start: {part.status.text()!r}")
     import useq
 
+    # The camera's frames, as napari-micromanager shows them beside the live result.
+    camera = viewer.add_image(stack[0], name="camera (simulated)", colormap="gray")
+
+    def show_frame(image: np.ndarray, *_: object) -> None:
+        camera.data = image
+
+    core.mda.events.frameReady.connect(show_frame)
+    getattr(viewer, "canvas", viewer).grid.enabled = True  # napari >= 0.9: viewer.canvas
+
     sequence = useq.MDASequence(time_plan={"interval": 0, "loops": frames})
     acquisition = threading.Thread(target=core.mda.run, args=(sequence,), daemon=True)
     acquisition.start()
     _pump(app, running_after)
+    viewer.reset_view()
     if part.layer is not None:
         viewer.layers.selection.active = part.layer
     shot("1-running")
@@ -167,6 +177,8 @@ def main() -> None:
         _pump(app, 0.2)
     acquisition.join(timeout=60)
     viewer.reset_view()
+    if viewer.dims.ndim > 2:  # the last frame's result beside the camera's last frame
+        viewer.dims.set_current_step(0, frames - 1)
     shot("2-after")
     print(f"screenshots: live status {part.status.text()!r}; counters {part.counters.text()!r}")
     part.cancel()  # after a timeout: no worker left in a computation at exit

@@ -229,7 +229,7 @@ def test_enter_runs_escape_cancels_and_tab_reads_top_to_bottom(
     exports = chain.index(dock.panel.figure_button)
     assert chain[exports + 1] is dock.panel.save_tiff_button
     live_part = chain[exports + 2 :]
-    assert live_part[0] is dock.live_acquisition.toggleButton()
+    assert live_part[0] is dock.live_acquisition.header
     assert all(dock.live_acquisition.isAncestorOf(widget) for widget in live_part)
 
 

@@ -13,21 +13,23 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-from qtpy.QtCore import QTimer
+from qtpy.QtCore import Qt, QTimer
 from qtpy.QtWidgets import (
     QComboBox,
     QFormLayout,
     QHBoxLayout,
-    QLabel,
     QPushButton,
     QSpinBox,
+    QToolButton,
+    QVBoxLayout,
     QWidget,
 )
-from superqt import QCollapsible
 
 from napari_gpuscope.dock.live_follow import LIVE_METHODS, LiveFollow, live_request
 from napari_gpuscope.dock.live_sources import SourceChoice, live_layer_geometry, source_choices
 from napari_gpuscope.dock.messages import plain_error_message
+from napari_gpuscope.provenance import PROVENANCE_KEY
+from napari_gpuscope.widgets._dock_parts import _wrapping_label
 
 if TYPE_CHECKING:
     import napari.layers
@@ -74,8 +76,8 @@ class _SourceBox(QComboBox):
         super().showPopup()
 
 
-class LiveAcquisition(QCollapsible):
-    """The Live part of ``dock``: collapsed until opened.
+class LiveAcquisition(QWidget):
+    """The Live part of ``dock``: hidden under its header until opened.
 
     Parameters
     ----------
@@ -84,7 +86,16 @@ class LiveAcquisition(QCollapsible):
     """
 
     def __init__(self, dock: LiveDock) -> None:
-        super().__init__("Live acquisition")
+        super().__init__()
+        # A header that shows or hides the part (not superqt's QCollapsible: it fixes its
+        # content's height when it opens, and wrapped counters were cut off).
+        self.header = QToolButton()
+        self.header.setText("Live acquisition")
+        self.header.setCheckable(True)
+        self.header.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.header.setArrowType(Qt.ArrowType.RightArrow)
+        self.header.setStyleSheet("QToolButton { border: none; }")
+        self.header.setToolTip("Process the frames of an acquisition while it runs")
         self.dock, self.viewer = dock, dock.viewer
         self.follow: LiveFollow | None = None
         self.choice: SourceChoice | None = None
@@ -94,8 +105,10 @@ class LiveAcquisition(QCollapsible):
         self.supported = dock.method_id in LIVE_METHODS
 
         body = QWidget()
-        form = QFormLayout(body)
-        form.setContentsMargins(0, 0, 0, 0)
+        column = QVBoxLayout(body)
+        column.setContentsMargins(0, 0, 0, 0)
+        form = QFormLayout()
+        column.addLayout(form)
         self.source_box = _SourceBox(self.refresh_sources)
         self.source_box.setToolTip(
             "What to follow: a pymmcore-plus core of this session (napari-micromanager's, or "
@@ -126,22 +139,28 @@ class LiveAcquisition(QCollapsible):
         for button in (self.start_button, self.stop_button, self.cancel_button):
             buttons.addWidget(button)
         form.addRow(buttons)
-        self.counters = QLabel("")
+        # Below the form, as the dock's own status line: a label in a form row is given one
+        # line's height whatever its text wraps onto.
+        self.counters = _wrapping_label()
         self.counters.setToolTip(
             "Frames received from the source, processed, and dropped because processing fell "
             "behind (the buffer holds 64 frames); the processing rate; the latency from a "
             "frame's arrival to its image in the viewer"
         )
-        self.counters.setWordWrap(True)
-        form.addRow(self.counters)
-        self.status = QLabel(
+        column.addWidget(self.counters)
+        self.status = _wrapping_label(
             "Follow a microscope while it acquires."
             if self.supported
             else f"{dock.title} does not run live."
         )
-        self.status.setWordWrap(True)
-        form.addRow(self.status)
-        self.addWidget(body)
+        column.addWidget(self.status)
+        self.body = body
+        body.setVisible(False)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.addWidget(self.header)
+        outer.addWidget(body)
+        self.header.toggled.connect(self._opened)
 
         self._timer = QTimer(self)
         self._timer.setInterval(POLL_MS)
@@ -153,6 +172,10 @@ class LiveAcquisition(QCollapsible):
         self._update_buttons()
 
     # ---------------------------------------------------------------- public surface
+    def expand(self) -> None:
+        """Show the part (it starts hidden under its header)."""
+        self.header.setChecked(True)
+
     def refresh_sources(self) -> None:
         """List what can be followed now (the current choice stays chosen if it still can)."""
         current = self.source_box.currentText()
@@ -256,6 +279,9 @@ class LiveAcquisition(QCollapsible):
                 image,
                 name=f"{self.dock.short_title or self.dock.title} live · {self.choice.name}",
                 colormap=colormap,
+                # Marked as the method's (as its results are): the dock's input never follows
+                # its own live layer.
+                metadata={PROVENANCE_KEY: {"method": self.dock.method_id, "live": "running"}},
                 **geometry,
             )
         else:
@@ -295,18 +321,14 @@ class LiveAcquisition(QCollapsible):
 
     def _say(self, text: str) -> None:
         self.status.setText(text)
-        self._refit()
 
     def _counters(self, text: str) -> None:
         if text != self.counters.text():
             self.counters.setText(text)
-            self._refit()
 
-    def _refit(self) -> None:
-        # QCollapsible fixes its content's height when it expands: a text that wraps onto
-        # more lines later would be cut off.
-        if self.isExpanded():
-            self.expand(animate=False)
+    def _opened(self, opened: bool) -> None:
+        self.body.setVisible(opened)
+        self.header.setArrowType(Qt.ArrowType.DownArrow if opened else Qt.ArrowType.RightArrow)
 
     def _update_buttons(self) -> None:
         running = self.running
