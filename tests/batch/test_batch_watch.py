@@ -150,3 +150,46 @@ def test_a_watch_started_again_skips_what_is_done(tmp_path: Path, client) -> Non
 
 def _done(rounds) -> list[str]:
     return [name for report in rounds for name in report.done]
+
+
+def test_run_watch_from_the_command_line(tmp_path: Path, capsys) -> None:
+    """``napari-gpuscope run --watch``: the positions there are computed, a report of rounds
+    is written, the watch ends after --watch-idle with exit 0; a second watch skips them."""
+    import json
+
+    from napari_gpuscope.cli import main
+
+    write_positions(tmp_path / "in", 2, shape=(48, 48))
+    recipe = Recipe.from_defaults("tv", strength=1.2).save(tmp_path / "tv.yaml")
+    args = ["run", str(recipe), str(tmp_path / "in" / "*.tif"), "--out", str(tmp_path / "o.zarr")]
+    args += ["--device", "cpu", "--workers", "1", "--watch", "--settle", "0", "--watch-idle", "0"]
+    args += ["--no-progress", "--report", str(tmp_path / "watch.json")]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "watching" in out and "2 positions computed" in out and "ended: idle" in out
+    report = json.loads((tmp_path / "watch.json").read_text())
+    assert report["stopped_by"] == "idle"
+    assert sorted(n for r in report["rounds"] for n in r["done"]) == ["field00", "field01"]
+    assert main(args) == 0
+    assert "0 positions computed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("option", ["--overwrite", "--dry-run"])
+def test_run_watch_refuses_what_a_watch_cannot_do(tmp_path: Path, capsys, option) -> None:
+    from napari_gpuscope.cli import main
+
+    recipe = Recipe.from_defaults("tv").save(tmp_path / "tv.yaml")
+    args = ["run", str(recipe), str(tmp_path / "*.tif"), "--out", str(tmp_path / "o.zarr")]
+    assert main([*args, "--device", "cpu", "--watch", option]) == 2
+    assert f"{option} cannot be combined with --watch" in capsys.readouterr().err
+
+
+def test_watch_times_must_be_seconds(tmp_path: Path, capsys) -> None:
+    from napari_gpuscope.cli import main
+
+    recipe = Recipe.from_defaults("tv").save(tmp_path / "tv.yaml")
+    args = ["run", str(recipe), "x.tif", "--out", "o.zarr", "--watch", "--settle", "-1"]
+    with pytest.raises(SystemExit) as exited:
+        main(args)
+    assert exited.value.code == 2
+    assert "--settle: expected a number of seconds" in capsys.readouterr().err

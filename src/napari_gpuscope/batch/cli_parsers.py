@@ -109,6 +109,26 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         default=1,
         help="GPUs per job, one worker process each (default 1)",
     )
+    watch = run.add_argument_group(
+        "watch (process positions as an acquisition writes them; resumes OUT)"
+    )
+    watch.add_argument(
+        "--watch",
+        action="store_true",
+        help="keep looking at INPUT and compute each position once it is complete; Ctrl-C ends",
+    )
+    watch.add_argument(
+        "--settle",
+        type=_seconds("--settle"),
+        default=3.0,
+        help="seconds a file must stay unchanged before it is read (default 3)",
+    )
+    watch.add_argument(
+        "--watch-idle",
+        type=_seconds("--watch-idle"),
+        default=None,
+        help="end after this many seconds without a new position (default: only Ctrl-C)",
+    )
 
     validate = _add(
         sub,
@@ -141,6 +161,23 @@ def _add(
     """A subcommand whose own ``--help`` starts with its summary (the list's line)."""
     description = f"{summary[0].upper()}{summary[1:]}." + (f" {more}" if more else "")
     return sub.add_parser(name, help=summary, description=description)
+
+
+def _seconds(option: str) -> Callable[[str], float]:
+    """An argparse type: a number of seconds, 0 or more (argparse exits 2 otherwise)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = -1.0
+        if not value >= 0 or value == float("inf"):
+            raise argparse.ArgumentTypeError(
+                f"{option}: expected a number of seconds, 0 or more, got {text!r}"
+            )
+        return value
+
+    return parse
 
 
 def _int_range(option: str, low: int, high: int) -> Callable[[str], int]:

@@ -20,7 +20,6 @@ __all__ = ["run"]
 
 def run(args: argparse.Namespace) -> int:
     """Run the batch ``args`` describe; returns the exit code."""
-    from napari_gpuscope.batch.cluster import ClusterChoice
     from napari_gpuscope.batch.inputs import discover_all
     from napari_gpuscope.batch.recipes import load_recipe
 
@@ -28,6 +27,8 @@ def run(args: argparse.Namespace) -> int:
     problems = recipe.check_artifacts(args.recipe.parent)
     if problems:
         return fail("; ".join(problems))
+    if getattr(args, "watch", False):
+        return _watch(args, recipe)
     positions = discover_all(args.input)
     input_name = " ".join(str(spec) for spec in args.input)
     from napari_gpuscope.batch.status import validate_inputs
@@ -46,17 +47,7 @@ def run(args: argparse.Namespace) -> int:
                 f"--workers {args.workers}: this machine has {cores} cores; give 1 to {cores} "
                 "(one worker process per core)"
             )
-    choice = ClusterChoice(
-        cluster=args.cluster,
-        device=args.device,
-        workers=args.workers,
-        dashboard=args.dashboard,
-        walltime=args.walltime,
-        queue=args.queue,
-        account=args.account,
-        memory=args.memory,
-        gpus_per_job=args.gpus_per_job,
-    )
+    choice = _cluster_choice(args)
     if choice.uses_gpu and choice.cluster == "local":
         from napari_gpuscope.batch.cluster import gpu_indices
 
@@ -96,6 +87,70 @@ def run(args: argparse.Namespace) -> int:
             recipe_dir=args.recipe.parent,
         )
         return _run_on_cluster(args, recipe, positions, choice)
+
+
+def _cluster_choice(args: argparse.Namespace) -> ClusterChoice:
+    from napari_gpuscope.batch.cluster import ClusterChoice
+
+    return ClusterChoice(
+        cluster=args.cluster,
+        device=args.device,
+        workers=args.workers,
+        dashboard=args.dashboard,
+        walltime=args.walltime,
+        queue=args.queue,
+        account=args.account,
+        memory=args.memory,
+        gpus_per_job=args.gpus_per_job,
+    )
+
+
+def _watch(args: argparse.Namespace, recipe: Recipe) -> int:
+    """``run --watch``: follow INPUT until Ctrl-C (or ``--watch-idle``), resuming OUT."""
+    if args.overwrite or args.dry_run:
+        option = "--overwrite" if args.overwrite else "--dry-run"
+        return fail(
+            f"{option} cannot be combined with --watch: a watch resumes OUT and computes "
+            "positions as they are written (run without --watch first to overwrite or plan)"
+        )
+    from napari_gpuscope.batch.cluster import open_client
+    from napari_gpuscope.batch.lock import StoreLock
+    from napari_gpuscope.batch.runner import check_run
+    from napari_gpuscope.batch.store import BatchStore
+    from napari_gpuscope.batch.watch import DEFAULT_POLL_S, describe_settings, watch_batch
+
+    choice = _cluster_choice(args)
+    if choice.uses_gpu and choice.cluster == "local":
+        from napari_gpuscope.batch.cluster import gpu_indices
+
+        gpu_indices(choice.device)
+    with StoreLock(BatchStore(args.out), wait=args.wait):
+        check_run(recipe, args.out, resume=True, overwrite=False, recipe_dir=args.recipe.parent)
+    specs = [str(spec) for spec in args.input]
+    print(f"{recipe.method}: watching {' '.join(specs)} -> {args.out} on {args.device}")
+    print(describe_settings(args.settle, DEFAULT_POLL_S, args.watch_idle))
+    with open_client(choice) as client:
+
+        def said(report: object) -> None:
+            for line in report.lines():  # type: ignore[attr-defined]
+                print(line, flush=True)
+
+        watched = watch_batch(
+            recipe,
+            specs,
+            args.out,
+            client,
+            device=choice.task_device,
+            recipe_dir=args.recipe.parent,
+            settle_s=args.settle,
+            idle_s=args.watch_idle,
+            on_round=said,
+        )
+    if args.report is not None:
+        watched.write(args.report)
+    for line in watched.lines():
+        print(line, file=sys.stderr if line.startswith("FAILED") else sys.stdout)
+    return 130 if watched.stopped_by == "interrupt" else watched.exit_code
 
 
 def _run_on_cluster(

@@ -16,6 +16,7 @@ are injectable so that tests step them instead of waiting.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -140,7 +141,9 @@ class WatchReport:
     rounds : list of BatchReport
         In order; each covers the positions that settled since the round before.
     stopped_by : str
-        ``"stop"`` (asked), ``"idle"`` (``idle_s`` without a new position) or ``"interrupt"``.
+        ``"stop"`` (asked), ``"idle"`` (``idle_s`` without a new position), ``"ctrl-c"``
+        (between rounds: nothing cut short) or ``"interrupt"`` (a round was interrupted: its
+        unfinished positions are computed by the next watch or ``--resume``).
     """
 
     rounds: list[BatchReport] = field(default_factory=list)
@@ -165,6 +168,17 @@ class WatchReport:
     def exit_code(self) -> int:
         """0 when nothing failed, 1 otherwise (as a batch run's)."""
         return 1 if self.failed else 0
+
+    def to_json(self) -> str:
+        """The rounds' reports and how the watch ended, as JSON."""
+        rounds = [json.loads(report.to_json()) for report in self.rounds]
+        return json.dumps({"stopped_by": self.stopped_by, "rounds": rounds}, indent=2)
+
+    def write(self, path: str | Path) -> Path:
+        """Write :meth:`to_json` to ``path``."""
+        path = Path(path)
+        path.write_text(self.to_json() + "\n", encoding="utf-8")
+        return path
 
     def lines(self) -> list[str]:
         """A summary for the terminal."""
@@ -273,8 +287,8 @@ def watch_batch(
                 report.stopped_by = "idle"
                 break
             sleep(poll_s)
-    except KeyboardInterrupt:
-        report.stopped_by = "interrupt"
+    except KeyboardInterrupt:  # between rounds: nothing was cut short
+        report.stopped_by = "ctrl-c"
     return report
 
 
