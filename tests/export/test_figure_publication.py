@@ -138,6 +138,18 @@ def test_caption_without_automatic_choices_and_with_the_input_shown(shown):
     assert caption == "eSRRF of 100 frames (mag=2 r=1.5). t = 49 s (index 49 of 100)"
 
 
+def test_arrows_carrying_their_picture_s_record_add_no_sentence(shown):
+    """Seen on the phase export: "tilt of 21 planes; automatic: ... . phase of 21 planes ..."
+    (the tilt arrows carry the phase's record)."""
+    _, result = _esrrf_scene(shown, automatic={"sensitivity": "2"})
+    record = result.metadata[PROVENANCE_KEY]
+    shown.add_vectors(
+        np.array([[[1.0, 1.0], [0.5, 0.5]]]), name="tilt · stack", metadata={PROVENANCE_KEY: record}
+    )
+    caption = render_figure(shown, FigureOptions(scale_bar=False)).info["caption"]
+    assert caption == "eSRRF of 100 frames (mag=2 r=1.5); automatic: sensitivity 2"
+
+
 @pytest.mark.parametrize("zoom", [None, 1])  # publication size, and a thumbnail
 def test_long_caption_wraps_onto_lines_that_hold_all_of_it(shown, zoom):
     automatic = {f"choice {i}": f"value {i}" for i in range(12)}

@@ -118,9 +118,22 @@ def plane_caption(viewer: Viewer, layers: Sequence[Layer]) -> str:
 
 
 def figure_caption(viewer: Viewer, seen: Sequence[Layer]) -> str:
-    """The results' sentences (each once), then the plane's position, joined by ". "."""
+    """The results' sentences, then the plane's position, joined by ". ".
+
+    Each result is described once: pictures before annotations (top layer first, as the panel
+    titles), and an annotation carrying the same record as a picture (the phase's tilt arrows)
+    adds nothing.
+    """
+    top_first = list(reversed(seen))
+    ordered = [layer for layer in top_first if _panels.is_picture(layer)]
+    ordered += [layer for layer in top_first if not _panels.is_picture(layer)]
     sentences: list[str] = []
-    for layer in reversed(seen):  # top layer first, as the panel titles
+    described: list[object] = []
+    for layer in ordered:
+        record = provenance_of(layer)
+        if record is None or record in described:
+            continue
+        described.append(record)
         sentence = result_sentence(layer, list(viewer.layers))
         if sentence and sentence not in sentences:
             sentences.append(sentence)

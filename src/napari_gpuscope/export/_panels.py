@@ -37,6 +37,7 @@ __all__ = [
     "displayed_bounds",
     "figure_panels",
     "hidden_overlays",
+    "is_picture",
     "length_unit",
     "render_canvas_3d",
     "render_region",
@@ -79,11 +80,11 @@ class Panel:
         >>> Panel(layers, 0, 0).title
         'phase · cells [reg=0.01] + tilt'
         """
-        pictures = [layer.name for layer in reversed(self.layers) if _is_picture(layer)]
+        pictures = [layer.name for layer in reversed(self.layers) if is_picture(layer)]
         title = " / ".join(pictures)
         inputs = {_input_of(name) for name in pictures}
         for layer in self.layers:
-            if _is_picture(layer):
+            if is_picture(layer):
                 continue
             parts = split_result_name(layer.name)
             short = parts[0] if parts is not None and parts[1] in inputs else layer.name
@@ -142,7 +143,7 @@ def figure_panels(viewer: Viewer) -> list[Panel]:
         members = tuple(layers[i] for i in sorted(indices) if layers[i].visible)
         if not members:
             continue
-        if boxes and not any(_is_picture(layer) for layer in members):
+        if boxes and not any(is_picture(layer) for layer in members):
             # Arrows or points alone say nothing: draw them over the panel before them.
             previous = boxes[-1]
             boxes[-1] = Panel((*previous.layers, *members), previous.row, previous.column)
@@ -162,7 +163,7 @@ def figure_panels(viewer: Viewer) -> list[Panel]:
 PICTURE_TYPES = ("Image", "Labels", "Surface")
 
 
-def _is_picture(layer: Layer) -> bool:
+def is_picture(layer: Layer) -> bool:
     return layer.__class__.__name__ in PICTURE_TYPES  # not isinstance: proxied layers
 
 
