@@ -3,9 +3,9 @@
 # Without one: the headless demo under Xvfb, writing results (TIFF) and screenshots to
 # ./demo-output. Without a CUDA GPU the headless run uses the CPU reference path, which this
 # script asks for by name (--device cpu); the plugin itself never falls back silently.
-# The CPU run of all seven samples took 34-71 s on a shared 2-core machine at load 1-3 (the
-# figures drawn under Xvfb included); the phase samples' tilt estimates are most of it, and
-# they slow down most when other jobs share the cores.
+# The CPU run's time depends on the machine's load (the README says what was measured, with the
+# machine and its load); the phase samples' tilt estimates and the flat-field fits are most of
+# it, and they slow down most when other jobs share the cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
