@@ -19,6 +19,7 @@ from qtpy.QtWidgets import (
     QFormLayout,
     QHBoxLayout,
     QPushButton,
+    QSizePolicy,
     QSpinBox,
     QToolButton,
     QVBoxLayout,
@@ -156,6 +157,10 @@ class LiveAcquisition(QWidget):
         column.addWidget(self.status)
         self.body = body
         body.setVisible(False)
+        # Never squeezed below what it needs when the dock is taller than its panel (the dock
+        # scrolls instead): seen cut off on the flat-field dock, whose Apply panel follows.
+        for widget in (self, body):
+            widget.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
         outer.addWidget(self.header)
