@@ -261,6 +261,10 @@ class PhaseDock(MethodDock):
         chosen = getattr(phase_result, "regularization_chosen", None)
         if chosen is not None:
             self.show_chosen_regularization(chosen)
+        tv_choice = getattr(phase_result, "tv_choice", None)
+        if tv_choice is not None:
+            # The TV strength's box reads "auto" at its minimum: it says the value chosen.
+            self.form.set_auto_text("tv_strength", f"auto → {tv_choice.strength:.2g}")
         if preview:
             return
         self._style_tilt_vectors(layer)
