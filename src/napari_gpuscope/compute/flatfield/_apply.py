@@ -185,17 +185,15 @@ class CorrectionResult:
         metadata: Mapping[str, Any] | None = None,
     ) -> list[LayerDataTuple]:
         """The corrected images as one layer, ``"flat-field corrected · <name>"``, in the
-        input's geometry, displayed from the 0.5th to the 99.5th percentile of its values
-        (:func:`display_limits`; no colormap: a viewer shows it like its input)."""
-        limits = display_limits(self.image)
-        display = {} if limits is None else {"contrast_limits": limits}
+        input's geometry (no colormap or contrast limits: a viewer shows it like its input, e.g.
+        the demo figure on the input's display range; the dock's Apply displays it from its
+        percentiles, :func:`display_limits`)."""
         return [
             image_layer(
                 self.image,
                 result_name("flat-field corrected", name),
                 geometry,
                 metadata=metadata,
-                **display,
             )
         ]
 

@@ -264,7 +264,8 @@ def _run(
         shape = working_shape(layout.frame_shape, params.working_size)
         stack = yield from mapped(
             working_stack(subset, sub_layout, shape, dev),
-            lambda u: Progress(0.1 * (u.fraction or 0) / 0.2, "autotune: " + u.message),
+            # Reading is the first 10 % (its own share is 20 %), never past the search's start.
+            lambda u: Progress(min(0.1, 0.5 * (u.fraction or 0)), "autotune: " + u.message),
         )
         dark = torch.zeros(shape, device=dev)
         if dark_frame is not None:

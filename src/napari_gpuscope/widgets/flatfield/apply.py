@@ -39,6 +39,7 @@ from napari_gpuscope.compute.flatfield import (
     CorrectionResult,
     ShadingProfile,
     centre_lines,
+    display_limits,
 )
 from napari_gpuscope.compute.results import Geometry
 from napari_gpuscope.dock.jobs import JobHandlers
@@ -344,8 +345,12 @@ class ApplyPanel(QGroupBox):
         for data, kwargs, layer_type in result.layers(
             layer.name, Geometry.of_layer(layer), metadata
         ):
-            # Shown like its input (the result names no colormap).
+            # Shown like its input (the result names no colormap), on the corrected values'
+            # percentiles: napari's min-max range made the tiles nearly black (59-5537).
             kwargs.setdefault("colormap", getattr(layer.colormap, "name", "gray"))
+            limits = display_limits(data)
+            if limits is not None:
+                kwargs.setdefault("contrast_limits", limits)
             getattr(self.viewer, f"add_{layer_type}")(data, **kwargs)
         self.figure.show_correction(result)
         self.figure.setVisible(True)
