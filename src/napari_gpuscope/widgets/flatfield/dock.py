@@ -3,7 +3,9 @@
 Fit (the :class:`~napari_gpuscope.widgets.MethodDock` part): the input stack, the darkfield
 source (none, estimated, a constant camera offset, or a dark-frame layer), smoothness automatic
 or manual (Autotune fills it in), sorting and the advanced tolerances; the flatfield streams
-into its layer after every reweighting pass. Apply (:mod:`.apply`, a view of the
+into its layer after every reweighting pass, and with "Also correct the input" (on by default)
+Run then corrects the input with the fitted profile (the Apply panel's job and options), as a
+batch run of the dock's recipe corrects every position. Apply (:mod:`.apply`, a view of the
 apply job): the fitted or a loaded profile onto any layer with the apply fields of the
 parameters (timelapse baseline removal, clipping, output type: shown in the Apply panel, saved
 with the settings and recipes like every parameter), save/load, and figures of the baseline
