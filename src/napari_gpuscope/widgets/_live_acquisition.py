@@ -71,6 +71,9 @@ class _SourceBox(QComboBox):
     def __init__(self, refresh: Any) -> None:
         super().__init__()
         self._refresh = refresh
+        # A long source name must not widen the dock past its panel (it clipped every row).
+        self.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.setMinimumContentsLength(12)
 
     def showPopup(self) -> None:
         self._refresh()
