@@ -102,3 +102,26 @@ def test_tv_describe_names_the_camera_it_estimated():
     assert f"camera gain {result.camera.gain:.3g} estimated" in result.describe()
     given = params.replace(gain=2.0, offset=100.0, read_noise=3.0)
     assert "estimated" not in run_job(tv.iter_denoise(adu, given, device="cpu")).describe()
+
+
+def test_flatfield_names_the_automatic_smoothness_and_only_when_automatic() -> None:
+    """BaSiCPy's rule, recomputed with scipy's orthonormal DCT: sum |DCT(mean / its mean)| /
+    800 of the images fitted; a smoothness the user set is no automatic choice."""
+    from scipy.fft import dctn
+
+    from napari_gpuscope.compute.flatfield import BasicParams, fit_basic
+
+    rng = np.random.default_rng(3)
+    yy, xx = np.mgrid[:64, :64] / 64 - 0.5
+    shading = 1.2 - 0.8 * (yy**2 + xx**2)
+    images = (rng.uniform(50, 150, (12, 1, 1)) * shading * rng.gamma(4, 0.25, (12, 64, 64)))
+    images = images.astype(np.float32)
+    profile = fit_basic(images, device="cpu")
+    mean = images.astype(np.float64).mean(axis=0)
+    expected = np.abs(dctn(mean / mean.mean(), norm="ortho")).sum() / 800
+    (value,) = profile.smoothness_flatfield
+    assert value == pytest.approx(expected, rel=1e-4)
+    assert profile.automatic_choices() == {"flatfield smoothness": f"{value:.3g}"}
+    assert _record(profile)[AUTOMATIC_KEY] == profile.automatic_choices()
+    fixed = fit_basic(images, BasicParams(smoothness_flatfield=value), device="cpu")
+    assert fixed.automatic_choices() == {}

@@ -144,13 +144,42 @@ class ShadingProfile:
             "batch_axis": self.batch_axis,
             "shape": list(self.flatfield.shape),
             "flatfield_range": [float(self.flatfield.min()), float(self.flatfield.max())],
+            "automatic": self.automatic_choices(),
         }
+
+    def automatic_choices(self) -> dict[str, str]:
+        """The smoothness chosen from the data where it was left automatic (None, BaSiCPy's
+        rule from the mean image's spectrum; :class:`napari_gpuscope.provenance.
+        AutomaticChoices`); nothing for a loaded profile (its fit's choices are its own).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from napari_gpuscope.compute.flatfield import BasicParams
+        >>> one, zero = np.ones((4, 4), np.float32), np.zeros((4, 4), np.float32)
+        >>> profile = ShadingProfile(one, zero, np.ones(3, np.float32), params=BasicParams(),
+        ...                          smoothness_flatfield=(0.0123,), converged=(True,))
+        >>> profile.automatic_choices()
+        {'flatfield smoothness': '0.0123'}
+        """
+        if not self.converged:
+            return {}
+        choices = {}
+        pairs = (
+            ("flatfield smoothness", self.params.smoothness_flatfield, self.smoothness_flatfield),
+            ("darkfield smoothness", self.params.smoothness_darkfield, self.smoothness_darkfield),
+        )
+        for name, asked, used in pairs:
+            if asked is None and used:
+                choices[name] = ", ".join(f"{v:.3g}" for v in used)
+        return choices
 
     def describe(self) -> str:
         """One line in plain words, e.g. ``"converged after 4 reweighting passes (...)"``."""
         if not self.converged:
             return f"loaded profile, flatfield {self._range()}, darkfield: {self.darkfield_source}"
         lam = ", ".join(f"{v:.3g}" for v in self.smoothness_flatfield)
+        lam = f"auto → {lam}" if self.params.smoothness_flatfield is None else lam
         facts = f"flatfield {self._range()}, smoothness {lam}, darkfield: {self.darkfield_source}"
         if self.darkfield_source == "estimated":
             facts += f" (mean {float(self.darkfield.mean()):.4g})"
