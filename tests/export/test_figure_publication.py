@@ -150,6 +150,27 @@ def test_arrows_carrying_their_picture_s_record_add_no_sentence(shown):
     assert caption == "eSRRF of 100 frames (mag=2 r=1.5); automatic: sensitivity 2"
 
 
+def test_outputs_of_one_run_share_one_sentence(shown):
+    """Seen on the demo figures: eSRRF's widefield mean (same record as the image) hid the
+    eSRRF sentence; BaSiC's three outputs repeated their automatic choices three times."""
+    _, result = _esrrf_scene(shown, automatic={"drift block length": "24 frames"})
+    record = dict(result.metadata[PROVENANCE_KEY])
+    _result(
+        shown,
+        "widefield mean · stack",
+        RNG.random((24, 32)).astype(np.float32),
+        record={**record, "note": "the mean of every frame"},
+        scale=(0.1, 0.1),
+        units=("um", "um"),
+    )
+    shown.canvas.grid.enabled = True
+    caption = render_figure(shown, FigureOptions(scale_bar=False)).info["caption"]
+    assert caption.count("automatic:") == 1 and caption.count("drift block length") == 1
+    sentence = caption.split(". t = ")[0]
+    assert "widefield mean of 100 frames" in sentence and "eSRRF of 100 frames" in sentence
+    assert sentence.endswith("automatic: drift block length 24 frames. the mean of every frame")
+
+
 @pytest.mark.parametrize("zoom", [None, 1])  # publication size, and a thumbnail
 def test_long_caption_wraps_onto_lines_that_hold_all_of_it(shown, zoom):
     automatic = {f"choice {i}": f"value {i}" for i in range(12)}

@@ -10,6 +10,7 @@ the seen layers span only: a 2D reconstruction over all frames is not "t = 49 s"
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -59,6 +60,19 @@ def _automatic(record: dict) -> str:
     return "; automatic: " + ", ".join(f"{key} {value}" for key, value in choices.items())
 
 
+def _head(layer: Layer, record: dict, layers: Sequence[Layer]) -> str:
+    """What one result layer is: its kind, the frames it used, its settings."""
+    parts = split_result_name(layer.name)
+    kind = parts[0] if parts is not None else str(record.get("method") or layer.name)
+    settings = f" ({parts[2]})" if parts is not None and parts[2] else ""
+    return f"{kind}{_frames(layer, layers)}{settings}"
+
+
+def _note(record: dict) -> str:
+    note = record.get(NOTE_KEY)
+    return f". {note.strip().rstrip('.')}" if isinstance(note, str) and note.strip() else ""
+
+
 def result_sentence(layer: Layer, layers: Sequence[Layer]) -> str:
     """What one result layer is: kind, frames used, key parameters and automatic choices.
 
@@ -86,12 +100,14 @@ def result_sentence(layer: Layer, layers: Sequence[Layer]) -> str:
     record = provenance_of(layer)
     if not isinstance(record, dict):
         return ""
-    parts = split_result_name(layer.name)
-    kind = parts[0] if parts is not None else str(record.get("method") or layer.name)
-    settings = f" ({parts[2]})" if parts is not None and parts[2] else ""
-    note = record.get(NOTE_KEY)
-    note = f". {note.strip().rstrip('.')}" if isinstance(note, str) and note.strip() else ""
-    return f"{kind}{_frames(layer, layers)}{settings}{_automatic(record)}{note}"
+    return f"{_head(layer, record, layers)}{_automatic(record)}{_note(record)}"
+
+
+def _run_key(record: dict) -> str:
+    """Which run a record comes from: its outputs' records differ at most by a note."""
+    return json.dumps(
+        {k: v for k, v in record.items() if k != NOTE_KEY}, sort_keys=True, default=str
+    )
 
 
 def plane_caption(viewer: Viewer, layers: Sequence[Layer]) -> str:
@@ -120,22 +136,33 @@ def plane_caption(viewer: Viewer, layers: Sequence[Layer]) -> str:
 def figure_caption(viewer: Viewer, seen: Sequence[Layer]) -> str:
     """The results' sentences, then the plane's position, joined by ". ".
 
-    Each result is described once: pictures before annotations (top layer first, as the panel
-    titles), and an annotation carrying the same record as a picture (the phase's tilt arrows)
-    adds nothing.
+    One sentence per run: the outputs of one run (eSRRF's image and widefield mean, BaSiC's
+    flatfield, darkfield and corrected tiles) are named together, their automatic choices and
+    note said once. Pictures come before annotations (top layer first, as the panel titles),
+    and an annotation carrying a picture's record (the phase's tilt arrows) adds nothing.
     """
     top_first = list(reversed(seen))
     ordered = [layer for layer in top_first if _panels.is_picture(layer)]
     ordered += [layer for layer in top_first if not _panels.is_picture(layer)]
-    sentences: list[str] = []
-    described: list[object] = []
+    everything = list(viewer.layers)
+    runs: dict[str, tuple[list[str], list[str], dict]] = {}  # key -> heads, notes, record
     for layer in ordered:
         record = provenance_of(layer)
-        if record is None or record in described:
+        if not isinstance(record, dict):
             continue
-        described.append(record)
-        sentence = result_sentence(layer, list(viewer.layers))
-        if sentence and sentence not in sentences:
-            sentences.append(sentence)
+        key = _run_key(record)
+        heads, notes, _ = runs.setdefault(key, ([], [], record))
+        if not _panels.is_picture(layer) and heads:
+            continue  # an annotation of a run already named
+        head = _head(layer, record, everything)
+        if head not in heads:
+            heads.append(head)
+        note = _note(record)
+        if note and note not in notes:
+            notes.append(note)
+    sentences = [
+        ", ".join(heads) + _automatic(record) + "".join(notes)
+        for heads, notes, record in runs.values()
+    ]
     plane = plane_caption(viewer, seen)
     return ". ".join([*sentences, *([plane] if plane else [])])
