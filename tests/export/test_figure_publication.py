@@ -171,6 +171,39 @@ def test_outputs_of_one_run_share_one_sentence(shown):
     assert sentence.endswith("automatic: drift block length 24 frames. the mean of every frame")
 
 
+def test_a_time_axis_kept_but_shortened_counts_the_frames(shown):
+    """eSRRF's result keeps a time axis of one time point per 100 frames: "of 100 frames"."""
+    _esrrf_scene(shown)
+    record = {"method": "esrrf", "input": "stack"}
+    _result(
+        shown,
+        "eSRRF · stack [M4]",
+        RNG.random((2, 48, 64)).astype(np.float32),
+        record=record,
+        scale=(50.0, 0.05, 0.05),
+        units=("s", "um", "um"),
+    )
+    caption = render_figure(shown, FigureOptions(scale_bar=False)).info["caption"]
+    assert "eSRRF of 100 frames (2 time points) (M4)" in caption
+
+
+def test_choices_a_second_run_reused_are_said_once(shown):
+    """BaSiC's apply carries the fitted profile's automatic smoothness: said with the fit."""
+    _, result = _esrrf_scene(shown, automatic={"smoothness": "0.5"})
+    record = dict(result.metadata[PROVENANCE_KEY])
+    _result(
+        shown,
+        "corrected · stack",
+        RNG.random((24, 32)).astype(np.float32),
+        record={**record, "method": "flatfield", "job": "apply"},
+        scale=(0.1, 0.1),
+        units=("um", "um"),
+    )
+    shown.canvas.grid.enabled = True
+    caption = render_figure(shown, FigureOptions(scale_bar=False)).info["caption"]
+    assert caption.count("smoothness 0.5") == 1 and "corrected" in caption
+
+
 @pytest.mark.parametrize("zoom", [None, 1])  # publication size, and a thumbnail
 def test_long_caption_wraps_onto_lines_that_hold_all_of_it(shown, zoom):
     automatic = {f"choice {i}": f"value {i}" for i in range(12)}

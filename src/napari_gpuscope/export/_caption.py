@@ -14,6 +14,8 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from napari_gpuscope.compute.results import split_result_name
 from napari_gpuscope.export import _panels
 from napari_gpuscope.provenance import provenance_of
@@ -43,14 +45,21 @@ def _input_layer(layer: Layer, layers: Sequence[Layer]) -> Layer | None:
 def _frames(layer: Layer, layers: Sequence[Layer]) -> str:
     """ "of 100 frames" when the result collapsed an axis of its input (found in ``layers``)."""
     source = _input_layer(layer, layers)
-    if source is None or source.ndim <= layer.ndim:
+    if source is None or source.ndim < layer.ndim or layer.ndim < 2:
         return ""
-    axis = source.ndim - layer.ndim - 1  # the input's axis just before the result's own axes
+    kept = ""
+    if source.ndim == layer.ndim:  # an axis kept but shortened: eSRRF's time points of frames
+        axis, made = 0, int(np.shape(layer.data)[0])
+        if layer.ndim < 3 or made >= int(np.shape(source.data)[0]):
+            return ""
+        kept = f" ({made} time points)" if made > 1 else ""
+    else:
+        axis = source.ndim - layer.ndim - 1  # the input's axis just before the result's own
     count = int(source.data.shape[axis])
     labels = getattr(source, "axis_labels", None)
     label = str(labels[axis]).lower() if labels is not None and len(labels) > axis else ""
     noun = _NOUNS.get(label, "images")
-    return f" of {count} {noun[:-1] if count == 1 else noun}"
+    return f" of {count} {noun[:-1] if count == 1 else noun}{kept}"
 
 
 def _automatic(record: dict) -> str:
@@ -160,9 +169,13 @@ def figure_caption(viewer: Viewer, seen: Sequence[Layer]) -> str:
         note = _note(record)
         if note and note not in notes:
             notes.append(note)
-    sentences = [
-        ", ".join(heads) + _automatic(record) + "".join(notes)
-        for heads, notes, record in runs.values()
-    ]
+    sentences, said = [], set()
+    for heads, notes, record in runs.values():
+        automatic = _automatic(record)
+        # A run that used another's choices (BaSiC's apply, with the fitted profile) repeats
+        # them: said once, with the first run that made them.
+        sentences.append(", ".join(heads) + ("" if automatic in said else automatic))
+        sentences[-1] += "".join(notes)
+        said.add(automatic)
     plane = plane_caption(viewer, seen)
     return ". ".join([*sentences, *([plane] if plane else [])])
