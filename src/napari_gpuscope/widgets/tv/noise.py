@@ -85,10 +85,13 @@ class NoiseEstimate(QObject):
         self.running = None
         if self.released:
             return
-        if isinstance(answer, float):
-            self.found.emit(identity, answer)
-        else:
-            self.failed.emit(identity, answer)
+        try:
+            if isinstance(answer, float):
+                self.found.emit(identity, answer)
+            else:
+                self.failed.emit(identity, answer)
+        except RuntimeError:  # the dock was deleted before its estimate returned (napari closed)
+            self.released = True
 
     def release(self) -> None:
         """Say nothing more (the dock is closing); a running estimate finishes unheard."""
