@@ -51,16 +51,6 @@ def test_continuous_acquisition_feeds_a_session_that_equals_the_offline_job():
     assert _pollers() == []
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason=(
-        "on a loaded machine UniMMCore's continuous acquisition of a Python camera sometimes "
-        "ends by itself after its first frame (seen in one of two CI runs and reproduced under "
-        "load: 1 frame received, isSequenceRunning() False, no error from its acquisition "
-        "thread); the source then ends the session as it should. Cause in pymmcore-plus 0.18's "
-        "experimental core not found yet"
-    ),
-)
 def test_a_session_attached_before_the_acquisition_waits_for_it_and_detaches_cleanly():
     stack = blinking(4)
     core, _ = make_core(stack, exposure_ms=1.0)

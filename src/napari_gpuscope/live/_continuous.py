@@ -28,7 +28,7 @@ class ContinuousSource:
     The polling thread pops ``core.popNextImageAndMD()`` while images are waiting, and sleeps
     ``poll_s`` otherwise. The session ends when an acquisition that ran has stopped
     (``core.stopSequenceAcquisition()``) and its buffer is empty; a session attached before
-    the acquisition starts waits for it.
+    the acquisition starts waits for its first frame.
 
     The images are popped: another consumer popping the same buffer (a script's own
     ``popNextImage`` loop) would share the frames with the session. napari-micromanager's live
@@ -107,9 +107,16 @@ class ContinuousSource:
                 if callback is not None:
                     callback(image)
                 continue
-            if core.isSequenceRunning():
-                started = True
-            elif started and core.getRemainingImageCount() == 0:
+            if not started:
+                # Until its first frame, nothing but the buffer is asked: UniMMCore's
+                # isSequenceRunning(), asked from this thread while another starts the
+                # acquisition (between creating its thread and starting it), drops the core's
+                # reference to that thread, so the acquisition looks stopped after one frame
+                # and can no longer be stopped (seen under load).
+                pass
+            elif core.isSequenceRunning():
+                pass
+            elif core.getRemainingImageCount() == 0:
                 # Stopped and drained (checked in this order: a stopped camera adds nothing).
                 self._last_number = None
                 if self.end_with_sequence:
