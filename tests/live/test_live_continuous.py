@@ -48,6 +48,9 @@ def test_continuous_acquisition_feeds_a_session_that_equals_the_offline_job():
     )
     assert session.result().image.tobytes() == expected.image.tobytes()
     session.detach()
+    # The poller ended the session from its own thread and is returning: a gate, not a wait.
+    for thread in _pollers():
+        thread.join(WAIT)
     assert _pollers() == []
 
 
