@@ -301,8 +301,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .batch.cli import COMMANDS, dispatch
 
     if args.command in COMMANDS:
-        return dispatch(args)
+        code = dispatch(args)
+        if args.command == "run" and not args.dry_run:
+            _open_with_this_plugin(args.out)
+        return code
     raise AssertionError(args.command)
+
+
+def _open_with_this_plugin(out: Path) -> None:
+    """After a run, make ``napari OUT.zarr`` (and each position) open with this plugin unasked.
+
+    napari's builtins reader claims every folder too and a plugin cannot declare a priority,
+    so without a saved preference the very first open asks which reader to use (and a script's
+    ``viewer.open`` reads the store at scale 1). Saved here, on the machine that ran the
+    command, for this store only; lives outside :mod:`napari_gpuscope.batch`, whose workers
+    import no napari.
+    """
+    from .batch.reader_layout import store_root
+
+    if store_root(Path(out)) is None:  # refused, interrupted before a position, or not written
+        return
+    from .napari_reader import prefer_store
+
+    if prefer_store(out):
+        print(f"napari {out} opens it with napari-gpuscope (saved in napari's reader preferences)")
 
 
 if __name__ == "__main__":

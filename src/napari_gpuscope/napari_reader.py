@@ -17,8 +17,9 @@ this choice", but only for the folder opened.
 :func:`prefer_store` saves one pattern per store, ``<real path of OUT.zarr>/*``, which matches
 the root and every position in it (and nothing outside it), for this plugin: after a store or
 one of its positions was opened with this reader once (``--plugin napari-gpuscope``, or the
-reader dialog's choice), every later open of any part of it goes straight to this reader. A
-script may call it after a run, so that even the first open asks nothing. A pattern the user
+reader dialog's choice), every later open of any part of it goes straight to this reader.
+``napari-gpuscope run`` calls it when it finishes, and a script may call it after
+``run_batch``, so that even the first open asks nothing. A pattern the user
 saved for the store naming another reader is kept. (A script's ``viewer.open(path)`` names
 napari's builtins reader by default: it opens a store with this one given
 ``plugin="napari-gpuscope"``, or ``plugin=None`` once the store is preferred.)

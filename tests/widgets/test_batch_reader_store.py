@@ -114,6 +114,29 @@ def test_a_store_preferred_after_its_run_opens_at_the_first_try(viewer, store):
     assert [layer.metadata["batch"]["position"] for layer in layers] == POSITIONS
 
 
+def test_a_store_written_by_the_command_opens_at_the_first_try(viewer, tmp_path, capsys):
+    """``napari-gpuscope run`` saves the preference for its store: the very first
+    ``napari OUT.zarr`` asks nothing and opens at the true scale; a dry run saves nothing."""
+    from napari.plugins.utils import get_preferred_reader
+
+    from napari_gpuscope.cli import main
+
+    _write_inputs(tmp_path / "in", 2)
+    recipe = Recipe.from_defaults("tv", strength=1.0).save(tmp_path / "tv.yaml")
+    out = tmp_path / "out.zarr"
+    argv = ["run", str(recipe), str(tmp_path / "in" / "*.tif"), "--out", str(out)]
+    assert main([*argv, "--device", "cpu", "--dry-run"]) == 0
+    assert get_preferred_reader(str(out)) is None
+
+    assert main([*argv, "--device", "cpu", "--workers", "1", "--no-progress"]) == 0
+
+    assert f"napari {out} opens it with napari-gpuscope" in capsys.readouterr().out
+    layers = viewer.open(str(out), plugin=None)
+    assert [layer.metadata["batch"]["position"] for layer in layers] == POSITIONS[:2]
+    np.testing.assert_allclose(layers[0].scale, (PIXEL_UM, PIXEL_UM))
+    assert get_preferred_reader(str(tmp_path / "in")) is None  # nothing outside the store
+
+
 def test_a_users_choice_of_another_reader_for_the_store_is_kept(viewer, store, settings):
     pattern = store_pattern(store)
     settings.plugins.extension2reader = {pattern: "napari"}
