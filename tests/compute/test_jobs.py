@@ -12,6 +12,7 @@ from napari_gpuscope.compute.job_control import (
     StopToken,
 )
 from napari_gpuscope.compute.jobs import (
+    STOP,
     Output,
     Progress,
     blocking,
@@ -19,6 +20,7 @@ from napari_gpuscope.compute.jobs import (
     mapped,
     run_job,
     scaled,
+    stoppable_part,
 )
 
 
@@ -208,3 +210,32 @@ def test_blocking_twin_has_the_job_signature_and_unwraps():
     assert double(3) == 6 and double(3, factor=3) == 9
     assert str(inspect.signature(double)) == "(x, *, factor=2)"
     assert double.__doc__ == "Double a number."
+
+
+def test_a_stoppable_part_maps_drops_outputs_and_returns_none_on_stop():
+    closed = []
+
+    def sub():
+        try:
+            yield Progress(
+                0.5, "half", step=3, metrics={"loss": 1.0}, outputs={"a": Output(np.ones(2))}
+            )
+            yield Progress(1.0, "all")
+            return "done"
+        finally:
+            closed.append(True)
+
+    part = stoppable_part(sub(), 0.2, 0.6, "part: ")
+    updates = [next(part), next(part)]
+    with pytest.raises(StopIteration) as finished:
+        next(part)
+    assert [u.fraction for u in updates] == pytest.approx([0.4, 0.6])
+    assert updates[0].message == "part: half" and updates[0].outputs == {}
+    assert updates[0].metrics == {"loss": 1.0} and finished.value.value == "done"
+
+    quiet = stoppable_part(sub(), 0.0, 1.0, metrics=False)
+    first = next(quiet)
+    assert first.metrics == {} and first.step is None and first.message == "half"
+    with pytest.raises(StopIteration) as stopped:
+        quiet.send(STOP)
+    assert stopped.value.value is None and closed == [True, True]

@@ -57,6 +57,7 @@ __all__ = [
     "mapped",
     "run_job",
     "scaled",
+    "stoppable_part",
 ]
 
 R = TypeVar("R")
@@ -338,6 +339,62 @@ def scaled(job: Job[R], start: float, stop: float, prefix: str = "") -> Job[R]:
         return dataclasses.replace(update, fraction=fraction, message=prefix + update.message)
 
     return (yield from mapped(job, rescale))
+
+
+def stoppable_part(
+    job: Job[R], start: float, stop: float, prefix: str = "", *, metrics: bool = True
+) -> Job[R | None]:
+    """Run a sub-job as one part of a parent job that may abandon it: its fractions mapped into
+    ``[start, stop]``, ``prefix`` before its messages, its outputs dropped (the parent's layers
+    stay as they are); on :data:`STOP` the sub-job is closed and the part returns ``None``
+    instead of raising, so the parent can finish with what it has.
+
+    Parameters
+    ----------
+    job : generator
+        The sub-job.
+    start, stop : float
+        Part of the parent's progress range the sub-job covers.
+    prefix : str
+        Prepended to every message.
+    metrics : bool
+        Pass the sub-job's ``step`` and ``metrics`` on (False: the parent's plot is left alone).
+
+    Returns
+    -------
+    object or None
+        The sub-job's result, or None when stopped.
+
+    Examples
+    --------
+    >>> def half():
+    ...     yield Progress(0.5, "half way")
+    ...     return "done"
+    >>> part = stoppable_part(half(), 0.5, 1.0, "FRC: ")
+    >>> next(part).message
+    'FRC: half way'
+    >>> part.send(STOP) is None
+    Traceback (most recent call last):
+    ...
+    StopIteration
+    """
+    span = stop - start
+    command = None
+    try:
+        while True:
+            try:
+                update = job.send(command)
+            except StopIteration as done:
+                return done.value
+            fraction = None if update.fraction is None else min(1.0, start + span * update.fraction)
+            passed = update if metrics else Progress(None)
+            command = yield dataclasses.replace(
+                passed, fraction=fraction, message=prefix + update.message, outputs={}
+            )
+            if command is STOP:
+                return None
+    finally:
+        job.close()
 
 
 def blocking(

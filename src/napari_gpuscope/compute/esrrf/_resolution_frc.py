@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from .._types import ArrayLike, Device
-from ..jobs import STOP, Job, Progress, scaled
+from ..jobs import Job, scaled, stoppable_part
 from ._input import time_points
 from ._params import EsrrfParams
 from ._qnr import FRC_THRESHOLD, frc_curve
@@ -157,10 +157,12 @@ def with_frc(
             device=device,
         )
         span = (1.0 - share) / 2
-        image = yield from _until_stop(half, share + parity * span, span, f"FRC, {label} frames: ")
-        if image is None:
+        prefix = f"FRC, {label} frames: "
+        start = share + parity * span
+        done = yield from stoppable_part(half, start, start + span, prefix, metrics=False)
+        if done is None:
             return noted("stopped while reconstructing the halves")
-        halves.append(image)
+        halves.append(done.image[0])
     inner = (slice(border, -border), slice(border, -border))
     if min(halves[0][inner].shape) < _MIN_SIDE:
         return noted(f"the frames are too small ({height} x {width} px)")
@@ -231,26 +233,3 @@ def frc_with_noise_floor(
     if crossing <= 0:
         return nan, False
     return float(1.0 / crossing), bool(noise[k] > FRC_THRESHOLD)
-
-
-def _until_stop(
-    job: Job[EsrrfResult], start: float, span: float, prefix: str
-) -> Job[np.ndarray | None]:
-    """Run one half's reconstruction, passing its progress on in ``[start, start + span]`` of
-    the bar (without outputs: the run's image stays); on STOP abandon it (None)."""
-    command = None
-    try:
-        while True:
-            try:
-                update = job.send(command)
-            except StopIteration as done:
-                return done.value.image[0]
-            fraction = None if update.fraction is None else start + span * update.fraction
-            command = yield Progress(
-                min(1.0, fraction) if fraction is not None else None,
-                prefix + update.message,
-            )
-            if command is STOP:
-                return None
-    finally:
-        job.close()

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..jobs import STOP, Job, Output, Progress, is_stop, mapped
+from ..jobs import Job, Output, Progress, is_stop, mapped, stoppable_part
 from ._decorr import decorrelation_resolution
 from ._drift import iter_estimate_drift
 from ._drift_correct import correct_drift
@@ -70,11 +70,11 @@ def _sweep(
             job = iter_esrrf(
                 part, params=linear if k < 2 else cell, drift_shifts=shifts[k], device=device
             )
-            image = yield from _until_stop(job, start, span, label)
-            if image is None:
+            done = yield from stoppable_part(job, start, start + span, f"{label}, ")
+            if done is None:
                 stopped = True
                 break
-            images.append(image)
+            images.append(done.image[0])
         if stopped:
             break
         if base.temporal == "AVG":
@@ -152,22 +152,3 @@ def _outputs(frc, rsp, qnr, decorr, cell) -> dict[str, Output]:
         "qnr": Output(qnr.copy()),
         "decorr_resolution": Output(decorr[region].copy(), region=region, shape=decorr.shape),
     }
-
-
-def _until_stop(job, start: float, span: float, label: str) -> Job[np.ndarray | None]:
-    """Run one reconstruction, re-yielding its progress; on STOP abandon it (None)."""
-    command = None
-    try:
-        while True:
-            try:
-                update = job.send(command)
-            except StopIteration as done:
-                return done.value.image[0]
-            fraction = None if update.fraction is None else start + span * update.fraction
-            command = yield dataclasses.replace(
-                update, fraction=fraction, message=f"{label}, {update.message}", outputs={}
-            )
-            if command is STOP:
-                return None
-    finally:
-        job.close()
