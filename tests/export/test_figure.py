@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from napari_gpuscope.export import _panels, export_screenshot
+from napari_gpuscope.export import _render, export_screenshot
 from napari_gpuscope.export._layout import FONT_PT
 from napari_gpuscope.export.figure import (
     FigureOptions,
@@ -67,7 +67,7 @@ def test_panel_is_the_data_with_each_pixel_repeated_zoom_times(shown, zoom):
 
 
 def test_large_panels_are_stitched_from_exact_tiles(shown, monkeypatch):
-    monkeypatch.setattr(_panels, "MAX_TILE", 40)  # a 3 x 4 grid of tiles, uneven at the edges
+    monkeypatch.setattr(_render, "MAX_TILE", 40)  # a 3 x 4 grid of tiles, uneven at the edges
     data = RNG.integers(0, 256, (50, 71)).astype(np.float32)
     shown.add_image(data, colormap="gray", contrast_limits=(0, 255))
 

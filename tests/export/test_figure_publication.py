@@ -19,7 +19,7 @@ from PIL import Image, ImageDraw
 from napari_gpuscope.export import _drawing
 from napari_gpuscope.export._colorbars import hides
 from napari_gpuscope.export._layout import FONT_PT
-from napari_gpuscope.export._options import MAX_ZOOM, PUBLICATION_WIDTH_PX
+from napari_gpuscope.export._options import PUBLICATION_WIDTH_PX
 from napari_gpuscope.export.figure import FigureOptions, render_figure
 from napari_gpuscope.provenance import PROVENANCE_KEY
 
@@ -64,11 +64,6 @@ def test_explicit_zoom_is_kept(shown):
     figure = render_figure(shown, FigureOptions(zoom=4, scale_bar=False))
     assert figure.plan.zoom == 4
     assert figure.info["panel_size"] == [160, 200]
-
-
-def test_tiny_data_stops_at_the_largest_zoom(shown):
-    shown.add_image(RNG.random((20, 30)).astype(np.float32))
-    assert render_figure(shown, FigureOptions()).plan.zoom == MAX_ZOOM
 
 
 def test_scale_bar_label_is_whole_even_on_a_thumbnail(shown):

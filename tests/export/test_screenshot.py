@@ -73,8 +73,9 @@ def test_png_and_sidecar_carry_provenance_of_visible_result_layers(viewer, tmp_p
     sidecar = json.loads(files.sidecar.read_text())
     assert sidecar["provenance"] == chunk
     assert (sidecar["image"]["width"], sidecar["image"]["height"]) == size
-    # Automatic zoom: the 80 px wide data made 1,600 px wide, within the largest zoom.
-    assert sidecar["figure"]["zoom"] == min(MAX_ZOOM, 1600 // 80)
+    # Automatic zoom: the 80 px wide data made 1,600 px wide (beyond the largest rendered zoom:
+    # 10x rendered, each pixel repeated twice).
+    assert sidecar["figure"]["zoom"] == 1600 // 80 > MAX_ZOOM
     layers = {entry["name"]: entry for entry in sidecar["layers"]}
     assert set(layers) == {"raw", "denoised"}
     assert layers["raw"]["result"] is False

@@ -25,6 +25,7 @@ from napari_gpuscope.export._options import (
     MM_PER_INCH,
     PUBLICATION_WIDTH_PX,
     FigureOptions,
+    figure_zoom,
 )
 
 if TYPE_CHECKING:
@@ -67,20 +68,25 @@ class Scene:
     colorbars: list[Colorbar]
     zoom: int
     caption: str
+    titles: list[str]  # per panel: the layers a reader sees in it (:func:`seen_layers`)
 
 
 def _auto_zoom(options: FigureOptions, panels_width: float, pixels: float) -> int:
     """The smallest zoom making the panels publication-size (:data:`PUBLICATION_WIDTH_PX` at
-    300 dpi, the same print width at another DPI or print width), within :data:`MAX_ZOOM`
-    and half of :data:`MAX_PIXELS` (room for the marks beside the panels)."""
+    300 dpi, the same print width at another DPI or print width), whatever the data size (beyond
+    :data:`MAX_ZOOM` a zoom that
+    :func:`~napari_gpuscope.export._options.split_zoom` renders exactly), within half of
+    :data:`MAX_PIXELS` (room for the marks beside the panels)."""
     if options.width_mm is not None:
         target = options.width_mm / MM_PER_INCH * DEFAULT_DPI
     else:
         dpi = DEFAULT_DPI if options.dpi is None else float(options.dpi)
         target = PUBLICATION_WIDTH_PX * dpi / DEFAULT_DPI
-    zoom = min(MAX_ZOOM, max(1, math.ceil(target / max(panels_width, 1.0))))
+    needed = max(1, math.ceil(target / max(panels_width, 1.0)))
+    zoom = figure_zoom(needed)
     while zoom > 1 and pixels * zoom**2 > MAX_PIXELS / 2:
-        zoom -= 1
+        needed -= 1
+        zoom = figure_zoom(needed)
     return zoom
 
 
@@ -91,14 +97,18 @@ def measure_scene(viewer: Viewer, options: FigureOptions) -> Scene:
     rows = 1 + max(panel.row for panel in panels)
     columns = 1 + max(panel.column for panel in panels)
     visible = [layer for panel in panels for layer in panel.layers]
-    seen = [layer for panel in panels for layer in seen_layers(viewer, panel)]
+    seen_by_panel = [seen_layers(viewer, panel) for panel in panels]
+    seen = [layer for layers in seen_by_panel for layer in layers]
+    # Like the colorbars, titles name no layer hidden under an opaque one.
+    titles = [_panels.panel_title(layers) for layers in seen_by_panel]
     bars = colorbars(viewer, panels) if options.colorbar else []
     if viewer.dims.ndisplay == 3:
         ratio = _panels.window_pixel_ratio(viewer)
         size = [n * ratio for n in viewer.canvas.size]
-        zoom = options.zoom or _auto_zoom(options, size[1], size[0] * size[1])
+        # napari scales the 3D canvas itself: no pixel grid to repeat, so no zoom beyond its own.
+        zoom = options.zoom or min(MAX_ZOOM, _auto_zoom(options, size[1], size[0] * size[1]))
         height, width = (round(n * zoom) for n in size)
-        return Scene(panels, (1, 1), (height, width), None, None, bars, zoom, "")
+        return Scene(panels, (1, 1), (height, width), None, None, bars, zoom, "", titles)
     region = _panels.world_region(viewer, visible)
     zoom = options.zoom or _auto_zoom(
         options, columns * region.shape[1], len(panels) * region.shape[0] * region.shape[1]
@@ -106,7 +116,7 @@ def measure_scene(viewer: Viewer, options: FigureOptions) -> Scene:
     size = (region.shape[0] * zoom, region.shape[1] * zoom)
     unit = _panels.length_unit(viewer, visible)
     caption = figure_caption(viewer, seen)
-    return Scene(panels, (rows, columns), size, region, unit, bars, zoom, caption)
+    return Scene(panels, (rows, columns), size, region, unit, bars, zoom, caption, titles)
 
 
 def tick_count(height: int, face: draw.Face) -> int:
@@ -117,7 +127,7 @@ def tick_count(height: int, face: draw.Face) -> int:
 def title_lines(scene: Scene, face: draw.Face) -> list[list[str]]:
     """Each panel's title wrapped to the panel width (at most :data:`TITLE_LINES` lines)."""
     width = scene.panel_size[1]
-    return [draw.wrap(face, panel.title, width, TITLE_LINES) for panel in scene.panels]
+    return [draw.wrap(face, title, width, TITLE_LINES) for title in scene.titles]
 
 
 @dataclass(frozen=True)

@@ -12,16 +12,50 @@ __all__ = [
     "MM_PER_INCH",
     "PUBLICATION_WIDTH_PX",
     "FigureOptions",
+    "figure_zoom",
+    "split_zoom",
 ]
 
 DEFAULT_DPI = 300.0
 MAX_ZOOM = 16
+"""The largest zoom napari renders at and the largest a user chooses; the automatic zoom goes
+beyond it by repeating each rendered pixel (:func:`split_zoom`)."""
 MAX_PIXELS = 150_000_000
 DPI_RANGE = (10.0, 10_000.0)
 MM_PER_INCH = 25.4
 PUBLICATION_WIDTH_PX = 1600
 """The automatic zoom makes the panels at least this wide at :data:`DEFAULT_DPI` (135 mm, a
 two-column figure): text sized in points then stays small beside the data, as in print."""
+
+
+def split_zoom(zoom: int) -> tuple[int, int]:
+    """``(rendered, repeat)``: the zoom napari renders at (at most :data:`MAX_ZOOM`) and the
+    whole factor each rendered pixel is then repeated by (nearest neighbour), with
+    ``rendered * repeat == zoom``; the largest rendered zoom that divides ``zoom``, so that
+    annotations (arrows, points) are drawn as finely as napari can.
+
+    Examples
+    --------
+    >>> split_zoom(12), split_zoom(18), split_zoom(50)
+    ((12, 1), (9, 2), (10, 5))
+    """
+    repeat = -(-zoom // MAX_ZOOM)
+    while zoom % repeat:
+        repeat += 1
+    return zoom // repeat, repeat
+
+
+def figure_zoom(needed: int) -> int:
+    """The smallest zoom of at least ``needed`` that :func:`split_zoom` splits into a rendered
+    zoom of at most :data:`MAX_ZOOM` times a repeat (``needed`` itself up to :data:`MAX_ZOOM`).
+
+    Examples
+    --------
+    >>> figure_zoom(16), figure_zoom(17), figure_zoom(50)
+    (16, 18, 52)
+    """
+    repeat = max(1, -(-needed // MAX_ZOOM))
+    return -(-needed // repeat) * repeat
 
 
 class FigureOptions(Params):
@@ -34,7 +68,8 @@ class FigureOptions(Params):
         Screen pixels per data pixel of the finest layer, along each axis (1 = native size), 1
         to :data:`MAX_ZOOM`. Default: automatic, the smallest zoom that makes the panels
         publication-size (:data:`PUBLICATION_WIDTH_PX` wide at 300 dpi; at another DPI or
-        print width, the same print width), whatever the viewer's own zoom.
+        print width, the same print width), whatever the viewer's own zoom; beyond
+        :data:`MAX_ZOOM` for small data, each rendered pixel repeated (:func:`split_zoom`).
     dpi : float, optional
         Dots per inch written to the PNG; default 300 unless ``width_mm`` is given.
     width_mm : float, optional

@@ -1,20 +1,16 @@
-"""What the viewer shows, as figure panels, and how to render them pixel-exactly with napari.
+"""What the viewer shows, as figure panels: which layers, over which world region, at which
+pixel size and unit, and where the shown plane lies.
 
 A *panel* is one grid viewbox of the canvas (or the whole canvas when the grid is off): its
 visible layers drawn over each other. Every panel covers the same world region (the union of the
 visible layers' extents, as napari's grid does), so panels side by side are directly comparable.
-
-In 2D the region is rendered with the camera set so that one data pixel of the finest visible
-layer covers exactly ``zoom x zoom`` screen pixels, and the canvas edges fall on data-pixel edges:
-with nearest-neighbour interpolation the picture is the data, each pixel repeated. Large panels
-are rendered in tiles. In 3D there is no pixel grid to align to; the canvas is captured as shown.
+:mod:`._render` renders them pixel-exactly.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -24,31 +20,24 @@ from napari_gpuscope.compute.results import split_result_name
 
 if TYPE_CHECKING:
     import pint
-    from napari.components.overlays import Overlay
     from napari.layers import Layer
     from napari.viewer import Viewer
 
 __all__ = [
-    "MAX_TILE",
     "PICTURE_TYPES",
     "Panel",
     "Region",
     "SliderPosition",
     "displayed_bounds",
     "figure_panels",
-    "hidden_overlays",
     "is_picture",
     "length_unit",
-    "render_canvas_3d",
-    "render_region",
+    "panel_title",
     "slider_positions",
     "theme_name",
     "window_pixel_ratio",
     "world_region",
 ]
-
-#: Largest canvas side rendered at once; bigger panels are stitched from tiles.
-MAX_TILE = 2048
 
 
 @dataclass(frozen=True)
@@ -69,27 +58,32 @@ class Panel:
 
     @property
     def title(self) -> str:
-        """The names of its pictures, top layer first, then its annotations (only their kind
-        when they come from the picture's input: "phase · cells [reg=0.01] + tilt").
+        """:func:`panel_title` of all its layers (a figure names only those a reader sees)."""
+        return panel_title(self.layers)
 
-        Examples
-        --------
-        >>> from types import SimpleNamespace as L
-        >>> Image = type("Image", (L,), {}); Vectors = type("Vectors", (L,), {})
-        >>> layers = (Image(name="phase · cells [reg=0.01]"), Vectors(name="tilt · cells"))
-        >>> Panel(layers, 0, 0).title
-        'phase · cells [reg=0.01] + tilt'
-        """
-        pictures = [layer.name for layer in reversed(self.layers) if is_picture(layer)]
-        title = " / ".join(pictures)
-        inputs = {_input_of(name) for name in pictures}
-        for layer in self.layers:
-            if is_picture(layer):
-                continue
-            parts = split_result_name(layer.name)
-            short = parts[0] if parts is not None and parts[1] in inputs else layer.name
-            title = f"{title} + {short}" if title else short
-        return title
+
+def panel_title(layers: Sequence[Layer]) -> str:
+    """The names of the pictures among ``layers`` (bottom to top), top layer first, then the
+    annotations (only their kind when they come from the picture's input: "phase · cells
+    [reg=0.01] + tilt").
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as L
+    >>> Image = type("Image", (L,), {}); Vectors = type("Vectors", (L,), {})
+    >>> panel_title([Image(name="phase · cells [reg=0.01]"), Vectors(name="tilt · cells")])
+    'phase · cells [reg=0.01] + tilt'
+    """
+    pictures = [layer.name for layer in reversed(layers) if is_picture(layer)]
+    title = " / ".join(pictures)
+    inputs = {_input_of(name) for name in pictures}
+    for layer in layers:
+        if is_picture(layer):
+            continue
+        parts = split_result_name(layer.name)
+        short = parts[0] if parts is not None and parts[1] in inputs else layer.name
+        title = f"{title} + {short}" if title else short
+    return title
 
 
 def _input_of(name: str) -> str:
@@ -293,107 +287,3 @@ def window_pixel_ratio(viewer: Viewer) -> float:
             return float(widget.devicePixelRatioF())
     screen = QApplication.primaryScreen()
     return float(screen.devicePixelRatio()) if screen is not None else 1.0
-
-
-def _granularity(ratio: float) -> int:
-    """Smallest logical size step whose device size is a whole number of pixels."""
-    for multiple in range(1, 9):
-        if abs(multiple * ratio - round(multiple * ratio)) < 1e-6:
-            return multiple
-    return 1
-
-
-@contextlib.contextmanager
-def hidden_overlays(viewer: Viewer) -> Iterator[None]:
-    """Hide napari's canvas overlays and the layers' colorbars and name labels, then restore.
-
-    The figure draws its own titles, colorbars and scale bar outside the data; napari's would be
-    drawn inside every tile.
-    """
-    saved: list[tuple[Overlay, bool]] = []
-    try:
-        for overlay in viewer.canvas.overlays.values():
-            saved.append((overlay, overlay.visible))
-            overlay.visible = False
-        for layer in viewer.layers:
-            for name in ("colorbar", "name_overlay"):
-                overlay = getattr(layer, name, None)
-                if overlay is not None:
-                    saved.append((overlay, overlay.visible))
-                    overlay.visible = False
-        yield
-    finally:
-        for overlay, visible in reversed(saved):
-            overlay.visible = visible
-
-
-@contextlib.contextmanager
-def _only_visible(viewer: Viewer, shown: Sequence[Layer]) -> Iterator[None]:
-    """Show only ``shown`` with the grid off; restore visibility, grid and camera afterwards."""
-    grid = viewer.canvas.grid
-    camera = viewer.scene.camera
-    was_enabled = grid.enabled
-    center, zoom = camera.center, camera.zoom
-    visibility = [(layer, layer.visible) for layer in viewer.layers]
-    keep = {id(layer) for layer in shown}
-    try:
-        grid.enabled = False
-        for layer, _ in visibility:
-            layer.visible = id(layer) in keep
-        yield
-    finally:
-        for layer, visible in visibility:
-            layer.visible = visible
-        grid.enabled = was_enabled
-        camera.center, camera.zoom = center, zoom
-
-
-def render_region(viewer: Viewer, panel: Panel, region: Region, zoom: int) -> np.ndarray:
-    """Render ``panel`` over ``region`` at ``zoom`` screen pixels per data pixel.
-
-    Returns
-    -------
-    numpy.ndarray
-        ``(region.shape[0] * zoom, region.shape[1] * zoom, 4)`` uint8 RGBA.
-
-    Raises
-    ------
-    RuntimeError
-        When the display scaling makes napari return a canvas of another size (the pixel grid
-        would not be exact).
-    """
-    ratio = window_pixel_ratio(viewer)
-    unit = _granularity(ratio)
-    pixels_per_world = zoom / region.step
-    height, width = region.shape[0] * zoom, region.shape[1] * zoom
-    out = np.empty((height, width, 4), dtype=np.uint8)
-    # Tiles are whole logical pixels (device size an integer) so the camera mapping stays exact.
-    tile = max(unit, int(MAX_TILE // ratio) // unit * unit)
-    camera = viewer.scene.camera
-    with _only_visible(viewer, panel.layers):
-        for top in range(0, height, int(tile * ratio)):
-            for left in range(0, width, int(tile * ratio)):
-                rows = min(int(tile * ratio), height - top)
-                cols = min(int(tile * ratio), width - left)
-                # Round the logical tile up to the granularity; the surplus is cropped.
-                logical = [math.ceil(n / ratio / unit) * unit for n in (rows, cols)]
-                device = [round(n * ratio) for n in logical]
-                camera.zoom = pixels_per_world / ratio
-                camera.center = (
-                    region.corner[0] + (top + device[0] / 2) / pixels_per_world,
-                    region.corner[1] + (left + device[1] / 2) / pixels_per_world,
-                )
-                shot = viewer.screenshot(size=tuple(device), canvas_only=True, flash=False)
-                if shot.shape[:2] != tuple(device):
-                    raise RuntimeError(
-                        f"napari rendered {shot.shape[1]}x{shot.shape[0]} pixels instead of "
-                        f"{device[1]}x{device[0]} (display scaling {ratio:g}); the exported "
-                        "pixels would not match the data pixels."
-                    )
-                out[top : top + rows, left : left + cols] = shot[:rows, :cols]
-    return out
-
-
-def render_canvas_3d(viewer: Viewer, zoom: int) -> np.ndarray:
-    """The canvas as shown (3D view: perspective has no pixel grid), ``zoom`` times its size."""
-    return viewer.screenshot(canvas_only=True, scale=zoom, flash=False)

@@ -3,11 +3,12 @@
 :func:`render_figure` turns what the viewer shows into one picture a microscopist can print:
 
 - each panel (grid viewbox, or the whole canvas) shows the same world region, one data pixel of
-  the finest layer as exactly ``zoom x zoom`` pixels (nearest neighbour, no resampling); the
-  zoom is by default the smallest that makes the figure publication-size
-  (:data:`~napari_gpuscope.export._options.PUBLICATION_WIDTH_PX` at 300 dpi), whatever the
-  viewer's own zoom;
-- optional panel titles (the layer names) above the panels;
+  the finest layer as exactly ``zoom x zoom`` pixels (nearest neighbour: square, sharp pixels,
+  never interpolated); the zoom is by default the smallest that makes the figure
+  publication-size (:data:`~napari_gpuscope.export._options.PUBLICATION_WIDTH_PX` at 300 dpi),
+  whatever the viewer's own zoom and however small the data (:mod:`._render`);
+- optional panel titles: the names of the layers a reader sees in the panel (not those hidden
+  under an opaque layer);
 - an optional colorbar per distinct display range (colormap, contrast limits, gamma) of the
   layers a reader can see (not those hidden under an opaque layer: :mod:`._colorbars`),
   labelled with the quantity and unit (:func:`~napari_gpuscope.export.units.intensity_unit`);
@@ -33,7 +34,7 @@ from PIL import Image
 
 from napari_gpuscope.export import _drawing as draw
 from napari_gpuscope.export import _figure_marks as marks
-from napari_gpuscope.export import _panels
+from napari_gpuscope.export import _render
 from napari_gpuscope.export._layout import (
     Layout,
     Scene,
@@ -240,12 +241,12 @@ def _paste_panels(
     line = draw.line_height(face)
     height, width = scene.panel_size
     titles = title_lines(scene, face)
-    with _panels.hidden_overlays(viewer):
+    with _render.hidden_overlays(viewer):
         for panel, title in zip(scene.panels, titles, strict=True):
             if scene.region is None:
-                pixels = _panels.render_canvas_3d(viewer, scene.zoom)
+                pixels = _render.render_canvas_3d(viewer, scene.zoom)
             else:
-                pixels = _panels.render_region(viewer, panel, scene.region, scene.zoom)
+                pixels = _render.render_region(viewer, panel, scene.region, scene.zoom)
             x, y = layout.panel_xy(scene, panel.row, panel.column)
             tile = Image.fromarray(np.ascontiguousarray(pixels[..., :3]), "RGB")
             canvas.paste(tile.crop((0, 0, width, height)), (x, y))
