@@ -26,13 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-
-def _pump(app: Any, seconds: float) -> None:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        app.processEvents()
-        time.sleep(0.02)
+from _napari_window import ScreenshotWindow
 
 
 def _core(stack: np.ndarray, exposure_ms: float) -> Any:
@@ -102,31 +96,19 @@ def main() -> None:
     frames = args.frames or (40 if args.method == "esrrf" else 30)
     running_after = args.running_after or (25.0 if args.method == "esrrf" else 1.0)
 
-    import napari
-    from qtpy.QtWidgets import QApplication
-
     from napari_gpuscope import live
     from napari_gpuscope.methods import PLUGIN, method
 
     os.environ.setdefault("PYMM_SIGNALS_BACKEND", "qt")  # as in napari: events via Qt
-    if args.cpu:
-        from napari_gpuscope.widgets import _devices
-
-        _devices._TEST_ONLY_DEVICES.append(("cpu (test only)", "cpu"))
     stack, extras = _acquisition(args.method, frames)
     core = _core(stack, args.exposure_ms)
     name = live.register_core(core, "simulated microscope")
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    viewer = napari.Viewer(show=True)
-    viewer.window._qt_window.resize(1600, 1000)
-    app = QApplication.instance()
+    window = ScreenshotWindow(args.out, cpu=args.cpu)
+    viewer, pump = window.viewer, window.pump
 
     def shot(step: str) -> None:
-        _pump(app, 0.3)
-        path = args.out / f"{step}.png"
-        viewer.screenshot(str(path), canvas_only=False)
-        print(f"screenshots: {path}")
+        window.shot(step, settle=0.3)
 
     spec = method(args.method)
     _, dock = viewer.window.add_plugin_dock_widget(PLUGIN, spec.title)
@@ -167,14 +149,14 @@ def main() -> None:
     sequence = useq.MDASequence(time_plan={"interval": 0, "loops": frames})
     acquisition = threading.Thread(target=core.mda.run, args=(sequence,), daemon=True)
     acquisition.start()
-    _pump(app, running_after)
+    pump(running_after)
     viewer.reset_view()
     if part.layer is not None:
         viewer.layers.selection.active = part.layer
     shot("1-running")
     end = time.monotonic() + args.timeout
     while part.running and time.monotonic() < end:
-        _pump(app, 0.2)
+        pump(0.2)
     acquisition.join(timeout=60)
     viewer.reset_view()
     if viewer.dims.ndim > 2:  # the last frame's result beside the camera's last frame

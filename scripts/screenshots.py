@@ -1,6 +1,7 @@
 """Screenshots of the whole napari window at each step of a method's dock, for looking at.
 
-Steps: empty viewer, dock open, sample loaded, running (a few updates in), result. Run it under
+Steps: empty viewer, dock open, sample loaded, running (a few updates in), result, and the
+exported figure of the result (``6-export.png`` with its sidecar, colorbars on). Run it under
 Xvfb with real OpenGL (``QT_QPA_PLATFORM`` unset)::
 
     xvfb-run -a -s "-screen 0 1600x1000x24" .venv/bin/python scripts/screenshots.py tv shots/tv
@@ -18,12 +19,7 @@ import argparse
 import time
 from pathlib import Path
 
-
-def _pump(app, seconds: float) -> None:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        app.processEvents()
-        time.sleep(0.02)
+from _napari_window import ScreenshotWindow
 
 
 def main() -> None:
@@ -36,28 +32,12 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=300.0)
     args = parser.parse_args()
 
-    import napari
-    from qtpy.QtWidgets import QApplication
-
     from napari_gpuscope.methods import PLUGIN, method
 
     spec = method(args.method)
     sample = args.sample or spec.samples[0].key
-    if args.cpu:
-        from napari_gpuscope.widgets import _devices
-
-        _devices._TEST_ONLY_DEVICES.append(("cpu (test only)", "cpu"))
-
-    args.out.mkdir(parents=True, exist_ok=True)
-    viewer = napari.Viewer(show=True)
-    viewer.window._qt_window.resize(1600, 1000)
-    app = QApplication.instance()
-
-    def shot(step: str) -> None:
-        _pump(app, 0.5)
-        path = args.out / f"{step}.png"
-        viewer.screenshot(str(path), canvas_only=False)
-        print(f"screenshots: {path}")
+    window = ScreenshotWindow(args.out, cpu=args.cpu)
+    viewer, shot, pump = window.viewer, window.shot, window.pump
 
     shot("1-empty")
     _, dock = viewer.window.add_plugin_dock_widget(PLUGIN, spec.title)
@@ -68,13 +48,18 @@ def main() -> None:
         shot("4-refused")
         print(f"screenshots: the run was refused: {dock.panel.status.text()!r}")
         return
-    _pump(app, args.running_after)
+    pump(args.running_after)
     shot("4-running")
     end = time.monotonic() + args.timeout
     while dock.is_running() and time.monotonic() < end:
-        _pump(app, 0.2)
+        pump(0.2)
     shot("5-result")
     print(f"screenshots: status {dock.panel.status.text()!r}")
+    # The figure a user exports from the result (menu File > Export figure with provenance).
+    from napari_gpuscope.export import export_screenshot
+
+    files = export_screenshot(viewer, args.out / "6-export.png", colorbar=True)
+    print(f"screenshots: {files.png} ({files.size[0]} x {files.size[1]} px, {files.dpi:g} dpi)")
     viewer.close()
 
 

@@ -15,8 +15,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from phase_abbe import abbe_stack
-from scipy.ndimage import gaussian_filter
+from phase_auto_cases import cells_stack, pearson, small_system
 
 from napari_gpuscope.compute import phase
 from napari_gpuscope.compute.phase._auto_regularization import (
@@ -24,45 +23,17 @@ from napari_gpuscope.compute.phase._auto_regularization import (
     data_energy,
     gcv_curve,
 )
-from napari_gpuscope.compute.phase._inverse import NormalEquations, spectrum, tikhonov_filter
-from napari_gpuscope.compute.phase._optics import OpticsCache, key_for, z_positions
+from napari_gpuscope.compute.phase._inverse import tikhonov_filter
 from napari_gpuscope.compute.preview import PlaneView
 from napari_gpuscope.sample_data.phase import OPTICS
 
-N, N_Z = 128, 7
 GRID = np.logspace(-5, -1, 17)  # the fixed values to beat: 4 per decade
-
-
-def pearson(a, b) -> float:
-    return float(np.corrcoef(np.ravel(a), np.ravel(b))[0, 1])
-
-
-def cells(seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    """Overlapping elliptical cells, up to ~0.8 rad of phase, absorption 3 % of it."""
-    rng = np.random.default_rng(seed)
-    yy, xx = np.mgrid[:N, :N]
-    ph = np.zeros((N, N))
-    for _ in range(10):
-        cy, cx = rng.uniform(12, N - 12, 2)
-        a, b = rng.uniform(6, 13), rng.uniform(4, 9)
-        ph += rng.uniform(0.2, 0.4) * np.sqrt(
-            np.clip(1 - ((xx - cx) / a) ** 2 - ((yy - cy) / b) ** 2, 0, None)
-        )
-    ph = gaussian_filter(ph, 1.0)
-    return ph, 0.03 * ph
 
 
 @pytest.fixture(scope="module", params=[(0.0, 0.0), (0.2, 1.0)], ids=["no-tilt", "tilt"])
 def clean(request):
-    """A noise-free stack of the cells from Abbe's model, and the truth."""
-    zenith, azimuth = request.param
-    ph, ab = cells()
-    optics = {k: v for k, v in OPTICS.items() if k != "z_pixel_size"}
-    z = (N_Z // 2 - np.arange(N_Z)) * OPTICS["z_pixel_size"]  # slice 0 on top
-    stack = abbe_stack(
-        ph, ab, **optics, z_positions=z, tilt_zenith=zenith, tilt_azimuth=azimuth, source_step=5
-    )
-    return stack, ph, (zenith, azimuth)
+    """A noise-free stack of the cells from Abbe's model, the truth and the tilt."""
+    return cells_stack(*request.param)
 
 
 @pytest.mark.parametrize("photons", [3e3, 1e4, 1e5])  # 1.8 %, 1 % and 0.3 % noise
@@ -85,27 +56,10 @@ def test_auto_is_within_0_01_of_the_best_fixed_value(clean, photons):
         assert pearson(solver.solve(1e-3)[1], truth) < got - 0.01
 
 
-def _system(seed=0, tilt=(0.1, 0.7), shape=(48, 40)):
-    rng = np.random.default_rng(seed)
-    params = phase.PhaseParams(**OPTICS)
-    truth = gaussian_filter(rng.standard_normal(shape), 3.0)
-    stack = phase.simulate_stack(
-        truth, 0.1 * truth, params, 5, tilt_zenith=tilt[0], tilt_azimuth=tilt[1]
-    )
-    stack = (stack + 0.01 * rng.standard_normal(stack.shape)).astype(np.float32)
-    data = torch.from_numpy(stack)
-    key = key_for(params, shape, data.device)
-    z = z_positions(5, params.z_pixel_size, 0.0, descending=True)
-    tf = OpticsCache().transfer_functions(key, z, *tilt)
-    d_hat = spectrum(data)
-    system = NormalEquations.build(d_hat, tf.absorption, tf.phase)
-    return data, d_hat, tf, system
-
-
 def test_the_histogram_equals_the_sums_over_frequencies():
     """RSS, the trace of the influence matrix and the correlation estimate, from the
     histogram, against the same quantities from explicit solves frequency by frequency."""
-    data, d_hat, tf, system = _system()
+    data, d_hat, tf, system = small_system()
     stats = RegularizationStats.of(system, data_energy(data), data.shape[0])
     regs = np.logspace(-3, 0, 7)  # within the selector's grid (from 1e-6 of the largest s)
     curve = gcv_curve(stats, regs)
@@ -125,7 +79,7 @@ def test_the_histogram_equals_the_sums_over_frequencies():
 
 
 def test_tiles_choose_one_value_from_their_summed_statistics():
-    data, _, _, _ = _system(shape=(64, 64))
+    data, _, _, _ = small_system(shape=(64, 64))
     stack = data.numpy()
     params = phase.PhaseParams(**OPTICS)
     grid = phase.TileGrid.covering((64, 64), (2, 2), 0.25)
@@ -140,7 +94,7 @@ def test_tiles_choose_one_value_from_their_summed_statistics():
 
 
 def test_the_result_says_the_chosen_value_everywhere():
-    data, _, _, _ = _system()
+    data, _, _, _ = small_system()
     stack = data.numpy()
     params = phase.PhaseParams(**OPTICS, tilt_zenith=0.1, tilt_azimuth=0.7)
     assert params.label == "reg=auto"
@@ -169,7 +123,7 @@ def test_the_result_says_the_chosen_value_everywhere():
 
 
 def test_tv_uses_the_automatic_tikhonov_part_and_keeps_its_weight():
-    data, _, _, _ = _system()
+    data, _, _, _ = small_system()
     stack = data.numpy()
     params = phase.PhaseParams(**OPTICS, regularizer="tv", tv_strength=2e-3, tv_iterations=5)
     result = phase.reconstruct(stack, params=params, device="cpu")
@@ -181,7 +135,7 @@ def test_tv_uses_the_automatic_tikhonov_part_and_keeps_its_weight():
 
 
 def test_the_preview_chooses_as_a_run_does():
-    data, _, _, _ = _system()
+    data, _, _, _ = small_system()
     stack = data.numpy()
     params = phase.PhaseParams(**OPTICS, tilt_mode="none")
     view = PlaneView(shape=stack.shape, axes=(1, 2), index=(0, 0, 0))

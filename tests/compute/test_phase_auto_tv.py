@@ -13,8 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from phase_abbe import abbe_stack
-from test_phase_auto_regularization import N_Z, _system, cells, pearson
+from phase_auto_cases import cells_stack, pearson, small_system
 
 from napari_gpuscope.compute import phase
 from napari_gpuscope.compute.phase._admm import admm_tv
@@ -37,15 +36,8 @@ def one_thread():
 
 @pytest.fixture(scope="module", params=[(0.0, 0.0), (0.2, 1.0)], ids=["no-tilt", "tilt"])
 def clean(request):
-    """A noise-free stack of the cells from Abbe's model, and the truth."""
-    zenith, azimuth = request.param
-    ph, ab = cells()
-    optics = {k: v for k, v in OPTICS.items() if k != "z_pixel_size"}
-    z = (N_Z // 2 - np.arange(N_Z)) * OPTICS["z_pixel_size"]  # slice 0 on top
-    stack = abbe_stack(
-        ph, ab, **optics, z_positions=z, tilt_zenith=zenith, tilt_azimuth=azimuth, source_step=5
-    )
-    return stack, ph, (zenith, azimuth)
+    """A noise-free stack of the cells from Abbe's model, the truth and the tilt."""
+    return cells_stack(*request.param)
 
 
 @pytest.mark.parametrize("photons", [3e3, 1e4, 1e5])  # 1.8 %, 1 % and 0.3 % noise
@@ -73,7 +65,7 @@ def test_auto_tv_is_within_0_01_of_the_best_fixed_strength(clean, photons, one_t
 def test_the_misfit_is_the_residual_of_the_forward_model():
     """The Gram form of the excess misfit against ``|d - (A a + P p)|^2`` from the transfer
     functions, minus the least-squares residual ``E - sum c``."""
-    data, d_hat, tf, system = _system()
+    data, d_hat, tf, system = small_system()
     stats = RegularizationStats.of(system, data_energy(data), data.shape[0])
     with torch.no_grad():
         a_hat, z = admm_tv(system, 3e-3, 5e-3, 5)
@@ -87,7 +79,7 @@ def test_the_misfit_is_the_residual_of_the_forward_model():
 
 
 def test_the_result_says_the_chosen_strength_everywhere():
-    data, _, _, _ = _system()
+    data, _, _, _ = small_system()
     stack = data.numpy()
     params = phase.PhaseParams(**OPTICS, regularizer="tv", tv_iterations=5)
     assert params.label == "TV=auto"

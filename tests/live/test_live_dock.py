@@ -64,6 +64,16 @@ def _registered(core, name):
     return chosen
 
 
+def _follow_mda(part, name, core, frames):
+    """The dock's Live part follows ``core``'s MDA; the MDA of ``frames`` time points then
+    runs in a thread of its own (as a script would start it), which is returned."""
+    part.choose(f"{name}: MDA")
+    assert part.start(), part.status.text()
+    acquisition = threading.Thread(target=core.mda.run, args=(time_series(frames),))
+    acquisition.start()
+    return acquisition
+
+
 def test_flatfield_dock_follows_an_mda_and_stop_and_keep_equals_the_offline_apply(
     viewer, qtbot, cpu_device
 ):
@@ -81,10 +91,7 @@ def test_flatfield_dock_follows_an_mda_and_stop_and_keep_equals_the_offline_appl
     dock = _open(FlatfieldDock, viewer, qtbot)
     dock.apply_panel.set_profile(profile, "from the test")
     part = dock.live_acquisition
-    part.choose(f"{name}: MDA")
-    assert part.start(), part.status.text()
-    acquisition = threading.Thread(target=core.mda.run, args=(time_series(len(stack)),))
-    acquisition.start()
+    acquisition = _follow_mda(part, name, core, len(stack))
     try:
         qtbot.waitUntil(lambda: part.follow.session.frames_processed >= 6, timeout=WAIT_MS)
         part.poll()  # what the timer does: the newest image into the live layer
@@ -125,7 +132,7 @@ def test_esrrf_dock_follows_an_mda_to_its_end_and_keeps_the_offline_result(
     part = dock.live_acquisition
     part.choose(f"{name}: MDA")
     assert part.start(), part.status.text()
-    shown = []
+    shown = []  # from here: a layer the live session shows, not one start() made
     viewer.layers.events.inserted.connect(lambda event: shown.append(event.value.name))
     acquisition = threading.Thread(target=core.mda.run, args=(time_series(len(stack)),))
     acquisition.start()
@@ -154,10 +161,7 @@ def test_cancel_leaves_no_thread_callback_or_layer_and_the_acquisition_goes_on(
     dock = _open(TVDock, viewer, qtbot)
     layers_before = list(viewer.layers)
     part = dock.live_acquisition
-    part.choose(f"{name}: MDA")
-    assert part.start(), part.status.text()
-    acquisition = threading.Thread(target=core.mda.run, args=(time_series(len(stack)),))
-    acquisition.start()
+    acquisition = _follow_mda(part, name, core, len(stack))
     try:
         qtbot.waitUntil(lambda: part.follow.session.frames_processed >= 3, timeout=WAIT_MS)
         part.cancel()
