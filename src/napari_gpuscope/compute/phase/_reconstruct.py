@@ -71,9 +71,15 @@ class Reconstructor:
     @property
     def needs_stats(self) -> bool:
         """Whether :meth:`system` gathers the statistics of the automatic choices."""
+        return self.gather_stats or self.chooses_from_data
+
+    @property
+    def chooses_from_data(self) -> bool:
+        """Whether a value is chosen from the data: the regularization, or the TV strength of
+        the TV solve (a Tikhonov solve has none, whatever ``tv_strength`` holds)."""
         p = self.params
         auto_tv = p.regularizer == "tv" and p.tv_strength is None
-        return self.gather_stats or p.regularization is None or auto_tv
+        return p.regularization is None or auto_tv
 
     def key(self, shape: tuple[int, int]) -> OpticsKey:
         """Optics key of a ``(Y, X)`` region on the data's device."""
@@ -321,7 +327,7 @@ class Reconstructor:
         blend = _Blend(tilt, self.data.device)
         systems = systems or self.tile_systems(tilt)
         reg = strength = None
-        if self.params.regularization is None or self.params.tv_strength is None:
+        if self.chooses_from_data:
             # One value for the blended image: every tile's statistics first (the systems are
             # kept until all are solved, as the dock's solver keeps them).
             systems = list(systems)
