@@ -139,3 +139,31 @@ def test_tiles_share_one_strength_searched_on_the_central_crop():
     again = phase.reconstruct(stack, params=fixed, tilt_map=tilt, device="cpu")
     np.testing.assert_allclose(result.phase, again.phase, atol=1e-6)
     assert result.chunks == again.chunks  # the crop's build does not replace the image's
+
+
+def test_a_solvers_previews_reuse_the_search_at_the_same_values(monkeypatch):
+    """Moving another slider (a preview at the same regularization and iterations) does not
+    search the TV strength again; a new regularization does. The reused choice gives the same
+    bytes as a fresh search."""
+    from napari_gpuscope.compute.phase import _reconstruct
+
+    searches = []
+    search = _reconstruct.select_tv_strength
+
+    def counted(*args, **kwargs):
+        searches.append(args[2])
+        return search(*args, **kwargs)
+
+    monkeypatch.setattr(_reconstruct, "select_tv_strength", counted)
+    data, _, _, _ = small_system()
+    stack = data.numpy()
+    params = phase.PhaseParams(**OPTICS, regularizer="tv", tv_iterations=5, regularization=1e-3)
+    solver = phase.PhaseSolver(stack, params, device="cpu")
+    first = solver.solve()
+    again = solver.solve()
+    assert len(searches) == 1
+    np.testing.assert_array_equal(first[1], again[1])
+    solver.solve(3e-3)
+    assert searches == [1e-3, 3e-3]
+    fresh = phase.PhaseSolver(stack, params, device="cpu").solve()
+    np.testing.assert_array_equal(fresh[1], first[1])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -67,6 +67,9 @@ class Reconstructor:
     tv_choice: TVStrengthChoice | None = None
     """The TV strength the latest automatic TV solve chose, and its search (None: none was
     automatic)."""
+    _tv_memo: tuple | None = field(default=None, repr=False)
+    """The latest search: what it was for (reg, iterations, tilt, system) and its choice; a
+    solver's previews at the same values reuse it instead of solving the crop again."""
 
     @property
     def needs_stats(self) -> bool:
@@ -254,6 +257,16 @@ class Reconstructor:
         if p.regularizer != "tv" or p.tv_strength is not None:
             return p.tv_strength if p.tv_strength is not None else 0.0
         system = systems[len(systems) // 2]
+        memo = self._tv_memo
+        if (
+            memo is not None
+            and memo[:2] == (float(reg), p.tv_iterations)
+            and memo[2] is tilt
+            and memo[3] is system
+        ):
+            self.tv_choice = memo[4]  # the search is deterministic: the same systems, reg
+            return self.tv_choice.strength
+        middle = system
         if tilt is not None:
             height, width = (int(n) for n in self.data.shape[-2:])
             if tilt.grid.count > 1 or max(height, width) > SEARCH_SIZE:
@@ -267,6 +280,7 @@ class Reconstructor:
             return a_hat, torch.fft.fft2(phase)
 
         self.tv_choice = select_tv_strength(system, stats, reg, solve)
+        self._tv_memo = (float(reg), p.tv_iterations, tilt, middle, self.tv_choice)
         return self.tv_choice.strength
 
     def _search_system(self, tilt: TiltMap) -> NormalEquations:
