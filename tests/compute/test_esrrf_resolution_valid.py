@@ -17,7 +17,13 @@ from scipy import ndimage
 from napari_gpuscope.compute import esrrf
 from napari_gpuscope.compute.esrrf._decorr_result import _empty_result
 from napari_gpuscope.compute.esrrf._resolution import PIXEL_LIMIT_PX, ResolutionMeasurement
-from napari_gpuscope.compute.esrrf._resolution_frc import frc_with_noise_floor
+from napari_gpuscope.compute.esrrf._resolution_frc import (
+    CONSTANT,
+    NO_CROSSING,
+    UNCORRELATED,
+    frc_crossing,
+    frc_with_noise_floor,
+)
 from napari_gpuscope.compute.jobs import run_job
 
 
@@ -79,6 +85,31 @@ def test_the_noise_floor_keeps_small_frames_from_claiming_too_much():
     assert all(floor and value >= expected - ring for value, floor in small), small
     fixed = [esrrf.frc_resolution(a[crop], b[crop]) for crop in crops]
     assert sum(value < expected - ring for value in fixed) > len(crops) // 2, fixed
+
+
+def test_an_frc_without_a_number_says_which_finding_it_is():
+    """Unrelated halves, a constant half and identical halves all give no crossing; only the
+    last is "agreeing up to the input pixel", and the status and tooltip say each apart."""
+    rng = np.random.default_rng(3)
+    noise_a, noise_b = rng.normal(size=(2, 128, 128))
+    assert frc_crossing(noise_a, noise_b)[2] == UNCORRELATED
+    assert frc_crossing(np.ones((128, 128)), noise_b)[2] == CONSTANT
+    smooth = ndimage.gaussian_filter(noise_a, 1.0)
+    assert frc_crossing(smooth, smooth, max_frequency=0.25)[2] == NO_CROSSING
+    assert np.isnan(frc_crossing(noise_a, noise_b)[0])
+    measured = ResolutionMeasurement(
+        _decorrelation(3.0),
+        _decorrelation(3.1),
+        magnification=2,
+        frc=float("nan"),
+        frc_note=UNCORRELATED,
+    )
+    assert "FRC: the halves do not correlate above the noise" in measured.describe()
+    assert "agree" not in measured.describe()
+    assert "FRC (even against odd" in measured.details()
+    assert measured.details().count("FRC") == 1
+    assert measured.summary()["frc_px"] is None
+    assert measured.summary()["frc_note"] == UNCORRELATED
 
 
 @pytest.fixture(scope="module")

@@ -106,11 +106,11 @@ class ResolutionMeasurement:
         The part of the eSRRF image analysed when not all of it, e.g. ``"central 1024 x 1024
         px"`` (empty: the whole image).
     frc : float or None
-        FRC resolution of the even against the odd frames, in output pixels; NaN when the FRC
-        does not fall below 1/7 above one input pixel; None when not measured
-        (:attr:`frc_note` says why).
+        FRC resolution of the even against the odd frames, in output pixels; NaN when there
+        is no crossing to report (the halves do not correlate, one is constant, or they agree
+        up to one input pixel); None when not measured (:attr:`frc_note` says why).
     frc_note : str
-        Why the FRC is not measured, when it is not.
+        Why the FRC is not measured (None) or not a number (NaN), in words.
     frc_floor_limited : bool
         Whether the FRC crossed the 3-sigma noise floor of rings too small for 1/7
         (:func:`._resolution_frc.frc_with_noise_floor`): :attr:`frc` is then an upper bound,
@@ -183,7 +183,7 @@ class ResolutionMeasurement:
         if self.frc is None:
             return f"FRC not measured ({self.frc_note})" if self.frc_note else ""
         if not math.isfinite(self.frc):
-            return "FRC: no 1/7 crossing (the halves agree down to the input pixel)"
+            return f"FRC: {self.frc_note or 'no crossing'}"
         if self.frc_floor_limited:
             return f"FRC ≤ {self._out(self.frc)} (the frame is too small to show finer)"
         return f"FRC {self._out(self.frc)}"
@@ -235,9 +235,10 @@ class ResolutionMeasurement:
 
     def details(self) -> str:
         """Several lines for a tooltip: each measure, what it compares, the region analysed."""
+        frc = self._frc_words().removeprefix("FRC").lstrip(": ") or "not measured"
         lines = [
-            "FRC: even against odd frames of the first time point, at 1/7 or the 3-sigma "
-            "noise floor of rings too small for it. " + (self._frc_words() or "not measured") + ".",
+            "FRC (even against odd frames of the first time point, at 1/7 or the 3-sigma "
+            f"noise floor of rings too small for it): {frc}.",
             "Decorrelation (one image, Descloux et al. 2019): eSRRF "
             + self._decorrelation_words().removeprefix("decorrelation ")
             + (f" ({self.region})" if self.region else "")

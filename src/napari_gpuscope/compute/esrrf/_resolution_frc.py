@@ -26,7 +26,7 @@ from ._resolution import DECORRELATION_SIDE, MIN_FRC_FRAMES
 from ._stream import iter_stack
 from ._stream_result import EsrrfResult
 
-__all__ = ["HalfFrames", "frc_with_noise_floor", "with_frc"]
+__all__ = ["HalfFrames", "frc_crossing", "frc_with_noise_floor", "with_frc"]
 
 _MIN_SIDE = 16  # frc_curve's smallest image, once eSRRF's border band is cut
 
@@ -166,16 +166,23 @@ def with_frc(
     inner = (slice(border, -border), slice(border, -border))
     if min(halves[0][inner].shape) < _MIN_SIDE:
         return noted(f"the frames are too small ({height} x {width} px)")
-    frc, floor_limited = frc_with_noise_floor(
+    frc, floor_limited, why = frc_crossing(
         halves[0][inner], halves[1][inner], max_frequency=1.0 / m
     )
-    measured = dataclasses.replace(measured, frc=frc, frc_note="", frc_floor_limited=floor_limited)
+    measured = dataclasses.replace(measured, frc=frc, frc_note=why, frc_floor_limited=floor_limited)
     return dataclasses.replace(result, decorrelation=measured)
 
 
-def frc_with_noise_floor(
+CONSTANT = "a half is constant"
+UNCORRELATED = "the halves do not correlate above the noise"
+NO_CROSSING = "no crossing: the halves agree up to the input pixel"
+"""Why an FRC is NaN: the three cases are different findings and are said apart (two
+unrelated images must never read as agreeing down to the pixel)."""
+
+
+def frc_crossing(
     image_a: np.ndarray, image_b: np.ndarray, *, max_frequency: float = 0.5
-) -> tuple[float, bool]:
+) -> tuple[float, bool, str]:
     """FRC resolution (pixels) at the fixed 1/7 threshold or, where a ring holds too few
     pixels for 1/7 to stand above chance, at the 3-sigma curve, whichever is higher; and
     whether that noise floor decided it.
@@ -195,6 +202,9 @@ def frc_with_noise_floor(
         between rings); NaN without a crossing, or when either image is constant.
     floor_limited : bool
         Whether the 3-sigma floor, not 1/7, was crossed (the value is then an upper bound).
+    why : str
+        Why the resolution is NaN, in words (:data:`CONSTANT`, :data:`UNCORRELATED` or
+        :data:`NO_CROSSING`); empty when it is a number.
 
     Examples
     --------
@@ -203,13 +213,15 @@ def frc_with_noise_floor(
     >>> sample = ndimage.gaussian_filter(rng.normal(size=(256, 256)), 2.0)
     >>> a = sample + 0.02 * rng.normal(size=sample.shape)
     >>> b = sample + 0.02 * rng.normal(size=sample.shape)
-    >>> resolution, floor_limited = frc_with_noise_floor(a, b)
-    >>> 4 < resolution < 9
-    True
+    >>> resolution, floor_limited, why = frc_crossing(a, b)
+    >>> 4 < resolution < 9, why
+    (True, '')
+    >>> frc_crossing(rng.normal(size=(128, 128)), rng.normal(size=(128, 128)))[2]
+    'the halves do not correlate above the noise'
     """
     nan = float("nan")
     if np.ptp(image_a) == 0 or np.ptp(image_b) == 0:
-        return nan, False
+        return nan, False, CONSTANT
     frequencies, frc = frc_curve(image_a, image_b)
     size = min(np.shape(image_a)) // 2 * 2
     grid = np.arange(size) - size // 2
@@ -221,15 +233,24 @@ def frc_with_noise_floor(
     # where the correlation first stands above it.
     above = np.flatnonzero(frc[1:] >= floor[1:]) + 1
     if above.size == 0:
-        return nan, False
+        return nan, False, UNCORRELATED
     rings = np.arange(int(above[0]) + 1, frc.size)
     below = rings[(frc[rings] < floor[rings]) & (frequencies[rings] <= max_frequency)]
     if below.size == 0:
-        return nan, False
+        return nan, False, NO_CROSSING
     k = int(below[0])
     f0, f1 = frequencies[k - 1], frequencies[k]
     g0, g1 = frc[k - 1] - floor[k - 1], frc[k] - floor[k]  # above, then below the floor
     crossing = f0 + g0 * (f1 - f0) / (g0 - g1) if g0 != g1 else f1
     if crossing <= 0:
-        return nan, False
-    return float(1.0 / crossing), bool(noise[k] > FRC_THRESHOLD)
+        return nan, False, UNCORRELATED
+    return float(1.0 / crossing), bool(noise[k] > FRC_THRESHOLD), ""
+
+
+def frc_with_noise_floor(
+    image_a: np.ndarray, image_b: np.ndarray, *, max_frequency: float = 0.5
+) -> tuple[float, bool]:
+    """:func:`frc_crossing` without the reason: the resolution and whether the noise floor
+    decided it."""
+    resolution, floor_limited, _ = frc_crossing(image_a, image_b, max_frequency=max_frequency)
+    return resolution, floor_limited
