@@ -117,8 +117,15 @@ def _watch(args: argparse.Namespace, recipe: Recipe) -> int:
     from napari_gpuscope.batch.lock import StoreLock
     from napari_gpuscope.batch.runner import check_run
     from napari_gpuscope.batch.store import BatchStore
-    from napari_gpuscope.batch.watch import DEFAULT_POLL_S, describe_settings, watch_batch
+    from napari_gpuscope.batch.watch import (
+        DEFAULT_POLL_S,
+        check_watch,
+        describe_settings,
+        watch_batch,
+    )
 
+    specs = [str(spec) for spec in args.input]
+    check_watch(recipe, specs)  # a fit on all positions, or a name clash: before any worker
     choice = _cluster_choice(args)
     if choice.uses_gpu and choice.cluster == "local":
         from napari_gpuscope.batch.cluster import gpu_indices
@@ -126,7 +133,6 @@ def _watch(args: argparse.Namespace, recipe: Recipe) -> int:
         gpu_indices(choice.device)
     with StoreLock(BatchStore(args.out), wait=args.wait):
         check_run(recipe, args.out, resume=True, overwrite=False, recipe_dir=args.recipe.parent)
-    specs = [str(spec) for spec in args.input]
     print(f"{recipe.method}: watching {' '.join(specs)} -> {args.out} on {args.device}")
     print(describe_settings(args.settle, DEFAULT_POLL_S, args.watch_idle))
     with open_client(choice) as client:

@@ -12,6 +12,16 @@ computed again, so a watch that is stopped and started again goes on where it st
 The watch ends when ``stop()`` says so (Ctrl-C on the command line), or after ``idle_s`` seconds
 with no new position and none waiting to settle. Plain Python, no Qt; the clock and the sleep
 are injectable so that tests step them instead of waiting.
+
+Two things a plain run does over all its positions at once are refused or reported instead
+(:func:`check_watch`):
+
+- a job that *prepares* from every position of a run (flat-field's fit) would fit each round on
+  that round's positions only, so positions would be corrected with different profiles: refused
+  unless the prepared value is fixed by the recipe (a saved ``profile`` artifact);
+- position names must be unique over all INPUTs, as for ``run``: a clash present at the start
+  is refused with ``run``'s words; one that appears later is reported as a failed position of
+  the round (the name stays with the input that had it first) and never blocks the idle end.
 """
 
 from __future__ import annotations
@@ -23,7 +33,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from napari_gpuscope.batch.inputs import InputError, Position, discover_all
+from napari_gpuscope.batch.watch_positions import (
+    DEFAULT_POLL_S,
+    DEFAULT_SETTLE_S,
+    PositionWatcher,
+)
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -31,106 +45,15 @@ if TYPE_CHECKING:
     from napari_gpuscope.batch.recipes import Recipe
     from napari_gpuscope.batch.report import BatchReport
 
-__all__ = ["DEFAULT_POLL_S", "DEFAULT_SETTLE_S", "PositionWatcher", "WatchReport", "watch_batch"]
-
-DEFAULT_POLL_S = 1.0
-"""Seconds between two looks at the INPUTs."""
-
-DEFAULT_SETTLE_S = 3.0
-"""Seconds a position must stay unchanged before it is read: longer than the gap between two
-frames a writer flushes (a camera at 1 frame/s writing a TIFF frame by frame needs more)."""
-
-
-@dataclass
-class _Seen:
-    identity: str
-    since: float
-
-
-class PositionWatcher:
-    """The positions of some INPUTs that have settled, each handed out once per identity.
-
-    Parameters
-    ----------
-    specs : sequence of str
-        The INPUTs (as ``napari-gpuscope run`` takes them); one that matches nothing yet is
-        simply empty for now.
-    settle_s : float
-        How long a position's identity must stay the same before it is handed out.
-    clock : callable
-        Seconds, monotonic (``time.monotonic``; a test steps its own).
-
-    Examples
-    --------
-    >>> import tempfile, pathlib, numpy as np, tifffile
-    >>> folder = pathlib.Path(tempfile.mkdtemp())
-    >>> now = [0.0]
-    >>> watcher = PositionWatcher([str(folder / "*.tif")], settle_s=2, clock=lambda: now[0])
-    >>> watcher.poll()
-    []
-    >>> tifffile.imwrite(folder / "a.tif", np.zeros((4, 4), np.uint16))
-    >>> watcher.poll(), watcher.waiting
-    ([], 1)
-    >>> now[0] = 2.5
-    >>> [p.name for p in watcher.poll()], watcher.waiting
-    (['a'], 0)
-    >>> watcher.poll()  # handed out once
-    []
-    """
-
-    def __init__(
-        self,
-        specs: Sequence[str],
-        *,
-        settle_s: float = DEFAULT_SETTLE_S,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        if settle_s < 0:
-            raise ValueError(f"settle_s must be 0 or more seconds, got {settle_s}")
-        self.specs = [str(spec) for spec in specs]
-        self.settle_s = float(settle_s)
-        self._clock = clock
-        self._seen: dict[str, _Seen] = {}
-        self._handed: dict[str, str] = {}  # name -> identity handed out
-
-    @property
-    def waiting(self) -> int:
-        """Positions seen but not settled yet (or changed since they were handed out)."""
-        return sum(
-            1 for name, seen in self._seen.items() if self._handed.get(name) != seen.identity
-        )
-
-    def _current(self) -> list[Position]:
-        found: list[Position] = []
-        for spec in self.specs:
-            try:
-                found.extend(discover_all([spec]))
-            except InputError:  # nothing written there yet, or a store not yet a Zarr group
-                continue
-        return found
-
-    def poll(self) -> list[Position]:
-        """The positions that have settled since the last poll (in the INPUTs' order)."""
-        now = self._clock()
-        ready = []
-        for position in self._current():
-            try:
-                identity = position.identity()
-                position.info()  # readable: a TIFF whose header is still being written is not
-            except (OSError, ValueError, KeyError, InputError):
-                self._seen.pop(position.name, None)
-                continue
-            seen = self._seen.get(position.name)
-            if seen is None or seen.identity != identity:
-                self._seen[position.name] = _Seen(identity, now)
-                seen = self._seen[position.name]
-            if self._handed.get(position.name) == identity:
-                continue
-            if now - seen.since >= self.settle_s:
-                self._handed[position.name] = identity
-                ready.append(position)
-        return ready
-
+__all__ = [
+    "DEFAULT_POLL_S",
+    "DEFAULT_SETTLE_S",
+    "PositionWatcher",
+    "WatchReport",
+    "check_watch",
+    "check_watchable",
+    "watch_batch",
+]
 
 @dataclass
 class WatchReport:
@@ -190,6 +113,71 @@ class WatchReport:
         return out
 
 
+def check_watchable(recipe: Recipe) -> None:
+    """Refuse a recipe whose job prepares from every position of a run (flat-field's fit).
+
+    A watch runs each round on the positions settled since the round before, so such a
+    ``prepare`` would be fitted anew on each round's positions (on one position, when files
+    settle one by one) and each position corrected with another profile. Allowed when the
+    prepared value is fixed by the recipe: hooks whose ``replaces_fit`` says the artifacts
+    replace the fit (a saved ``profile``; eSRRF's drift trace), or jobs with no ``prepare``.
+
+    Raises
+    ------
+    ValueError
+        The recipe's job fits on all positions; the message says what to do instead.
+
+    Examples
+    --------
+    >>> from napari_gpuscope.batch.recipes import Recipe
+    >>> check_watchable(Recipe.from_defaults("tv"))
+    >>> check_watchable(Recipe.from_defaults("flatfield"))
+    Traceback (most recent call last):
+    ...
+    ValueError: --watch cannot run this flatfield recipe: ...
+    """
+    from napari_gpuscope.methods import load
+
+    job = recipe.job_spec()
+    hooks = load(job.batch) if job.batch else None
+    if getattr(hooks, "prepare", None) is None:
+        return
+    # The runner's own default (tasks.prepare_run): any artifact replaces the fit.
+    replaces_fit = getattr(hooks, "replaces_fit", lambda names: bool(names))
+    if replaces_fit({artifact.name for artifact in recipe.artifacts}):
+        return
+    raise ValueError(
+        f"--watch cannot run this {recipe.method} recipe: its {job.id!r} job fits once on every "
+        "position of a run, and a watch runs each round on the positions settled since the "
+        "last, so each round would be fitted on other positions and corrected differently. "
+        "Fit once: run without --watch when the acquisition is complete, or save the profile "
+        "(from the dock, or ShadingProfile.save) and watch with a recipe that names it, e.g. "
+        f"'napari-gpuscope recipe {recipe.method} --job apply --artifact profile=PROFILE.tif "
+        "-o apply.yaml'"
+    )
+
+
+def check_watch(recipe: Recipe, specs: Sequence[str]) -> None:
+    """What a watch refuses before it starts: a recipe that fits on all positions
+    (:func:`check_watchable`), or INPUTs mapping two positions to one name now.
+
+    Raises
+    ------
+    ValueError
+        See :func:`check_watchable`.
+    InputError
+        Two inputs map to one position name.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> from napari_gpuscope.batch.recipes import Recipe
+    >>> check_watch(Recipe.from_defaults("tv"), [str(pathlib.Path(tempfile.mkdtemp()) / "*.tif")])
+    """
+    check_watchable(recipe)
+    PositionWatcher(specs, settle_s=0).check_unique()
+
+
 def watch_batch(
     recipe: Recipe,
     specs: Sequence[str],
@@ -235,6 +223,14 @@ def watch_batch(
     -------
     WatchReport
 
+    Raises
+    ------
+    ValueError
+        The recipe's job fits on every position of a run (:func:`check_watchable`).
+    InputError
+        Two of the INPUTs map to one position name at the start (one that appears later is
+        a failed position of that round, named in its report).
+
     Examples
     --------
     >>> import tempfile, pathlib, numpy as np, tifffile
@@ -253,7 +249,10 @@ def watch_batch(
     """
     from napari_gpuscope.batch.runner import run_batch
 
+    check_watchable(recipe)
     watcher = PositionWatcher(specs, settle_s=settle_s, clock=clock)
+    watcher.check_unique()
+    input_name = " ".join(specs)
     report = WatchReport()
     last_news = clock()
     try:
@@ -262,25 +261,32 @@ def watch_batch(
                 report.stopped_by = "stop"
                 break
             ready = watcher.poll()
-            if ready:
-                last_news = clock()
-                round_report = run_batch(
-                    recipe,
-                    ready,
-                    out,
-                    client,
-                    resume=True,
-                    device=device,
-                    input_name=" ".join(specs),
-                    recipe_dir=recipe_dir,
+            refused = watcher.take_refused()
+            if ready or refused:
+                round_report = (
+                    run_batch(
+                        recipe,
+                        ready,
+                        out,
+                        client,
+                        resume=True,
+                        device=device,
+                        input_name=input_name,
+                        recipe_dir=recipe_dir,
+                    )
+                    if ready
+                    else _refusals(recipe, input_name, out, device)
                 )
+                round_report.failed.update(refused)
                 report.rounds.append(round_report)
                 if on_round is not None:
                     on_round(round_report)
                 if round_report.interrupted:
                     report.stopped_by = "interrupt"
                     break
-                continue  # look again at once: more may have settled meanwhile
+                if ready:
+                    last_news = clock()
+                    continue  # look again at once: more may have settled meanwhile
             if watcher.waiting:
                 last_news = clock()
             elif idle_s is not None and clock() - last_news >= idle_s:
@@ -289,6 +295,16 @@ def watch_batch(
             sleep(poll_s)
     except KeyboardInterrupt:  # between rounds: nothing was cut short
         report.stopped_by = "ctrl-c"
+    return report
+
+
+def _refusals(recipe: Recipe, input_name: str, out: str | Path, device: str) -> BatchReport:
+    """A round that computed nothing: only refused positions (filled in by the caller), said
+    at once rather than waited for."""
+    from napari_gpuscope.batch.report import BatchReport
+
+    report = BatchReport(recipe.hash(), recipe.method, input_name, str(out), device)
+    report.finish(0.0, {})
     return report
 
 
