@@ -179,7 +179,7 @@ def test_a_time_axis_kept_but_shortened_counts_the_frames(shown):
         units=("s", "um", "um"),
     )
     caption = render_figure(shown, FigureOptions(scale_bar=False)).info["caption"]
-    assert "eSRRF of 100 frames (2 time points) (M4)" in caption
+    assert "eSRRF of 100 frames in 2 time points (M4)" in caption
 
 
 def test_choices_a_second_run_reused_are_said_once(shown):

@@ -18,16 +18,13 @@ import numpy as np
 
 from napari_gpuscope.compute.results import split_result_name
 from napari_gpuscope.export import _panels
-from napari_gpuscope.provenance import provenance_of
+from napari_gpuscope.provenance import AUTOMATIC_KEY, provenance_of
 
 if TYPE_CHECKING:
     from napari.layers import Layer
     from napari.viewer import Viewer
 
 __all__ = ["AUTOMATIC_KEY", "NOTE_KEY", "figure_caption", "plane_caption", "result_sentence"]
-
-AUTOMATIC_KEY = "automatic"
-"""Key of a provenance record's automatic choices (a mapping of str to str)."""
 
 NOTE_KEY = "note"
 """Key of a provenance record's words about the result that the caption carries (e.g. the
@@ -42,24 +39,39 @@ def _input_layer(layer: Layer, layers: Sequence[Layer]) -> Layer | None:
     return next((other for other in layers if other.name == source), None)
 
 
+def _frames_used(layer: Layer) -> int | None:
+    """The frames the result says it used (``frames_analysed`` of its record's result facts):
+    fewer than the input's after a stop, in a live session's result, or where the time points
+    leave frames over."""
+    record = provenance_of(layer)
+    facts = record.get("result") if isinstance(record, dict) else None
+    used = facts.get("frames_analysed") if isinstance(facts, dict) else None
+    return used if isinstance(used, int) and not isinstance(used, bool) else None
+
+
 def _frames(layer: Layer, layers: Sequence[Layer]) -> str:
-    """ "of 100 frames" when the result collapsed an axis of its input (found in ``layers``)."""
+    """ "of 100 frames" when the result collapsed an axis of its input (found in ``layers``);
+    "of 40 of 100 frames" when it used fewer than the input holds."""
     source = _input_layer(layer, layers)
-    if source is None or source.ndim < layer.ndim or layer.ndim < 2:
+    used = _frames_used(layer)
+    if source is None:
+        return "" if used is None else f" of {used} frame{'' if used == 1 else 's'}"
+    if source.ndim < layer.ndim or layer.ndim < 2:
         return ""
     kept = ""
     if source.ndim == layer.ndim:  # an axis kept but shortened: eSRRF's time points of frames
         axis, made = 0, int(np.shape(layer.data)[0])
         if layer.ndim < 3 or made >= int(np.shape(source.data)[0]):
             return ""
-        kept = f" ({made} time points)" if made > 1 else ""
+        kept = f" in {made} time points" if made > 1 else ""
     else:
         axis = source.ndim - layer.ndim - 1  # the input's axis just before the result's own
     count = int(source.data.shape[axis])
     labels = getattr(source, "axis_labels", None)
     label = str(labels[axis]).lower() if labels is not None and len(labels) > axis else ""
     noun = _NOUNS.get(label, "images")
-    return f" of {count} {noun[:-1] if count == 1 else noun}{kept}"
+    of = f"{used} of " if used is not None and used < count else ""
+    return f" of {of}{count} {noun[:-1] if count == 1 else noun}{kept}"
 
 
 def _automatic(record: dict) -> str:
@@ -121,7 +133,7 @@ def _run_key(record: dict) -> str:
 
 def plane_caption(viewer: Viewer, layers: Sequence[Layer]) -> str:
     """Where the shown plane lies on the axes not displayed that ``layers`` span, e.g.
-    "z = 6.4 µm (index 16 of 32)"."""
+    "z = 6.4 µm (index 16 of 32)", or "tile index 23 of 48" on an axis without unit or scale."""
     parts = []
     ndim = viewer.dims.ndim
     for position in _panels.slider_positions(viewer):
@@ -134,7 +146,11 @@ def plane_caption(viewer: Viewer, layers: Sequence[Layer]) -> str:
             if units is not None:
                 unit = f"{units[position.axis - (ndim - layer.ndim)]:~}"
                 break
-        unit = "" if unit in ("", "px") else f" {unit}"
+        unit = "" if unit in ("", "px", "pixel") else f" {unit}"  # napari's default: no unit
+        if not unit and position.world == position.index:
+            # A plain count (tiles, positions): "tile = 23 (index 23 of 48)" says it twice.
+            parts.append(f"{position.label} index {position.index} of {position.steps}")
+            continue
         parts.append(
             f"{position.label} = {position.world:.4g}{unit} "
             f"(index {position.index} of {position.steps})"
