@@ -30,6 +30,7 @@ from napari_gpuscope.batch.inputs import Position
 from napari_gpuscope.batch.lock import StoreLock
 from napari_gpuscope.batch.recipes import Recipe
 from napari_gpuscope.batch.report import BatchReport
+from napari_gpuscope.batch.run_record import merge_run_records, run_record
 from napari_gpuscope.batch.store import BatchStore, StoreError, marker_key
 from napari_gpuscope.batch.task_spec import TaskSpec
 from napari_gpuscope.batch.tasks import prepare_run, run_position
@@ -163,7 +164,10 @@ def run_batch(
         The OME-Zarr output store.
     client : distributed.Client
     resume : bool
-        Skip positions whose completion marker matches (recipe hash and input identity).
+        Skip positions whose completion marker matches (recipe hash and input identity), and
+        add this run's positions to the store's record instead of replacing it
+        (:func:`~napari_gpuscope.batch.run_record.merge_run_records`), so ``status`` still
+        counts the positions of earlier runs (a watch's earlier rounds).
     overwrite : bool
         Delete an earlier output first.
     device : str
@@ -254,7 +258,10 @@ def _run_batch(
         report.done = [position.name for position, _ in todo]
         report.finish(time.perf_counter() - start, {})
         return report
-    store.prepare(_run_record(recipe, recipe_hash, positions, input_name))
+    record = run_record(recipe, recipe_hash, positions, input_name)
+    if resume:  # a watch round or a --resume with some positions: the others stay recorded
+        record = merge_run_records(store.run_record(), record)
+    store.prepare(record)
     for name, reason in failed.items():
         store.mark_failed(name, {"position": name, "status": "failed", "reason": reason})
     spec = TaskSpec(
@@ -369,21 +376,3 @@ def _outcome(future: Future, position: Position) -> JSONDict:
             reason = f"{position.source}: {type(exc).__name__}: {exc}"
         return {"position": position.name, "status": "failed", "reason": reason}
 
-
-def _run_record(
-    recipe: Recipe, recipe_hash: str, positions: Sequence[Position], input_name: str
-) -> JSONDict:
-    entries = []
-    for position in positions:
-        try:
-            key = marker_key(recipe_hash, position.identity())
-        except (OSError, ValueError, KeyError):
-            key = None
-        entries.append({"name": position.name, "source": position.source, "key": key})
-    return {
-        "recipe_hash": recipe_hash,
-        "recipe": recipe.model_dump(mode="json"),
-        "input": input_name,
-        "positions": entries,
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
