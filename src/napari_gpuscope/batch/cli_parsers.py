@@ -74,7 +74,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         type=_cluster,
         default="local",
         help="local (default); slurm, pbs or lsf (jobs submitted through dask-jobqueue); or "
-        "the address of a running Dask scheduler (tcp://host:8786)",
+        "the address of a running Dask scheduler (tcp://host:8786) whose GPU workers run one "
+        "thread each ('dask worker ADDRESS --nthreads 1 --resources GPU=1', one per GPU)",
     )
     again = run.add_mutually_exclusive_group()
     again.add_argument(

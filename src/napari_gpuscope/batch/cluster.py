@@ -5,14 +5,19 @@ scheduler.
   (tests and reference runs).
 - ``--device cuda:0,cuda:1`` (local): one worker process per GPU, one thread each, pinned with
   ``CUDA_VISIBLE_DEVICES`` in the worker's environment before Python starts (so nothing in it
-  can touch another GPU), each advertising the resource ``GPU=1`` that every task requires.
+  can touch another GPU), each advertising the resource ``GPU=1`` (a task requires
+  :data:`TASK_GPU_SHARE` of it).
   With the ``cuda`` extra installed, dask-cuda's ``LocalCUDACluster`` does this; without it a
   :class:`distributed.SpecCluster` of nannies does the same.
 - ``--cluster slurm|pbs|lsf`` (the ``hpc`` extra): dask-jobqueue's clusters, one worker
   process per GPU of a job, worker lifetimes staggered below the wall time (a worker retires
   and is replaced before the scheduler kills it), and ``adapt()`` (:mod:`.jobqueue`).
-- ``--cluster tcp://host:8786``: an existing scheduler; its workers must advertise ``GPU=1``
-  for GPU runs (``dask worker --resources GPU=1``).
+- ``--cluster tcp://host:8786``: an existing scheduler; for GPU runs each of its workers must
+  advertise ``GPU=1`` and run one thread (``dask worker ADDRESS --nthreads 1 --resources GPU=1``,
+  one per GPU, each with its ``CUDA_VISIBLE_DEVICES``). Dask gives a worker one thread per core
+  unless told otherwise, and with two threads two positions would compute at once on its GPU
+  (:data:`TASK_GPU_SHARE`): a GPU run refuses such workers at the start
+  (:func:`check_gpu_workers`).
 
 Worker processes are spawned, never forked: a forked child would inherit a parent's CUDA
 state.
@@ -34,6 +39,8 @@ __all__ = [
     "CLOSE_TIMEOUT",
     "TASK_GPU_SHARE",
     "ClusterChoice",
+    "GpuWorkerError",
+    "check_gpu_workers",
     "close_cluster",
     "gpu_indices",
     "open_client",
@@ -51,8 +58,58 @@ TASK_GPU_SHARE = 0.5
 Dask releases a task's resources only when it ends, also after it left the thread pool to
 write (:mod:`.pipeline`): with a whole GPU per task, the worker's next position could not start
 while one is written. Half lets a worker hold two, one being written and one computing; its
-one thread still computes one position at a time.
+one thread still computes one position at a time. That holds only for a worker of one thread:
+with two, both halves compute at once on one GPU (twice the device memory), which is why
+:func:`check_gpu_workers` refuses such workers.
 """
+
+
+class GpuWorkerError(RuntimeError):
+    """A worker advertising a GPU would compute several positions on it at once."""
+
+
+def check_gpu_workers(client: Client) -> None:
+    """Refuse GPU workers with more than one thread (a GPU run on an existing scheduler).
+
+    A worker advertising ``GPU`` gives each position :data:`TASK_GPU_SHARE` of it, so that one
+    position is written while the next computes on its single thread. A worker started as
+    ``dask worker ADDRESS --resources GPU=1`` without ``--nthreads 1`` has one thread per core,
+    and two positions then compute on its GPU at once, needing twice the device memory (an
+    out-of-memory failure on large positions). Refused rather than warned about: the fix is
+    one option when starting the workers, and a warning scrolls away while positions fail.
+    Only the workers connected now are checked.
+
+    Raises
+    ------
+    GpuWorkerError
+        Names the workers, their threads and resources, and the command to start them with.
+
+    Examples
+    --------
+    >>> from distributed import Client
+    >>> with Client(processes=False, n_workers=1, threads_per_worker=1, resources={"GPU": 1},
+    ...             dashboard_address=None) as client:
+    ...     check_gpu_workers(client)
+    """
+    workers = client.scheduler_info(n_workers=-1)["workers"]
+    crowded = {
+        address: (info.get("nthreads", 1), info.get("resources") or {})
+        for address, info in workers.items()
+        if (info.get("resources") or {}).get(GPU_RESOURCE, 0) > 0 and info.get("nthreads", 1) > 1
+    }
+    if not crowded:
+        return
+    named = "; ".join(
+        f"{address} has {threads} threads and {GPU_RESOURCE}={resources[GPU_RESOURCE]:g}"
+        for address, (threads, resources) in sorted(crowded.items())[:3]
+    )
+    more = f" (and {len(crowded) - 3} more)" if len(crowded) > 3 else ""
+    raise GpuWorkerError(
+        f"GPU workers must run one thread each: {named}{more}, so positions would compute "
+        "at once on one GPU (twice its memory). Restart them as 'dask worker "
+        f"{client.scheduler.address} --nthreads 1 --resources {GPU_RESOURCE}=1', one per GPU, "
+        "each with its CUDA_VISIBLE_DEVICES"
+    )
 
 
 @dataclass(frozen=True)
@@ -252,6 +309,8 @@ def slurm_cluster(choice: ClusterChoice) -> Cluster:
 def open_client(choice: ClusterChoice) -> Iterator[Client]:
     """A :class:`distributed.Client` on the chosen cluster, closed (with the cluster) after.
 
+    On an existing scheduler, a GPU run first checks its workers (:func:`check_gpu_workers`).
+
     Examples
     --------
     >>> with open_client(ClusterChoice(device="cpu", workers=1, dashboard="")) as client:
@@ -265,6 +324,8 @@ def open_client(choice: ClusterChoice) -> Iterator[Client]:
 
     if choice.cluster != "local" and choice.cluster not in SCHEDULERS:
         with Client(choice.cluster) as client:
+            if choice.uses_gpu:
+                check_gpu_workers(client)
             yield client
         return
     if choice.cluster in SCHEDULERS:
