@@ -96,6 +96,7 @@ class PhaseDock(MethodDock):
         self._solvers = PhaseSolvers()
         self._syncing = False
         self._chosen: float | None = None  # the latest automatic regularization (GUI thread)
+        self._shown_input: weakref.ref | None = None  # the input the chosen values are for
         # The tilt map of the latest run and the array it belongs to (GUI thread only).
         self._tilt: tuple[weakref.ref[napari.layers.Image], TiltMap] | None = None
         super().__init__(viewer)
@@ -204,7 +205,14 @@ class PhaseDock(MethodDock):
             self.form.set_row_visible(name, mode == "tiles")
 
     def on_input_changed(self, layer: napari.layers.Image | None) -> None:
-        """Pixel size and z step from the layer's scale; optics from a sample's metadata."""
+        """Pixel size and z step from the layer's scale; optics from a sample's metadata; the
+        automatic values chosen for the previous input are no longer shown."""
+        known = self._shown_input
+        if known is not None and layer is not known():  # (the same input is re-announced
+            # whenever napari's layers change; a deleted one reads None)
+            self.show_chosen_regularization(None)
+            self.form.set_auto_text("tv_strength", "auto")
+        self._shown_input = None if layer is None else weakref.ref(layer)
         if layer is None or getattr(layer, "ndim", 0) != 3:
             self.scale_label.value = ""
             return
