@@ -16,6 +16,7 @@ from ._drift_choice import json_float, json_floats
 from ._drift_correct import check_shifts
 from ._drift_csv import load_drift_trace, trace_csv_text
 from ._drift_params import DriftParams
+from ._drift_tracks import tracks_data, tracks_layer
 
 __all__ = ["DriftResult", "load_drift_trace"]
 
@@ -255,15 +256,7 @@ class DriftResult:
     def tracks_data(self, anchor: tuple[float, float] | None = None) -> np.ndarray:
         """napari Tracks data ``(T, 4)``: ``[track 0, frame, y, x]``, the path of frame 0's
         content at ``anchor`` (input pixels; default the frame's centre)."""
-        if anchor is None:
-            rows, cols = self.frame_shape or (1, 1)
-            anchor = ((rows - 1) / 2, (cols - 1) / 2)
-        n = self.shifts.shape[0]
-        data = np.zeros((n, 4), np.float64)
-        data[:, 1] = np.arange(n)
-        data[:, 2] = anchor[0] + self.shifts[:, 0]
-        data[:, 3] = anchor[1] + self.shifts[:, 1]
-        return data
+        return tracks_data(self.shifts, self.frame_shape, anchor)
 
     def layers(
         self,
@@ -299,47 +292,8 @@ class DriftResult:
         geometry: Geometry | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> LayerDataTuple:
-        """The Tracks layer of :meth:`layers`.
-
-        Coloured by frame (turbo: blue at frame 0 to red at the last, so the path says which
-        way the sample went) and 4 px wide with the whole path shown: one track coloured by
-        its id takes turbo's darkest blue, invisible over a dark image. The geometry is the
-        input's ``(t, y, x)`` (its last three axes), units and axis labels included, so that
-        napari keeps its units and scale bar on; a 2D geometry (a frame's) gives the ``y, x``
-        axes and a time axis of scale 1 in frames.
-
-        Examples
-        --------
-        >>> trace = DriftResult.from_shifts([[0.0, 0.0], [0.5, -1.0]], frame_shape=(8, 8))
-        >>> geometry = Geometry(scale=(2.0, 0.1, 0.1), units=("s", "µm", "µm"))
-        >>> data, kwargs, kind = trace.tracks_layer("cells", geometry)
-        >>> kind, kwargs["color_by"], kwargs["properties"]["frame"].tolist(), kwargs["units"]
-        ('tracks', 'frame', [0.0, 1.0], ('s', 'µm', 'µm'))
-        """
-        kwargs: dict[str, Any] = {"name": result_name("drift", name)}
-        if geometry is not None:
-            g = geometry.trailing(3).as_kwargs()
-            pads = {"scale": 1.0, "translate": 0.0, "units": "pixel", "axis_labels": "t"}
-            for key, pad in pads.items():
-                if key in g and len(g[key]) == 2:  # a frame's geometry: the track adds time
-                    g[key] = (pad, *g[key])
-                elif key in g and len(g[key]) != 3:
-                    del g[key]
-            kwargs.update(g)
-        data = self.tracks_data()
-        n = data.shape[0]
-        kwargs.update(
-            {
-                "metadata": {**dict(metadata or {}), "quantity": "drift", "unit": "px"},
-                "properties": {"frame": data[:, 1].copy()},
-                "color_by": "frame",
-                "colormap": "turbo",
-                "tail_width": 4,
-                "tail_length": max(1, n),
-                "head_length": 0,
-            }
-        )
-        return data, kwargs, "tracks"
+        """The Tracks layer of :meth:`layers` (:func:`._drift_tracks.tracks_layer`)."""
+        return tracks_layer(self.shifts, self.frame_shape, name, geometry, metadata)
 
     # ------------------------------------------------------------------ CSV
     def to_csv(
