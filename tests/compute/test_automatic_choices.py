@@ -125,3 +125,19 @@ def test_flatfield_names_the_automatic_smoothness_and_only_when_automatic() -> N
     assert _record(profile)[AUTOMATIC_KEY] == profile.automatic_choices()
     fixed = fit_basic(images, BasicParams(smoothness_flatfield=value), device="cpu")
     assert fixed.automatic_choices() == {}
+
+
+def test_esrrf_status_names_an_automatic_drift_block_length():
+    """eSRRF's status line (its describe(), which the dock shows) says the block length the
+    drift chose, and says nothing of the kind for a length given."""
+    import dataclasses
+
+    stack, _ = blinking_drifting_stack(true_drift(120), shape=(32, 32), n_emitters=40, seed=2)
+    drift = esrrf.estimate_drift(stack, time_averaging="auto", device="cpu")
+    params = esrrf.EsrrfParams(magnification=2)
+    result = run_job(esrrf.iter_esrrf(stack, params=params, device="cpu"))
+    chosen = drift.time_averaging_chosen
+    text = dataclasses.replace(result, drift=drift).describe()
+    assert f"blocks of {chosen} frames, chosen automatically" in text
+    fixed = esrrf.estimate_drift(stack, time_averaging=30, device="cpu")
+    assert "chosen automatically" not in dataclasses.replace(result, drift=fixed).describe()

@@ -148,6 +148,10 @@ class EsrrfResult:
         drift = ""
         if self.drift is not None:
             drift = f", drift-corrected (up to {self.drift.max_drift:.2f} px"
+            if self.drift.automatic and self.drift.time_averaging_chosen:
+                drift += (
+                    f"; blocks of {self.drift.time_averaging_chosen} frames, chosen automatically"
+                )
             if self.drift.stopped_early:
                 drift += f"; its estimate stopped after frame {self.drift.shifts.shape[0] - 1}"
             drift += ")"
