@@ -404,7 +404,11 @@ def test_frames_of_another_shape_end_the_session_in_words():
     feed.push(np.ones((8, 8)))
     feed.push(np.ones((9, 9)))
     assert session.wait(WAIT)
-    assert session.frames_dropped == 1
+    feed.push(np.ones((8, 8)))  # after the refusal: refused too (the intake is closed)
+    # Refused frames are counted apart from the drop policy's: nothing fell behind.
+    assert (session.frames_dropped, session.frames_refused) == (0, 2)
+    assert session.frames_received == 3 and session.frames_processed == 1
+    assert "frame 1 is (9, 9) float64, the first was (8, 8) float64" in session.refused
     assert "a live session takes frames of one shape" in session.refused
     assert session.result().image.shape == (1, 8, 8)
 
@@ -455,7 +459,11 @@ def test_an_mda_that_is_not_z_stacks_of_the_size_given_is_refused_in_words():
     core.mda.run(z_stacks(2, 3))  # stacks of 3 slices, not 4
     assert session.wait(WAIT)
     assert "not z-stacks of 4 slices" in session.refused
-    assert session.frames_processed == 0 and session.frames_dropped == session.frames_received
+    # What would be valid, in words: the MDA's own number of z positions.
+    assert "(its axes tz, 3 z positions)" in session.refused
+    assert "must be its 3 z positions" in session.refused
+    assert session.frames_processed == 0 and session.frames_dropped == 0
+    assert session.frames_refused == session.frames_received == 6
 
 
 def test_stop_and_keep_while_the_job_waits_for_a_frame():
@@ -476,3 +484,23 @@ def test_stop_and_keep_while_the_job_waits_for_a_frame():
     feed.push(stack[0])  # after the stop: disconnected, not even received
     assert session.frames_received == 5 and session.frames_pending == 0
     session.detach()
+
+
+def test_an_mda_refused_for_z_stacks_is_told_what_would_be_valid():
+    import useq
+
+    from napari_gpuscope.live._sources import stack_order_problem
+
+    z = {"range": 4.0, "step": 1.0}  # 5 z positions
+    assert (
+        stack_order_problem(useq.MDASequence(time_plan={"interval": 0, "loops": 2}, z_plan=z), 5)
+        is None
+    )
+    wrong_count = stack_order_problem(
+        useq.MDASequence(time_plan={"interval": 0, "loops": 2}, z_plan=z), 16
+    )
+    assert "not z-stacks of 16 slices" in wrong_count and "must be its 5 z positions" in wrong_count
+    outer_z = useq.MDASequence(time_plan={"interval": 0, "loops": 2}, z_plan=z, axis_order="zt")
+    assert "z must be the MDA's innermost axis" in stack_order_problem(outer_z, 5)
+    flat = useq.MDASequence(time_plan={"interval": 0, "loops": 3})
+    assert "follows an MDA with a z plan" in stack_order_problem(flat, 5)

@@ -68,6 +68,66 @@ def test_a_session_attached_before_the_acquisition_waits_for_it_and_detaches_cle
     assert session.result().image.shape[1:] == stack.shape[1:]
 
 
+class _FailingCore:
+    """What a continuous source uses of a core: ``good`` numbered frames, then a core that
+    raises (a camera adapter's error while its buffer is read)."""
+
+    def __init__(self, good: int) -> None:
+        self.images = [
+            (np.full((8, 8), i, np.uint16), {"ImageNumber": str(i)}) for i in range(good)
+        ]
+
+    def getRemainingImageCount(self) -> int:
+        return 1  # always one more: the failure comes from popping it
+
+    def popNextImageAndMD(self):
+        if not self.images:
+            raise RuntimeError("camera adapter: buffer read failed")
+        return self.images.pop(0)
+
+    def isSequenceRunning(self) -> bool:
+        return True
+
+
+def test_a_core_that_raises_ends_the_session_with_its_error_and_keeps_the_frames_before():
+    from napari_gpuscope.compute.tv import TVParams
+    from napari_gpuscope.dock.live_follow import LiveFollow, LiveRequest
+
+    source = live.ContinuousSource(_FailingCore(good=3))
+    follow = LiveFollow(
+        source, LiveRequest("tv", "denoise", TVParams(weight=5.0), {}), device="cpu"
+    )
+    session = follow.session
+    assert session.wait(WAIT), "the session ends when its source fails (not left waiting)"
+    assert isinstance(source.error, RuntimeError) and session.source_error is source.error
+    assert session.frames_received == session.frames_processed == 3
+    assert session.result().image[:, 0, 0].tolist() == [0, 1, 2]  # TV of a constant frame
+    status = follow.poll()
+    head, detail = status.ending()
+    assert head == "The source failed" and "buffer read failed" in detail
+    session.detach()
+    assert follow.ended and _pollers() == []
+
+
+def test_disconnect_never_waits_for_the_polling_thread():
+    core = _FailingCore(good=0)
+    entered, release = threading.Event(), threading.Event()
+
+    def blocked_count() -> int:  # a core call that hangs (a camera adapter that blocks)
+        entered.set()
+        release.wait(WAIT)
+        return 0
+
+    core.getRemainingImageCount = blocked_count
+    source = live.ContinuousSource(core)
+    source.connect(lambda frame: None, lambda error=None: None)
+    assert entered.wait(WAIT)
+    source.disconnect()  # returns although the poller is inside the core
+    assert not source.join(0), "the poller is still in the core's call"
+    release.set()
+    assert source.join(WAIT) and _pollers() == []
+
+
 def test_a_registered_core_is_offered_and_a_dropped_one_leaves():
     core, _ = make_core(blinking(2))
     name = live.register_core(core, "bench scope")

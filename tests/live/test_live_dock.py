@@ -10,6 +10,7 @@ runs. Run under ``xvfb-run``.
 
 from __future__ import annotations
 
+import re
 import threading
 
 import numpy as np
@@ -97,7 +98,9 @@ def test_flatfield_dock_follows_an_mda_and_stop_and_keep_equals_the_offline_appl
         part.poll()  # what the timer does: the newest image into the live layer
         assert part.layer is not None and part.layer.data.shape == (16, 16)
         session = part.follow.session
-        kept = part.stop_and_keep()
+        part.stop_and_keep()  # returns at once; kept once the frame being processed is done
+        qtbot.waitUntil(lambda: not part.running, timeout=WAIT_MS)
+        kept = part.kept
     finally:
         acquisition.join(timeout=120)
     live.unregister_core(core)
@@ -165,6 +168,7 @@ def test_cancel_leaves_no_thread_callback_or_layer_and_the_acquisition_goes_on(
     try:
         qtbot.waitUntil(lambda: part.follow.session.frames_processed >= 3, timeout=WAIT_MS)
         part.cancel()
+        qtbot.waitUntil(lambda: not part.running, timeout=WAIT_MS)
     finally:
         acquisition.join(timeout=120)
     live.unregister_core(core)
@@ -194,7 +198,9 @@ def test_a_growing_layer_followed_by_a_dock(viewer, qtbot, cpu_device):
     assert part.running, part.status.text()
     part.poll()
     assert part.layer is not None and part.layer.data.shape == (16, 16)
-    kept = part.stop_and_keep()
+    part.stop_and_keep()
+    qtbot.waitUntil(lambda: not part.running, timeout=WAIT_MS)
+    kept = part.kept
     assert len(layer.events.data.callbacks) == before, "the session left the layer's event"
     # The weight is resolved on the first frame and held (docs/live.md, exactness).
     params = live_request("tv", dock.params()).params  # the frames' (Y, X) spacing
@@ -233,3 +239,179 @@ def test_a_dock_whose_method_cannot_run_live_says_so(viewer, qtbot, cpu_device):
         live_request("flatfield", BasicParams())
     with pytest.raises(ValueError, match="does not run live"):
         live_request("fake", None)  # type: ignore[arg-type]
+
+
+# -- what the dock says when a session ends, and that it never blocks -----------------------------
+
+
+def test_frames_refused_are_said_and_counted_apart_from_dropped(viewer, qtbot, cpu_device):
+    from napari_gpuscope.widgets.tv.dock import TVDenoiseDock as TVDock
+
+    stack = blinking(3, size=16)
+    layer = viewer.add_image(stack[:2], name="acquiring")
+    dock = _open(TVDock, viewer, qtbot)
+    part = dock.live_acquisition
+    part.choose("layer: acquiring (grows)")
+    assert part.start(), part.status.text()
+    qtbot.waitUntil(lambda: part.follow.session.frames_processed == 2, timeout=WAIT_MS)
+    layer.data = stack[:, :15, :15]  # frame 2 arrives cropped (the camera's region changed)
+    qtbot.waitUntil(lambda: not part.running, timeout=WAIT_MS)
+    status, counters = part.status.text(), part.counters.text()
+    assert "The acquisition ended" not in status
+    assert status.startswith("Frames refused: kept"), status
+    assert "Frame 2 is (15, 15) uint16, the first was (16, 16) uint16" in status
+    assert "one shape and dtype" in status and "goes on" in status
+    assert counters.startswith("3 received · 2 processed · 0 dropped · 1 refused"), counters
+    assert part.kept and part.kept[0].data.shape == (2, 16, 16)
+    assert _live_threads() == []
+
+
+def test_phase_with_the_wrong_slices_per_stack_is_refused_at_the_mda_start_in_words(
+    viewer, qtbot, cpu_device
+):
+    from napari_gpuscope.widgets.phase.dock import PhaseDock
+
+    from .camera import z_stacks
+
+    core, camera = make_core(blinking(10, size=16), exposure_ms=5.0)
+    name = _registered(core, "phase scope")
+    dock = _open(PhaseDock, viewer, qtbot)
+    part = dock.live_acquisition
+    part.slices.setValue(4)  # the MDA's stacks have 5 slices
+    part.choose(f"{name}: MDA")
+    assert part.start(), part.status.text()
+    acquisition = threading.Thread(target=core.mda.run, args=(z_stacks(2, 5),))
+    acquisition.start()
+    try:
+        qtbot.waitUntil(lambda: not part.running, timeout=WAIT_MS)
+    finally:
+        acquisition.join(timeout=120)
+    live.unregister_core(core)
+    status, counters = part.status.text(), part.counters.text()
+    assert status.startswith("Frames refused: nothing kept"), status
+    assert "not z-stacks of 4 slices" in status and "must be its 5 z positions" in status
+    assert "goes on" in status and "The acquisition ended" not in status
+    # Every frame that reached the session before the dock let it go was refused, none dropped.
+    assert re.match(r"(\d+) received · 0 processed · 0 dropped( · \1 refused)?$", counters), (
+        counters
+    )
+    assert camera.index == 10, "the MDA acquired every frame"
+    assert _live_threads() == []
+
+
+def _blocking_tv(monkeypatch, block_at: int):
+    """TV's live processing, with frame ``block_at`` held until the returned event is set (a
+    slow job); the other event says the worker is holding it."""
+    from napari_gpuscope.live._per_frame import LiveTV
+
+    entered, release = threading.Event(), threading.Event()
+    original, seen = LiveTV.process, []
+
+    def process(self, frame):
+        seen.append(frame)
+        if len(seen) == block_at:
+            entered.set()
+            assert release.wait(WAIT_MS / 1000)
+        return original(self, frame)
+
+    monkeypatch.setattr(LiveTV, "process", process)
+    return entered, release
+
+
+def _follow_layer(viewer, qtbot, stack):
+    from napari_gpuscope.widgets.tv.dock import TVDenoiseDock as TVDock
+
+    viewer.add_image(stack, name="acquiring")
+    dock = _open(TVDock, viewer, qtbot)
+    part = dock.live_acquisition
+    part.choose("layer: acquiring (grows)")
+    assert part.start(), part.status.text()
+    return part
+
+
+def test_stop_and_keep_returns_while_the_worker_is_busy_and_keeps_once_it_is_done(
+    viewer, qtbot, cpu_device, monkeypatch
+):
+    entered, release = _blocking_tv(monkeypatch, block_at=2)
+    stack = blinking(4, size=16)
+    part = _follow_layer(viewer, qtbot, stack)
+    assert entered.wait(WAIT_MS / 1000)
+    part.stop_button.click()  # a Qt slot: returns while frame 2 is still being processed
+    assert not release.is_set() and part.running and part.stopping
+    assert part.status.text() == "Stopped: finishing the frame being processed..."
+    assert not part.stop_button.isEnabled() and not part.cancel_button.isEnabled()
+    release.set()
+    qtbot.waitUntil(lambda: not part.running, timeout=WAIT_MS)
+    assert part.status.text().startswith("Stopped: kept"), part.status.text()
+    assert "The acquisition goes on." in part.status.text()
+    assert part.kept and part.kept[0].data.shape == (2, 16, 16)  # the frame in hand finished
+    assert _live_threads() == [] and part.start_button.isEnabled()
+
+
+def test_a_worker_that_never_finishes_its_frame_is_let_go_with_words(
+    viewer, qtbot, cpu_device, monkeypatch
+):
+    from napari_gpuscope.widgets import _live_acquisition
+
+    monkeypatch.setattr(_live_acquisition, "GIVE_UP_S", 0.0)  # no waiting for it at all
+    entered, release = _blocking_tv(monkeypatch, block_at=1)
+    part = _follow_layer(viewer, qtbot, blinking(2, size=16))
+    assert entered.wait(WAIT_MS / 1000)
+    session = part.follow.session
+    part.stop_and_keep()
+    qtbot.waitUntil(lambda: not part.running, timeout=WAIT_MS)
+    assert "nothing kept (still processing a frame after 0 s)" in part.status.text()
+    assert part.layer is None and part.kept == []
+    release.set()  # the worker, disconnected, ends by itself
+    session.detach(WAIT_MS / 1000)
+    assert _live_threads() == []
+
+
+def test_a_continuous_acquisition_whose_core_fails_ends_with_the_error_shown(
+    viewer, qtbot, cpu_device, monkeypatch
+):
+    from napari_gpuscope.widgets.tv.dock import TVDenoiseDock as TVDock
+
+    stack = blinking(5)
+    core, _ = make_core(stack, exposure_ms=2.0)
+    popped, pop = [], core.popNextImageAndMD
+
+    def pop_then_fail(*args):
+        if len(popped) == 3:
+            raise RuntimeError("camera adapter: buffer read failed")
+        popped.append(1)
+        return pop(*args)
+
+    monkeypatch.setattr(core, "popNextImageAndMD", pop_then_fail)
+    name = _registered(core, "failing scope")
+    dock = _open(TVDock, viewer, qtbot)
+    part = dock.live_acquisition
+    part.choose(f"{name}: continuous acquisition")
+    assert part.start(), part.status.text()
+    core.startContinuousSequenceAcquisition(0)
+    try:
+        qtbot.waitUntil(lambda: not part.running, timeout=WAIT_MS)
+    finally:
+        core.stopSequenceAcquisition()
+        live.unregister_core(core)
+    status = part.status.text()
+    assert status.startswith("The source failed: kept"), status
+    assert "Camera adapter: buffer read failed" in status
+    assert part.counters.text().startswith("3 received · 3 processed · 0 dropped")
+    assert part.kept and part.kept[0].data.shape == (3, *stack.shape[1:])
+    assert _live_threads() == []
+
+
+def test_closing_the_dock_mid_frame_lets_the_session_go_at_once(
+    viewer, qtbot, cpu_device, monkeypatch
+):
+    entered, release = _blocking_tv(monkeypatch, block_at=1)
+    part = _follow_layer(viewer, qtbot, blinking(2, size=16))
+    assert entered.wait(WAIT_MS / 1000)
+    session = part.follow.session
+    part.release()  # what the dock's close does
+    assert not part.running and not release.is_set()
+    assert part.status.text() == "Cancelled: nothing kept. The acquisition goes on."
+    release.set()
+    session.detach(WAIT_MS / 1000)
+    assert _live_threads() == []

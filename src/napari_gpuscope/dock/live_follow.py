@@ -1,20 +1,21 @@
 """A dock following an acquisition: a live session, its counters, rate and latency, and its
 result as layers (the Qt-free side of the dock's Live part, :mod:`..widgets._live_acquisition`).
 
-:class:`LiveFollow` attaches a method's job to a source (:func:`napari_gpuscope.live.attach`)
-through :class:`ArrivalClock`, which stamps the arrival of every frame kept. The view polls it
-on its own (main) thread, :meth:`LiveFollow.poll`, and gets the counters, the processing rate,
-and the image to show in place with the latency from the arrival of the newest frame it covers
-to now (the moment the view puts it in its layer). Stop & keep and Cancel detach the session,
-never the acquisition.
+:class:`LiveFollow` attaches a method's job to a source (:func:`napari_gpuscope.live.attach`;
+its buffer stamps the arrival of every frame it keeps). The view polls it on its own (main)
+thread, :meth:`LiveFollow.poll`, and gets the counters, the processing rate, the image to show
+in place with the latency from the arrival of the newest frame it covers to now (the moment the
+view puts it in its layer), and why the session ended when it did by itself (the acquisition
+finished, frames were refused, the source or the job failed: :meth:`LiveStatus.ending`). Stop
+& keep and Cancel ask the session to stop (:meth:`LiveFollow.request_stop`, which never waits)
+and the view keeps or discards it once :attr:`LiveFollow.ended`; never the acquisition.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -22,17 +23,17 @@ import numpy as np
 
 from napari_gpuscope import live
 from napari_gpuscope.compute.results import Geometry
+from napari_gpuscope.dock.messages import plain_error_message, sentence
 from napari_gpuscope.provenance import PROVENANCE_KEY, build_provenance
 
 if TYPE_CHECKING:
     from napari.types import LayerDataTuple
 
     from napari_gpuscope.compute.params import Params
-    from napari_gpuscope.live import LiveSession, Source
+    from napari_gpuscope.live import LiveSession
 
 __all__ = [
     "LIVE_METHODS",
-    "ArrivalClock",
     "LiveFollow",
     "LiveRequest",
     "LiveStatus",
@@ -123,51 +124,16 @@ def live_request(
     return LiveRequest(method_id, _LIVE_JOB[method_id], params, inputs, stack, tuple(notes))
 
 
-class ArrivalClock:
-    """A source whose kept frames are stamped on arrival (``time.perf_counter``).
-
-    Wraps a :class:`~napari_gpuscope.live.Source`: the stamp is taken before the session's
-    buffer copies the frame, and kept when the buffer keeps it, so :meth:`arrival` of kept
-    frame ``k`` is when the source handed it on. The last ``keep`` stamps are held (memory
-    bounded whatever the acquisition's length).
-    """
-
-    def __init__(self, source: Source, keep: int = 4096) -> None:
-        self.source = source
-        self.name = source.name
-        self._stamps: deque[float] = deque(maxlen=keep)
-        self._kept = 0
-        self._lock = threading.Lock()
-
-    def __getattr__(self, name: str) -> Any:
-        # What a session asks of some sources only (a core's expect_stacks) passes through.
-        return getattr(self.source, name)
-
-    def connect(self, on_frame: Callable[[Any], object], on_end: Callable[[], object]) -> None:
-        def stamped(frame: Any) -> object:
-            arrived = time.perf_counter()
-            kept = on_frame(frame)
-            if kept:
-                with self._lock:
-                    self._stamps.append(arrived)
-                    self._kept += 1
-            return kept
-
-        self.source.connect(stamped, on_end)
-
-    def disconnect(self) -> None:
-        self.source.disconnect()
-
-    def expected_frames(self) -> int | None:
-        return self.source.expected_frames()
-
-    def arrival(self, kept_index: int) -> float | None:
-        """When kept frame ``kept_index`` arrived (None: not kept yet, or forgotten)."""
-        with self._lock:
-            offset = kept_index - (self._kept - len(self._stamps))
-            if 0 <= offset < len(self._stamps):
-                return self._stamps[offset]
-        return None
+COUNTERS_TIP = (
+    "received: frames the source delivered; processed: frames the method has processed; "
+    f"dropped: frames not kept because processing fell behind (the buffer holds "
+    f"{live.DEFAULT_CAPACITY} frames), or that came after the session ended; refused: frames "
+    "the session could not take (another shape than the first, or not the z-stacks asked "
+    "for; the status line says why); lost by the camera's buffer: frames a continuous "
+    "acquisition overwrote before they were read; the processing rate; the latency from a "
+    "frame's arrival to its image in the viewer"
+)
+"""What each counter of :meth:`LiveStatus.describe` means (the dock's tooltip)."""
 
 
 @dataclass(frozen=True)
@@ -177,7 +143,7 @@ class LiveStatus:
     Attributes
     ----------
     received, processed, dropped, pending : int
-        The session's counters (received = processed + dropped + pending).
+        The session's counters (received = processed + dropped + pending + refused_frames).
     rate : float or None
         Frames processed per second over the last :data:`RATE_WINDOW_S` (None before two
         polls with processing between them).
@@ -189,6 +155,12 @@ class LiveStatus:
         The session has ended (the acquisition finished, or it was stopped).
     lost : int
         Frames the source lost before the session saw them (a core's overwritten buffer).
+    refused_frames : int
+        Frames the session could not take (counted apart from the dropped ones).
+    refused : str or None
+        Why they were refused, in words (what came, and what the session takes).
+    source_error, job_error : str or None
+        What stopped the source (a core that raised) or the job, in words.
     """
 
     received: int
@@ -200,17 +172,26 @@ class LiveStatus:
     image: np.ndarray | None
     done: bool
     lost: int = 0
+    refused_frames: int = 0
+    refused: str | None = None
+    source_error: str | None = None
+    job_error: str | None = None
 
     def describe(self) -> str:
-        """The counters in words, as the dock shows them.
+        """The counters in words, as the dock shows them (:data:`COUNTERS_TIP` says what
+        each means).
 
         Examples
         --------
         >>> LiveStatus(10, 8, 1, 1, 250.0, 12.5, None, False).describe()
         '10 received · 8 processed · 1 dropped · 250 frames/s · latency 12 ms'
+        >>> LiveStatus(3, 2, 0, 0, None, None, None, True, refused_frames=1).describe()
+        '3 received · 2 processed · 0 dropped · 1 refused'
         """
         parts = [f"{self.received} received", f"{self.processed} processed"]
         parts.append(f"{self.dropped} dropped")
+        if self.refused_frames:
+            parts.append(f"{self.refused_frames} refused")
         if self.lost:
             parts.append(f"{self.lost} lost by the camera's buffer")
         if self.rate is not None:
@@ -218,6 +199,28 @@ class LiveStatus:
         if self.latency_ms is not None:
             parts.append(f"latency {self.latency_ms:.0f} ms")
         return " · ".join(parts)
+
+    def ending(self) -> tuple[str, str]:
+        """Why a session that ended by itself ended: a short head, and the details in
+        sentences (what came, what the session takes, whether the acquisition goes on), for
+        the dock's status line.
+
+        Examples
+        --------
+        >>> LiveStatus(3, 2, 0, 0, None, None, None, True, 1, refused="frame 2 is (9, 9)").ending()
+        ('Frames refused', 'Frame 2 is (9, 9). The acquisition goes on without this session.')
+        >>> LiveStatus(3, 3, 0, 0, None, None, None, True).ending()
+        ('The acquisition ended', '')
+        """
+        if self.source_error is not None:
+            return "The source failed", sentence(self.source_error)
+        if self.job_error is not None:  # the result's error says what failed
+            return "Processing failed", "The acquisition goes on without this session."
+        if self.refused is not None:
+            return "Frames refused", (
+                f"{sentence(self.refused)} The acquisition goes on without this session."
+            )
+        return "The acquisition ended", ""
 
 
 class LiveFollow:
@@ -261,10 +264,10 @@ class LiveFollow:
     ) -> None:
         self.request = request
         self.device = device
-        self.clock = ArrivalClock(live.as_source(source))
+        self.source = live.as_source(source)
         self.started = time.perf_counter()
         self.session: LiveSession = live.attach(
-            self.clock,
+            self.source,
             request.method_id,
             request.params,
             device=device,
@@ -285,7 +288,7 @@ class LiveFollow:
         fresh = None
         if image is not None and covered > self._shown:
             fresh, self._shown = image, covered
-            arrived = self.clock.arrival(covered - 1)
+            arrived = session.arrival(covered - 1)
             if arrived is not None:
                 self._latency = (now - arrived) * 1000.0
         processed = session.frames_processed
@@ -304,17 +307,38 @@ class LiveFollow:
             latency_ms=self._latency,
             image=fresh,
             done=session.done,
-            lost=int(getattr(self.clock.source, "frames_lost", 0)),
+            lost=int(getattr(self.source, "frames_lost", 0)),
+            refused_frames=session.frames_refused,
+            refused=session.refused,
+            source_error=_plain(session.source_error),
+            job_error=_plain(session.error),
         )
 
+    def request_stop(self) -> None:
+        """Ask the session to stop after the frame being processed, and disconnect it from
+        its source (the acquisition goes on). Never waits for the worker: follow
+        :attr:`ended`, then take :meth:`result`."""
+        self.session.stop()
+
+    @property
+    def ended(self) -> bool:
+        """Whether nothing of the session runs any more (after :meth:`request_stop`)."""
+        return self.session.detached
+
+    def result(self) -> Any:
+        """The result over the frames processed (raises the job's error, or ValueError when
+        no frame was processed)."""
+        return self.session.result()
+
     def stop_and_keep(self) -> Any:
-        """Detach (the acquisition goes on) and return the result over the frames processed
-        (raises the job's error, or ValueError when no frame was processed)."""
+        """Detach, waiting for the worker (a script's Stop & keep; a dock uses
+        :meth:`request_stop`), and return :meth:`result`."""
         self.session.detach()
         return self.session.result()
 
     def cancel(self) -> None:
-        """Detach and forget: no thread and no callback of the session remain."""
+        """Detach, waiting for the worker, and forget: no thread and no callback of the
+        session remain."""
         self.session.detach()
 
     def result_layers(
@@ -331,6 +355,7 @@ class LiveFollow:
             "frames_received": session.frames_received,
             "frames_processed": session.frames_processed,
             "frames_dropped": session.frames_dropped,
+            "frames_refused": session.frames_refused,
             "drop_policy": session.drop_policy,
             "capacity": session.capacity,
         }
@@ -344,3 +369,7 @@ class LiveFollow:
         )
         layers: list[LayerDataTuple] = result.layers(input_name, geometry, {PROVENANCE_KEY: record})
         return layers
+
+
+def _plain(error: BaseException | None) -> str | None:
+    return None if error is None else plain_error_message(error)

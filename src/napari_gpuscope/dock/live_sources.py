@@ -3,8 +3,9 @@
 The choices (:func:`source_choices`): each pymmcore-plus core of the session
 (:func:`napari_gpuscope.live.session_cores`: registered by a script, or napari-micromanager's)
 through its MDA or its continuous acquisition, and each 2D or 3D image layer (one that grows,
-or a live view replaced image by image). A folder being written is not offered: the watch
-source (``napari-gpuscope run --watch``) does not exist yet.
+or a live view replaced image by image). A folder being written is not offered here: the
+command line follows one (``napari-gpuscope run RECIPE "folder/*.tif" --out OUT.zarr --watch``,
+``docs/batch.md``).
 """
 
 from __future__ import annotations

@@ -7,16 +7,24 @@ not kept and is counted as dropped (the declared policy, :data:`DROP_POLICIES`).
 reads frames by their index among the frames kept (:meth:`wait_for`, :meth:`take`) and
 releases them once processed (:meth:`release`), so the host memory held is at most
 ``capacity`` frames (plus the ones the worker is processing) whatever the acquisition's length.
+A frame the session's method cannot take (another shape than the first) is refused: counted
+apart from the dropped ones, with the reason in words (:attr:`FrameBuffer.refused`).
 """
 
 from __future__ import annotations
 
 import threading
+import time
+from collections import deque
 from typing import Any
 
 import numpy as np
 
-__all__ = ["DROP_POLICIES", "FrameBuffer"]
+__all__ = ["ARRIVALS_KEPT", "DROP_POLICIES", "FrameBuffer"]
+
+ARRIVALS_KEPT = 4096
+"""Arrival stamps held (the newest kept frames'): a dock's latency reads the newest, and the
+memory stays bounded whatever the acquisition's length."""
 
 DROP_POLICIES = {
     "skip": (
@@ -45,8 +53,8 @@ class FrameBuffer:
     >>> buffer = FrameBuffer(2)
     >>> [buffer.put(np.full((2, 2), i)) for i in range(3)]
     [True, True, False]
-    >>> buffer.received, buffer.kept, buffer.dropped
-    (3, 2, 1)
+    >>> buffer.received, buffer.kept, buffer.dropped, buffer.refused_frames
+    (3, 2, 1, 0)
     >>> buffer.take(0, 2)[:, 0, 0].tolist()
     [0, 1]
     """
@@ -71,6 +79,8 @@ class FrameBuffer:
         self._shape: tuple[int, ...] | None = None
         self._dtype: np.dtype[Any] | None = None
         self.refused: str | None = None
+        self._refused_frames = 0
+        self._arrivals: deque[float] = deque(maxlen=ARRIVALS_KEPT)
 
     # -- the source's side ------------------------------------------------------------------
 
@@ -78,15 +88,23 @@ class FrameBuffer:
         """Copy ``frame`` in (True), or count it as dropped (False): never waits.
 
         A frame of another shape or dtype than the first one is refused: the session's method
-        cannot take it; the buffer closes and :attr:`refused` says why.
+        cannot take it; the buffer closes, :attr:`refused` says why, and it and the frames
+        after it are counted in :attr:`refused_frames` (not as dropped).
         """
+        # Stamped before the copy (the frame has arrived), stored with the frame under the
+        # lock: the worker can never process a frame whose arrival is not known yet.
+        arrived = time.perf_counter()
         with self._condition:
             position = self._received % self.unit
             self._received += 1
             if position == 0:
                 # A unit's first frame decides for the whole unit: room for all of it, or none.
                 self._dropping_unit = self._kept - self._released + self.unit > self.capacity
-            if self._closed or self._dropping_unit:
+            if self._closed:
+                if self.refused is not None:
+                    self._refused_frames += 1
+                return False
+            if self._dropping_unit:
                 return False
             array = np.array(frame, copy=True)  # the callback's buffer is reused after it returns
             if self._shape is None:
@@ -94,19 +112,23 @@ class FrameBuffer:
             elif array.shape != self._shape or array.dtype != self._dtype:
                 self.refused = (
                     f"frame {self._received - 1} is {array.shape} {array.dtype}, the first was "
-                    f"{self._shape} {self._dtype}: a live session takes frames of one shape"
+                    f"{self._shape} {self._dtype}: a live session takes frames of one shape and "
+                    "dtype (did the camera's region, binning or bit depth change?); start a new "
+                    "session for the new frames"
                 )
+                self._refused_frames += 1
                 self._closed = True
                 self._condition.notify_all()
                 return False
             self._frames[self._kept] = array
+            self._arrivals.append(arrived)
             self._kept += 1
             self._condition.notify_all()
             return True
 
     def refuse(self, reason: str) -> None:
         """Take no more frames, for ``reason`` (:attr:`refused`); the worker finishes with the
-        frames kept."""
+        frames kept, and frames delivered later are counted in :attr:`refused_frames`."""
         with self._condition:
             if self.refused is None:
                 self.refused = reason
@@ -166,8 +188,31 @@ class FrameBuffer:
 
     @property
     def dropped(self) -> int:
-        """Frames delivered and not kept."""
-        return self._received - self._kept
+        """Frames delivered and not kept: the drop policy, or after the buffer closed (not
+        those refused)."""
+        return self._received - self._kept - self._refused_frames
+
+    @property
+    def refused_frames(self) -> int:
+        """Frames delivered and not kept because the intake was refused (:attr:`refused`):
+        the frame that did not fit, and those after it."""
+        return self._refused_frames
+
+    def arrival(self, kept_index: int) -> float | None:
+        """When kept frame ``kept_index`` arrived (``time.perf_counter``; None: not kept yet,
+        or older than the last :data:`ARRIVALS_KEPT`).
+
+        Examples
+        --------
+        >>> buffer = FrameBuffer(2)
+        >>> buffer.put(np.zeros((2, 2))), buffer.arrival(0) is not None, buffer.arrival(1)
+        (True, True, None)
+        """
+        with self._condition:
+            offset = kept_index - (self._kept - len(self._arrivals))
+            if 0 <= offset < len(self._arrivals):
+                return self._arrivals[offset]
+        return None
 
     @property
     def held(self) -> int:

@@ -5,7 +5,9 @@ emits no event per frame (pymmcore-plus has none: napari-micromanager's live vie
 ``getLastImage`` on a timer). :class:`ContinuousSource` polls the buffer on its own thread and
 pops every image in order, so each frame reaches the session once. A frame the core overwrote
 before it was popped (the core's buffer is circular in continuous mode) is counted in
-:attr:`ContinuousSource.frames_lost` from the gaps in the images' numbers.
+:attr:`ContinuousSource.frames_lost` from the gaps in the images' numbers. A core that raises
+while it is polled ends the session with its error (:attr:`ContinuousSource.error`) instead of
+leaving it waiting for frames that will never come.
 """
 
 from __future__ import annotations
@@ -28,7 +30,10 @@ class ContinuousSource:
     The polling thread pops ``core.popNextImageAndMD()`` while images are waiting, and sleeps
     ``poll_s`` otherwise. The session ends when an acquisition that ran has stopped
     (``core.stopSequenceAcquisition()``) and its buffer is empty; a session attached before
-    the acquisition starts waits for its first frame.
+    the acquisition starts waits for its first frame. When the core raises, the polling ends,
+    :attr:`error` holds the exception and the session ends with it (``on_end(error)``).
+    :meth:`disconnect` never waits for the polling thread (a GUI may call it); :meth:`join`
+    does.
 
     The images are popped: another consumer popping the same buffer (a script's own
     ``popNextImage`` loop) would share the frames with the session. napari-micromanager's live
@@ -68,8 +73,13 @@ class ContinuousSource:
         self.end_with_sequence = end_with_sequence
         self.frames_lost = 0
         """Frames the core overwrote in its circular buffer before they were popped."""
+        self.error: Exception | None = None
+        """What the core raised while it was polled (the polling then ended)."""
         self._on_frame: FrameCallback | None = None
         self._on_end: EndCallback | None = None
+        # Held while a frame is handed on: once disconnect() returns, no frame reaches the
+        # session (a put is a copy, so disconnect waits at most that long).
+        self._handing = threading.Lock()
         self._quit = threading.Event()
         self._thread: threading.Thread | None = None
         self._last_number: int | None = None
@@ -83,29 +93,45 @@ class ContinuousSource:
         self._thread.start()
 
     def disconnect(self) -> None:
+        """Stop polling and hand on no more frames; returns without waiting for the polling
+        thread to end (:meth:`join`)."""
         self._quit.set()
-        self._on_frame = self._on_end = None
+        with self._handing:
+            self._on_frame = self._on_end = None
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait up to ``timeout`` seconds for the polling thread to end; True when it has (or
+        never started). The session's detach calls it from its caller's thread: never from
+        the polling thread itself (on_end), which is returning anyway."""
         thread = self._thread
-        # The session disconnects from this thread when the acquisition ends (on_end): it
-        # cannot join itself, and it is returning anyway.
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=10)
-            if thread.is_alive():
-                raise TimeoutError("the continuous acquisition's polling thread did not end")
+        if thread is None or thread is threading.current_thread():
+            return True
+        thread.join(timeout)
+        return not thread.is_alive()
 
     def expected_frames(self) -> int | None:
         return None  # continuous: until stopped
 
     def _poll(self) -> None:
+        try:
+            self._poll_until_end()
+        except Exception as error:  # the core failed: the session must not wait forever
+            self.error = error
+            on_end = self._on_end
+            if on_end is not None and not self._quit.is_set():
+                on_end(error)
+
+    def _poll_until_end(self) -> None:
         core, started = self.core, False
         while not self._quit.is_set():
             if core.getRemainingImageCount() > 0:
                 started = True
                 image, metadata = core.popNextImageAndMD()
                 self._count_lost(metadata)
-                callback = self._on_frame
-                if callback is not None:
-                    callback(image)
+                with self._handing:
+                    callback = self._on_frame
+                    if callback is not None:
+                        callback(image)
                 continue
             if not started:
                 # Until its first frame, nothing but the buffer is asked: UniMMCore's

@@ -63,6 +63,7 @@ class LiveSession:
         self._done = threading.Event()
         self._result: Any = None
         self._error: BaseException | None = None
+        self._source_error: BaseException | None = None
         self._connected = False
         self._connect_lock = threading.Lock()
         self._worker = threading.Thread(
@@ -94,8 +95,14 @@ class LiveSession:
     @property
     def frames_dropped(self) -> int:
         """Frames delivered and never processed: the buffer was full (the drop policy), or
-        they came after the session's end."""
+        they came after the session's end (not those refused: :attr:`frames_refused`)."""
         return self._buffer.dropped
+
+    @property
+    def frames_refused(self) -> int:
+        """Frames delivered and not taken because the session's intake was refused
+        (:attr:`refused` says why): the frame that did not fit, and those after it."""
+        return self._buffer.refused_frames
 
     @property
     def frames_pending(self) -> int:
@@ -147,12 +154,25 @@ class LiveSession:
         self._buffer.close()
 
     def detach(self, timeout: float | None = 60.0) -> None:
-        """Stop & keep, and wait for the worker thread to end: no thread and no callback of the
-        session stays behind. The result stays available."""
+        """Stop & keep, and wait for the worker thread (and a source's own thread) to end: no
+        thread and no callback of the session stays behind. The result stays available.
+
+        Blocks up to ``timeout`` seconds (TimeoutError after): a GUI calls :meth:`stop` and
+        follows :attr:`detached` instead.
+        """
         self.stop()
         self._worker.join(timeout)
         if self._worker.is_alive():
             raise TimeoutError(f"the live session's worker did not end within {timeout} s")
+        if not self._source_joined(timeout):
+            raise TimeoutError(f"the live source's thread did not end within {timeout} s")
+
+    @property
+    def detached(self) -> bool:
+        """Whether nothing of the session runs any more: the source is disconnected, and the
+        worker (and a source's own thread) have ended. Never waits: a GUI calls :meth:`stop`,
+        then polls this."""
+        return not self._connected and not self._worker.is_alive() and self._source_joined(0)
 
     def result(self) -> Any:
         """The job's result over the frames processed: the same type as the offline job's.
@@ -175,8 +195,25 @@ class LiveSession:
 
     @property
     def refused(self) -> str | None:
-        """Why the session stopped taking frames before its end (a frame of another shape)."""
+        """Why the session stopped taking frames before its end, in words (a frame of another
+        shape; an MDA whose frames are not the z-stacks asked for); None when none was."""
         return self._buffer.refused
+
+    @property
+    def error(self) -> BaseException | None:
+        """The job's error when it failed (:meth:`result` raises with it), else None."""
+        return self._error
+
+    @property
+    def source_error(self) -> BaseException | None:
+        """What the source raised when it failed (it then ended the session), else None."""
+        return self._source_error
+
+    def arrival(self, kept_index: int) -> float | None:
+        """When kept frame ``kept_index`` arrived (``time.perf_counter``, stamped before the
+        frame is kept, so known before it can be processed); None when it is not kept yet or
+        long forgotten (the newest 4096 are held)."""
+        return self._buffer.arrival(kept_index)
 
     def results(self) -> list[Any]:
         """Phase: every completed z-stack's result (``result()`` is the latest); other methods:
@@ -197,18 +234,29 @@ class LiveSession:
     def describe(self) -> str:
         """The counters in words."""
         state = "ended" if self.done else "running"
+        refused = f", {self.frames_refused} refused" if self.frames_refused else ""
         return (
             f"live {self.method.job.title} on {self.name!r} ({state}): "
             f"{self.frames_received} frames received, {self.frames_processed} processed, "
             f"{self.frames_dropped} dropped ({self.drop_policy}), {self.frames_pending} pending"
+            f"{refused}"
         )
 
     # -- internals ----------------------------------------------------------------------------
 
-    def _source_ended(self) -> None:
+    def _source_ended(self, error: BaseException | None = None) -> None:
         # Called by the source in its own thread (a core's acquisition thread): disconnecting
-        # there cannot race with the source's own emissions.
+        # there cannot race with the source's own emissions. A failed source ends the session
+        # as a finished one does (the frames kept are processed), with its error recorded.
+        if error is not None and self._source_error is None:
+            self._source_error = error
         self.finish()
+
+    def _source_joined(self, timeout: float | None) -> bool:
+        # A source with a thread of its own (a continuous acquisition's poller) says whether
+        # it has ended; the others have none.
+        join = getattr(self.source, "join", None)
+        return True if join is None else bool(join(timeout))
 
     def _disconnect(self) -> None:
         with self._connect_lock:

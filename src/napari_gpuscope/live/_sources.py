@@ -18,7 +18,13 @@ import numpy as np
 __all__ = ["CoreSource", "FrameFeed", "LayerSource", "Source", "as_source"]
 
 FrameCallback = Callable[[Any], object]
-EndCallback = Callable[[], object]
+
+
+class EndCallback(Protocol):
+    """What a source calls when no more frames will come: with the error that stopped it when
+    the source itself failed (a core that raised while its frames were read)."""
+
+    def __call__(self, error: BaseException | None = None) -> object: ...
 
 
 class Source(Protocol):
@@ -27,7 +33,8 @@ class Source(Protocol):
     name: str
 
     def connect(self, on_frame: FrameCallback, on_end: EndCallback) -> None:
-        """Start handing frames to ``on_frame``; call ``on_end`` when no more will come."""
+        """Start handing frames to ``on_frame``; call ``on_end`` when no more will come
+        (``on_end(error)`` when the source failed)."""
 
     def disconnect(self) -> None:
         """Undo :meth:`connect`: no callback of the session stays connected."""
@@ -247,13 +254,18 @@ def stack_order_problem(sequence: Any, slices: int) -> str | None:
     order = [str(getattr(a, "value", a)) for a in sequence.axis_order]
     used = [axis for axis in order if sizes.get(axis, 0) > 1]
     z = sizes.get("z", 0)
-    if z != slices or not used or used[-1] != "z":
-        return (
-            f"the MDA's frames are not z-stacks of {slices} slices one after the other (axes "
-            f"{''.join(used) or 'none'}, {z} z positions): z must be the innermost axis, with "
-            f"frames_per_stack={slices} positions"
-        )
-    return None
+    if z == slices and used and used[-1] == "z":
+        return None
+    axes = "".join(used) or "none"
+    seen = (
+        f"the MDA's frames are not z-stacks of {slices} slices one after the other (its axes "
+        f"{axes}, {z} z positions)"
+    )
+    if z <= 1:
+        return f"{seen}: a live session of z-stacks follows an MDA with a z plan"
+    if used[-1] != "z":
+        return f"{seen}: z must be the MDA's innermost axis (its axis order ending in z)"
+    return f"{seen}: the slices per stack (frames_per_stack) must be its {z} z positions"
 
 
 def _disconnect(signal: Any, slot: Callable[..., object]) -> None:

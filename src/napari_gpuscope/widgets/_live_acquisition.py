@@ -5,17 +5,22 @@ The view over :class:`~napari_gpuscope.dock.live_follow.LiveFollow`: a choice of
 (:func:`~napari_gpuscope.dock.live_sources.source_choices`), Start, Stop & keep and Cancel, the
 counters with the rate and latency, and one image layer updated in place. A timer on the GUI
 thread polls the session (the session's worker never touches a layer). Stop & keep and Cancel
-detach the session; the acquisition goes on. A session that ends by itself (the MDA finished)
-is kept as Stop & keep keeps it: the result's layers, with provenance, replace the live layer.
+ask the session to stop and return at once (the GUI never waits for a frame being processed):
+the timer keeps or discards it once its worker has ended. The acquisition goes on. A session
+that ends by itself (the MDA finished, frames were refused, the source failed) is kept as Stop &
+keep keeps it, with the reason in the status line: the result's layers, with provenance,
+replace the live layer.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from qtpy.QtCore import Qt, QTimer
 from qtpy.QtWidgets import (
-    QComboBox,
     QFormLayout,
     QHBoxLayout,
     QPushButton,
@@ -26,15 +31,16 @@ from qtpy.QtWidgets import (
     QWidget,
 )
 
-from napari_gpuscope.dock.live_follow import LIVE_METHODS, LiveFollow, live_request
+from napari_gpuscope.dock.live_follow import COUNTERS_TIP, LIVE_METHODS, LiveFollow, live_request
 from napari_gpuscope.dock.live_sources import SourceChoice, live_layer_geometry, source_choices
-from napari_gpuscope.dock.messages import plain_error_message
+from napari_gpuscope.dock.messages import plain_error_message, sentence
 from napari_gpuscope.provenance import PROVENANCE_KEY
 from napari_gpuscope.widgets._dock_parts import _wrapping_label
+from napari_gpuscope.widgets._live_dock import LiveDock, SourceBox
 
 if TYPE_CHECKING:
     import napari.layers
-    import napari.viewer
+    import numpy as np
 
     from napari_gpuscope.compute.params import Params
 
@@ -47,37 +53,21 @@ eye follows it, and napari redraws a layer at most that often without slowing th
 _AUTO_CONTRAST_UPDATES = 10
 """Updates whose contrast limits follow the image (then the user's, or the settled ones)."""
 
+GOES_ON = "The acquisition goes on."
 
-class LiveDock(Protocol):
-    """What the Live part uses of its dock (a :class:`~napari_gpuscope.widgets.MethodDock`;
-    a protocol, so that the dock's module and this one do not import each other)."""
-
-    viewer: napari.viewer.Viewer
-    method_id: str
-    title: str
-    short_title: str
-
-    @property
-    def device(self) -> str | None: ...
-
-    def params(self) -> Params: ...
-
-    def follows(self, layer: napari.layers.Layer) -> bool: ...
+GIVE_UP_S = 60.0
+"""Seconds a stopping session's worker may take to finish its frame before the part stops
+waiting for it (nothing kept; the worker thread ends by itself, disconnected)."""
 
 
-class _SourceBox(QComboBox):
-    """A combo box that refreshes its choices when it opens (cores and layers come and go)."""
+@dataclass(frozen=True)
+class _Ending:
+    """A stop asked for, waiting for the session's worker to finish its frame."""
 
-    def __init__(self, refresh: Any) -> None:
-        super().__init__()
-        self._refresh = refresh
-        # A long source name must not widen the dock past its panel (it clipped every row).
-        self.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        self.setMinimumContentsLength(12)
-
-    def showPopup(self) -> None:
-        self._refresh()
-        super().showPopup()
+    keep: bool
+    why: str
+    detail: str
+    since: float
 
 
 class LiveAcquisition(QWidget):
@@ -101,7 +91,12 @@ class LiveAcquisition(QWidget):
         self.header.setStyleSheet("QToolButton { border: none; }")
         self.header.setToolTip("Process the frames of an acquisition while it runs")
         self.dock, self.viewer = dock, dock.viewer
+        self._live_params: Callable[[], Params] = dock.params
+        self._live_profile: Callable[[], object | None] = lambda: None
         self.follow: LiveFollow | None = None
+        self.kept: list[napari.layers.Layer] = []
+        """The result layers the last session kept (Stop & keep, or its own end)."""
+        self._ending: _Ending | None = None
         self.choice: SourceChoice | None = None
         self.layer: napari.layers.Image | None = None
         self._choices: list[SourceChoice] = []
@@ -113,7 +108,7 @@ class LiveAcquisition(QWidget):
         column.setContentsMargins(0, 0, 0, 0)
         form = QFormLayout()
         column.addLayout(form)
-        self.source_box = _SourceBox(self.refresh_sources)
+        self.source_box = SourceBox(self.refresh_sources)
         self.source_box.setToolTip(
             "What to follow: a pymmcore-plus core of this session (napari-micromanager's, or "
             "one a script registered with napari_gpuscope.live.register_core) through its MDA "
@@ -146,11 +141,7 @@ class LiveAcquisition(QWidget):
         # Below the form, as the dock's own status line: a label in a form row is given one
         # line's height whatever its text wraps onto.
         self.counters = _wrapping_label()
-        self.counters.setToolTip(
-            "Frames received from the source, processed, and dropped because processing fell "
-            "behind (the buffer holds 64 frames); the processing rate; the latency from a "
-            "frame's arrival to its image in the viewer"
-        )
+        self.counters.setToolTip(COUNTERS_TIP)
         column.addWidget(self.counters)
         self.status = _wrapping_label(
             "Follow a microscope while it acquires."
@@ -184,6 +175,14 @@ class LiveAcquisition(QWidget):
         """Show the part (it starts hidden under its header)."""
         self.header.setChecked(True)
 
+    def take_inputs_from(
+        self, params: Callable[[], Params], profile: Callable[[], object | None]
+    ) -> None:
+        """Run live with ``params()`` and ``profile()`` when Start is pressed, instead of the
+        dock's parameters and no profile (the flat-field dock: its Apply panel's options and
+        the profile it holds)."""
+        self._live_params, self._live_profile = params, profile
+
     def refresh_sources(self) -> None:
         """List what can be followed now (the current choice stays chosen if it still can)."""
         current = self.source_box.currentText()
@@ -204,8 +203,13 @@ class LiveAcquisition(QWidget):
 
     @property
     def running(self) -> bool:
-        """Whether a live session is being followed."""
+        """Whether a live session is being followed (or is stopping)."""
         return self.follow is not None
+
+    @property
+    def stopping(self) -> bool:
+        """Whether a stop was asked for and the session's worker is finishing its frame."""
+        return self._ending is not None
 
     def start(self) -> bool:
         """Follow the chosen source with the dock's parameters; False (the status says why)
@@ -224,15 +228,15 @@ class LiveAcquisition(QWidget):
         try:
             request = live_request(
                 self.dock.method_id,
-                self._params(),
-                profile=getattr(getattr(self.dock, "apply_panel", None), "profile", None),
+                self._live_params(),
+                profile=self._live_profile(),
                 frames_per_stack=self.slices.value() if self.dock.method_id == "phase" else None,
             )
             self.follow = LiveFollow(choice.source(), request, device=device)
         except (ValueError, TypeError) as exc:
             self._say(f"Not started: {plain_error_message(exc)}")
             return False
-        self.choice, self._updates = choice, 0
+        self.choice, self._updates, self.kept = choice, 0, []
         notes = "".join(f" ({note})" for note in request.notes)
         self._say(f"Following {choice.label}{notes}.")
         self._counters("waiting for frames")
@@ -241,42 +245,51 @@ class LiveAcquisition(QWidget):
         return True
 
     def poll(self) -> None:
-        """Show the counters and the newest image; keep the result when the session ended."""
+        """Show the counters and the newest image; keep the result when the session ended
+        (or was stopped and its worker has finished). A timer's slot: never raises."""
         follow = self.follow
         if follow is None:
             return
-        status = follow.poll()
-        self._counters(status.describe())
-        if status.image is not None:
-            self._show(status.image)
+        if self._ending is not None:
+            self._finish_if_ended()
+            return
+        try:
+            status = follow.poll()
+            self._counters(status.describe())
+            if status.image is not None:
+                self._show(status.image)
+        except Exception as exc:  # a slot must not raise into Qt: say it, and let go
+            detail = sentence(plain_error_message(exc))
+            self._end(keep=False, why="Stopped following", detail=detail)
+            return
         if status.done:
-            self._end(keep=True, why="The acquisition ended")
+            why, detail = status.ending()
+            self._end(keep=True, why=why, detail=detail)
 
-    def stop_and_keep(self) -> list[napari.layers.Layer]:
-        """Stop following; keep the result over the frames processed as result layers (with
-        provenance). The acquisition goes on. Returns the layers added."""
-        return self._end(keep=True, why="Stopped")
+    def stop_and_keep(self) -> None:
+        """Stop following; once the frame being processed is done, keep the result over the
+        frames processed as result layers (with provenance; :attr:`kept`). Returns at once;
+        the acquisition goes on."""
+        self._end(keep=True, why="Stopped", detail=GOES_ON)
 
     def cancel(self) -> None:
-        """Stop following and discard the live result. The acquisition goes on."""
-        self._end(keep=False, why="Cancelled")
+        """Stop following and discard the live result. Returns at once; the acquisition goes
+        on."""
+        self._end(keep=False, why="Cancelled", detail=GOES_ON)
 
     def release(self) -> None:
-        """The dock is closing: cancel a session still followed."""
-        if self.running:
-            self.cancel()
+        """The dock is closing: stop a session still followed and let it go (its worker ends
+        by itself, disconnected; nothing is kept)."""
+        if self._ending is None:
+            self._end(keep=False, why="Cancelled", detail=GOES_ON)
+        if self.running:  # not ended at once: the closing dock waits for nothing
+            self._finish("nothing kept")
 
     # ---------------------------------------------------------------- internals
-    def _params(self) -> Any:
-        apply_panel = getattr(self.dock, "apply_panel", None)
-        if self.dock.method_id == "flatfield" and apply_panel is not None:
-            return apply_panel.params()  # flat-field live applies a profile: the apply options
-        return self.dock.params()
-
-    def _follows(self, layer: Any) -> bool:
+    def _follows(self, layer: napari.layers.Layer) -> bool:
         return layer is not self.layer and self.dock.follows(layer)
 
-    def _show(self, image: Any) -> None:
+    def _show(self, image: np.ndarray) -> None:
         assert self.follow is not None and self.choice is not None
         layer = self.layer
         if layer is None or layer not in self.viewer.layers:
@@ -298,34 +311,57 @@ class LiveAcquisition(QWidget):
             self.layer.reset_contrast_limits()
         self._updates += 1
 
-    def _end(self, *, keep: bool, why: str) -> list[napari.layers.Layer]:
-        follow, choice = self.follow, self.choice
-        if follow is None or choice is None:
-            return []
-        self._timer.stop()
-        self.follow = None
-        added: list[napari.layers.Layer] = []
+    def _end(self, *, keep: bool, why: str, detail: str = "") -> None:
+        """Ask the session to stop (never waiting for its worker); the timer finishes."""
+        follow = self.follow
+        if follow is None or self._ending is not None:
+            return
         try:
-            if keep:
-                result = follow.stop_and_keep()
-                status = follow.poll()
-                for data, kwargs, kind in follow.result_layers(
-                    result, choice.name, choice.geometry()
-                ):
-                    added.append(getattr(self.viewer, f"add_{kind}")(data, **kwargs))
-                self._counters(status.describe())
-                self._say(f"{why}: kept {result.describe()}.")
-            else:
-                follow.cancel()
-                self._say(f"{why}: nothing kept; the acquisition goes on.")
-        except (ValueError, RuntimeError) as exc:
-            self._say(f"{why}: nothing kept ({plain_error_message(exc)}).")
-        finally:
-            if self.layer is not None and self.layer in self.viewer.layers:
-                self.viewer.layers.remove(self.layer)
-            self.layer = None
-            self._update_buttons()
-        return added
+            follow.request_stop()
+        except Exception as exc:  # a source that failed to disconnect: said, never raised
+            detail = f"{detail} {sentence(plain_error_message(exc))}".strip()
+        self._ending = _Ending(keep, why, detail, time.monotonic())
+        self._say(f"{why}: finishing the frame being processed...")
+        self._update_buttons()
+        self._timer.start()
+        self._finish_if_ended()
+
+    def _finish_if_ended(self) -> None:
+        follow, ending = self.follow, self._ending
+        if follow is None or ending is None:
+            return
+        if not follow.ended:
+            waited = time.monotonic() - ending.since
+            if waited < GIVE_UP_S:
+                return
+            self._finish(f"nothing kept (still processing a frame after {waited:.0f} s)")
+            return
+        if not ending.keep:
+            return self._finish("nothing kept")
+        assert self.choice is not None
+        try:
+            status = follow.poll()
+            result = follow.result()
+            for data, kwargs, kind in follow.result_layers(
+                result, self.choice.name, self.choice.geometry()
+            ):
+                self.kept.append(getattr(self.viewer, f"add_{kind}")(data, **kwargs))
+            self._counters(status.describe())
+            outcome = f"kept {result.describe()}"
+        except Exception as exc:  # the job's error, or no frame processed: said, never raised
+            outcome = f"nothing kept ({plain_error_message(exc)})"
+        self._finish(outcome)
+
+    def _finish(self, outcome: str) -> None:
+        ending = self._ending
+        self._timer.stop()
+        self.follow, self._ending = None, None
+        if self.layer is not None and self.layer in self.viewer.layers:
+            self.viewer.layers.remove(self.layer)
+        self.layer = None
+        self._update_buttons()
+        why, detail = (ending.why, ending.detail) if ending is not None else ("Stopped", "")
+        self._say(f"{why}: {outcome}. {detail}".strip())
 
     def _say(self, text: str) -> None:
         self.status.setText(text)
@@ -339,8 +375,8 @@ class LiveAcquisition(QWidget):
         self.header.setArrowType(Qt.ArrowType.DownArrow if opened else Qt.ArrowType.RightArrow)
 
     def _update_buttons(self) -> None:
-        running = self.running
+        running, stopping = self.running, self.stopping
         self.start_button.setEnabled(self.supported and not running and bool(self._choices))
-        self.stop_button.setEnabled(running)
-        self.cancel_button.setEnabled(running)
+        self.stop_button.setEnabled(running and not stopping)
+        self.cancel_button.setEnabled(running and not stopping)
         self.source_box.setEnabled(not running)

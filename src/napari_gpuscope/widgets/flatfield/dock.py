@@ -69,6 +69,9 @@ class FlatfieldDock(MethodDock):
         self.tuning = False  # the autotune job is running (on the dock's one runner)
         super().__init__(viewer)
         self.apply_panel = ApplyPanel(viewer, self)
+        # Live, the saved profile is applied with the panel's options (the apply job).
+        panel = self.apply_panel
+        self.live_acquisition.take_inputs_from(panel.params, lambda: panel.profile)
         layout = self.content.layout()
         layout.insertWidget(layout.count() - 1, self.apply_panel)
         self._show_apply_fields_in_panel()

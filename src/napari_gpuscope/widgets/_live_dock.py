@@ -1,0 +1,51 @@
+"""What a dock's Live part (:mod:`._live_acquisition`) uses of its dock, and its list of
+sources."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
+from qtpy.QtWidgets import QComboBox
+
+if TYPE_CHECKING:
+    import napari.layers
+    import napari.viewer
+
+    from napari_gpuscope.compute.params import Params
+
+__all__ = ["LiveDock", "SourceBox"]
+
+
+class LiveDock(Protocol):
+    """What the Live part uses of its dock (a :class:`~napari_gpuscope.widgets.MethodDock`;
+    a protocol, so that the dock's module and this one do not import each other). A dock
+    whose live job takes other inputs (flat-field's profile) hands them over with
+    :meth:`~napari_gpuscope.widgets._live_acquisition.LiveAcquisition.take_inputs_from`."""
+
+    viewer: napari.viewer.Viewer
+    method_id: str
+    title: str
+    short_title: str
+
+    @property
+    def device(self) -> str | None: ...
+
+    def params(self) -> Params: ...
+
+    def follows(self, layer: napari.layers.Layer) -> bool: ...
+
+
+class SourceBox(QComboBox):
+    """A combo box that refreshes its choices when it opens (cores and layers come and go)."""
+
+    def __init__(self, refresh: Callable[[], None]) -> None:
+        super().__init__()
+        self._refresh = refresh
+        # A long source name must not widen the dock past its panel (it clipped every row).
+        self.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.setMinimumContentsLength(12)
+
+    def showPopup(self) -> None:
+        self._refresh()
+        super().showPopup()
