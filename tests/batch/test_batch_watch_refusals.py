@@ -57,8 +57,13 @@ def test_a_flatfield_fit_is_refused_by_the_command_before_anything_starts(tmp_pa
 
 def test_watch_batch_itself_refuses_a_fit(tmp_path):
     with pytest.raises(ValueError, match="--watch cannot run this flatfield recipe"):
-        watch_batch(Recipe.from_defaults("flatfield"), [str(tmp_path / "*.tif")],
-                    tmp_path / "o.zarr", client=None, idle_s=0)  # refused before the client
+        watch_batch(
+            Recipe.from_defaults("flatfield"),
+            [str(tmp_path / "*.tif")],
+            tmp_path / "o.zarr",
+            client=None,
+            idle_s=0,
+        )  # refused before the client
 
 
 def test_recipes_whose_prepared_value_is_fixed_are_watchable(tmp_path):

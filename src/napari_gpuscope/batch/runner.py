@@ -375,4 +375,3 @@ def _outcome(future: Future, position: Position) -> JSONDict:
         else:
             reason = f"{position.source}: {type(exc).__name__}: {exc}"
         return {"position": position.name, "status": "failed", "reason": reason}
-

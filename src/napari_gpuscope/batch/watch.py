@@ -55,6 +55,7 @@ __all__ = [
     "watch_batch",
 ]
 
+
 @dataclass
 class WatchReport:
     """What a watch did: one :class:`~napari_gpuscope.batch.report.BatchReport` per round.
