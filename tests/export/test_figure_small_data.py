@@ -46,6 +46,8 @@ def test_small_data_reach_publication_width_with_square_sharp_pixels(shown, side
     figure = render_figure(shown, FigureOptions())
     zoom = figure.plan.zoom
     assert zoom > MAX_ZOOM  # beyond what napari renders: the case this test is about
+    rendered, repeat = figure.info["region"]["rendered_zoom_and_repeat"]
+    assert rendered * repeat == zoom and rendered <= MAX_ZOOM < zoom
     assert zoom * side >= PUBLICATION_WIDTH_PX and figure.image.shape[1] >= PUBLICATION_WIDTH_PX
     assert figure.plan.dpi == 300.0
     panel = _panel(figure)
@@ -133,3 +135,10 @@ def test_titles_keep_layers_seen_through_a_translucent_one_and_per_grid_panel(sh
     shown.canvas.grid.enabled = True  # one layer per panel: each title its own layer
     figure = render_figure(shown, FigureOptions(titles=True, scale_bar=False))
     assert sorted(_titles(figure)) == ["overlay", "raw", "second"]
+
+
+def test_plane_caption_of_a_plain_count_says_the_index_once(shown):
+    """Seen under the flat-field result: "tile = 23 (index 23 of 48)"."""
+    shown.add_image(RNG.random((48, 20, 20)).astype(np.float32), axis_labels=("tile", "y", "x"))
+    shown.dims.current_step = (23, 10, 10)
+    assert render_figure(shown, FigureOptions()).info["caption"] == "tile index 23 of 48"

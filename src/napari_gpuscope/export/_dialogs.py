@@ -141,9 +141,9 @@ class FigureOptionsDialog(_OptionsDialog):
         self.zoom_spin.setSuffix(" ×")
         self.zoom_spin.setValue(0 if defaults.zoom is None else int(defaults.zoom))
         self.zoom_spin.setToolTip(
-            "Each data pixel becomes zoom × zoom pixels of the figure (no resampling); auto: "
-            "the smallest zoom that makes the figure publication-size, whatever the viewer's "
-            "zoom."
+            "Each data pixel becomes zoom × zoom pixels of the figure (square blocks, never "
+            "interpolated); auto: the smallest zoom that makes the figure publication-size, "
+            "whatever the viewer's zoom and however small the data."
         )
         self.dpi_spin = QDoubleSpinBox()
         self.dpi_spin.setRange(*DPI_RANGE)

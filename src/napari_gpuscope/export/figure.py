@@ -49,6 +49,7 @@ from napari_gpuscope.export._options import (
     MAX_ZOOM,
     MM_PER_INCH,
     FigureOptions,
+    split_zoom,
 )
 
 if TYPE_CHECKING:
@@ -230,6 +231,8 @@ def _describe(scene: Scene, layout: Layout, boxes: dict[str, object]) -> JSONDic
             "pixel_size": region.step,
             "pixel_unit": None if scene.length_unit is None else f"{scene.length_unit:~}",
             "screen_pixels_per_data_pixel": scene.zoom,
+            # napari renders at the first, each rendered pixel repeated the second's times.
+            "rendered_zoom_and_repeat": list(split_zoom(scene.zoom)),
         }
     return info
 
