@@ -65,3 +65,89 @@ def test_a_candidates_cost_is_that_of_its_own_fit():
     span = float((high - 0.6 * low) * 1.5)
     expected = autotune_cost(corrected(alone), torch.as_tensor(alone.flatfield), span)
     assert math.isclose(result.costs[0], expected, rel_tol=0.05)
+
+
+INSIDE = re.compile(r"reweighting pass (\d+), (.+?), ALM iteration (\d+); ")
+
+
+def _small_search(monkeypatch):
+    """Every ALM iteration reported (no time between updates), candidates two at a time."""
+    from napari_gpuscope.compute.flatfield import _autotune
+
+    monkeypatch.setattr(_autotune, "PROGRESS_INTERVAL", 0.0)
+    monkeypatch.setattr(_autotune, "_group_size", lambda shape, device: 2)
+    truth = shaded_tiles(12, (32, 32), seed=41)
+    params = BasicParams(working_size=32)
+    return lambda: iter_autotune(
+        truth.images, params, candidates=(0.5, 1.0, 2.0, 4.0, 8.0), device="cpu"
+    )
+
+
+def _counting_iterations(monkeypatch):
+    """How many ALM iterations ran (each ends by swapping its problems' flags once)."""
+    from napari_gpuscope.compute.flatfield._alm_state import AlmState
+
+    count = [0]
+    swap = AlmState.swap_flags
+
+    def counted(self):
+        count[0] += 1
+        swap(self)
+
+    monkeypatch.setattr(AlmState, "swap_flags", counted)
+    return count
+
+
+def test_progress_moves_inside_a_reweighting_pass(monkeypatch):
+    """Between passes the progress names the pass, the candidates fitting now (the words the
+    progress uses elsewhere: candidate k of n, the reference fit) and the ALM iteration, which
+    counts up one by one; the bar never goes back, and the result is the one without them."""
+    make = _small_search(monkeypatch)
+    updates, result = _run(make())
+    inside = [(u, INSIDE.search(u.message)) for u in updates]
+    inside = [(u, m) for u, m in inside if m is not None]
+    assert inside
+    first_pass = [m.group(2) for _, m in inside if m.group(1) == "1"]
+    assert list(dict.fromkeys(first_pass)) == [
+        "the reference fit and candidate 1 of 5",
+        "candidates 2-3 of 5",
+        "candidates 4-5 of 5",
+    ]
+    runs: dict[tuple[str, str], list[int]] = {}
+    for _, m in inside:
+        runs.setdefault((m.group(1), m.group(2)), []).append(int(m.group(3)))
+    assert all(its == list(range(1, len(its) + 1)) for its in runs.values()), runs
+    assert all(SCORED.search(u.message) for u, _ in inside)  # and the candidates scored
+    fractions = [u.fraction for u in updates if u.fraction is not None]
+    assert fractions == sorted(fractions)
+    from napari_gpuscope.compute.flatfield import _autotune
+
+    monkeypatch.setattr(_autotune, "PROGRESS_INTERVAL", math.inf)  # only the first
+    quiet_updates, quiet = _run(make())
+    assert sum(bool(INSIDE.search(u.message)) for u in quiet_updates) == 1
+    assert quiet.costs == result.costs
+    assert quiet.profile.flatfield.tobytes() == result.profile.flatfield.tobytes()
+
+
+def test_cancel_inside_a_pass_runs_no_further_iteration(monkeypatch):
+    """Closing the job (the dock's cancel) at an update inside the second reweighting pass runs
+    no ALM iteration after it; updates come at most two iterations apart (the last iteration
+    of a group's pass ends it without an update of its own)."""
+    make = _small_search(monkeypatch)
+    count = _counting_iterations(monkeypatch)
+    _run(make())
+    complete = count[0]
+    count[0] = 0
+    job = make()
+    apart, seen = [], 0
+    for update in job:
+        apart.append(count[0] - seen)
+        seen = count[0]
+        found = INSIDE.search(update.message)
+        if found and found.group(1) == "2" and found.group(3) == "5":
+            break
+    else:
+        raise AssertionError("no update at iteration 5 of the second pass")
+    job.close()
+    assert count[0] == seen < complete
+    assert max(apart) <= 2, apart

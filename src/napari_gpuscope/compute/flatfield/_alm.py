@@ -11,29 +11,48 @@ independent problems (channels, z-planes, autotune candidates) at once, with its
   tolerance and everything is finite;
 - the spectral norm comes from a power iteration, not a full SVD.
 
-One iteration is two passes over the ``(P, T, m, n)`` arrays (:mod:`._ops`: ``basic_sparse``
-and ``basic_dual``, fused kernels beside torch twins, ``I_B`` never materialised) and a few
-small kernels and GEMMs on the ``(P, m, n)`` images: 12 launches (19 with the darkfield) and
-no host synchronisation; problems that converge early are frozen inside the kernels.
+One ALM pass (:mod:`._alm_loop`) is a generator of its iterations: each is two passes over the
+``(P, T, m, n)`` arrays (:mod:`._ops`: ``basic_sparse`` and ``basic_dual``, fused kernels beside
+torch twins, ``I_B`` never materialised) and a few small kernels and GEMMs on the ``(P, m, n)``
+images: 12 launches (19 with the darkfield) and no host synchronisation; problems that converge
+early are frozen inside the kernels. The reweighting loop here (:func:`reweighting_steps`) hands
+out a tick between iterations (progress, cancel) and the state after each pass, and can run a
+pass's ALM on a few problems at a time (``group_size``: the CPU's autotune), with the same bits.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
+from typing import ParamSpec
 
 import torch
 
-from . import _ops
-from ._alm_state import AlmState
-from ._dct import dct2, dct_matrix
+# The pass and its constants live in _alm_loop; tests, the kit and _correct read them here.
+from ._alm_loop import (  # noqa: F401
+    ENT_DARK,
+    MAX_MU_COEF,
+    MU_COEF,
+    RHO,
+    _Dct,
+    _StopCheck,
+    alm_pass,
+    iter_alm_pass,
+)
+from ._dct import dct2
 
-__all__ = ["FitState", "auto_smoothness", "reweighting_passes", "spectral_norm"]
+__all__ = [
+    "AlmTick",
+    "FitState",
+    "auto_smoothness",
+    "reweighting_passes",
+    "reweighting_steps",
+    "spectral_norm",
+]
 
-RHO = 1.5
-MU_COEF = 12.5
-MAX_MU_COEF = 1e7
-ENT_DARK = 10.0
+_alm_pass = alm_pass  # the name tests and the kit call one pass by
+P = ParamSpec("P")
 
 
 def auto_smoothness(stack: torch.Tensor) -> torch.Tensor:
@@ -92,169 +111,52 @@ class FitState:
     """(P,) reweighting passes run."""
 
 
-class _Dct:
-    """The orthonormal 2D DCT of ``(P, m, n)`` images as two GEMMs into preallocated buffers
-    (:func:`._dct.dct2` allocates and broadcasts; the loop runs it four or eight times)."""
+@dataclass(frozen=True)
+class AlmTick:
+    """Where the reweighting loop is between two ALM iterations (host counts, no sync)."""
 
-    def __init__(self, p: int, m: int, n: int, device: torch.device, dtype: torch.dtype) -> None:
-        cm, cn = dct_matrix(m, device, dtype), dct_matrix(n, device, dtype)
-        self.cm = cm.expand(p, m, m).contiguous()
-        self.cm_t = cm.T.expand(p, m, m).contiguous()
-        self.cn, self.cn_t = cn, cn.T
-        self.half = torch.empty(p, m, n, dtype=dtype, device=device)
-
-    def forward(self, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        torch.bmm(self.cm, x, out=self.half)
-        return torch.matmul(self.half, self.cn_t, out=out)
-
-    def inverse(self, y: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        torch.bmm(self.cm_t, y, out=self.half)
-        return torch.matmul(self.half, self.cn, out=out)
+    pass_number: int
+    """The reweighting pass, from 1 (every problem still reweighting has run this many)."""
+    problems: torch.Tensor
+    """(K,) int64: the problems of the ALM pass running now (all active ones, or a group)."""
+    iteration: int
+    """ALM iterations launched so far in this group's pass."""
+    group: int
+    """Which group of this pass (0-based) runs now."""
+    groups: int
+    """How many groups this pass runs, one after the other."""
 
 
-class _StopCheck:
-    """Whether every problem is frozen, read one iteration late so the host never drains the
-    device queue.
-
-    After iteration ``i`` the ``P`` flags are copied asynchronously into (pinned) host memory;
-    before launching iteration ``i + 2`` the host waits for iteration ``i``'s copy (iteration
-    ``i + 1`` is queued by then) and stops when no flag is set. The one iteration launched
-    after everything froze changes nothing: every kernel skips frozen problems and the GEMMs
-    recompute the same values. No torch operation synchronises (``_local_scalar_dense``,
-    ``nonzero``, ``.item()``): the wait is on a CUDA event of an earlier iteration.
-    """
-
-    def __init__(self, p: int, device: torch.device) -> None:
-        self.cuda = device.type == "cuda"
-        self.host = [torch.empty(p, pin_memory=self.cuda) for _ in range(2)]
-        self.events = [torch.cuda.Event() for _ in range(2)] if self.cuda else []
-
-    def post(self, flags: torch.Tensor, iteration: int) -> None:
-        """Queue the copy of ``flags`` (iteration ``iteration``'s next-iteration flags)."""
-        self.host[iteration % 2].copy_(flags, non_blocking=True)
-        if self.cuda:
-            self.events[iteration % 2].record()
-
-    def frozen_after(self, iteration: int) -> bool:
-        """Whether every problem was frozen after ``iteration`` (waits for that iteration)."""
-        if self.cuda:
-            self.events[iteration % 2].synchronize()
-        # numpy() of a host tensor: no torch operation, nothing for the sync counters to see
-        return not self.host[iteration % 2].numpy().any()
+def _ticks(
+    steps: Generator[int, None, dict[str, torch.Tensor]], tick: Callable[[int], AlmTick]
+) -> Generator[AlmTick, None, dict[str, torch.Tensor]]:
+    """An ALM pass's iteration counts as ticks; returns the pass's result."""
+    while True:
+        try:
+            iteration = next(steps)
+        except StopIteration as done:
+            return done.value
+        yield tick(iteration)
 
 
-def _alm_pass(
-    images: torch.Tensor,
-    weight: torch.Tensor,
-    init_baseline: torch.Tensor,
-    lam_flat: torch.Tensor,
-    lam_dark: torch.Tensor,
-    mu0: torch.Tensor,
-    image_norm: torch.Tensor,
-    offset_max: torch.Tensor,
-    get_darkfield: bool,
-    max_iterations: int,
-    tol: float,
-) -> dict[str, torch.Tensor]:
-    """One cold-started inexact ALM (BaSiCPy ``ApproximateFit``) for every problem.
-
-    Each iteration is the launches of :mod:`._ops` (12 without the darkfield, 19 with it, plus
-    one asynchronous copy of the problems' flags) and no host synchronisation: problems that
-    met the tolerance are frozen by their ``active`` flag inside the kernels, and the loop ends
-    one iteration after all froze (:class:`_StopCheck`).
-    """
-    p_count, t_count, m, n = images.shape
-    dtype, device = images.dtype, images.device
-    dct = _Dct(p_count, m, n, device, dtype)
-    images, weight = images.contiguous(), weight.contiguous()
-    flat_hat = dct.forward(torch.ones(p_count, m, n, dtype=dtype, device=device),
-                           torch.empty(p_count, m, n, dtype=dtype, device=device))
-    flat = dct.inverse(flat_hat, torch.empty_like(flat_hat))
-    dark = torch.zeros(p_count, m, n, dtype=dtype, device=device)
-    baseline = init_baseline.to(dtype).contiguous().clone()
-    mu = mu0.to(dtype).clone()
-    lam_flat = lam_flat.to(dtype).contiguous()
-    sums = 3 if get_darkfield else 1
-    state = AlmState(
-        images=images,
-        weight=weight,
-        sparse=torch.zeros_like(images),
-        dual=torch.zeros_like(images),
-        baseline=baseline,
-        rows=torch.zeros(p_count, t_count, 2, dtype=dtype, device=device),
-        flat=flat,
-        flat_hat=flat_hat,
-        dark=dark,
-        dark_before=torch.zeros_like(dark) if get_darkfield else dark,
-        # mean_T(Im - I_R - I_B + Y/mu) at the start: I_R = Y = 0.
-        column=(images.mean(dim=1) - flat * baseline.mean(dim=1)[:, None, None] - dark)
-        .contiguous(),
-        work=torch.empty_like(flat),
-        pixel_sums=torch.zeros(p_count, sums, m, n, dtype=dtype, device=device),
-        totals=torch.zeros(p_count, sums, dtype=dtype, device=device),
-        image_norm=image_norm.to(dtype).contiguous(),
-        offset_max=offset_max.to(dtype).contiguous(),
-        lam_flat=lam_flat,
-        lam_dark=lam_dark.to(dtype).contiguous(),
-        mu=mu,
-        mu_max=mu0 * MAX_MU_COEF,
-        thr_flat=lam_flat / mu,
-        thr_dark=torch.zeros_like(mu),
-        offset=torch.zeros_like(mu),
-        iterations=torch.zeros_like(mu),
-        ratio=torch.full_like(mu, float("inf")),
-        active=torch.ones_like(mu),
-        active_next=torch.empty_like(mu),
-        dark_values=torch.zeros(p_count, 3, dtype=dtype, device=device),
-        scratch=_ops.scratch_for(images, get_darkfield),
-    )
-    spectrum = torch.empty_like(state.flat)
-    # The path (kernel, host emulation or twin) is decided once per pass, on these tensors.
-    shrink = _ops.basic_shrink.bind(state.flat_hat, spectrum, state.thr_flat, state.active)
-    sparse_step = _ops.basic_sparse.bind(state)
-    dual_step = _ops.basic_dual.bind(state)
-    status = _ops.basic_status.bind(state)
-    if get_darkfield:
-        dark_shape = _ops.basic_dark_shape.bind(state)
-        dark_finish = _ops.basic_dark_finish.bind(state)
-    stop = _StopCheck(p_count, device)
-    for iteration in range(max_iterations):
-        # Flatfield step (in DCT space).
-        dct.forward(state.column, spectrum)
-        shrink(state.flat_hat, spectrum, state.thr_flat, state.active, state.flat_hat, with_y=True)
-        dct.inverse(state.flat_hat, state.flat)
-        # Sparse step, the row sums and the baseline step.
-        sparse_step(state)
-        # Dual step (with I_B from the old darkfield, as BaSiCPy) and the next column mean.
-        dual_step(state, rho=RHO)
-        torch.sum(state.pixel_sums, dim=(-2, -1), out=state.totals)
-        # NaN compares False: a non-finite residual also freezes the problem (never converged).
-        status(state, rho=RHO, tol=tol, ent_dark=ENT_DARK)
-        if get_darkfield:
-            # The MATLAB darkfield heuristic (§1.5 of the research note); the next flatfield
-            # step sees the new darkfield through its column mean.
-            dark_shape(state)
-            dct.forward(state.work, spectrum)
-            shrink(spectrum, None, state.thr_dark, state.active, spectrum, with_y=False)
-            dct.inverse(spectrum, state.work)
-            dark_finish(state)
-        stop.post(state.active_next, iteration)
-        state.swap_flags()
-        if iteration >= 1 and stop.frozen_after(iteration - 1):
-            break
-    return {
-        "flat": state.flat,
-        "dark_before": state.dark_before,
-        "dark": state.dark,
-        "offset": state.offset,
-        "baseline": state.baseline,
-        "sparse": state.sparse,
-        "iterations": state.iterations.to(torch.int64),
-        "ratio": state.ratio,
-    }
+def _joined(results: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """The groups' results as one pass's, problems in the groups' order."""
+    return {key: torch.cat([r[key] for r in results]) for key in results[0]}
 
 
-def reweighting_passes(
+def _groups(idx: torch.Tensor, size: int | None) -> list[torch.Tensor]:
+    """``idx`` in groups of ``size`` problems, a last group of one joined to the one before
+    (a lone problem's reductions split across threads where a batch's do not: same bits)."""
+    if size is None or size >= idx.numel():
+        return [idx]
+    size = max(size, 2)
+    bounds = list(range(0, idx.numel(), size))
+    if idx.numel() - bounds[-1] == 1:
+        bounds.pop()
+    return [idx[start:stop] for start, stop in zip(bounds, [*bounds[1:], idx.numel()], strict=True)]
+
+
+def reweighting_steps(
     stack: torch.Tensor,
     *,
     lam_flat: torch.Tensor,
@@ -266,10 +168,30 @@ def reweighting_passes(
     reweighting_tol: float,
     epsilon: float,
     fitting_mask: torch.Tensor | None = None,
-) -> Iterator[FitState]:
-    """Run the reweighting loop on ``stack`` ``(P, T, m, n)``; yield the state after each pass.
+    group_size: int | None = None,
+) -> Iterator[AlmTick | FitState]:
+    """Run the reweighting loop on ``stack`` ``(P, T, m, n)``: an :class:`AlmTick` between ALM
+    iterations, the :class:`FitState` after each pass.
 
     Problems that met ``reweighting_tol`` are frozen (their state is carried unchanged).
+    ``group_size`` runs each pass's ALM on that many problems at a time (at least 2), one
+    group after the other; ``None`` runs every active problem at once. Each problem's ALM is
+    independent of the others', so grouping changes the schedule only (on a CPU, a group whose
+    stacks fit the caches runs several times faster than the whole batch; on a GPU the whole
+    batch fills the device better).
+
+    Examples
+    --------
+    >>> stack = 100 + 10 * torch.rand(4, 8, 16, 16, generator=torch.Generator().manual_seed(0))
+    >>> lam = torch.full((4,), 1.0)
+    >>> steps = list(reweighting_steps(
+    ...     stack, lam_flat=lam, lam_dark=0.1 * lam, get_darkfield=False, max_iterations=50,
+    ...     optimization_tol=1e-4, max_reweight_iterations=2, reweighting_tol=1e-3,
+    ...     epsilon=0.1, group_size=2))
+    >>> [type(s).__name__ for s in steps if not isinstance(s, AlmTick)]
+    ['FitState', 'FitState']
+    >>> sorted({tuple(s.problems.tolist()) for s in steps if isinstance(s, AlmTick)})
+    [(0, 1), (2, 3)]
     """
     p_count, t_count, m, n = stack.shape
     device, dtype = stack.device, stack.dtype
@@ -292,7 +214,7 @@ def reweighting_passes(
     last_flat = last_dark = None
     state: FitState | None = None
     every = torch.arange(p_count, device=device)
-    for _ in range(max_reweight_iterations):
+    for pass_index in range(max_reweight_iterations):
         # One host sync per pass: which problems still reweight (one problem: whether it does).
         if p_count == 1:
             if not bool(active[0]):
@@ -307,19 +229,20 @@ def reweighting_passes(
         def take(x: torch.Tensor, idx: torch.Tensor = idx, whole: bool = whole) -> torch.Tensor:
             return x if whole else x[idx]  # every problem: no copy of the stacks
 
-        out = _alm_pass(
-            take(stack),
-            take(weight),
-            take(init_baseline),
-            take(lam_flat),
-            take(lam_dark),
-            take(mu0),
-            take(image_norm),
-            take(offset_max),
-            get_darkfield,
-            max_iterations,
-            optimization_tol,
-        )
+        groups = _groups(idx, group_size)
+        results = []
+        for number, group in enumerate(groups):
+            pick = take if len(groups) == 1 else (lambda x, g=group: x[g])
+            steps = iter_alm_pass(
+                pick(stack), pick(weight), pick(init_baseline), pick(lam_flat), pick(lam_dark),
+                pick(mu0), pick(image_norm), pick(offset_max),
+                get_darkfield, max_iterations, optimization_tol,
+            )  # fmt: skip
+            tick = functools.partial(
+                AlmTick, pass_index + 1, group, group=number, groups=len(groups)
+            )
+            results.append((yield from _ticks(steps, tick)))
+        out = results[0] if len(results) == 1 else _joined(results)
         flat_fit, baseline = out["flat"], out["baseline"]
         dark = out["dark"] + out["offset"][:, None, None] * flat_fit
         # S = mean_T(I_B) - D with I_B = S_fit B + D_R(before the last darkfield step).
@@ -379,3 +302,18 @@ def reweighting_passes(
             passes=passes.clone(),
         )
         yield state
+
+
+def _states_only(
+    steps: Callable[P, Iterator[AlmTick | FitState]],
+) -> Callable[P, Iterator[FitState]]:
+    @functools.wraps(steps)
+    def passes(*args: P.args, **kwargs: P.kwargs) -> Iterator[FitState]:
+        return (step for step in steps(*args, **kwargs) if isinstance(step, FitState))
+
+    return passes
+
+
+reweighting_passes = _states_only(reweighting_steps)
+reweighting_passes.__doc__ = """:func:`reweighting_steps` without its ticks (same arguments): the
+:class:`FitState` after each reweighting pass."""

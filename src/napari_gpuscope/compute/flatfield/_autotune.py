@@ -1,17 +1,21 @@
 """Autotune: the flatfield smoothness by BaSiCPy's entropy + Fourier-L0 cost, candidates batched.
 
-Every candidate smoothness is fitted at once, as one batch of independent problems on the
-device, on about 50 of the images (as BaSiCPy); each candidate's cost is the entropy of the
-corrected intensities' histogram (shading smears it) plus 30 x the fraction of significant
-high-frequency DCT coefficients of its flatfield (ripple). The winner is then fitted on all
-images, so the returned profile is the best one (BaSiCPy left a non-optimal flatfield behind).
-A candidate whose fit has stopped reweighting never changes again, so it is scored at once: the
-progress after each reweighting pass counts the candidates scored and names the best so far.
+Every candidate smoothness is fitted as one batch of independent problems, on about 50 of the
+images (as BaSiCPy): all at once on a GPU, a few at a time on a CPU (:data:`CPU_GROUP_BYTES`;
+the same bits, faster there). Each candidate's cost (:mod:`._autotune_scores`) is the entropy
+of the corrected intensities' histogram (shading smears it) plus 30 x the fraction of
+significant high-frequency DCT coefficients of its flatfield (ripple). The winner is then fitted
+on all images, so the returned profile is the best one (BaSiCPy left a non-optimal flatfield
+behind). A candidate whose fit has stopped reweighting never changes again, so it is scored at
+once: the progress after each reweighting pass counts the candidates scored and names the best
+so far, and between ALM iterations inside a pass it names the pass, the candidates fitting and
+the iteration (where a cancel lands too).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,11 +25,12 @@ import torch
 from .._types import ArrayLike
 from ..arrays import InvalidInputError
 from ..devices import device_context
+from ..job_control import PreviewThrottle
 from ..jobs import Job, Progress, blocking, mapped
 from ..results import Geometry, LayerDataTuple
 from ..signatures import takes_params
-from ._alm import FitState, reweighting_passes
-from ._dct import dct2
+from ._alm import AlmTick, reweighting_steps
+from ._autotune_scores import _Scores, autotune_cost
 from ._fit import _check_weight, broadcast_weight, working_stack
 from ._fit import _run as _fit_job
 from ._params import BasicParams
@@ -37,46 +42,13 @@ __all__ = ["CANDIDATES", "AutotuneResult", "autotune", "autotune_cost", "iter_au
 CANDIDATES = (0.01, 0.1, 0.5, 0.75, 1, 1.25, 1.5, 1.75, 2, 2.5, 3, 4, 5, 6, 7, 8, 10)
 """BaSiCPy 2.0's pool of flatfield smoothness values."""
 SEARCH_FRAMES = 50
-HISTOGRAM_BINS = 1000
-QUANTILES = (0.01, 0.99)
-VMIN_FACTOR, VRANGE_FACTOR = 0.6, 1.5
-L0_IMAGE_THRESHOLD, L0_RADIUS, L0_COST = 0.1, 10.0, 30.0
-
-
-def _entropy(values: torch.Tensor, low: float, high: float) -> float:
-    """Differential entropy ``-sum p log p dx`` of a density histogram on ``[low, high]``."""
-    inside = values[(values >= low) & (values <= high)]
-    if inside.numel() == 0 or not high > low:
-        return math.inf
-    counts = torch.histc(inside.double(), bins=HISTOGRAM_BINS, min=low, max=high)
-    width = (high - low) / HISTOGRAM_BINS
-    density = counts / (counts.sum() * width)
-    density = density[density > 0]
-    return float(-(density * density.log()).sum() * width)
-
-
-def _fourier_l0(flat: torch.Tensor) -> float:
-    """Fraction of the DCT coefficients beyond radius 10 (both indices > 0) whose magnitude in
-    the un-normalised DCT-II (torch-dct's, as BaSiCPy) exceeds 0.1."""
-    m, n = flat.shape
-    # Un-normalised = orthonormal x sqrt(2m) sqrt(2n) off the first row and column.
-    spectrum = dct2(flat.double()).abs() * 2.0 * math.sqrt(m * n)
-    i = torch.arange(m, device=flat.device)[:, None]
-    j = torch.arange(n, device=flat.device)[None, :]
-    outside = (i**2 + j**2 > L0_RADIUS**2) & (i > 0) & (j > 0)
-    return float((spectrum[outside] > L0_IMAGE_THRESHOLD).double().mean())
-
-
-def autotune_cost(corrected: torch.Tensor, flat: torch.Tensor, value_range: float) -> float:
-    """BaSiCPy's autotune cost of one candidate: entropy + 30 x Fourier L0 of the flatfield.
-
-    ``corrected`` is the candidate's corrected working-size stack, ``flat`` its flatfield
-    (mean 1) and ``value_range`` the histogram span fixed by a first fit.
-    """
-    values = corrected.flatten()
-    low = float(torch.quantile(values[:: max(1, values.numel() // 2**24)], QUANTILES[0]))
-    low *= VMIN_FACTOR
-    return _entropy(values, low, low + value_range) + L0_COST * _fourier_l0(flat)
+CPU_GROUP_BYTES = 8 * 2**20
+"""A CPU fits the candidates a few at a time, each group's ``(K, T, m, n)`` stacks within
+this (2 at the default working size): a group's arrays stay in the caches and its temporaries
+are reused, where the whole batch's (57 MB each on the flat-field sample) page-fault at every
+allocation; 3-4x less CPU time per ALM iteration at low load (``benchmarks/README.md``)."""
+PROGRESS_INTERVAL = 0.5
+"""Seconds between two progress updates inside a reweighting pass (a CPU pass takes tens)."""
 
 
 @dataclass(frozen=True)
@@ -132,70 +104,6 @@ class _Subset:
         return np.stack([np.asarray(self.images[int(i)]) for i in picked])
 
 
-class _Scores:
-    """Each candidate's cost, scored once its problem has stopped reweighting.
-
-    Problem 0 is the reference fit (the mean smoothness of BaSiCPy's pool) that fixes the
-    histogram's span; candidate ``k`` is problem ``k + 1``.
-    """
-
-    def __init__(self, stack: torch.Tensor, count: int, tolerance: float) -> None:
-        self.stack, self.tolerance = stack, tolerance  # the (T, Y, X) working stack
-        self.value_range: float | None = None
-        self.scored: dict[int, float] = {}
-        self.count = count
-
-    def update(self, state: FitState, done: torch.Tensor) -> None:
-        """Score the candidates whose problems are done (and, first, the reference's span)."""
-        if self.value_range is None:
-            if not bool(done[0]):
-                return
-            corrected = self._corrected(state, 0)
-            quantiles = torch.tensor(QUANTILES, device=corrected.device)
-            low, high = torch.quantile(corrected.flatten(), quantiles)
-            self.value_range = float((high - low * VMIN_FACTOR) * VRANGE_FACTOR)
-        for k in range(self.count):
-            if k not in self.scored and bool(done[k + 1]):
-                self.scored[k] = self._cost(state, k + 1)
-
-    def _corrected(self, state: FitState, problem: int) -> torch.Tensor:
-        return (self.stack - state.darkfield[problem]) / state.flatfield[problem]
-
-    def _cost(self, state: FitState, problem: int) -> float:
-        assert self.value_range is not None
-        flat, corrected = state.flatfield[problem], self._corrected(state, problem)
-        converged = bool(state.reweight_score[problem] <= self.tolerance) and bool(
-            torch.isfinite(state.alm_residual[problem])
-        )
-        bad = (
-            not converged
-            or not bool(torch.isfinite(corrected).all())
-            or float((flat - 1).abs().max()) < 1e-6
-        )
-        return math.inf if bad else autotune_cost(corrected, flat, self.value_range)
-
-    @property
-    def costs(self) -> tuple[float, ...]:
-        """Every candidate's cost (after the last update, which scores them all)."""
-        return tuple(self.scored[k] for k in range(self.count))
-
-    def fraction(self, state: FitState, max_passes: int) -> float:
-        """The share of the search done: a problem done counts 1, one still reweighting its
-        passes over the most it may make."""
-        done = (~state.active).double()
-        passes = state.passes.double() / max(max_passes, 1)
-        return float(torch.maximum(done, passes.clamp(max=1.0)).mean())
-
-    def describe(self, candidates: tuple[float, ...]) -> str:
-        """E.g. ``"5 of 17 candidates scored, best so far smoothness 1.5"``."""
-        text = f"{len(self.scored)} of {self.count} candidates scored"
-        finite = {k: c for k, c in self.scored.items() if math.isfinite(c)}
-        if finite:
-            best = min(finite, key=lambda k: (finite[k], k))
-            text += f", best so far smoothness {candidates[best]:g}"
-        return text
-
-
 @takes_params(BasicParams)
 def iter_autotune(
     images: ArrayLike,
@@ -230,8 +138,9 @@ def iter_autotune(
     -------
     generator
         Yields progress (after each reweighting pass: the candidates scored of all, the best
-        so far); returns an :class:`AutotuneResult` whose ``profile`` is fitted on all images
-        with the chosen smoothness.
+        so far; inside a pass, at most every :data:`PROGRESS_INTERVAL` seconds: the pass, the
+        candidates fitting and the ALM iteration); returns an :class:`AutotuneResult` whose
+        ``profile`` is fitted on all images with the chosen smoothness.
 
     Examples
     --------
@@ -290,40 +199,19 @@ def _run(
             if mask is not None:
                 mask = torch.take_along_dim(mask, order, dim=1)
         lambdas = torch.tensor((sum(CANDIDATES) / len(CANDIDATES), *candidates), device=dev)
-        batch = stack.expand(len(lambdas), -1, -1, -1)
         # A problem that stopped reweighting is frozen (its state never changes again), so
         # its cost is scored as soon as it stops: the progress counts the candidates scored
         # and names the best so far, with the costs scoring them all at the end would give.
         scores = _Scores(stack[0], len(candidates), params.reweighting_tol)
-        # A pass is one whole ALM per problem: the next update comes after the first pass.
+        group = _group_size(stack.shape, dev)
         yield Progress(
             0.1,
-            f"autotune: fitting {len(candidates)} candidates at once on {stack.shape[1]} "
+            f"autotune: fitting {len(candidates)} candidates "
+            f"{'at once' if group is None else f'{group} at a time'} on {stack.shape[1]} "
             f"images; candidates are scored as they converge (after reweighting passes, at "
             f"most {params.max_reweight_iterations})",
         )
-        state = None
-        for state in reweighting_passes(
-            batch,
-            lam_flat=lambdas,
-            lam_dark=0.1 * lambdas,
-            get_darkfield=params.get_darkfield,
-            max_iterations=params.max_iterations,
-            optimization_tol=params.optimization_tol,
-            max_reweight_iterations=params.max_reweight_iterations,
-            reweighting_tol=params.reweighting_tol,
-            epsilon=params.epsilon,
-            fitting_mask=None if mask is None else mask.expand(len(lambdas), -1, -1, -1),
-        ):
-            scores.update(state, ~state.active.cpu())
-            passes = int(state.passes.max())
-            yield Progress(
-                0.1 + 0.6 * scores.fraction(state, params.max_reweight_iterations),
-                f"autotune: {scores.describe(candidates)} (reweighting pass {passes})",
-                passes,
-            )
-        assert state is not None
-        scores.update(state, torch.ones(len(lambdas), dtype=torch.bool))
+        yield from _search(stack, mask, lambdas, params, scores, candidates, group)
         costs = scores.costs
         if not any(math.isfinite(c) for c in costs):
             raise RuntimeError(
@@ -350,6 +238,64 @@ def _run(
             profile,
             profile.stopped_early,
         )
+
+
+def _group_size(shape: torch.Size, device: torch.device) -> int | None:
+    """How many problems a CPU fits at a time: as many as keep one ``(K, T, m, n)`` float32
+    array within :data:`CPU_GROUP_BYTES`, at least 2. ``None`` on a GPU (all at once)."""
+    if device.type != "cpu":
+        return None
+    return max(2, CPU_GROUP_BYTES // (4 * math.prod(shape[1:])))
+
+
+def _search(
+    stack: torch.Tensor,
+    mask: torch.Tensor | None,
+    lambdas: torch.Tensor,
+    params: BasicParams,
+    scores: _Scores,
+    candidates: tuple[float, ...],
+    group: int | None,
+) -> Generator[Progress, object, None]:
+    """Fit every candidate (and the reference, problem 0) until each stopped reweighting and
+    score it then: progress after each pass and, at most every
+    :data:`PROGRESS_INTERVAL` seconds, between ALM iterations inside one (where a cancel
+    lands too)."""
+    max_passes = params.max_reweight_iterations
+    throttle = PreviewThrottle(PROGRESS_INTERVAL)
+    state, expected = None, params.max_iterations
+    for step in reweighting_steps(
+        stack.expand(len(lambdas), -1, -1, -1),
+        lam_flat=lambdas,
+        lam_dark=0.1 * lambdas,
+        get_darkfield=params.get_darkfield,
+        max_iterations=params.max_iterations,
+        optimization_tol=params.optimization_tol,
+        max_reweight_iterations=max_passes,
+        reweighting_tol=params.reweighting_tol,
+        epsilon=params.epsilon,
+        fitting_mask=None if mask is None else mask.expand(len(lambdas), -1, -1, -1),
+        group_size=group,
+    ):
+        if isinstance(step, AlmTick):
+            if throttle.due():
+                yield Progress(
+                    0.1 + 0.6 * scores.fraction_within(step, state, max_passes, expected),
+                    "autotune: " + scores.describe_within(step, candidates),
+                )
+            continue
+        state = step
+        # A pass's share inside the next one: its iterations of the last pass's most.
+        expected = int(state.alm_iterations.max())
+        scores.update(state, ~state.active.cpu())
+        passes = int(state.passes.max())
+        yield Progress(
+            0.1 + 0.6 * scores.fraction(state, max_passes),
+            f"autotune: {scores.describe(candidates)} (reweighting pass {passes})",
+            passes,
+        )
+    assert state is not None
+    scores.update(state, torch.ones(len(lambdas), dtype=torch.bool))
 
 
 autotune = blocking(iter_autotune)
