@@ -142,3 +142,24 @@ def test_plane_caption_of_a_plain_count_says_the_index_once(shown):
     shown.add_image(RNG.random((48, 20, 20)).astype(np.float32), axis_labels=("tile", "y", "x"))
     shown.dims.current_step = (23, 10, 10)
     assert render_figure(shown, FigureOptions()).info["caption"] == "tile index 23 of 48"
+
+
+def test_plane_caption_ignores_an_axis_the_seen_result_has_one_sample_on(shown):
+    """Seen under the eSRRF dock's result, one time point of all 100 frames (shape (1, Y, X),
+    its time step 100 s): "t = 49 s (index 49 of 100)"."""
+    stack = RNG.random((100, 16, 16)).astype(np.float32)
+    shown.add_image(
+        stack, scale=(1.0, 0.1, 0.1), units=("s", "um", "um"), axis_labels="tyx", name="stack"
+    )
+    result = shown.add_image(
+        stack.mean(axis=0, keepdims=True),
+        scale=(100.0, 0.1, 0.1),
+        translate=(49.5, 0.0, 0.0),
+        units=("s", "um", "um"),
+        name="mean",
+    )
+    shown.dims.current_step = (49, 8, 8)
+    assert render_figure(shown, FigureOptions()).info["caption"] == ""  # the stack is hidden
+
+    result.opacity = 0.5  # now the stack shows through: its frame matters again
+    assert render_figure(shown, FigureOptions()).info["caption"] == "t = 49 s (index 49 of 100)"

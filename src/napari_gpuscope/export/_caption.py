@@ -131,13 +131,25 @@ def _run_key(record: dict) -> str:
     )
 
 
+def _samples(layer: Layer, axis: int, ndim: int) -> int | None:
+    """How many samples an image or labels layer has on world ``axis`` (None for others)."""
+    shapes = getattr(layer, "level_shapes", None)
+    if shapes is None or len(shapes) == 0:
+        return None
+    return int(shapes[0][axis - (ndim - layer.ndim)])
+
+
 def plane_caption(viewer: Viewer, layers: Sequence[Layer]) -> str:
-    """Where the shown plane lies on the axes not displayed that ``layers`` span, e.g.
-    "z = 6.4 µm (index 16 of 32)", or "tile index 23 of 48" on an axis without unit or scale."""
+    """Where the shown plane lies on the axes not displayed that ``layers`` span with more than
+    one sample, e.g. "z = 6.4 µm (index 16 of 32)", or "tile index 23 of 48" on an axis without
+    unit or scale."""
     parts = []
     ndim = viewer.dims.ndim
     for position in _panels.slider_positions(viewer):
         spanning = [layer for layer in layers if position.axis >= ndim - layer.ndim]
+        # A layer with one sample on the axis (eSRRF's single time point of all frames) shows
+        # the same whatever the slider: where it stands says nothing about the picture.
+        spanning = [layer for layer in spanning if _samples(layer, position.axis, ndim) != 1]
         if position.steps <= 1 or not spanning:
             continue
         unit = ""
