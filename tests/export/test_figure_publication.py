@@ -135,14 +135,17 @@ def test_caption_without_automatic_choices_and_with_the_input_shown(shown):
 
 def test_arrows_carrying_their_picture_s_record_add_no_sentence(shown):
     """Seen on the phase export: "tilt of 21 planes; automatic: ... . phase of 21 planes ..."
-    (the tilt arrows carry the phase's record)."""
+    (the tilt arrows carry the phase's record). Then, on the dock's export, an arrow the figure
+    did not explain: the caption says what the arrows show."""
     _, result = _esrrf_scene(shown, automatic={"sensitivity": "2"})
     record = result.metadata[PROVENANCE_KEY]
     shown.add_vectors(
         np.array([[[1.0, 1.0], [0.5, 0.5]]]), name="tilt · stack", metadata={PROVENANCE_KEY: record}
     )
     caption = render_figure(shown, FigureOptions(scale_bar=False)).info["caption"]
-    assert caption == "eSRRF of 100 frames (mag=2 r=1.5); automatic: sensitivity 2"
+    assert caption == (
+        "eSRRF of 100 frames (mag=2 r=1.5), tilt shown by arrows; automatic: sensitivity 2"
+    )
 
 
 def test_outputs_of_one_run_share_one_sentence(shown):

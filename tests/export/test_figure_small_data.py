@@ -18,6 +18,7 @@ import pytest
 
 from napari_gpuscope.export._options import MAX_ZOOM, PUBLICATION_WIDTH_PX, split_zoom
 from napari_gpuscope.export.figure import FigureOptions, render_figure
+from napari_gpuscope.provenance import PROVENANCE_KEY
 
 RNG = np.random.default_rng(302)
 
@@ -163,3 +164,21 @@ def test_plane_caption_ignores_an_axis_the_seen_result_has_one_sample_on(shown):
 
     result.opacity = 0.5  # now the stack shows through: its frame matters again
     assert render_figure(shown, FigureOptions()).info["caption"] == "t = 49 s (index 49 of 100)"
+
+
+def test_caption_does_not_repeat_an_automatic_value_the_settings_say(shown):
+    """Seen on the phase export: "phase of 21 planes (reg=auto 0.0093); automatic:
+    regularization 0.0093"."""
+    record = {"method": "phase", "input": "z", "automatic": {"regularization": "0.0093"}}
+    shown.add_image(
+        RNG.random((16, 16)).astype(np.float32),
+        name="phase · z [reg=auto 0.0093]",
+        metadata={PROVENANCE_KEY: record},
+    )
+    caption = render_figure(shown, FigureOptions()).info["caption"]
+    assert caption == "phase (reg=auto 0.0093)"
+
+    record = {**record, "automatic": {"regularization": "0.0093", "tilt": "0.2 rad"}}
+    shown.layers[0].metadata = {PROVENANCE_KEY: record}
+    caption = render_figure(shown, FigureOptions()).info["caption"]
+    assert caption == "phase (reg=auto 0.0093); automatic: tilt 0.2 rad"

@@ -74,9 +74,14 @@ def _frames(layer: Layer, layers: Sequence[Layer]) -> str:
     return f" of {of}{count} {noun[:-1] if count == 1 else noun}{kept}"
 
 
-def _automatic(record: dict) -> str:
+def _automatic(record: dict, named: str = "") -> str:
+    """The record's automatic choices ("; automatic: sensitivity 2"), but those ``named``
+    already says ("reg=auto 0.0093" in the settings of a layer name)."""
     choices = record.get(AUTOMATIC_KEY)
     if not isinstance(choices, dict) or not choices:
+        return ""
+    choices = {key: value for key, value in choices.items() if f"auto {value}" not in named}
+    if not choices:
         return ""
     return "; automatic: " + ", ".join(f"{key} {value}" for key, value in choices.items())
 
@@ -87,6 +92,16 @@ def _head(layer: Layer, record: dict, layers: Sequence[Layer]) -> str:
     kind = parts[0] if parts is not None else str(record.get("method") or layer.name)
     settings = f" ({parts[2]})" if parts is not None and parts[2] else ""
     return f"{kind}{_frames(layer, layers)}{settings}"
+
+
+_MARKS = {"Vectors": "arrows", "Points": "points", "Shapes": "shapes", "Tracks": "tracks"}
+
+
+def _marks(layer: Layer) -> str:
+    """What an annotation layer of a named result shows: "tilt shown by arrows"."""
+    parts = split_result_name(layer.name)
+    kind = parts[0] if parts is not None else layer.name
+    return f"{kind} shown by {_MARKS.get(layer.__class__.__name__, 'marks')}"
 
 
 def _note(record: dict) -> str:
@@ -121,7 +136,8 @@ def result_sentence(layer: Layer, layers: Sequence[Layer]) -> str:
     record = provenance_of(layer)
     if not isinstance(record, dict):
         return ""
-    return f"{_head(layer, record, layers)}{_automatic(record)}{_note(record)}"
+    head = _head(layer, record, layers)
+    return f"{head}{_automatic(record, head)}{_note(record)}"
 
 
 def _run_key(record: dict) -> str:
@@ -175,8 +191,10 @@ def figure_caption(viewer: Viewer, seen: Sequence[Layer]) -> str:
 
     One sentence per run: the outputs of one run (eSRRF's image and widefield mean, BaSiC's
     flatfield, darkfield and corrected tiles) are named together, their automatic choices and
-    note said once. Pictures come before annotations (top layer first, as the panel titles),
-    and an annotation carrying a picture's record (the phase's tilt arrows) adds nothing.
+    note said once. Pictures come before annotations (top layer first, as the panel titles);
+    an annotation carrying a picture's record (the phase's tilt arrows) adds what its marks
+    show ("tilt shown by arrows"), not a sentence. Automatic choices the settings already say
+    ("reg=auto 0.0093") are not repeated.
     """
     top_first = list(reversed(seen))
     ordered = [layer for layer in top_first if _panels.is_picture(layer)]
@@ -190,8 +208,10 @@ def figure_caption(viewer: Viewer, seen: Sequence[Layer]) -> str:
         key = _run_key(record)
         heads, notes, _ = runs.setdefault(key, ([], [], record))
         if not _panels.is_picture(layer) and heads:
-            continue  # an annotation of a run already named
-        head = _head(layer, record, everything)
+            # An annotation of a run already named: say what its marks are, once.
+            head = _marks(layer)
+        else:
+            head = _head(layer, record, everything)
         if head not in heads:
             heads.append(head)
         note = _note(record)
@@ -199,7 +219,7 @@ def figure_caption(viewer: Viewer, seen: Sequence[Layer]) -> str:
             notes.append(note)
     sentences, said = [], set()
     for heads, notes, record in runs.values():
-        automatic = _automatic(record)
+        automatic = _automatic(record, ", ".join(heads))
         # A run that used another's choices (BaSiC's apply, with the fitted profile) repeats
         # them: said once, with the first run that made them.
         sentences.append(", ".join(heads) + ("" if automatic in said else automatic))
