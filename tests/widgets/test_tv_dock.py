@@ -249,6 +249,20 @@ def test_full_run_matches_scikit_image_and_has_provenance(viewer, qtbot, dock):
     assert "iterations" in status and "relative gap" in status
 
 
+def test_sigma_is_said_in_the_layers_intensity_unit(viewer, qtbot, dock):
+    """The status, the automatic choice in the provenance (which the figure's caption reads)
+    and the label under the strength say σ with the unit the layer states."""
+    viewer.add_image(_noisy((48, 48)), name="img", metadata={"intensity_unit": "ADU"})
+    select_input(dock, "img")
+    assert dock.run()
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=30_000)
+    record = dock.last_result_layer.metadata[PROVENANCE_KEY]
+    sigma = record["result"]["noise_sigma"]
+    assert f"noise σ {sigma:.4g} ADU" in dock.panel.status.text()
+    assert record["automatic"]["TV weight"].endswith(f"noise σ {sigma:.4g} ADU")
+    assert dock.weight_label.native.wordWrap()  # a long σ and weight wrap, never cut
+
+
 def test_live_preview_of_a_volume_shows_the_current_plane(viewer, qtbot, dock):
     viewer.add_image(_noisy((12, 32, 32)), name="vol")
     select_input(dock, "vol")

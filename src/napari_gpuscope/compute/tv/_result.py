@@ -79,6 +79,9 @@ class TVResult:
     stopped_early: bool = False
     unprocessed_fraction: float = 0.0
     kernel_paths: dict[str, str] = field(default_factory=dict)
+    intensity_unit: str = ""
+    """The input's intensity unit (e.g. ``"ADU"``), which σ is in; the array knows none, the
+    dock sets it from the layer (:meth:`with_intensity_unit`)."""
 
     @property
     def method(self) -> str:
@@ -94,6 +97,25 @@ class TVResult:
     def poisson(self) -> CameraModel | None:
         """The camera model of Poisson mode (alias of :attr:`camera`)."""
         return self.camera
+
+    def with_intensity_unit(self, unit: str | None) -> TVResult:
+        """The same result whose status and automatic choices say σ in ``unit``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from napari_gpuscope.compute import tv
+        >>> result = TVResult(np.zeros((4, 4), np.float32), tv.TVParams(strength=2.0), 0.2,
+        ...                   10, 1e-4, True, (1.0, 1.0), 1, noise_sigma=0.1)
+        >>> result.with_intensity_unit("ADU").automatic_choices()
+        {'TV weight': '0.2 = strength 2 × noise σ 0.1 ADU'}
+        """
+        return dataclasses.replace(self, intensity_unit=unit or "")
+
+    @property
+    def _sigma_text(self) -> str:
+        unit = f" {self.intensity_unit}" if self.intensity_unit else ""
+        return f"{self.noise_sigma:.4g}{unit}"
 
     def automatic_choices(self) -> dict[str, str]:
         """The values chosen from the data (:class:`napari_gpuscope.provenance.
@@ -113,7 +135,7 @@ class TVResult:
         if self.noise_sigma is not None:
             out["TV weight"] = (
                 f"{self.weight:.4g} = strength {self.params.strength:g} × noise σ "
-                f"{self.noise_sigma:.4g}"
+                f"{self._sigma_text}"
             )
         if self.camera is not None and self.params.gain is None:
             camera = self.camera
@@ -153,7 +175,7 @@ class TVResult:
             gap += f" {'<=' if below else '>'} tolerance {params.tolerance:.0e}"
         facts = f"{gap}, weight {self.weight:.4g}"
         if self.noise_sigma is not None:
-            facts += f" = strength {params.strength:g} x noise σ {self.noise_sigma:.4g}"
+            facts += f" = strength {params.strength:g} x noise σ {self._sigma_text}"
         elif params.weight is None and params.noise_model == "poisson":
             facts += f" = strength {params.strength:g} (Anscombe units)"
         if self.camera is not None and params.gain is None:

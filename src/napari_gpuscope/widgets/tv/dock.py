@@ -24,7 +24,14 @@ from qtpy.QtWidgets import QSizePolicy, QWidget
 
 from napari_gpuscope.compute.jobs import Job
 from napari_gpuscope.compute.preview import DataIdentity, PlaneView
-from napari_gpuscope.compute.tv import OUTPUT, TVParams, TVPreview, WholeImageWeights, preview_job
+from napari_gpuscope.compute.tv import (
+    OUTPUT,
+    TVParams,
+    TVPreview,
+    TVResult,
+    WholeImageWeights,
+    preview_job,
+)
 from napari_gpuscope.export.units import intensity_unit
 from napari_gpuscope.widgets._base import MethodDock
 from napari_gpuscope.widgets._controls import CameraRows, FieldStyle, SpacingRow
@@ -89,7 +96,11 @@ class TVDenoiseDock(MethodDock):
             "solver uses: strength × σ. In Poisson mode the image is variance-stabilised first, "
             "so σ = 1 there."
         )
-        self.weight_label.native.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+        # Wrapped: "noise σ ≈ 6.42 ADU → weight 6.42" is cut at the dock's default width.
+        self.weight_label.native.setWordWrap(True)
+        self.weight_label.native.setSizePolicy(
+            QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred
+        )
         self.form.add_row("", self.weight_label.native, after="strength")
         self.noise = NoiseEstimate(self, self._whole_image)
         self.noise.found.connect(self._on_sigma_found)
@@ -198,8 +209,19 @@ class TVDenoiseDock(MethodDock):
             self.camera.show_estimate(None)
 
     # ---------------------------------------------------------------- preview
+    def make_job(self, layer: napari.layers.Image, params: TVParams, device: str) -> Job[TVResult]:
+        """The registry's job; its result says σ in the layer's intensity unit (the status,
+        the provenance's automatic choices and the figure's caption)."""
+        unit = intensity_unit(layer, self.viewer.layers)
+        return _with_unit(super().make_job(layer, params, device), unit)
+
     def make_preview_job(
         self, layer: napari.layers.Image, params: TVParams, device: str, view: PlaneView
     ) -> Job[TVPreview]:
         """A small-budget solve of a slab around the displayed plane."""
         return preview_job(self._whole_image, layer.data, params, device, view)
+
+
+def _with_unit(job: Job[TVResult], unit: str | None) -> Job[TVResult]:
+    result = yield from job
+    return result.with_intensity_unit(unit) if unit else result
