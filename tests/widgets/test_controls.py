@@ -189,3 +189,16 @@ def test_a_log_metrics_axis_labels_no_minor_ticks(qtbot):
     plot.redraw()
     assert plot.axes.get_yscale() == "log"
     assert isinstance(plot.axes.yaxis.get_minor_formatter(), NullFormatter)
+
+
+def test_counted_steps_get_whole_number_ticks(qtbot):
+    """Three reweighting passes showed ticks at 2.25, 2.5 ... between passes."""
+    plot = MetricsPlot()
+    qtbot.addWidget(plot)
+    plot.reset("Run: ", {"reweighting_residual": 1e-3}, "reweighting pass")
+    for k in (1, 2, 3):
+        plot.add(k, {"reweighting_residual": 0.1 / k})
+    plot.redraw()
+    plot.figure.canvas.draw()
+    ticks = [t for t in plot.axes.get_xticks() if 1 <= t <= 3]
+    assert ticks and all(float(t).is_integer() for t in ticks)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from matplotlib.backends.backend_qtagg import FigureCanvasQTAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import NullFormatter
+from matplotlib.ticker import MaxNLocator, NullFormatter
 from qtpy.QtCore import QSize, QTimer
 from qtpy.QtWidgets import QSizePolicy, QVBoxLayout, QWidget
 
@@ -168,6 +168,10 @@ class MetricsPlot(QWidget):
         if log:  # labelled minor ticks ("6x10^-3 ... 2x10^-3") overlapped in 130 px
             axes.yaxis.set_minor_formatter(NullFormatter())
         axes.set_xlabel(self.step_label if self.series else "", color=colors["text"], fontsize=7)
+        if self.series and all(
+            float(x).is_integer() for xs, _ in self.series.values() for x in xs if math.isfinite(x)
+        ):  # counted steps (passes, iterations): no "2.25" pass between two
+            axes.xaxis.set_major_locator(MaxNLocator(integer=True))
         if self.series:
             names = ", ".join(_words(name) for name in self.series)
             axes.set_title(f"{self.title}{names}", color=colors["text"], fontsize=8)
