@@ -9,8 +9,10 @@ a run's tasks share), ``tasks`` (what a worker does for one position), ``pools``
 memory pools between positions), ``pipeline`` (a worker's next position read ahead and each
 position written in the background), ``cluster`` (local CPU/GPU clusters, an existing
 scheduler), ``jobqueue`` (SLURM, PBS and LSF through dask-jobqueue), ``gpu_pin`` (a job's
-worker processes pinned to its GPUs), ``runner`` (the driver), ``report``, ``status``,
-``progress``, ``watch`` (positions run as an acquisition writes them), ``cli`` (the
+worker processes pinned to its GPUs), ``runner`` (the driver), ``run_record`` (the store's
+record of a run and its positions, merged on resume), ``report``, ``status``, ``progress``,
+``watch`` (positions run as an acquisition writes them; the files it follows
+``watch_positions``), ``cli`` (the
 ``recipe``, ``run``, ``validate`` and ``status`` commands: their arguments ``cli_parsers``, each
 in ``cli_recipe``, ``cli_run``, ``cli_inspect``, errors ``cli_fail``) and ``reader`` (the reader
 of a result store: which folders are ours ``reader_layout``, one position at its true scale
@@ -48,6 +50,7 @@ __all__ = [
     "recipe_yaml",
     "recipes",
     "report",
+    "run_record",
     "runner",
     "schema",
     "status",
@@ -55,4 +58,5 @@ __all__ = [
     "task_spec",
     "tasks",
     "watch",
+    "watch_positions",
 ]
