@@ -112,6 +112,7 @@ def test_flatfield_dock_follows_an_mda_and_stop_and_keep_equals_the_offline_appl
         "flatfield", "apply", stack[:n], BasicParams(), profile=profile, measure_shading=False
     )
     assert kept and kept[0].data.tobytes() == np.asarray(expected.image).tobytes()
+    assert tuple(kept[0].axis_labels) == ("t", "y", "x")  # a time slider named "t", not "-3"
     record = kept[0].metadata[PROVENANCE_KEY]
     assert record["method"] == "flatfield" and record["input"] == name
     assert record["result"]["live"]["frames_processed"] == n

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = ["CONTINUOUS", "LAYER", "MDA", "SourceChoice", "live_layer_geometry", "source_choices"]
 
 MDA, CONTINUOUS, LAYER = "mda", "continuous", "layer"
+_TYX = ("t", "y", "x")
 
 
 @dataclass(frozen=True)
@@ -73,9 +74,10 @@ class SourceChoice:
             pixel = float(self.target.getPixelSizeUm())
         except Exception:  # a core without a pixel size configuration
             pixel = 0.0
+        # Named axes: napari would label the kept results' time slider "-3".
         if pixel > 0:
-            return Geometry(scale=(1.0, pixel, pixel), units=("", "µm", "µm"))
-        return Geometry()
+            return Geometry(scale=(1.0, pixel, pixel), units=("", "µm", "µm"), axis_labels=_TYX)
+        return Geometry(axis_labels=_TYX)
 
 
 def source_choices(
