@@ -107,6 +107,9 @@ def run_demo(spec: MethodSpec, device: str) -> list[DemoRun]:
             start = time.perf_counter()
             result = run_job(job_function(data, params=params, device=device))
             elapsed = time.perf_counter() - start
+            unit = (kwargs.get("metadata") or {}).get("intensity_unit")
+            if unit and hasattr(result, "with_intensity_unit"):  # as the dock says it
+                result = result.with_intensity_unit(unit)
             summary = result.summary()
             record = build_provenance(
                 spec.id,

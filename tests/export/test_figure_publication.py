@@ -130,7 +130,7 @@ def test_caption_without_automatic_choices_and_with_the_input_shown(shown):
     _esrrf_scene(shown)
     shown.canvas.grid.enabled = True  # the input has a panel of its own: its frame matters
     caption = render_figure(shown, FigureOptions(scale_bar=False)).info["caption"]
-    assert caption == "eSRRF of 100 frames (mag=2 r=1.5). t = 49 s (index 49 of 100)"
+    assert caption == "eSRRF of 100 frames (mag=2 r=1.5). Plane shown: t = 49 s (index 49 of 100)"
 
 
 def test_arrows_carrying_their_picture_s_record_add_no_sentence(shown):
@@ -164,7 +164,7 @@ def test_outputs_of_one_run_share_one_sentence(shown):
     shown.canvas.grid.enabled = True
     caption = render_figure(shown, FigureOptions(scale_bar=False)).info["caption"]
     assert caption.count("automatic:") == 1 and caption.count("drift block length") == 1
-    sentence = caption.split(". t = ")[0]
+    sentence = caption.split(". Plane shown: t = ")[0]
     assert "widefield mean of 100 frames" in sentence and "eSRRF of 100 frames" in sentence
     assert sentence.endswith("automatic: drift block length 24 frames. the mean of every frame")
 

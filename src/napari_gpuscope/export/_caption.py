@@ -226,4 +226,6 @@ def figure_caption(viewer: Viewer, seen: Sequence[Layer]) -> str:
         sentences[-1] += "".join(notes)
         said.add(automatic)
     plane = plane_caption(viewer, seen)
+    if plane and sentences:  # a sentence of its own ("... exact. tile index 24" read as a typo)
+        plane = f"Plane shown: {plane}"
     return ". ".join([*sentences, *([plane] if plane else [])])
