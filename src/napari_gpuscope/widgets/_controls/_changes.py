@@ -10,7 +10,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 
-from qtpy.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QWidget
+from qtpy.QtWidgets import QHBoxLayout, QPushButton, QSizePolicy, QWidget
+
+from napari_gpuscope.widgets._controls._wrapped_label import WrappedLabel
 
 __all__ = ["CHANGED_COLOUR", "ChangesRow", "differs"]
 
@@ -58,8 +60,7 @@ class ChangesRow(QWidget):
         self.words = words
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        self.text = QLabel("")
-        self.text.setWordWrap(True)
+        self.text = WrappedLabel("")
         self.text.setStyleSheet(f"color: {CHANGED_COLOUR};")
         self.text.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.button = QPushButton("Reset")
