@@ -16,10 +16,11 @@ LONG = (
 )
 
 
-def _clipped(widget) -> list[str]:
-    """Visible word-wrapped labels shorter than their text needs at their width."""
+def _clipped(widget, labels=None) -> list[str]:
+    """Visible word-wrapped labels (of ``widget``, or ``labels``) shorter than their text
+    needs at their width."""
     short = []
-    for label in widget.findChildren(QLabel):
+    for label in widget.findChildren(QLabel) if labels is None else labels:
         if label.isVisibleTo(widget) and label.wordWrap() and label.text():
             need = label.heightForWidth(label.width())
             if label.height() < need:
@@ -59,3 +60,24 @@ def test_the_autotune_texts_are_whole_after_a_real_autotune(viewer, qtbot, cpu_d
     qtbot.wait(200)
     assert "Autotune chose" in dock.autotune_status.text()
     assert not _clipped(dock)
+
+
+@pytest.mark.parametrize("method", ["tv", "phase", "esrrf"])
+def test_every_docks_wrapped_rows_grow_with_their_text(viewer, qtbot, cpu_device, method):
+    """Each dock's word-wrapped rows inside napari's window (TV's σ and weight, phase's chosen
+    regularization, eSRRF's drift trace note), given a long text while shown."""
+    from qtpy.QtWidgets import QLabel
+
+    from napari_gpuscope.methods import method as spec_of
+
+    dock = spec_of(method).dock_class()(viewer)
+    viewer.window.add_dock_widget(dock, area="right")
+    viewer.window._qt_window.resize(1600, 1000)
+    viewer.window._qt_window.show()
+    qtbot.waitUntil(lambda: not dock.is_running(), timeout=30_000)
+    rows = [label for label in dock.form.findChildren(QLabel) if label.wordWrap()]
+    assert rows
+    for label in rows:
+        label.setText(LONG)
+    qtbot.wait(200)
+    assert not _clipped(dock, rows)

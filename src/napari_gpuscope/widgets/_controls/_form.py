@@ -14,11 +14,12 @@ from dataclasses import dataclass
 
 from magicgui.widgets import CheckBox, ComboBox, FloatSlider, FloatSpinBox, SpinBox
 from magicgui.widgets.bases import ValueWidget
-from qtpy.QtCore import Signal
+from qtpy.QtCore import QEvent, Signal
 from qtpy.QtWidgets import QComboBox, QFormLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 from superqt import QCollapsible
 
 from napari_gpuscope.compute.params import ParamInfo, Params
+from napari_gpuscope.widgets._controls._wrapped_label import fit_wrapped_height
 
 __all__ = ["FieldStyle", "ParamForm", "field_tooltip"]
 
@@ -122,6 +123,17 @@ class _Rows(QWidget):
             self.layout_.insertRow(row, label_widget, field)
         self.order.insert(row, field)
         self.labels[id(field)] = label_widget
+
+    def event(self, event: QEvent) -> bool:
+        """Lay out, then hold every word-wrapped label field at the height its text needs at
+        its width (see :class:`._wrapped_label.WrappedLabel`: the form sizes such a row for the
+        label's preferred width and then gives it the narrower field column, cutting lines)."""
+        handled = super().event(event)
+        if event.type() in (QEvent.Type.LayoutRequest, QEvent.Type.Resize):
+            for field in self.order:
+                if isinstance(field, QLabel) and field.wordWrap():
+                    fit_wrapped_height(field)
+        return handled
 
 
 class ParamForm(QWidget):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from qtpy.QtGui import QResizeEvent
 from qtpy.QtWidgets import QLabel, QWidget
 
-__all__ = ["WrappedLabel"]
+__all__ = ["WrappedLabel", "fit_wrapped_height"]
 
 
 class WrappedLabel(QLabel):
@@ -42,6 +42,12 @@ class WrappedLabel(QLabel):
         self._fit()
 
     def _fit(self) -> None:
-        need = self.heightForWidth(self.width()) if self.text() and self.width() > 0 else 0
-        if need != self.minimumHeight():
-            self.setMinimumHeight(max(need, 0))
+        fit_wrapped_height(self)
+
+
+def fit_wrapped_height(label: QLabel) -> None:
+    """Set ``label``'s minimum height to what its wrapped text needs at its current width (0
+    without text or width); nothing when that is already so (no layout request is made)."""
+    need = label.heightForWidth(label.width()) if label.text() and label.width() > 0 else 0
+    if need != label.minimumHeight():
+        label.setMinimumHeight(max(need, 0))

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from magicgui.widgets import ComboBox
-from qtpy.QtWidgets import QCheckBox, QPushButton
+from qtpy.QtWidgets import QCheckBox, QLabel, QPushButton
 
 from napari_gpuscope.compute.flatfield import APPLY_FIELDS, BasicParams, ShadingProfile
 from napari_gpuscope.compute.jobs import Job
@@ -26,7 +26,6 @@ from napari_gpuscope.dock.jobs import JobHandlers
 from napari_gpuscope.dock.messages import plain_error_message
 from napari_gpuscope.widgets._base import MethodDock
 from napari_gpuscope.widgets._controls import FieldStyle
-from napari_gpuscope.widgets._controls._wrapped_label import WrappedLabel
 from napari_gpuscope.widgets.flatfield.apply import ApplyPanel
 
 if TYPE_CHECKING:
@@ -116,7 +115,8 @@ class FlatfieldDock(MethodDock):
             "Try BaSiCPy's 17 smoothness values on the GPU at once (entropy + Fourier-L0 cost "
             "on about 50 images), set the best one and fit with it"
         )
-        self.autotune_status = WrappedLabel("")
+        self.autotune_status = QLabel("")
+        self.autotune_status.setWordWrap(True)
         self.form.add_row("", self.autotune_button, after="smoothness_darkfield")
         self.form.add_row("", self.autotune_status, after="smoothness_darkfield")
         self.autotune_button.clicked.connect(self.autotune)
