@@ -3,13 +3,15 @@
 The choices (:func:`source_choices`): each pymmcore-plus core of the session
 (:func:`napari_gpuscope.live.session_cores`: registered by a script, or napari-micromanager's)
 through its MDA or its continuous acquisition, and each 2D or 3D image layer (one that grows,
-or a live view replaced image by image). A folder being written is not offered here: the
-command line follows one (``napari-gpuscope run RECIPE "folder/*.tif" --out OUT.zarr --watch``,
-``docs/batch.md``).
+or a live view replaced image by image), and each folder chosen with "Folder..." that an
+acquisition program writes TIFF files into (:class:`napari_gpuscope.live.FolderSource`). The
+command line follows a folder too, position by position into a store
+(``napari-gpuscope run RECIPE "folder/*.tif" --out OUT.zarr --watch``, ``docs/batch.md``).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -24,9 +26,18 @@ if TYPE_CHECKING:
 
     from napari_gpuscope.live import Source
 
-__all__ = ["CONTINUOUS", "LAYER", "MDA", "SourceChoice", "live_layer_geometry", "source_choices"]
+__all__ = [
+    "CONTINUOUS",
+    "FOLDER",
+    "LAYER",
+    "MDA",
+    "SourceChoice",
+    "folder_label",
+    "live_layer_geometry",
+    "source_choices",
+]
 
-MDA, CONTINUOUS, LAYER = "mda", "continuous", "layer"
+MDA, CONTINUOUS, LAYER, FOLDER = "mda", "continuous", "layer", "folder"
 _TYX = ("t", "y", "x")
 
 
@@ -39,9 +50,9 @@ class SourceChoice:
     label : str
         What the dock's list shows.
     kind : str
-        :data:`MDA`, :data:`CONTINUOUS` (a core) or :data:`LAYER`.
+        :data:`MDA`, :data:`CONTINUOUS` (a core), :data:`LAYER` or :data:`FOLDER`.
     target : object
-        The core or the layer.
+        The core, the layer or the folder's path.
     name : str
         The input's name in the result layers' names and provenance.
     """
@@ -57,6 +68,8 @@ class SourceChoice:
             return live.ContinuousSource(self.target)
         if self.kind == MDA:
             return live.CoreSource(self.target)
+        if self.kind == FOLDER:
+            return live.FolderSource(self.target)
         return live.LayerSource(self.target)
 
     def geometry(self) -> Geometry:
@@ -70,6 +83,8 @@ class SourceChoice:
                     translate=None if geometry.translate is None else (0.0, *geometry.translate),
                 )
             return geometry
+        if self.kind == FOLDER:
+            return Geometry(axis_labels=_TYX)  # the files' pixel size is not known before
         try:
             pixel = float(self.target.getPixelSizeUm())
         except Exception:  # a core without a pixel size configuration
@@ -81,10 +96,14 @@ class SourceChoice:
 
 
 def source_choices(
-    layers: Iterable[napari.layers.Layer], *, follows: Callable[[Any], bool] = bool
+    layers: Iterable[napari.layers.Layer],
+    *,
+    follows: Callable[[Any], bool] = bool,
+    folders: Iterable[str] = (),
 ) -> list[SourceChoice]:
     """What a dock can follow now: every core of the session (its MDA, its continuous
-    acquisition), then the 2D and 3D image layers ``follows`` accepts (not the dock's own).
+    acquisition), then the 2D and 3D image layers ``follows`` accepts (not the dock's own),
+    then the ``folders`` chosen (TIFF files written into them).
 
     Examples
     --------
@@ -106,7 +125,21 @@ def source_choices(
         if ndim in (2, 3) and not getattr(layer, "rgb", False):
             how = "grows" if ndim == 3 else "new images"
             choices.append(SourceChoice(f"layer: {layer.name} ({how})", LAYER, layer, layer.name))
+    for folder in folders:
+        name = os.path.basename(os.path.normpath(folder)) or folder
+        choices.append(SourceChoice(folder_label(folder), FOLDER, folder, name))
     return choices
+
+
+def folder_label(folder: str) -> str:
+    """What the list shows for a folder source.
+
+    Examples
+    --------
+    >>> folder_label("/data/run 3/")
+    'folder: run 3 (TIFF files)'
+    """
+    return f"folder: {os.path.basename(os.path.normpath(folder)) or folder} (TIFF files)"
 
 
 def live_layer_geometry(

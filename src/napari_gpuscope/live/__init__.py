@@ -2,7 +2,8 @@
 
 ``session = live.attach(source, method, params, device=...)`` connects a source of frames (a
 pymmcore-plus core's MDA, its continuous acquisition (:class:`ContinuousSource`), a napari
-image layer that grows, a :class:`FrameFeed`) to a registered method's job. The source's
+image layer that grows, a folder TIFF files are written into (:class:`FolderSource`), a
+:class:`FrameFeed`) to a registered method's job. The source's
 callback copies each frame into a bounded buffer and returns at once; one worker thread runs
 the job on the frames kept; a frame that arrives while the worker is ``capacity`` frames
 behind is dropped and counted (:data:`DROP_POLICIES`). The session's ``result()`` is the
@@ -17,6 +18,7 @@ and its events only. pymmcore-plus is needed only to attach to a core (the ``[li
 from ._buffer import DROP_POLICIES, FrameBuffer
 from ._continuous import ContinuousSource
 from ._cores import register_core, session_cores, unregister_core
+from ._folder import FolderSource
 from ._methods import LIVE_JOBS, LiveMethod, live_method
 from ._session import DEFAULT_CAPACITY, LiveSession, attach
 from ._sources import CoreSource, FrameFeed, LayerSource, Source, as_source
@@ -27,6 +29,7 @@ __all__ = [
     "LIVE_JOBS",
     "ContinuousSource",
     "CoreSource",
+    "FolderSource",
     "FrameBuffer",
     "FrameFeed",
     "LayerSource",

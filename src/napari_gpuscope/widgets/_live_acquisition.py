@@ -32,11 +32,16 @@ from qtpy.QtWidgets import (
 )
 
 from napari_gpuscope.dock.live_follow import COUNTERS_TIP, LIVE_METHODS, LiveFollow, live_request
-from napari_gpuscope.dock.live_sources import SourceChoice, live_layer_geometry, source_choices
+from napari_gpuscope.dock.live_sources import (
+    SourceChoice,
+    folder_label,
+    live_layer_geometry,
+    source_choices,
+)
 from napari_gpuscope.dock.messages import plain_error_message, sentence
 from napari_gpuscope.provenance import PROVENANCE_KEY
 from napari_gpuscope.widgets._dock_parts import _wrapping_label
-from napari_gpuscope.widgets._live_dock import LiveDock, SourceBox
+from napari_gpuscope.widgets._live_dock import FolderButton, LiveDock, SourceBox
 
 if TYPE_CHECKING:
     import napari.layers
@@ -100,6 +105,7 @@ class LiveAcquisition(QWidget):
         self.choice: SourceChoice | None = None
         self.layer: napari.layers.Image | None = None
         self._choices: list[SourceChoice] = []
+        self._folders: list[str] = []
         self._updates = 0
         self.supported = dock.method_id in LIVE_METHODS
 
@@ -112,9 +118,13 @@ class LiveAcquisition(QWidget):
         self.source_box.setToolTip(
             "What to follow: a pymmcore-plus core of this session (napari-micromanager's, or "
             "one a script registered with napari_gpuscope.live.register_core) through its MDA "
-            "or its continuous acquisition, or an image layer that grows"
+            "or its continuous acquisition, an image layer that grows, or a folder chosen with "
+            "Folder..."
         )
-        form.addRow("Follow", self.source_box)
+        source_row = QHBoxLayout()
+        source_row.addWidget(self.source_box, stretch=1)
+        source_row.addWidget(FolderButton(self.add_folder))
+        form.addRow("Follow", source_row)
         self.slices = QSpinBox()
         self.slices.setRange(1, 4096)
         self.slices.setValue(16)
@@ -186,12 +196,19 @@ class LiveAcquisition(QWidget):
     def refresh_sources(self) -> None:
         """List what can be followed now (the current choice stays chosen if it still can)."""
         current = self.source_box.currentText()
-        self._choices = source_choices(self.viewer.layers, follows=self._follows)
+        self._choices = source_choices(
+            self.viewer.layers, follows=self._follows, folders=self._folders
+        )
         self.source_box.clear()
         self.source_box.addItems([choice.label for choice in self._choices])
         if current in [choice.label for choice in self._choices]:
             self.source_box.setCurrentText(current)
         self._update_buttons()
+
+    def add_folder(self, folder: str) -> None:
+        """Offer ``folder`` (TIFF files written into it) as a source, and choose it."""
+        self._folders = list(dict.fromkeys([*self._folders, folder]))
+        self.choose(folder_label(folder))
 
     def choose(self, label: str) -> None:
         """Choose the source whose label is ``label`` (KeyError when there is none)."""

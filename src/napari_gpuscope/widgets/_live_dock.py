@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from qtpy.QtWidgets import QComboBox
+from qtpy.QtWidgets import QComboBox, QFileDialog, QPushButton
 
 if TYPE_CHECKING:
     import napari.layers
@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
     from napari_gpuscope.compute.params import Params
 
-__all__ = ["LiveDock", "SourceBox"]
+__all__ = ["FolderButton", "LiveDock", "SourceBox"]
 
 
 class LiveDock(Protocol):
@@ -49,3 +49,21 @@ class SourceBox(QComboBox):
     def showPopup(self) -> None:
         self._refresh()
         super().showPopup()
+
+
+class FolderButton(QPushButton):
+    """ "Folder...": asks for a folder an acquisition program writes TIFF files into and hands
+    its path to ``chosen`` (nothing when the dialog is cancelled)."""
+
+    def __init__(self, chosen: Callable[[str], None]) -> None:
+        super().__init__("Folder...")
+        self.setToolTip(
+            "Follow a folder that another program (Micro-Manager, a camera's software) writes "
+            "TIFF files into: each file's frames once it has stopped changing for 2 s"
+        )
+        self.clicked.connect(lambda *_: self._ask(chosen))
+
+    def _ask(self, chosen: Callable[[str], None]) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Folder to follow")
+        if folder:
+            chosen(folder)
