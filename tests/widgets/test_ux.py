@@ -195,6 +195,9 @@ def test_run_is_disabled_with_the_reason(viewer, qtbot, fake_dock, cpu_device, e
     viewer.add_image(np.zeros((8, 8), np.float32), name="cells")
     assert dock.panel.run_button.isEnabled()
     assert dock.panel.status.text() == "Ready: Run processes 'cells'."
+    viewer.add_image(np.zeros((8, 8), np.float32), name="more cells")  # the newest: the input
+    assert dock.input_layer.name == "more cells"
+    assert dock.panel.status.text() == "Ready: Run processes 'more cells'."  # not 'cells'
     assert errors == []
 
 

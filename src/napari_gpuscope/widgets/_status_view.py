@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 __all__ = ["StatusView"]
 
+_READY = "Ready: Run processes "
+
 
 class StatusView(QObject):
     """The dock's buttons, status line and error reports.
@@ -82,8 +84,10 @@ class StatusView(QObject):
         layer = self.dock.input_layer
         if problem is not None:
             self.set_status(problem)
-        elif layer is not None and self.panel.status.text().startswith("Run is disabled"):
-            self.set_status(f"Ready: Run processes '{layer.name}'.")
+        elif layer is not None and self.panel.status.text().startswith(
+            ("Run is disabled", _READY)
+        ):  # and when the input changed since it was said: never a layer that is no longer it
+            self.set_status(f"{_READY}'{layer.name}'.")
 
     def show_idle(self, text: str) -> None:
         """``text`` in the status line, unless Run cannot start (then why not)."""
