@@ -330,3 +330,25 @@ def test_inputs_and_results_of_two_channels_are_told_apart_by_their_own_words():
         "eSRRF · cells ch1 [mag=5 r=1.5]",
     ]
     assert distinguishing_words(names) == ["ch0", "ch1", "eSRRF ch0", "eSRRF ch1"]
+
+
+def test_caption_gives_the_measured_resolution_at_the_super_resolved_pixel(shown):
+    """An FRC of 6 output pixels of 0.05 µm (the input's 0.1 µm over magnification 2): 300 nm,
+    as the dock's status says it; a bound where the noise floor decided; nothing where no
+    measure was valid or the input, whose pixel size it needs, is gone."""
+    stack, result = _esrrf_scene(shown)
+    record = result.metadata["napari_gpuscope"]
+    headline = {"measure": "FRC", "output_px": 6.0}
+    record["result"] = {"decorrelation": {"headline": headline, "frc_floor_limited": False}}
+    caption = render_figure(shown, FigureOptions(scale_bar=False)).info["caption"]
+    assert caption == "eSRRF of 100 frames (mag=2 r=1.5); resolution 300 nm (FRC)"
+    record["result"]["decorrelation"]["frc_floor_limited"] = True
+    caption = render_figure(shown, FigureOptions(scale_bar=False)).info["caption"]
+    assert caption.endswith("; resolution ≤ 300 nm (FRC)")
+    shown.layers.remove(stack)
+    caption = render_figure(shown, FigureOptions(scale_bar=False)).info["caption"]
+    assert "resolution" not in caption
+    shown.layers.insert(0, stack)
+    record["result"]["decorrelation"]["headline"] = None  # e.g. pixel-limited only
+    caption = render_figure(shown, FigureOptions(scale_bar=False)).info["caption"]
+    assert "resolution" not in caption

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from napari_gpuscope.compute.esrrf._resolution import format_length
 from napari_gpuscope.compute.results import split_result_name
 from napari_gpuscope.export import _panels
 from napari_gpuscope.provenance import AUTOMATIC_KEY, provenance_of
@@ -35,7 +36,11 @@ _NOUNS = {"t": "frames", "time": "frames", "frame": "frames", "z": "planes", "ti
 
 def _input_layer(layer: Layer, layers: Sequence[Layer]) -> Layer | None:
     record = provenance_of(layer)
-    source = record.get("input") if isinstance(record, dict) else None
+    return _input_layer_of(record, layers) if isinstance(record, dict) else None
+
+
+def _input_layer_of(record: dict, layers: Sequence[Layer]) -> Layer | None:
+    source = record.get("input")
     return next((other for other in layers if other.name == source), None)
 
 
@@ -102,6 +107,27 @@ def _marks(layer: Layer) -> str:
     parts = split_result_name(layer.name)
     kind = parts[0] if parts is not None else layer.name
     return f"{kind} shown by {_MARKS.get(layer.__class__.__name__, 'marks')}"
+
+
+def _resolution(record: dict, layers: Sequence[Layer]) -> str:
+    """ "; resolution ≤ 304 nm (FRC)" when the run measured a valid resolution (its result's
+    ``decorrelation`` headline, in output pixels: the input's pixel over the magnification,
+    as the dock's status says it); nothing when none was valid (a pixel-limited
+    decorrelation) or the input layer, whose pixel size it needs, is gone."""
+    facts = record.get("result")
+    measured = facts.get("decorrelation") if isinstance(facts, dict) else None
+    head = measured.get("headline") if isinstance(measured, dict) else None
+    parameters = record.get("parameters")
+    m = parameters.get("magnification") if isinstance(parameters, dict) else None
+    source = _input_layer_of(record, layers)
+    if not isinstance(head, dict) or not isinstance(m, int | float) or m <= 0 or source is None:
+        return ""
+    units = getattr(source, "units", None)
+    unit = str(units[-1]) if units is not None and len(units) else ""
+    pixel = abs(float(source.scale[-1])) / float(m)
+    length = format_length(float(head["output_px"]), pixel, unit, "output")
+    bound = "≤ " if head.get("measure") == "FRC" and measured.get("frc_floor_limited") else ""
+    return f"; resolution {bound}{length} ({head.get('measure')})"
 
 
 def _note(record: dict) -> str:
@@ -223,6 +249,7 @@ def figure_caption(viewer: Viewer, seen: Sequence[Layer]) -> str:
         # A run that used another's choices (BaSiC's apply, with the fitted profile) repeats
         # them: said once, with the first run that made them.
         sentences.append(", ".join(heads) + ("" if automatic in said else automatic))
+        sentences[-1] += _resolution(record, everything)
         sentences[-1] += "".join(notes)
         said.add(automatic)
     plane = plane_caption(viewer, seen)
