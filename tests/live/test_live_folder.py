@@ -50,7 +50,7 @@ def profile():
 
 def test_files_written_into_a_folder_are_processed_in_order_once(tmp_path, profile):
     params = BasicParams(output_dtype="float32")
-    source = live.FolderSource(tmp_path, settle_s=0.2, poll_s=0.02, idle_s=1.5)
+    source = live.FolderSource(tmp_path, settle_s=0.2, poll_s=0.02)
     session = live.attach(source, "flatfield", params, device="cpu", job="apply", profile=profile)
     a, b, c = _frames(3, 1), _frames(1, 2)[0], _frames(2, 3)
     _write(tmp_path / "t000.tif", a)
@@ -58,6 +58,8 @@ def test_files_written_into_a_folder_are_processed_in_order_once(tmp_path, profi
     _until(lambda: session.frames_received >= 4)
     _write(tmp_path / "t002.tif", c)
     (tmp_path / "notes.txt").write_text("not a TIFF")
+    _until(lambda: session.frames_processed >= 6)
+    session.finish()  # gated on what arrived, never on a time without frames
     assert session.wait(WAIT)
     expected = _apply(np.concatenate([a, b[None], c]), profile, params)
     assert session.frames_received == session.frames_processed == 6
@@ -81,14 +83,14 @@ def test_a_file_that_grows_after_it_was_read_hands_on_its_new_frames_only(tmp_pa
 def test_existing_files_can_be_left_out_and_a_bad_folder_is_refused(tmp_path, profile):
     _write(tmp_path / "before.tif", _frames(2, 5))
     params = BasicParams(output_dtype="float32")
-    source = live.FolderSource(
-        tmp_path, settle_s=0.2, poll_s=0.02, idle_s=1.0, include_existing=False
-    )
+    source = live.FolderSource(tmp_path, settle_s=0.2, poll_s=0.02, include_existing=False)
     session = live.attach(source, "flatfield", params, device="cpu", job="apply", profile=profile)
     new = _frames(1, 6)
     _write(tmp_path / "after.tif", new)
+    _until(lambda: session.frames_processed >= 1)
+    session.finish()
     assert session.wait(WAIT)
-    assert session.frames_received == 1
+    assert session.frames_received == 1  # not before.tif's 2 frames
     assert session.result().image.tobytes() == _apply(new, profile, params).image.tobytes()
     with pytest.raises(ValueError, match="does not exist"):
         live.FolderSource(tmp_path / "nowhere")
