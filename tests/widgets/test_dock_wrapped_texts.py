@@ -40,8 +40,7 @@ def test_long_texts_set_while_the_dock_is_shown_are_never_clipped(
     qtbot.wait(50)
     dock.autotune_status.setText(LONG)
     dock.set_param("smoothness_flatfield", 1.75)  # "Changed from the defaults: ..."
-    qtbot.waitUntil(lambda: not _clipped(dock), timeout=2_000)
-    assert not _clipped(dock)
+    qtbot.waitUntil(lambda: not _clipped(dock), timeout=10_000)
 
 
 def test_the_autotune_texts_are_whole_after_a_real_autotune(viewer, qtbot, cpu_device):
@@ -57,9 +56,9 @@ def test_the_autotune_texts_are_whole_after_a_real_autotune(viewer, qtbot, cpu_d
     qtbot.waitUntil(lambda: not dock.is_running(), timeout=30_000)
     assert dock.autotune()
     qtbot.waitUntil(lambda: not dock.tuning, timeout=120_000)
-    qtbot.wait(200)
     assert "Autotune chose" in dock.autotune_status.text()
-    assert not _clipped(dock)
+    # Gated on the layout, never a time: it may take a few event-loop rounds on a loaded CPU.
+    qtbot.waitUntil(lambda: not _clipped(dock), timeout=10_000)
 
 
 @pytest.mark.parametrize("method", ["tv", "phase", "esrrf"])
@@ -79,5 +78,4 @@ def test_every_docks_wrapped_rows_grow_with_their_text(viewer, qtbot, cpu_device
     assert rows
     for label in rows:
         label.setText(LONG)
-    qtbot.wait(200)
-    assert not _clipped(dock, rows)
+    qtbot.waitUntil(lambda: not _clipped(dock, rows), timeout=10_000)
