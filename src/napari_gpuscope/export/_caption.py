@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from napari_gpuscope.compute.esrrf._resolution import format_length
 from napari_gpuscope.compute.results import split_result_name
 from napari_gpuscope.export import _panels
 from napari_gpuscope.provenance import AUTOMATIC_KEY, provenance_of
@@ -122,6 +121,10 @@ def _resolution(record: dict, layers: Sequence[Layer]) -> str:
     source = _input_layer_of(record, layers)
     if not isinstance(head, dict) or not isinstance(m, int | float) or m <= 0 or source is None:
         return ""
+    # Here, not at the top: eSRRF's package loads torch, and the batch's status and validate
+    # commands (which import export through the store's colours) must stay light.
+    from napari_gpuscope.compute.esrrf._resolution import format_length
+
     units = getattr(source, "units", None)
     unit = str(units[-1]) if units is not None and len(units) else ""
     pixel = abs(float(source.scale[-1])) / float(m)
