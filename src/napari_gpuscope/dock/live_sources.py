@@ -32,6 +32,7 @@ __all__ = [
     "LAYER",
     "MDA",
     "SourceChoice",
+    "channel_presets",
     "folder_label",
     "live_layer_geometry",
     "source_choices",
@@ -55,19 +56,22 @@ class SourceChoice:
         The core, the layer or the folder's path.
     name : str
         The input's name in the result layers' names and provenance.
+    channel : str or None
+        The one channel of an MDA followed (a preset of the core's channel group).
     """
 
     label: str
     kind: str
     target: Any
     name: str
+    channel: str | None = None
 
     def source(self) -> Source:
         """A new source over the target (one per session)."""
         if self.kind == CONTINUOUS:
             return live.ContinuousSource(self.target)
         if self.kind == MDA:
-            return live.CoreSource(self.target)
+            return live.CoreSource(self.target, channel=self.channel)
         if self.kind == FOLDER:
             return live.FolderSource(self.target)
         return live.LayerSource(self.target)
@@ -101,9 +105,10 @@ def source_choices(
     follows: Callable[[Any], bool] = bool,
     folders: Iterable[str] = (),
 ) -> list[SourceChoice]:
-    """What a dock can follow now: every core of the session (its MDA, its continuous
-    acquisition), then the 2D and 3D image layers ``follows`` accepts (not the dock's own),
-    then the ``folders`` chosen (TIFF files written into them).
+    """What a dock can follow now: every core of the session (its MDA, one channel of its MDA
+    per preset of its channel group, its continuous acquisition), then the 2D and 3D image
+    layers ``follows`` accepts (not the dock's own), then the ``folders`` chosen (TIFF files
+    written into them).
 
     Examples
     --------
@@ -115,6 +120,9 @@ def source_choices(
     choices: list[SourceChoice] = []
     for name, core in live.session_cores().items():
         choices.append(SourceChoice(f"{name}: MDA", MDA, core, name))
+        for channel in channel_presets(core):
+            label = f"{name}: MDA, channel {channel}"
+            choices.append(SourceChoice(label, MDA, core, f"{name} {channel}", channel))
         choices.append(
             SourceChoice(f"{name}: continuous acquisition", CONTINUOUS, core, f"{name} (live)")
         )
@@ -129,6 +137,17 @@ def source_choices(
         name = os.path.basename(os.path.normpath(folder)) or folder
         choices.append(SourceChoice(folder_label(folder), FOLDER, folder, name))
     return choices
+
+
+def channel_presets(core: Any) -> list[str]:
+    """The presets of ``core``'s channel group when it has several (an MDA may then acquire
+    them interleaved, and a session follows one); none for a core without such a group."""
+    try:
+        group = core.getChannelGroup()
+        presets = [str(preset) for preset in core.getAvailableConfigs(group)] if group else []
+    except Exception:  # a core without configurations, or one not initialised
+        return []
+    return presets if len(presets) > 1 else []
 
 
 def folder_label(folder: str) -> str:

@@ -72,7 +72,7 @@ class LiveSession:
         self._worker.start()
         self._connected = True
         expect_stacks = getattr(source, "expect_stacks", None)
-        if live.unit > 1 and expect_stacks is not None:
+        if expect_stacks is not None:
             expect_stacks(live.unit, self._buffer.refuse)
         try:
             source.connect(self._buffer.put, self._source_ended)

@@ -60,11 +60,24 @@ class CoreSource:
     end_with_sequence : bool
         End the session when the MDA finishes (default). False: the session takes the frames
         of several MDAs until :meth:`~napari_gpuscope.live.LiveSession.finish`.
+    channel : str, optional
+        Follow this channel (its preset's name, e.g. ``"FITC"``) of an MDA that acquires
+        several: the other channels' frames are not handed on. Without it an MDA of several
+        channels is refused when it starts (their frames come interleaved, and no method may
+        mix them: an eSRRF would add both channels into one image).
+
+    Examples
+    --------
+    >>> source = CoreSource(core, channel="FITC")  # doctest: +SKIP
+    >>> session = live.attach(source, "esrrf", device="cuda:0")  # doctest: +SKIP
     """
 
-    def __init__(self, core: Any, *, end_with_sequence: bool = True) -> None:
+    def __init__(
+        self, core: Any, *, end_with_sequence: bool = True, channel: str | None = None
+    ) -> None:
         self.core = core
-        self.name = "core"
+        self.channel = channel
+        self.name = "core" if channel is None else f"core {channel}"
         self.end_with_sequence = end_with_sequence
         self._events = core.mda.events
         self._on_frame: FrameCallback | None = None
@@ -73,9 +86,11 @@ class CoreSource:
         self._stack: tuple[int, Callable[[str], object]] | None = None
 
     def expect_stacks(self, slices: int, refuse: Callable[[str], object]) -> None:
-        """The session takes z-stacks of ``slices`` slices: an MDA whose frames are not such
-        stacks one after the other (z not the innermost axis, another number of slices) is
-        refused with ``refuse(reason)`` when it starts."""
+        """The session takes units of ``slices`` frames (1: single frames; more: z-stacks).
+        An MDA that does not deliver them is refused with ``refuse(reason)`` when it starts:
+        several channels when none is chosen (or not the channel chosen), and for z-stacks
+        frames that are not such stacks one after the other (z not the innermost axis, another
+        number of slices)."""
         self._stack = (slices, refuse)
 
     def connect(self, on_frame: FrameCallback, on_end: EndCallback) -> None:
@@ -98,17 +113,29 @@ class CoreSource:
 
     def _started(self, sequence: Any, *_: Any) -> None:
         try:
-            self._expected = len(list(sequence))
+            self._expected = sum(1 for event in sequence if self._follows(event))
         except (TypeError, ValueError):  # an open-ended sequence
             self._expected = None
-        if self._stack is not None:
-            problem = stack_order_problem(sequence, self._stack[0])
-            if problem is not None:
-                self._stack[1](problem)
+        if self._stack is None:
+            return
+        slices, refuse = self._stack
+        problem = channel_problem(sequence, self.channel)
+        if problem is None and slices > 1:
+            # The chosen channel's frames are stacks in order even when channels are innermost.
+            ignored = ("c",) if self.channel is not None else ()
+            problem = stack_order_problem(sequence, slices, ignored)
+        if problem is not None:
+            refuse(problem)
 
-    def _frame(self, image: Any, *_: Any) -> None:
+    def _follows(self, event: Any) -> bool:
+        if self.channel is None:
+            return True
+        channel = getattr(event, "channel", None)
+        return channel is not None and getattr(channel, "config", None) == self.channel
+
+    def _frame(self, image: Any, event: Any = None, *_: Any) -> None:
         callback = self._on_frame
-        if callback is not None:
+        if callback is not None and (event is None or self._follows(event)):
             callback(image)
 
     def _finished(self, *_: Any) -> None:
@@ -247,11 +274,45 @@ def as_source(source: object) -> Source:
     )
 
 
-def stack_order_problem(sequence: Any, slices: int) -> str | None:
+def channel_problem(sequence: Any, channel: str | None) -> str | None:
+    """Why an MDA's frames are not one channel's (None when they are): several channels and
+    none chosen, or a ``channel`` the MDA does not acquire.
+
+    Examples
+    --------
+    >>> import useq
+    >>> two = useq.MDASequence(channels=["DAPI", "FITC"], time_plan={"interval": 0, "loops": 2})
+    >>> channel_problem(two, "FITC") is None
+    True
+    >>> print(channel_problem(two, None))  # doctest: +ELLIPSIS
+    the MDA acquires 2 channels (DAPI, FITC), their frames interleaved: a live session follows ...
+    """
+    names = list(dict.fromkeys(str(c.config) for c in getattr(sequence, "channels", ()) or ()))
+    if channel is None:
+        if len(names) <= 1:
+            return None
+        return (
+            f"the MDA acquires {len(names)} channels ({', '.join(names)}), their frames "
+            "interleaved: a live session follows one channel, so choose it (the Live list has "
+            "an entry per channel of the core's channel group; a script: "
+            f"live.CoreSource(core, channel={names[0]!r}))"
+        )
+    if channel in names:
+        return None
+    acquired = f"channels {', '.join(names)}" if names else "no channel plan"
+    return (
+        f"the session follows channel {channel!r}, but the MDA acquires {acquired}: follow "
+        + ("one of those" if names else "the MDA without choosing a channel")
+    )
+
+
+def stack_order_problem(sequence: Any, slices: int, ignored: tuple[str, ...] = ()) -> str | None:
     """Why an MDA's frames are not z-stacks of ``slices`` slices one after the other (None
-    when they are): z must be the innermost axis the sequence uses, with ``slices`` positions."""
+    when they are): z must be the innermost axis the sequence uses, with ``slices`` positions.
+    The ``ignored`` axes do not count (the channel, when one channel's frames are followed)."""
     sizes = {str(getattr(k, "value", k)): int(v) for k, v in dict(sequence.sizes).items()}
     order = [str(getattr(a, "value", a)) for a in sequence.axis_order]
+    order = [axis for axis in order if axis not in ignored]
     used = [axis for axis in order if sizes.get(axis, 0) > 1]
     z = sizes.get("z", 0)
     if z == slices and used and used[-1] == "z":
