@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from napari_gpuscope.live import LiveSession
 
 __all__ = [
+    "FIT_AS_TILES_ARRIVE",
     "LIVE_METHODS",
     "LiveFollow",
     "LiveRequest",
@@ -43,9 +44,25 @@ __all__ = [
 RATE_WINDOW_S = 2.0
 """Seconds of processing the rate is measured over (a steady number, still recent)."""
 
-_LIVE_JOB = dict(live.LIVE_JOBS)
+# One job per method unless a dock says otherwise: flat-field applies a profile, or fits one
+# when given FIT_AS_TILES_ARRIVE.
+_DEFAULT_JOB = {"flatfield": "apply"}
+_LIVE_JOB = {method: _DEFAULT_JOB.get(method, job) for method, job in live.LIVE_JOBS}
 LIVE_METHODS = frozenset(_LIVE_JOB)
 """The methods a dock can run live."""
+
+
+class _FitAsTilesArrive:
+    """The flat-field dock's "fit the profile" choice (:data:`FIT_AS_TILES_ARRIVE`)."""
+
+    def __repr__(self) -> str:
+        return "FIT_AS_TILES_ARRIVE"
+
+
+FIT_AS_TILES_ARRIVE = _FitAsTilesArrive()
+"""Given as flat-field's ``profile`` to :func:`live_request`: fit a BaSiC profile over the
+tiles as they arrive (the fit job, refitted over every tile received so far) instead of
+applying one."""
 
 
 @dataclass(frozen=True)
@@ -84,9 +101,12 @@ def live_request(
     """The live job a dock of ``method_id`` runs with its ``params``.
 
     Raises ValueError, in words, when the method cannot run live or lacks an input: flat-field
-    applies a fitted or loaded ``profile``; phase reconstructs z-stacks of
-    ``frames_per_stack`` slices. eSRRF runs without drift correction and with consecutive time
-    points (both need frames not acquired yet), and says so in :attr:`LiveRequest.notes`.
+    applies a fitted or loaded ``profile`` (or, given :data:`FIT_AS_TILES_ARRIVE`, fits one
+    over the tiles as they arrive: the fit job, from
+    :data:`~napari_gpuscope.live._live_fit.MIN_TILES` tiles on, said in the notes); phase
+    reconstructs z-stacks of ``frames_per_stack`` slices. eSRRF runs without drift correction
+    and with consecutive time points (both need frames not acquired yet), and says so in
+    :attr:`LiveRequest.notes`.
 
     Examples
     --------
@@ -94,6 +114,9 @@ def live_request(
     >>> request = live_request("esrrf", EsrrfParams(drift_correction=True))
     >>> request.job_id, request.params.drift_correction, request.notes
     ('run', False, ('drift correction is off live (it needs frames not acquired yet)',))
+    >>> from napari_gpuscope.compute.flatfield import BasicParams
+    >>> live_request("flatfield", BasicParams(), profile=FIT_AS_TILES_ARRIVE).job_id
+    'fit'
     """
     if method_id not in _LIVE_JOB:
         raise ValueError(f"method {method_id!r} does not run live (live: {sorted(_LIVE_JOB)})")
@@ -114,14 +137,31 @@ def live_request(
         # The dock's spacing follows its input layer; a dock's live TV denoises each (Y, X)
         # frame (z-stacks live are for scripts: live.attach(..., frames_per_stack=Z)).
         params = params.replace(spacing=tuple(spacing[-2:]))
+    job_id = _LIVE_JOB[method_id]
     if method_id == "flatfield":
-        if profile is None:
-            raise ValueError("a live flat-field applies a profile: fit one or load one first")
-        inputs["profile"] = profile
+        if profile is FIT_AS_TILES_ARRIVE:
+            job_id = "fit"
+            notes.append(_fit_note())
+        elif profile is None:
+            raise ValueError(
+                "a live flat-field applies a profile: fit one or load one first, or choose "
+                "to fit the profile as the tiles arrive"
+            )
+        else:
+            inputs["profile"] = profile
     if method_id == "phase" and not frames_per_stack:
         raise ValueError("a live phase reconstructs z-stacks: give the slices per stack")
     stack = frames_per_stack if method_id == "phase" else None
-    return LiveRequest(method_id, _LIVE_JOB[method_id], params, inputs, stack, tuple(notes))
+    return LiveRequest(method_id, job_id, params, inputs, stack, tuple(notes))
+
+
+def _fit_note() -> str:
+    from napari_gpuscope.live._live_fit import MIN_TILES
+
+    return (
+        f"the profile is fitted over all the tiles received so far, from {MIN_TILES} tiles "
+        "on, and again whenever new tiles came; Stop & keep keeps the last complete fit"
+    )
 
 
 COUNTERS_TIP = (

@@ -7,6 +7,10 @@
 - Flat-field (``flatfield``, job ``apply``): a saved profile applied to each frame by the
   registry's apply job (``measure_shading=False``, as batch runs: the shading statistics need
   the whole stack).
+- Flat-field (``flatfield``, job ``fit``): a BaSiC profile refitted by the registry's fit job
+  over every tile received so far, from :data:`~._live_fit.MIN_TILES` tiles, the next fit
+  starting with every tile received by then (:mod:`._live_fit`); ``max_frames`` caps the tiles
+  kept.
 - Phase (``phase``, job ``reconstruct``): each z-stack reconstructed by the registry's job as
   soon as its last frame is kept (``frames_per_stack``); ``result()`` is the latest stack's.
 - eSRRF (``esrrf``, job ``run``): the registry's job reads the frames as they arrive through a
@@ -16,7 +20,8 @@
   job ``STOP``, which returns the time points over the frames analysed.
 
 Each runs in the session's worker thread (:meth:`LiveMethod.run`). The per-frame methods (TV,
-flat-field, phase) are :mod:`._per_frame`, eSRRF :mod:`._live_esrrf`, and what a session sees of
+flat-field's apply, phase) are :mod:`._per_frame`, eSRRF :mod:`._live_esrrf`, the flat-field
+fit :mod:`._live_fit`, and what a session sees of
 any method :mod:`._live_method`; this module picks one for a registered job (:func:`live_method`).
 """
 
@@ -27,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..methods import method
 from ._live_esrrf import LiveEsrrf
+from ._live_fit import LiveFit
 from ._live_method import Control, LiveMethod
 from ._per_frame import LiveApply, LivePhase, LiveTV
 
@@ -40,6 +46,7 @@ __all__ = ["LIVE_JOBS", "Control", "LiveMethod", "live_method"]
 _CLASSES: dict[tuple[str, str], type[LiveMethod]] = {
     ("tv", "denoise"): LiveTV,
     ("flatfield", "apply"): LiveApply,
+    ("flatfield", "fit"): LiveFit,
     ("esrrf", "run"): LiveEsrrf,
     ("phase", "reconstruct"): LivePhase,
 }
@@ -77,7 +84,9 @@ def live_method(
     missing = [name for name in job.needs if name not in inputs]
     if missing:
         raise ValueError(f"{spec.title}'s job {job.id!r} needs {missing} (give them as keywords)")
-    unknown = sorted(set(inputs) - set(job.needs))
+    # The live fit takes its job's optional inputs too (a dark frame, a (Y, X) mask).
+    optional = set(job.accepts) if _CLASSES.get(key) is LiveFit else set()
+    unknown = sorted(set(inputs) - set(job.needs) - optional)
     if unknown:
         raise TypeError(f"{spec.title}'s live job {job.id!r} takes no {unknown}")
     cls = _CLASSES[key]
@@ -85,7 +94,11 @@ def live_method(
         raise ValueError("a live phase reconstructs z-stacks: give frames_per_stack (slices)")
     if cls is LiveEsrrf and frames_per_stack not in (None, 1):
         raise ValueError("a live eSRRF takes single frames, not z-stacks (frames_per_stack)")
-    if cls is LiveEsrrf and max_frames is not None:
+    if cls is LiveFit and frames_per_stack not in (None, 1):
+        raise ValueError(
+            "a live flat-field fit takes single tiles, not z-stacks (frames_per_stack)"
+        )
+    if cls in (LiveEsrrf, LiveFit) and max_frames is not None:
         live = cls(job, params, device, inputs, max_frames=max_frames)
     else:
         live = cls(job, params, device, inputs)
