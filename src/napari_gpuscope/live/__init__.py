@@ -11,7 +11,9 @@ offline job's result type over the frames processed, byte-equal on the CPU to th
 over the same frames (``tests/live``). See ``docs/live.md``.
 
 :func:`register_core` offers a script's core to the docks' Live part (:func:`session_cores`
-lists what they offer). No Qt and no GUI toolkit: the layer source uses napari's layer model
+lists what they offer). A live eSRRF measures its reconstruction every K frames
+(:class:`QualityTrack`) and can say when more frames stop helping (:class:`PlateauRule`,
+``session.on_good_enough``). No Qt and no GUI toolkit: the layer source uses napari's layer model
 and its events only. pymmcore-plus is needed only to attach to a core (the ``[live]`` extra).
 """
 
@@ -20,11 +22,13 @@ from ._continuous import ContinuousSource
 from ._cores import register_core, session_cores, unregister_core
 from ._folder import FolderSource
 from ._methods import LIVE_JOBS, LiveMethod, live_method
+from ._quality import DEFAULT_MEASURE_EVERY, GoodEnough, PlateauRule, QualityPoint, QualityTrack
 from ._session import DEFAULT_CAPACITY, LiveSession, attach
 from ._sources import CoreSource, FrameFeed, LayerSource, Source, as_source
 
 __all__ = [
     "DEFAULT_CAPACITY",
+    "DEFAULT_MEASURE_EVERY",
     "DROP_POLICIES",
     "LIVE_JOBS",
     "ContinuousSource",
@@ -32,9 +36,13 @@ __all__ = [
     "FolderSource",
     "FrameBuffer",
     "FrameFeed",
+    "GoodEnough",
     "LayerSource",
     "LiveMethod",
     "LiveSession",
+    "PlateauRule",
+    "QualityPoint",
+    "QualityTrack",
     "Source",
     "as_source",
     "attach",

@@ -1,16 +1,19 @@
 """The live eSRRF: the registry's job reading the frames as they arrive, through a stack whose
-reads wait for them, into its online temporal statistics (see :mod:`._methods`)."""
+reads wait for them, into its online temporal statistics (see :mod:`._methods`); every K frames
+the running reconstruction is measured into the session's quality track (:mod:`._quality`)."""
 
 from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from typing import Any
 
 import numpy as np
 
 from ._buffer import FrameBuffer
 from ._live_method import Control, LiveMethod
+from ._quality import DEFAULT_MEASURE_EVERY, QualityPoint, QualityTrack, measure_quality
 
 __all__ = ["LiveEsrrf"]
 
@@ -31,6 +34,15 @@ class _GrowingStack:
         self.shape = (length, *buffer.frame_shape)
         self.dtype = buffer.dtype
         self.ndim = len(self.shape)
+        # The widefield mean the quality track compares with: the frames read are summed
+        # once each (the read-ahead thread reads ahead of the job, a retry reads a chunk
+        # again), up to the frames processed (:meth:`widefield`).
+        self.summing = False
+        self._lock = threading.Lock()
+        self._unsummed: dict[int, np.ndarray] = {}
+        self._read_until = 0
+        self._sum: np.ndarray | None = None
+        self._sum_range = (0, 0)
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -43,7 +55,28 @@ class _GrowingStack:
         start, stop, _ = key.indices(self.shape[0])
         frames = self.buffer.take(start, stop)
         self.buffer.release(start)
+        if self.summing:
+            with self._lock:
+                for index in range(max(start, self._read_until), stop):
+                    self._unsummed[index] = frames[index - start]
+                self._read_until = max(self._read_until, stop)
         return frames
+
+    def widefield(self, first: int, until: int) -> np.ndarray:
+        """The mean of frames ``first:until`` (a time point's frames processed so far);
+        called by the worker at every step, so that at most the read-ahead waits unsummed."""
+        with self._lock:
+            if self._sum is None or self._sum_range[0] != first:
+                self._sum = np.zeros(self.shape[1:], np.float64)
+                self._sum_range = (first, first)
+            end = self._sum_range[1]
+            for index in sorted(i for i in self._unsummed if i < until):
+                frame = self._unsummed.pop(index)
+                if first <= index and index >= end:
+                    self._sum += frame
+                    end = index + 1
+            self._sum_range = (first, end)
+            return self._sum / max(end - first, 1)
 
 
 class LiveEsrrf(LiveMethod):
@@ -76,6 +109,8 @@ class LiveEsrrf(LiveMethod):
         self.max_frames = max_frames
         self._want_latest = False
         self.frames_analysed = 0
+        self.quality = QualityTrack(DEFAULT_MEASURE_EVERY, self.params.magnification)
+        """The running reconstruction measured every ``quality.every`` frames (0: never)."""
 
     def latest(self) -> np.ndarray | None:
         self._want_latest = True  # the worker makes a fresh copy at the next frame
@@ -96,6 +131,7 @@ class LiveEsrrf(LiveMethod):
         length = control.expected_frames() or self.max_frames
         self._check_output_size(length, buffer)
         stack = _GrowingStack(buffer, length)
+        stack.summing = self.quality.every > 0
         job = self.function(
             stack, params=self.params, frames_per_chunk=1, name=control.name, device=self.device
         )
@@ -118,6 +154,8 @@ class LiveEsrrf(LiveMethod):
                     self._show(np.asarray(update.outputs[esrrf.OUTPUT].data())[0], done)
                     self._want_latest = False
                 control.processed(done)
+                if stack.summing and esrrf.OUTPUT in update.outputs:
+                    self._measure(stack, update.outputs[esrrf.OUTPUT], done)
                 if control.stopping():
                     command, stopped_by_user = STOP, True
                 elif done < length and not buffer.wait_for(done + 1):
@@ -138,6 +176,35 @@ class LiveEsrrf(LiveMethod):
         except ValueError:
             total = result.total_time_points
         return dataclasses.replace(result, stopped_early=stopped_by_user, total_time_points=total)
+
+    def _measure(self, stack: _GrowingStack, output: Any, done: int) -> None:
+        """Every ``quality.every`` frames of a time point: measure its reconstruction so far
+        (a copy of the job's running image: the job's state is only read)."""
+        per = self.params.frames_per_timepoint
+        timepoint = (done - 1) // per if per else 0
+        first = timepoint * per
+        widefield = stack.widefield(first, done)
+        frames = done - first
+        if frames % self.quality.every:
+            return
+        started = time.perf_counter()
+        try:
+            image = np.asarray(output.data())[0]
+            point = measure_quality(
+                image,
+                widefield,
+                self.params.magnification,
+                frames=frames,
+                timepoint=timepoint,
+                device=self.device,
+            )
+        except Exception as error:  # the reconstruction goes on without this measurement
+            nan = float("nan")
+            finding = f"not measured ({type(error).__name__}: {error})"
+            point = QualityPoint(frames, timepoint, nan, finding, nan, 0.0)
+        # The whole cost (the image's copy too), for the share said in docs/live.md.
+        point = dataclasses.replace(point, seconds=time.perf_counter() - started)
+        self.quality.add(point)
 
     def _check_output_size(self, length: int, buffer: FrameBuffer) -> None:
         from ..compute import esrrf

@@ -10,6 +10,8 @@ import numpy as np
 
 from ._buffer import DROP_POLICIES, FrameBuffer
 from ._methods import LiveMethod, live_method
+from ._quality import PlateauRule
+from ._session_quality import SessionQuality, configure_quality
 from ._sources import Source, as_source
 
 if TYPE_CHECKING:
@@ -23,14 +25,15 @@ DEFAULT_CAPACITY = 64
 uint16 are 512 MiB of host memory; of 512 x 512, 32 MiB)."""
 
 
-class LiveSession:
+class LiveSession(SessionQuality):
     """A method's job applied to the frames of a source while it acquires.
 
     Made by :func:`attach`. The source's callback copies each frame into a bounded buffer and
     returns; one worker thread runs the method on the frames kept, in order. The session ends
     when the source says the acquisition is over (a core's MDA finishes) or on :meth:`finish`
     (every frame kept is processed), :meth:`stop` (Stop & keep: the frames processed so far)
-    or :meth:`detach`.
+    or :meth:`detach`. A live eSRRF measures its reconstruction as it goes (:meth:`track`)
+    and can say when more frames stop helping (:meth:`on_good_enough`).
 
     Attributes
     ----------
@@ -66,6 +69,8 @@ class LiveSession:
         self._source_error: BaseException | None = None
         self._connected = False
         self._connect_lock = threading.Lock()
+        if self.quality is not None:
+            self.quality.on_good_enough(self._stop_when_good_enough)
         self._worker = threading.Thread(
             target=self._work, name=f"napari-gpuscope-live-{live.job.id}", daemon=True
         )
@@ -310,6 +315,9 @@ def attach(
     drop_policy: str = "skip",
     max_frames: int | None = None,
     frames_per_stack: int | None = None,
+    measure_every: int | None = None,
+    good_enough: PlateauRule | bool | None = None,
+    stop_when_good_enough: bool = False,
     **inputs: Any,
 ) -> LiveSession:
     """Attach a method's job to a source of frames while it acquires.
@@ -338,6 +346,16 @@ def attach(
         Slices per z-stack, when the unit of work is a z-stack (TV, flat-field; phase needs
         it): the source delivers the slices of one stack after the other (an MDA whose z axis
         is the innermost, useq's default order). A stack is kept or dropped whole.
+    measure_every : int, optional
+        eSRRF: measure the running reconstruction every this many frames (its decorrelation
+        resolution and RSP error, :meth:`LiveSession.track`); default
+        :data:`~napari_gpuscope.live.DEFAULT_MEASURE_EVERY`, 0 never.
+    good_enough : PlateauRule or bool, optional
+        eSRRF: say when more frames stop helping (True: the default :class:`PlateauRule`);
+        :attr:`LiveSession.good_enough`, :meth:`LiveSession.on_good_enough`. Off by default.
+    stop_when_good_enough : bool
+        eSRRF: the session stops (Stop & keep) when the rule fires; the acquisition goes on
+        unless a callback stops it.
     **inputs
         The job's other inputs (flat-field's ``profile``).
 
@@ -367,4 +385,5 @@ def attach(
         max_frames=max_frames,
         frames_per_stack=frames_per_stack,
     )
+    configure_quality(live, measure_every, good_enough, stop_when_good_enough)
     return LiveSession(as_source(source), live, capacity=capacity, drop_policy=drop_policy)

@@ -1,0 +1,363 @@
+"""A live eSRRF's quality track: its reconstruction measured every K frames, and the rule that
+says when more frames stop helping ("acquire until good enough").
+
+Each measurement (:class:`QualityPoint`) reads the running reconstruction of the frames
+processed so far:
+
+- its **decorrelation resolution** (Descloux et al. 2019,
+  :func:`~napari_gpuscope.compute.esrrf.decorrelation_resolution`), with the finding when it
+  gives none (no peak) or when it sits at the pixel grid's limit
+  (:data:`~napari_gpuscope.compute.esrrf._resolution.PIXEL_LIMIT_PX`): on an eSRRF image it
+  mostly measures the magnified pixel grid, as the offline measurement says;
+- its **RSP error**, ``1 - RSP``: NanoJ-SQUIRREL's resolution-scaled Pearson correlation of
+  the reconstruction (blurred by the Gaussian that best maps it onto the reference) with the
+  widefield mean of the same frames (:func:`~napari_gpuscope.compute.esrrf._qnr.error_map`),
+  the reference-free error of QnR. It falls as the reconstruction's noise averages out and
+  levels off at what the reconstruction cannot explain of the data.
+
+:class:`PlateauRule` reads the track: the RSP error has improved by less than ``change`` (a
+fraction) over the last ``window`` measurements. :class:`QualityTrack` holds the points
+thread-safely (the session's worker appends, a GUI or a script reads) and calls its callbacks
+once when the rule fires (:class:`GoodEnough`).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from ..compute._types import Device
+
+__all__ = [
+    "DEFAULT_MEASURE_EVERY",
+    "GoodEnough",
+    "PlateauRule",
+    "QualityPoint",
+    "QualityTrack",
+    "measure_quality",
+]
+
+DEFAULT_MEASURE_EVERY = 10
+"""Frames processed between two measurements (see ``docs/live.md`` for the share of the
+processing time it costs)."""
+
+_RSP_INPUT_SIDE = 256
+"""The RSP reads at most this many input pixels per side (the frame's centre): its fit blurs
+the image some twenty times, and 256 pixels hold enough structure."""
+
+
+@dataclass(frozen=True)
+class QualityPoint:
+    """One measurement of the running reconstruction.
+
+    Attributes
+    ----------
+    frames : int
+        Frames processed when it was measured (in rolling mode: frames of its time point).
+    timepoint : int
+        The time point measured (0 for a cumulative session).
+    resolution_px : float
+        Decorrelation resolution in output pixels (NaN when there is none: :attr:`finding`).
+    finding : str
+        ``""`` for a valid resolution; ``"limited by the pixel grid"`` or ``"no peak"``.
+    rsp_error : float
+        ``1 - RSP`` against the widefield mean of the same frames (NaN when it could not be
+        fitted).
+    seconds : float
+        What the measurement took (the worker's time, not spent on frames).
+    """
+
+    frames: int
+    timepoint: int
+    resolution_px: float
+    finding: str
+    rsp_error: float
+    seconds: float
+
+    def resolution(self, pixel_size: float | None, magnification: int) -> float | None:
+        """The resolution in the input's length unit (``pixel_size`` per input pixel); None
+        without a pixel size or a valid resolution."""
+        if pixel_size is None or not math.isfinite(self.resolution_px) or self.finding:
+            return None
+        return self.resolution_px * pixel_size / magnification
+
+
+@dataclass(frozen=True)
+class PlateauRule:
+    """More frames stop helping: the RSP error improved by less than ``change`` over the last
+    ``window`` measurements (``(e[i - window] - e[i]) / e[i - window] < change``).
+
+    Attributes
+    ----------
+    change : float
+        Fraction (0.05: 5 %).
+    window : int
+        Measurements looked back over (at :data:`DEFAULT_MEASURE_EVERY` frames each).
+
+    Examples
+    --------
+    >>> rule = PlateauRule(change=0.05, window=2)
+    >>> rule.fires([0.2, 0.1, 0.099]), rule.fires([0.2, 0.1, 0.099, 0.098])
+    (False, True)
+    >>> rule.describe()
+    'the RSP error changed < 5 % over the last 2 measurements'
+    """
+
+    change: float = 0.05
+    window: int = 4
+
+    def __post_init__(self) -> None:
+        if not 0 < self.change < 1:
+            raise ValueError(f"PlateauRule.change is a fraction in (0, 1), got {self.change!r}")
+        if isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 1:
+            raise ValueError(f"PlateauRule.window must be an integer >= 1, got {self.window!r}")
+
+    def fires(self, errors: list[float]) -> bool:
+        """Whether the newest of ``errors`` (a track's RSP errors in order) is on the plateau."""
+        if len(errors) <= self.window:
+            return False
+        before, now = errors[-1 - self.window], errors[-1]
+        if not (math.isfinite(before) and math.isfinite(now)) or before <= 0:
+            return False
+        return (before - now) / before < self.change
+
+    def describe(self) -> str:
+        """The rule in words."""
+        return (
+            f"the RSP error changed < {self.change * 100:g} % over the last {self.window} "
+            "measurements"
+        )
+
+
+@dataclass(frozen=True)
+class GoodEnough:
+    """The rule fired: at ``frames`` frames processed, with the measurement that made it."""
+
+    frames: int
+    rule: PlateauRule
+    point: QualityPoint
+
+    def describe(self) -> str:
+        """E.g. ``"good enough at 60 frames (RSP error 0.046 changed < 5 % over the last 4
+        measurements)"``."""
+        return (
+            f"good enough at {self.frames} frames (RSP error {self.point.rsp_error:.3g} changed "
+            f"< {self.rule.change * 100:g} % over the last {self.rule.window} measurements)"
+        )
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-able facts (for the result's provenance)."""
+        return {
+            "frames": self.frames,
+            "rule": self.rule.describe(),
+            "change": self.rule.change,
+            "window": self.rule.window,
+            "rsp_error": _number(self.point.rsp_error),
+        }
+
+
+def _number(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None
+
+
+def _centre(image: np.ndarray, side: int) -> np.ndarray:
+    rows, cols = image.shape
+    top, left = max(0, (rows - side) // 2), max(0, (cols - side) // 2)
+    return image[top : top + side, left : left + side]
+
+
+def measure_quality(
+    image: np.ndarray,
+    widefield: np.ndarray,
+    magnification: int,
+    *,
+    frames: int,
+    timepoint: int = 0,
+    device: Device = "cpu",
+) -> QualityPoint:
+    """Measure one reconstruction: its decorrelation resolution and its RSP error.
+
+    Parameters
+    ----------
+    image : numpy.ndarray
+        The eSRRF reconstruction ``(Y M, X M)``.
+    widefield : numpy.ndarray
+        The mean of the frames it was made from ``(Y, X)``.
+    magnification : int
+        M.
+    frames, timepoint : int
+        What the point records.
+    device : str or torch.device
+        Where the decorrelation's spectra are computed.
+
+    Returns
+    -------
+    QualityPoint
+
+    Examples
+    --------
+    >>> from scipy import ndimage
+    >>> rng = np.random.default_rng(0)
+    >>> truth = ndimage.gaussian_filter(rng.random((64, 64)), 2)
+    >>> wide = truth.reshape(32, 2, 32, 2).mean(axis=(1, 3))
+    >>> point = measure_quality(truth, wide, 2, frames=10)
+    >>> point.frames, point.rsp_error < 0.05, point.seconds >= 0
+    (10, True, True)
+    """
+    from ..compute.esrrf import decorrelation_resolution
+    from ..compute.esrrf._qnr import error_map
+    from ..compute.esrrf._resolution import DECORRELATION_SIDE, PIXEL_LIMIT_PX
+
+    started = time.perf_counter()
+    analysed = decorrelation_resolution(_centre(image, DECORRELATION_SIDE), device=device)
+    value = float(analysed.resolution)
+    if not math.isfinite(value):
+        finding = "no peak"
+    elif value < PIXEL_LIMIT_PX:
+        finding = "limited by the pixel grid"
+    else:
+        finding = ""
+    wide = _centre(widefield, _RSP_INPUT_SIDE)
+    rows, cols = widefield.shape
+    top, left = max(0, (rows - _RSP_INPUT_SIDE) // 2), max(0, (cols - _RSP_INPUT_SIDE) // 2)
+    m = magnification
+    sr = image[top * m : (top + wide.shape[0]) * m, left * m : (left + wide.shape[1]) * m]
+    try:
+        rsp_error = 1.0 - error_map(sr, wide, m).rsp
+    except ValueError:  # a frame too small for the fit's border
+        rsp_error = math.nan
+    return QualityPoint(
+        frames=int(frames),
+        timepoint=int(timepoint),
+        resolution_px=value,
+        finding=finding,
+        rsp_error=float(rsp_error),
+        seconds=time.perf_counter() - started,
+    )
+
+
+class QualityTrack:
+    """The measurements of a live eSRRF session, read and written from any thread.
+
+    Parameters
+    ----------
+    every : int
+        Frames processed between two measurements (0: none).
+    magnification : int
+        M (to say output pixels in input pixels).
+
+    Examples
+    --------
+    >>> track = QualityTrack(every=10, magnification=2)
+    >>> fired = []
+    >>> track.on_good_enough(fired.append)
+    >>> track.watch(PlateauRule(change=0.05, window=1))
+    >>> for frames, error in [(10, 0.2), (20, 0.1), (30, 0.099)]:
+    ...     track.add(QualityPoint(frames, 0, 2.1, "limited by the pixel grid", error, 0.01))
+    >>> [p.frames for p in track.points()], track.good_enough.frames, len(fired)
+    ([10, 20, 30], 30, 1)
+    """
+
+    def __init__(self, every: int = DEFAULT_MEASURE_EVERY, magnification: int = 1) -> None:
+        if isinstance(every, bool) or not isinstance(every, int) or every < 0:
+            raise ValueError(f"measure_every must be an integer >= 0, got {every!r}")
+        self.every = every
+        self.magnification = magnification
+        self._lock = threading.Lock()
+        self._points: list[QualityPoint] = []
+        self._rule: PlateauRule | None = None
+        self._good_enough: GoodEnough | None = None
+        self._callbacks: list[Callable[[GoodEnough], None]] = []
+        self.stop_when_good_enough = False
+        self.callback_errors: list[BaseException] = []
+        """What a callback raised (the worker goes on; a script reads them here)."""
+
+    def watch(self, rule: PlateauRule | None, *, stop: bool = False) -> None:
+        """Apply ``rule`` to the points from now on (None: no rule); ``stop``: the session
+        stops (Stop & keep) when it fires. The points already measured count."""
+        with self._lock:
+            self._rule, self.stop_when_good_enough = rule, bool(stop and rule is not None)
+        if rule is not None:
+            self._check()
+
+    @property
+    def rule(self) -> PlateauRule | None:
+        """The rule applied (None: none)."""
+        return self._rule
+
+    def on_good_enough(self, callback: Callable[[GoodEnough], None]) -> None:
+        """Call ``callback(good_enough)`` once, in the session's worker thread, when the rule
+        fires (at once when it has fired already)."""
+        with self._lock:
+            self._callbacks.append(callback)
+            fired = self._good_enough
+        if fired is not None:
+            self._call([callback], fired)
+
+    def add(self, point: QualityPoint) -> None:
+        """Append a measurement (the worker), then apply the rule."""
+        with self._lock:
+            self._points.append(point)
+        self._check()
+
+    def points(self) -> list[QualityPoint]:
+        """The measurements so far, oldest first (a copy)."""
+        with self._lock:
+            return list(self._points)
+
+    @property
+    def good_enough(self) -> GoodEnough | None:
+        """When the rule fired (None: not, or no rule)."""
+        return self._good_enough
+
+    def seconds(self) -> float:
+        """Seconds spent measuring."""
+        with self._lock:
+            return sum(p.seconds for p in self._points)
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-able facts for the result's provenance: every point, the rule, when it fired."""
+        with self._lock:
+            points, rule, fired = list(self._points), self._rule, self._good_enough
+        return {
+            "measure_every": self.every,
+            "track": [
+                {
+                    "frames": p.frames,
+                    "timepoint": p.timepoint,
+                    "resolution_px": _number(p.resolution_px),
+                    "finding": p.finding,
+                    "rsp_error": _number(p.rsp_error),
+                }
+                for p in points
+            ],
+            "good_enough_rule": None if rule is None else asdict(rule) | {"words": rule.describe()},
+            "good_enough": None if fired is None else fired.summary(),
+        }
+
+    def _check(self) -> None:
+        with self._lock:
+            rule, points = self._rule, self._points
+            if rule is None or self._good_enough is not None or not points:
+                return
+            # A rolling session's time points each start again: the rule reads the newest one.
+            current = [p.rsp_error for p in points if p.timepoint == points[-1].timepoint]
+            if not rule.fires(current):
+                return
+            fired = self._good_enough = GoodEnough(points[-1].frames, rule, points[-1])
+            callbacks = list(self._callbacks)
+        self._call(callbacks, fired)
+
+    def _call(self, callbacks: list[Callable[[GoodEnough], None]], fired: GoodEnough) -> None:
+        for callback in callbacks:
+            try:
+                callback(fired)
+            except Exception as error:  # a script's callback must not end the processing
+                self.callback_errors.append(error)

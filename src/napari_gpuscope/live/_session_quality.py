@@ -1,0 +1,108 @@
+"""What a live session says of its reconstruction's quality (a live eSRRF's quality track,
+:mod:`._quality`) and the "good enough" event a script acts on; a part of
+:class:`~napari_gpuscope.live.LiveSession`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ._quality import GoodEnough, PlateauRule, QualityPoint, QualityTrack
+
+if TYPE_CHECKING:
+    from ._live_method import LiveMethod
+
+__all__ = ["SessionQuality", "configure_quality"]
+
+
+def configure_quality(
+    live: LiveMethod,
+    measure_every: int | None,
+    good_enough: PlateauRule | bool | None,
+    stop_when_good_enough: bool,
+) -> None:
+    """Set a live method's quality track before its session starts (:func:`attach`'s
+    ``measure_every``, ``good_enough`` and ``stop_when_good_enough``)."""
+    track: QualityTrack | None = getattr(live, "quality", None)
+    asked = measure_every is not None or good_enough not in (None, False)
+    if track is None:
+        if asked or stop_when_good_enough:
+            raise ValueError(
+                f"{live.job.title}: measure_every and good_enough are for a live eSRRF (its "
+                "quality track); this method has none"
+            )
+        return
+    if measure_every is not None:
+        live.quality = track = QualityTrack(measure_every, track.magnification)
+    rule = PlateauRule() if good_enough is True else good_enough or None
+    if rule is not None and track.every == 0:
+        raise ValueError("good_enough reads the quality track: measure_every must be > 0")
+    if stop_when_good_enough and rule is None:
+        raise ValueError("stop_when_good_enough needs a rule: give good_enough=True or a rule")
+    track.watch(rule, stop=stop_when_good_enough)
+
+
+class SessionQuality:
+    """The quality track of a session's method (a live eSRRF's), None for other methods."""
+
+    method: LiveMethod
+
+    def stop(self) -> None:  # the session's
+        raise NotImplementedError
+
+    @property
+    def quality(self) -> QualityTrack | None:
+        """The live eSRRF's quality track (None for other methods): its reconstruction
+        measured every ``quality.every`` frames (:class:`~._quality.QualityTrack`)."""
+        return getattr(self.method, "quality", None)
+
+    def track(self) -> list[QualityPoint]:
+        """The measurements so far, oldest first (empty for a method without a track). Safe
+        from any thread."""
+        quality = self.quality
+        return [] if quality is None else quality.points()
+
+    @property
+    def good_enough(self) -> GoodEnough | None:
+        """When more frames stopped helping (the rule fired), None before or without a rule."""
+        quality = self.quality
+        return None if quality is None else quality.good_enough
+
+    def say_when_good_enough(self, rule: PlateauRule | None = None, *, stop: bool = False) -> None:
+        """Apply the plateau rule (default :class:`PlateauRule`) to the track from now on;
+        ``stop``: the session stops (Stop & keep) when it fires. The acquisition goes on
+        either way: a script stops it in :meth:`on_good_enough`'s callback."""
+        if self.quality is None:
+            raise ValueError(f"{self.method.job.title}: only a live eSRRF has a quality track")
+        configure_quality(self.method, None, rule or PlateauRule(), stop)
+
+    def on_good_enough(self, callback: Callable[[GoodEnough], None]) -> None:
+        """Call ``callback(good_enough)`` once when the rule fires, in the session's worker
+        thread (at once if it has fired already); what it raises is kept in
+        ``quality.callback_errors``, never stops the processing.
+
+        Examples
+        --------
+        Stop the MDA when more frames stop helping (a script's acquisition)::
+
+            session = live.attach(core, "esrrf", params, device="cuda:0", good_enough=True)
+            session.on_good_enough(lambda fired: core.mda.cancel())
+            core.run_mda(sequence)
+            session.wait()
+            print(session.good_enough.describe())  # "good enough at 60 frames (...)"
+        """
+        quality = self.quality
+        if quality is None:
+            raise ValueError(f"{self.method.job.title}: only a live eSRRF has a quality track")
+        quality.on_good_enough(callback)
+
+    def quality_facts(self) -> dict[str, Any]:
+        """The track, the rule and when it fired, JSON-able (for ``result.live`` in the
+        provenance); empty without a track."""
+        quality = self.quality
+        return {} if quality is None else {"quality": quality.summary()}
+
+    def _stop_when_good_enough(self, fired: GoodEnough) -> None:
+        quality = self.quality
+        if quality is not None and quality.stop_when_good_enough:
+            self.stop()
