@@ -392,7 +392,7 @@ def test_what_cannot_run_live_is_refused_at_attach():
     with pytest.raises(ValueError, match="needs \\['profile'\\]"):
         live.attach(feed, "flatfield", None, device=DEVICE, job="apply")
     with pytest.raises(ValueError, match="does not run live"):
-        live.attach(feed, "flatfield", None, device=DEVICE)
+        live.attach(feed, "esrrf", None, device=DEVICE, job="sweep")
     with pytest.raises(TypeError, match="cannot attach"):
         live.attach(object(), "tv", None, device=DEVICE)
     assert set(threading.enumerate()) == threads

@@ -18,12 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from magicgui.widgets import ComboBox
-from qtpy.QtWidgets import QCheckBox, QLabel, QPushButton
+from qtpy.QtWidgets import QCheckBox, QComboBox, QFormLayout, QLabel, QPushButton
 
 from napari_gpuscope.compute.flatfield import APPLY_FIELDS, BasicParams, ShadingProfile
 from napari_gpuscope.compute.jobs import Job
 from napari_gpuscope.dock.jobs import JobHandlers
+from napari_gpuscope.dock.live_follow import FIT_AS_TILES_ARRIVE
 from napari_gpuscope.dock.messages import plain_error_message
+from napari_gpuscope.live._live_fit import MIN_TILES
 from napari_gpuscope.widgets._base import MethodDock
 from napari_gpuscope.widgets._controls import FieldStyle
 from napari_gpuscope.widgets.flatfield.apply import ApplyPanel
@@ -69,12 +71,48 @@ class FlatfieldDock(MethodDock):
         self.tuning = False  # the autotune job is running (on the dock's one runner)
         super().__init__(viewer)
         self.apply_panel = ApplyPanel(viewer, self)
-        # Live, the saved profile is applied with the panel's options (the apply job).
-        panel = self.apply_panel
-        self.live_acquisition.take_inputs_from(panel.params, lambda: panel.profile)
+        self._add_live_choice()
         layout = self.content.layout()
         layout.insertWidget(layout.count() - 1, self.apply_panel)
         self._show_apply_fields_in_panel()
+
+    # ---------------------------------------------------------------- live
+    def _add_live_choice(self) -> None:
+        """The Live part's "Live" row: apply the profile (fitted or loaded, with the Apply
+        panel's options: the apply job) to every frame, or fit one over the tiles as they
+        arrive (the fit job with the dock's fit parameters)."""
+        self.live_job = QComboBox()
+        self.live_job.addItem("apply the profile", "apply")
+        self.live_job.addItem("fit the profile as tiles arrive", "fit")
+        self.live_job.setToolTip(
+            "Apply: correct every frame with the profile of the Apply panel (fitted or loaded). "
+            f"Fit: fit a BaSiC profile over all the tiles received so far, from {MIN_TILES} "
+            "tiles on and again whenever new tiles came (the flatfield shown improves as the "
+            "scan goes on); Stop & keep keeps the last complete fit"
+        )
+        part = self.live_acquisition
+        form = part.body.layout().itemAt(0).layout()  # the part's form: Follow, ..., buttons
+        if isinstance(form, QFormLayout):
+            form.insertRow(1, "Live", self.live_job)
+        part.take_inputs_from(self._live_params, self._live_profile)
+
+    def _live_params(self) -> BasicParams:
+        if self.live_job.currentData() != "fit":
+            return self.apply_panel.params()
+        chosen = sorted(self.recipe_artifacts())
+        if chosen:  # said, not silently fitted without them
+            rows = {"dark_frame": "Dark frame", "fitting_weight": "Fit on"}
+            names = " and ".join(f"'{rows[name]}'" for name in chosen)
+            raise ValueError(
+                f"the live fit does not take the {names} layer yet: choose none (a camera "
+                "offset works), or fit the acquired tiles with Run"
+            )
+        return self.params()
+
+    def _live_profile(self) -> object:
+        if self.live_job.currentData() == "fit":
+            return FIT_AS_TILES_ARRIVE
+        return self.apply_panel.profile
 
     def _show_apply_fields_in_panel(self) -> None:
         """The apply fields are parameters of the dock (settings, recipes, reset) whose
