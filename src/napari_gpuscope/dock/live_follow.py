@@ -398,6 +398,7 @@ class LiveFollow:
             "frames_refused": session.frames_refused,
             "drop_policy": session.drop_policy,
             "capacity": session.capacity,
+            **session.quality_facts(),  # a live eSRRF's track and its good-enough rule
         }
         record = build_provenance(
             self.request.method_id,

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from qtpy.QtCore import Qt, QTimer
@@ -41,7 +40,8 @@ from napari_gpuscope.dock.live_sources import (
 from napari_gpuscope.dock.messages import plain_error_message, sentence
 from napari_gpuscope.provenance import PROVENANCE_KEY
 from napari_gpuscope.widgets._dock_parts import _wrapping_label
-from napari_gpuscope.widgets._live_dock import FolderButton, LiveDock, SourceBox
+from napari_gpuscope.widgets._live_dock import Ending, FolderButton, LiveDock, SourceBox
+from napari_gpuscope.widgets._live_quality import LiveQualityView
 
 if TYPE_CHECKING:
     import napari.layers
@@ -63,16 +63,6 @@ GOES_ON = "The acquisition goes on."
 GIVE_UP_S = 60.0
 """Seconds a stopping session's worker may take to finish its frame before the part stops
 waiting for it (nothing kept; the worker thread ends by itself, disconnected)."""
-
-
-@dataclass(frozen=True)
-class _Ending:
-    """A stop asked for, waiting for the session's worker to finish its frame."""
-
-    keep: bool
-    why: str
-    detail: str
-    since: float
 
 
 class LiveAcquisition(QWidget):
@@ -101,7 +91,7 @@ class LiveAcquisition(QWidget):
         self.follow: LiveFollow | None = None
         self.kept: list[napari.layers.Layer] = []
         """The result layers the last session kept (Stop & keep, or its own end)."""
-        self._ending: _Ending | None = None
+        self._ending: Ending | None = None
         self.choice: SourceChoice | None = None
         self.layer: napari.layers.Image | None = None
         self._choices: list[SourceChoice] = []
@@ -115,12 +105,6 @@ class LiveAcquisition(QWidget):
         form = QFormLayout()
         column.addLayout(form)
         self.source_box = SourceBox(self.refresh_sources)
-        self.source_box.setToolTip(
-            "What to follow: a pymmcore-plus core of this session (napari-micromanager's, or "
-            "one a script registered with napari_gpuscope.live.register_core) through its MDA "
-            "or its continuous acquisition, an image layer that grows, or a folder chosen with "
-            "Folder..."
-        )
         source_row = QHBoxLayout()
         source_row.addWidget(self.source_box, stretch=1)
         source_row.addWidget(FolderButton(self.add_folder))
@@ -148,6 +132,10 @@ class LiveAcquisition(QWidget):
         for button in (self.start_button, self.stop_button, self.cancel_button):
             buttons.addWidget(button)
         form.addRow(buttons)
+        # eSRRF's resolution against the frames, and "Say when more frames stop helping".
+        self.quality = LiveQualityView(self.viewer) if dock.method_id == "esrrf" else None
+        if self.quality is not None:
+            column.addWidget(self.quality)
         # Below the form, as the dock's own status line: a label in a form row is given one
         # line's height whatever its text wraps onto.
         self.counters = _wrapping_label()
@@ -254,6 +242,8 @@ class LiveAcquisition(QWidget):
             self._say(f"Not started: {plain_error_message(exc)}")
             return False
         self.choice, self._updates, self.kept = choice, 0, []
+        if self.quality is not None:
+            self.quality.follow(self.follow.session, choice.geometry())
         notes = "".join(f" ({note})" for note in request.notes)
         self._say(f"Following {choice.label}{notes}.")
         self._counters("waiting for frames")
@@ -275,6 +265,9 @@ class LiveAcquisition(QWidget):
             self._counters(status.describe())
             if status.image is not None:
                 self._show(status.image)
+            said = None if self.quality is None else self.quality.poll()
+            if said:
+                self._say(said)
         except Exception as exc:  # a slot must not raise into Qt: say it, and let go
             detail = sentence(plain_error_message(exc))
             self._end(keep=False, why="Stopped following", detail=detail)
@@ -337,7 +330,7 @@ class LiveAcquisition(QWidget):
             follow.request_stop()
         except Exception as exc:  # a source that failed to disconnect: said, never raised
             detail = f"{detail} {sentence(plain_error_message(exc))}".strip()
-        self._ending = _Ending(keep, why, detail, time.monotonic())
+        self._ending = Ending(keep, why, detail, time.monotonic())
         self._say(f"{why}: finishing the frame being processed...")
         self._update_buttons()
         self._timer.start()
@@ -371,6 +364,10 @@ class LiveAcquisition(QWidget):
 
     def _finish(self, outcome: str) -> None:
         ending = self._ending
+        fired = None if self.follow is None else self.follow.session.good_enough
+        if self.quality is not None:
+            self.quality.poll()  # the last points
+            self.quality.release()
         self._timer.stop()
         self.follow, self._ending = None, None
         if self.layer is not None and self.layer in self.viewer.layers:
@@ -378,7 +375,8 @@ class LiveAcquisition(QWidget):
         self.layer = None
         self._update_buttons()
         why, detail = (ending.why, ending.detail) if ending is not None else ("Stopped", "")
-        self._say(f"{why}: {outcome}. {detail}".strip())
+        enough = f" It was {fired.describe()}." if fired is not None else ""
+        self._say(f"{why}: {outcome}.{enough} {detail}".strip())
 
     def _say(self, text: str) -> None:
         self.status.setText(text)

@@ -4,6 +4,7 @@ sources."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from qtpy.QtWidgets import QComboBox, QFileDialog, QPushButton
@@ -14,7 +15,17 @@ if TYPE_CHECKING:
 
     from napari_gpuscope.compute.params import Params
 
-__all__ = ["FolderButton", "LiveDock", "SourceBox"]
+__all__ = ["Ending", "FolderButton", "LiveDock", "SourceBox"]
+
+
+@dataclass(frozen=True)
+class Ending:
+    """A stop asked for, waiting for the session's worker to finish its frame."""
+
+    keep: bool
+    why: str
+    detail: str
+    since: float
 
 
 class LiveDock(Protocol):
@@ -42,6 +53,12 @@ class SourceBox(QComboBox):
     def __init__(self, refresh: Callable[[], None]) -> None:
         super().__init__()
         self._refresh = refresh
+        self.setToolTip(
+            "What to follow: a pymmcore-plus core of this session (napari-micromanager's, or "
+            "one a script registered with napari_gpuscope.live.register_core) through its MDA "
+            "or its continuous acquisition, an image layer that grows, or a folder chosen with "
+            "Folder..."
+        )
         # A long source name must not widen the dock past its panel (it clipped every row).
         self.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.setMinimumContentsLength(12)

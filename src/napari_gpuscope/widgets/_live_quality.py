@@ -1,0 +1,142 @@
+"""The eSRRF dock's live quality: the running reconstruction's resolution (and RSP error)
+against the frames processed, and "Say when more frames stop helping".
+
+A part of the Live acquisition part (:mod:`._live_acquisition`), polled by its GUI timer: it
+reads the session's quality track (:meth:`napari_gpuscope.live.LiveSession.track`, measured in
+the session's worker) and plots the new points with the plugin's live plot
+(:class:`~napari_gpuscope.widgets._controls._plot.MetricsPlot`). The checkbox applies the
+plateau rule (:class:`napari_gpuscope.live.PlateauRule`) to the session, from the start or
+while it runs; the status line says when it fires. Neither stops the acquisition.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from qtpy.QtWidgets import QCheckBox, QVBoxLayout, QWidget
+
+from napari_gpuscope.live import PlateauRule
+from napari_gpuscope.widgets._controls._plot import MetricsPlot, theme_colors
+
+if TYPE_CHECKING:
+    from napari.components import ViewerModel
+
+    from napari_gpuscope.compute.results import Geometry
+    from napari_gpuscope.live import GoodEnough, LiveSession, QualityPoint
+
+__all__ = ["LiveQualityView", "resolution_words"]
+
+_MICRO = ("µm", "um", "μm")
+
+
+def _scale(geometry: Geometry | None) -> tuple[float | None, str]:
+    """The frames' pixel size and unit (None, "" when the source says none)."""
+    if geometry is None or geometry.scale is None or len(geometry.scale) < 2:
+        return None, ""
+    pixel = float(geometry.scale[-1])
+    unit = geometry.units[-1] if geometry.units else ""
+    return (pixel, unit) if pixel > 0 and unit and unit != "px" else (None, "")
+
+
+def resolution_words(point: QualityPoint, pixel: float | None, unit: str, m: int) -> str:
+    """The point's decorrelation resolution in words: ``"84 nm"``, ``"2.1 output px (limited
+    by the pixel grid)"``, ``"none (no peak)"``."""
+    value = point.resolution_px
+    if not math.isfinite(value):
+        return f"none ({point.finding or 'no peak'})"
+    if pixel is None:
+        text = f"{value:.3g} output px"
+    else:
+        length = value * pixel / m
+        text = f"{length * 1000:.3g} nm" if unit in _MICRO else f"{length:.3g} {unit}"
+    return f"{text} ({point.finding})" if point.finding else text
+
+
+class LiveQualityView(QWidget):
+    """The plot and the checkbox; :meth:`follow` a session, :meth:`poll` it.
+
+    Parameters
+    ----------
+    viewer : ViewerModel
+        For the plot's colours (napari's theme).
+    """
+
+    def __init__(self, viewer: ViewerModel) -> None:
+        super().__init__()
+        self.good_enough_box = QCheckBox("Say when more frames stop helping")
+        self.rule = PlateauRule()
+        self.good_enough_box.setToolTip(
+            "Measure the running reconstruction every few frames and say when "
+            f"{self.rule.describe()} (the RSP error: 1 - the resolution-scaled Pearson "
+            "correlation with the widefield mean of the same frames). The acquisition goes on; "
+            "a script can stop it (session.on_good_enough)."
+        )
+        colors = theme_colors(viewer)
+        self.plot = MetricsPlot(colors)
+        self.plot.setToolTip(
+            "The running reconstruction's decorrelation resolution, measured every few frames "
+            "(on an eSRRF image it mostly measures the output pixel grid: the status says so)"
+        )
+        self.error_plot = MetricsPlot(colors)
+        self.error_plot.setToolTip(
+            "The running reconstruction's RSP error (1 - its resolution-scaled Pearson "
+            "correlation with the widefield mean of the same frames): what the rule reads"
+        )
+        self.session: LiveSession | None = None
+        self._shown = 0
+        self._said: GoodEnough | None = None
+        self._pixel: float | None = None
+        self._unit = ""
+        self._m = 1
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.good_enough_box)
+        layout.addWidget(self.plot)
+        layout.addWidget(self.error_plot)
+        self.good_enough_box.toggled.connect(self._toggled)
+
+    def follow(self, session: LiveSession, geometry: Geometry | None) -> None:
+        """Plot ``session``'s track from now on (the plot is cleared), the resolution in the
+        frames' unit (``geometry``'s pixel size) when there is one."""
+        self.session, self._shown, self._said = session, 0, None
+        self._pixel, self._unit = _scale(geometry)
+        quality = session.quality
+        self._m = 1 if quality is None else quality.magnification
+        unit = (
+            "output px" if self._pixel is None else ("nm" if self._unit in _MICRO else self._unit)
+        )
+        self.plot.reset(f"Live ({unit}): ", step_label="frames processed")
+        self.error_plot.reset("Live: ", step_label="frames processed")
+        self._toggled(self.good_enough_box.isChecked())
+
+    def release(self) -> None:
+        """Stop following (the plot keeps its points)."""
+        self.session = None
+
+    def poll(self) -> str | None:
+        """Plot the new points; the status line's words the first time the rule fired."""
+        session = self.session
+        if session is None:
+            return None
+        points = session.track()
+        for point in points[self._shown :]:
+            value = point.resolution_px
+            if self._pixel is not None:
+                value *= self._pixel / self._m * (1000 if self._unit in _MICRO else 1)
+            # A rolling session's next time point starts a new segment (frames go back).
+            self.plot.add(point.frames, {"decorrelation resolution": value})
+            self.error_plot.add(point.frames, {"RSP error": point.rsp_error})
+        self._shown = len(points)
+        fired = session.good_enough
+        if fired is None or fired is self._said:
+            return None
+        self._said = fired
+        words = resolution_words(fired.point, self._pixel, self._unit, self._m)
+        return f"{fired.describe()[:1].upper()}{fired.describe()[1:]}; resolution {words}."
+
+    def _toggled(self, checked: bool) -> None:
+        session = self.session
+        quality = None if session is None else session.quality
+        if quality is not None and quality.every > 0:
+            quality.watch(self.rule if checked else None)
