@@ -176,3 +176,48 @@ def test_a_name_clash_that_appears_later_fails_that_position_and_the_watch_ends(
     assert len(rounds) == 2 and rounds[1].done == []  # reported once, in a round of its own
     assert any("FAILED field00" in line for line in report.lines())
     assert BatchStore(tmp_path / "o.zarr").done_record("field00") is not None
+
+
+def test_a_name_clash_inside_one_input_is_refused_at_the_start(tmp_path, capsys):
+    """``pos.tif`` and ``pos.tiff`` in one folder map to one name: refused as ``run`` refuses
+    it (before the fix the watch skipped that whole INPUT, silently, for the whole watch)."""
+    folder = tmp_path / "a"
+    (first,) = write_positions(folder, 1, shape=(32, 32))
+    first.with_suffix(".tiff").write_bytes(first.read_bytes())
+    recipe = Recipe.from_defaults("tv").save(tmp_path / "tv.yaml")
+    base = ["run", str(recipe), str(folder / "*.tif*"), "--out", str(tmp_path / "o.zarr")]
+    assert main([*base, "--device", "cpu", "--workers", "1", "--dry-run"]) == 2
+    plain = capsys.readouterr().err
+    assert "two inputs map to the position name 'field00'" in plain
+    assert main([*base, *WATCH]) == 2
+    assert capsys.readouterr().err == plain
+
+
+def test_a_name_clash_inside_one_input_that_appears_later_is_reported(
+    tmp_path, inprocess_client
+):
+    """A newcomer whose name a file of the same INPUT has: the others of that INPUT are still
+    computed (before the fix none were), the newcomer is a failed position."""
+    folder = tmp_path / "a"
+    (first,) = write_positions(folder, 1, shape=(32, 32))
+    clash = first.with_suffix(".tiff")
+    later = folder / "field01.tif"
+
+    def on_round(report) -> None:
+        if not clash.exists():
+            clash.write_bytes(first.read_bytes())
+            later.write_bytes(first.read_bytes())
+
+    report = watch_batch(
+        Recipe.from_defaults("tv", strength=1.2),
+        [str(folder / "*.tif*")],
+        tmp_path / "o.zarr",
+        inprocess_client,
+        settle_s=0,
+        poll_s=0.01,
+        idle_s=0.05,
+        on_round=on_round,
+    )
+    assert sorted(report.done) == ["field00", "field01"]
+    assert list(report.failed) == ["field00"]
+    assert str(first) in report.failed["field00"] and str(clash) in report.failed["field00"]

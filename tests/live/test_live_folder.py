@@ -94,3 +94,59 @@ def test_existing_files_can_be_left_out_and_a_bad_folder_is_refused(tmp_path, pr
     assert session.result().image.tobytes() == _apply(new, profile, params).image.tobytes()
     with pytest.raises(ValueError, match="does not exist"):
         live.FolderSource(tmp_path / "nowhere")
+
+
+def test_files_of_one_name_with_two_suffixes_are_both_taken(tmp_path, profile):
+    """pos.tif and pos.tiff map to one batch position name, but a folder source hands on
+    frames, not named positions: both files' frames come (before, neither came)."""
+    params = BasicParams(output_dtype="float32")
+    first, second = _frames(2, 7), _frames(1, 8)
+    _write(tmp_path / "pos.tif", first)
+    _write(tmp_path / "pos.tiff", second)
+    source = live.FolderSource(tmp_path, settle_s=0.1, poll_s=0.02)
+    session = live.attach(source, "flatfield", params, device="cpu", job="apply", profile=profile)
+    _until(lambda: session.frames_processed >= 3)
+    session.finish()
+    assert session.wait(WAIT)
+    expected = _apply(np.concatenate([first, second]), profile, params)
+    assert session.result().image.tobytes() == expected.image.tobytes()
+
+
+def test_detach_waits_for_the_folders_poller(tmp_path, profile, monkeypatch):
+    """A poller in the middle of a slow read when the session detaches: detach returns once
+    it has ended (before, detach said detached while it still read)."""
+    import threading
+
+    reading = threading.Event()
+
+    def slow_read(self, path, on_frame) -> bool:
+        reading.set()
+        self._stop.wait()  # the read goes on past the disconnect
+        time.sleep(1.0)
+        return False
+
+    monkeypatch.setattr(live.FolderSource, "_hand_on", slow_read)
+    _write(tmp_path / "big.tif", _frames(1, 10))
+    params = BasicParams(output_dtype="float32")
+    source = live.FolderSource(tmp_path, settle_s=0.0, poll_s=0.02)
+    session = live.attach(source, "flatfield", params, device="cpu", job="apply", profile=profile)
+    assert reading.wait(WAIT)
+    session.detach()
+    assert session.detached
+    assert not any(t.name == "napari-gpuscope-live-folder" for t in threading.enumerate())
+
+
+def test_a_grown_files_new_frames_are_read_without_its_first_pages(tmp_path, monkeypatch):
+    """Only the new pages of a file that grew are read: reading the whole file each time it
+    grows costs the square of its length."""
+    from napari_gpuscope.live import _folder
+
+    frames = _frames(6, 9)
+    path = tmp_path / "stack.tif"
+    _write(path, frames)
+    np.testing.assert_array_equal(_folder._frames_from(str(path), 0), frames)
+    monkeypatch.setattr(
+        tifffile.TiffPageSeries, "asarray", lambda *a, **k: pytest.fail("the whole series read")
+    )
+    np.testing.assert_array_equal(_folder._frames_from(str(path), 4), frames[4:])
+    assert _folder._frames_from(str(path), 6).shape == (0, 16, 16)

@@ -155,7 +155,7 @@ def safe_name(name: str) -> str:
     return cleaned or "position"
 
 
-def discover(spec: str | os.PathLike[str]) -> list[Position]:
+def discover(spec: str | os.PathLike[str], *, unique: bool = True) -> list[Position]:
     """The positions an INPUT names, in a stable order.
 
     Parameters
@@ -163,6 +163,9 @@ def discover(spec: str | os.PathLike[str]) -> list[Position]:
     spec : str or PathLike
         A glob of TIFF files (``"data/*.tif"``), an OME-Zarr image or plate, or a Zarr group of
         OME-Zarr images.
+    unique : bool
+        Refuse two positions of one name (default); False lists them (a watch refuses them
+        position by position).
 
     Returns
     -------
@@ -200,16 +203,21 @@ def discover(spec: str | os.PathLike[str]) -> list[Position]:
         if not files:
             raise InputError(f"INPUT {text!r} matches no TIFF file (*.tif, *.tiff)")
         positions = [Position(safe_name(Path(f).stem), "tiff", f) for f in files]
-    _check_unique(positions)
+    if unique:
+        _check_unique(positions)
     return positions
 
 
-def discover_all(specs: Sequence[str | os.PathLike[str]]) -> list[Position]:
+def discover_all(
+    specs: Sequence[str | os.PathLike[str]], *, unique: bool = True
+) -> list[Position]:
     """The positions of several INPUTs (as :func:`discover`'s), each once.
 
     A shell expands an unquoted glob into its files, so ``data/*.tif`` quoted or not, or the
     files named one by one, give the same positions in the same order: TIFF files are sorted
-    by path as one glob's are, Zarr positions follow in the order given.
+    by path as one glob's are, Zarr positions follow in the order given. Two positions of one
+    name (``pos.tif`` and ``pos.tiff``) are refused (:class:`InputError`) unless ``unique`` is
+    False: a watch lists them all and refuses the clash itself, position by position.
 
     Examples
     --------
@@ -222,10 +230,15 @@ def discover_all(specs: Sequence[str | os.PathLike[str]]) -> list[Position]:
     """
     if not specs:
         raise InputError("no INPUT given: name TIFF files, a glob, an OME-Zarr image or a plate")
-    found = {(p.kind, os.path.abspath(p.source)): p for spec in specs for p in discover(spec)}
+    found = {
+        (p.kind, os.path.abspath(p.source)): p
+        for spec in specs
+        for p in discover(spec, unique=unique)
+    }
     tiffs = sorted((p for p in found.values() if p.kind == "tiff"), key=lambda p: p.source)
     positions = tiffs + [p for p in found.values() if p.kind != "tiff"]
-    _check_unique(positions)
+    if unique:
+        _check_unique(positions)
     return positions
 
 

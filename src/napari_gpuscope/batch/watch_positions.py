@@ -45,6 +45,10 @@ class PositionWatcher:
         How long a position's identity must stay the same before it is handed out.
     clock : callable
         Seconds, monotonic (``time.monotonic``; a test steps its own).
+    by_name : bool
+        A position name belongs to one file (default: a store's positions are named so).
+        False: every file is a position of its own, whatever its name (a live folder source,
+        which hands on frames, not named positions).
 
     Examples
     --------
@@ -70,14 +74,16 @@ class PositionWatcher:
         *,
         settle_s: float = DEFAULT_SETTLE_S,
         clock: Callable[[], float] = time.monotonic,
+        by_name: bool = True,
     ) -> None:
         if settle_s < 0:
             raise ValueError(f"settle_s must be 0 or more seconds, got {settle_s}")
         self.specs = [str(spec) for spec in specs]
         self.settle_s = float(settle_s)
         self._clock = clock
-        self._seen: dict[str, _Seen] = {}
-        self._handed: dict[str, str] = {}  # name -> identity handed out
+        self.by_name = by_name
+        self._seen: dict[str, _Seen] = {}  # key (the name, or the file) -> identity seen
+        self._handed: dict[str, str] = {}  # key -> identity handed out
         # name -> the source that has it: the first seen alone with it (the store's position of
         # that name comes from there); never reassigned.
         self._owner: dict[str, str] = {}
@@ -96,7 +102,8 @@ class PositionWatcher:
         found: dict[tuple[str, str], Position] = {}
         for spec in self.specs:
             try:
-                positions = discover_all([spec])
+                # Every file, clashing names included: check_unique and _owned refuse a clash.
+                positions = discover_all([spec], unique=False)
             except InputError:  # nothing written there yet, or a store not yet a Zarr group
                 continue
             for position in positions:
@@ -155,20 +162,22 @@ class PositionWatcher:
         """The positions that have settled since the last poll (in the INPUTs' order)."""
         now = self._clock()
         ready = []
-        for position in self._owned(self._current()):
+        current = self._current()
+        for position in self._owned(current) if self.by_name else current:
+            key = position.name if self.by_name else os.path.abspath(position.source)
             try:
                 identity = position.identity()
                 position.info()  # readable: a TIFF whose header is still being written is not
             except (OSError, ValueError, KeyError, InputError):
-                self._seen.pop(position.name, None)
+                self._seen.pop(key, None)
                 continue
-            seen = self._seen.get(position.name)
+            seen = self._seen.get(key)
             if seen is None or seen.identity != identity:
-                self._seen[position.name] = _Seen(identity, now)
-                seen = self._seen[position.name]
-            if self._handed.get(position.name) == identity:
+                self._seen[key] = _Seen(identity, now)
+                seen = self._seen[key]
+            if self._handed.get(key) == identity:
                 continue
             if now - seen.since >= self.settle_s:
-                self._handed[position.name] = identity
+                self._handed[key] = identity
                 ready.append(position)
         return ready

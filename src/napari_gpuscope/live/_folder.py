@@ -81,7 +81,10 @@ class FolderSource:
     def connect(self, on_frame: FrameCallback, on_end: EndCallback) -> None:
         from napari_gpuscope.batch.watch_positions import PositionWatcher
 
-        watcher = PositionWatcher([str(self.folder / self.pattern)], settle_s=self.settle_s)
+        # Every file is taken, whatever its name (pos.tif and pos.tiff are two files of frames).
+        watcher = PositionWatcher(
+            [str(self.folder / self.pattern)], settle_s=self.settle_s, by_name=False
+        )
         if not self.include_existing:  # what is there now counts as handed on
             for path in sorted(self.folder.glob(self.pattern)):
                 with contextlib.suppress(OSError, ValueError, IndexError):
@@ -96,7 +99,16 @@ class FolderSource:
         self._thread.start()
 
     def disconnect(self) -> None:
-        self._stop.set()  # the poller ends at its next look; nothing waits for it here
+        self._stop.set()  # the poller ends at its next look; the session's detach joins it
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait up to ``timeout`` seconds for the poller thread to end; True when it has (or
+        never started). Never from the poller itself (its ``on_end``), which is returning."""
+        thread = self._thread
+        if thread is None or thread is threading.current_thread():
+            return True
+        thread.join(timeout)
+        return not thread.is_alive()
 
     def expected_frames(self) -> int | None:
         return None
@@ -122,18 +134,10 @@ class FolderSource:
 
     def _hand_on(self, path: str, on_frame: FrameCallback) -> bool:
         """Hand on the file's frames not handed on before; whether there were any."""
-        import tifffile
-
         path = os.path.abspath(path)
-        image = tifffile.imread(path)
-        frames = image[None] if image.ndim == 2 else image
-        if frames.ndim != 3:
-            raise ValueError(
-                f"{Path(path).name} has shape {image.shape}; a folder source takes (Y, X) or "
-                "(T, Y, X) TIFF files"
-            )
         start = self._sent.get(path, 0)
-        for frame in frames[start:]:
+        frames = _frames_from(path, start)
+        for frame in frames:
             if self._stop.is_set():
                 break
             on_frame(np.ascontiguousarray(frame))
@@ -141,6 +145,29 @@ class FolderSource:
         handed = start > self._sent.get(path, 0)
         self._sent[path] = start
         return handed
+
+
+def _frames_from(path: str, start: int) -> np.ndarray:
+    """The file's frames from ``start`` on, as ``(n, Y, X)``: only their pages are read when
+    a frame is a page (a file that grew is not read again from its start)."""
+    import tifffile
+
+    with tifffile.TiffFile(path) as tif:
+        series = tif.series[0]
+        shape = tuple(series.shape)
+        if len(shape) not in (2, 3):
+            raise ValueError(
+                f"{Path(path).name} has shape {shape}; a folder source takes (Y, X) or "
+                "(T, Y, X) TIFF files"
+            )
+        count = 1 if len(shape) == 2 else shape[0]
+        plane = shape[-2:]
+        if start >= count:
+            return np.empty((0, *plane), series.dtype)
+        if len(shape) == 3 and start > 0 and len(series.pages) == count:
+            frames = tif.asarray(key=range(start, count), series=0)
+            return np.asarray(frames).reshape(count - start, *plane)
+        return np.asarray(series.asarray()).reshape(count, *plane)[start:]
 
 
 def _frames_in(path: str) -> int:
