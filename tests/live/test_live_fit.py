@@ -203,3 +203,24 @@ def test_the_live_fit_refuses_what_it_cannot_take():
         live.attach(
             live.FrameFeed(), "flatfield", PARAMS, job="fit", device=DEVICE, profile=profile
         )
+
+
+def test_the_fits_optional_inputs_are_taken_as_offline():
+    """A measured dark frame and a (Y, X) background mask, as the offline fit takes them."""
+    tiles, _ = scan(MIN_TILES + 2, seed=7)
+    tiles = tiles + np.uint16(100)  # the camera's offset, measured as the dark frame
+    dark = np.full(tiles.shape[1:], 100.0, np.float32)
+    mask = np.ones(tiles.shape[1:], np.uint8)
+    mask[:4] = 0  # a strip the fit leaves out
+    feed = live.FrameFeed()
+    session = live.attach(
+        feed, "flatfield", PARAMS, job="fit", device=DEVICE, dark_frame=dark, fitting_weight=mask
+    )
+    for tile in tiles:
+        feed.push(tile)
+    feed.end()
+    assert session.wait(WAIT)
+    weight = np.broadcast_to(mask, tiles.shape)
+    expected = offline("flatfield", "fit", tiles, PARAMS, dark_frame=dark, fitting_weight=weight)
+    assert expected.darkfield_source == "frame"
+    assert_same_profile(session.result(), expected)
