@@ -24,8 +24,9 @@ __all__ = ["MIN_TILES", "TILE_BYTES_LIMIT", "LiveFit"]
 MIN_TILES = 10
 """Tiles a live fit waits for before its first fit. The job takes 2, but its error against the
 true flatfield falls as about 1/sqrt(tiles) (the sample's structure averages out): on the
-sample's tiles (64 x 64, seed 0, vignetting 19.6 % RMS) 30 % at 2 tiles, 21 % at 8, 15.5 % at
-12, 10 % at 32 and 6 % at 64. Below about 10 tiles a fit is no better than no correction."""
+sample's tiles (64 x 64, seed 0, vignetting 19.6 % RMS, default parameters) 30 % at 2 tiles, 21 %
+at 8, 18.9 % at 9, 16.6 % at 10, 15.5 % at 12, 10 % at 32 and 6 % at 64. Below about 10 tiles a
+fit is hardly better than no correction."""
 
 TILE_BYTES_LIMIT = 2 << 30
 """Host bytes of tiles a live fit keeps (2 GiB: 128 tiles of 2048 x 2048 uint16, 512 of 1024 x
