@@ -12,12 +12,15 @@ ShadingProfile`, byte-equal on the CPU to the offline fit job over the same tile
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ._buffer import FrameBuffer
 from ._live_method import Control, LiveMethod
+
+if TYPE_CHECKING:
+    from ..compute.flatfield import ShadingProfile
 
 __all__ = ["MIN_TILES", "TILE_BYTES_LIMIT", "LiveFit"]
 
@@ -76,9 +79,11 @@ class LiveFit(LiveMethod):
     - The acquisition's end (or ``finish()``) lets the running fit end, then fits once more
       over all the tiles when some came after it (from 2 tiles, the job's minimum, even
       below :data:`MIN_TILES`): the result is the fit over every tile kept.
-    - Stop & keep closes the running fit at its next reweighting pass (a few seconds on a
-      CPU, a fraction of one on a GPU) and keeps the latest complete fit, over fewer tiles:
-      what the user has watched. Tiles kept after it are counted as pending.
+    - Stop & keep closes the running fit at its next reweighting pass (at most one pass
+      later: seconds on this project's loaded 2-core CPU, where a fit of 60 tiles at
+      128 x 128 took 10 passes in 20-50 s) and keeps the latest
+      complete fit, over fewer tiles: what the user has watched. Tiles kept after it are
+      counted as pending.
     - The smoothness is the parameters' (a value, or automatic from each fit's tiles);
       autotune is not run live (17 fits at every refit): run it on the tiles afterwards.
     """
@@ -88,7 +93,7 @@ class LiveFit(LiveMethod):
         self.max_frames = max_frames
         self.min_tiles = MIN_TILES
         self._tiles: list[np.ndarray] = []
-        self._profile: Any = None
+        self._profile: ShadingProfile | None = None
         self._fitted = 0
         self._taken = 0
         """Kept frames moved out of the buffer (tiles, and those refused past the limit)."""
@@ -101,11 +106,11 @@ class LiveFit(LiveMethod):
         """Tiles held for the fits."""
         return len(self._tiles)
 
-    def partial_result(self) -> Any:
+    def partial_result(self) -> ShadingProfile | None:
         with self._lock:
             return self._profile
 
-    def run(self, buffer: FrameBuffer, control: Control) -> Any:
+    def run(self, buffer: FrameBuffer, control: Control) -> ShadingProfile | None:
         while not control.stopping():
             self._take(buffer)
             count = len(self._tiles)
@@ -174,7 +179,7 @@ class LiveFit(LiveMethod):
                 except StopIteration as end:
                     profile = end.value
                     break
-                self._take(buffer)  # between passes: the buffer never fills during a fit
+                self._take(buffer)  # between passes: a long fit does not fill the buffer
                 if control.stopping():
                     return False
         finally:
