@@ -318,6 +318,43 @@ def test_a_points_layer_hides_nothing(make_napari_viewer):
     assert hides(points, lower, viewer) is False
 
 
+@pytest.mark.parametrize(
+    ("units", "scale", "said"),
+    [
+        (None, (1.0, 1.0, 1.0), "resolution 6 output px (FRC)"),  # napari's "pixel"
+        (("s", "nm", "nm"), (1.0, 100.0, 100.0), "resolution 300 nm (FRC)"),
+    ],
+)
+def test_the_resolution_is_said_in_the_inputs_unit_or_in_output_pixels(
+    shown, units, scale, said
+):
+    """Seen in review: an input in napari's default unit gave "3 pixel" (the input's pixels,
+    not the dock's "6 output px"), and one in nm "300 nanometer"."""
+    stack, result = _esrrf_scene(shown)
+    units = units or ("pixel", "pixel", "pixel")
+    for layer, step in ((stack, 1.0), (result, 0.5)):  # the result at twice the sampling
+        layer.units = units[-layer.ndim :]
+        layer.scale = tuple(scale[-layer.ndim :][:-2]) + tuple(s * step for s in scale[-2:])
+    record = result.metadata["napari_gpuscope"]
+    headline = {"measure": "FRC", "output_px": 6.0}
+    record["result"] = {"decorrelation": {"headline": headline, "frc_floor_limited": False}}
+    caption = render_figure(shown, FigureOptions(scale_bar=False)).info["caption"]
+    assert f"(mag=2 r=1.5); {said}" in caption
+
+
+def test_a_choice_the_name_does_not_state_is_said_even_with_an_equal_value(shown):
+    """Seen in review: "TV=auto 0.01" in a name hid the regularization 0.01 (a substring
+    match), and "reg=auto 0.0012" would hide a choice of 0.001."""
+    record = {
+        "method": "phase",
+        "input": "stack",
+        "automatic": {"regularization": "0.01", "TV strength": "0.01"},
+    }
+    _result(shown, "phase · stack [TV=auto 0.01]", RNG.random((24, 32)), record=record)
+    caption = render_figure(shown, FigureOptions(scale_bar=False)).info["caption"]
+    assert caption == "phase (TV=auto 0.01); automatic: regularization 0.01"
+
+
 def test_inputs_and_results_of_two_channels_are_told_apart_by_their_own_words():
     """Seen on a grid of two inputs and their eSRRF results: "eSRRF ch0 mag…" (the settings
     the results share were counted as telling them apart)."""

@@ -11,6 +11,7 @@ the seen layers span only: a 2D reconstruction over all frames is not "t = 49 s"
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -18,6 +19,7 @@ import numpy as np
 
 from napari_gpuscope.compute.results import split_result_name
 from napari_gpuscope.export import _panels
+from napari_gpuscope.export.lengths import pixel_of
 from napari_gpuscope.provenance import AUTOMATIC_KEY, provenance_of
 
 if TYPE_CHECKING:
@@ -78,13 +80,38 @@ def _frames(layer: Layer, layers: Sequence[Layer]) -> str:
     return f" of {of}{count} {noun[:-1] if count == 1 else noun}{kept}"
 
 
+_NAMED_CHOICE = re.compile(r"([^\s(\[,;]+)=auto (\S+?)(?=[\s,;)\]]|$)")
+"""A setting chosen automatically as a layer name says it: ``reg=auto 0.0093``."""
+
+
+def _said_by(key: str, value: str, named: str) -> bool:
+    """Whether ``named`` says choice ``key`` = ``value``: a ``<label>=auto <value>`` with
+    that exact value whose label begins ``key`` ("reg" for "regularization", "TV" for "TV
+    strength")."""
+    return any(
+        number == value and key.lower().startswith(label.lower())
+        for label, number in _NAMED_CHOICE.findall(named)
+    )
+
+
 def _automatic(record: dict, named: str = "") -> str:
     """The record's automatic choices ("; automatic: sensitivity 2"), but those ``named``
-    already says ("reg=auto 0.0093" in the settings of a layer name)."""
+    already says ("reg=auto 0.0093" in the settings of a layer name).
+
+    Examples
+    --------
+    >>> record = {"automatic": {"regularization": "0.01", "TV strength": "0.01"}}
+    >>> _automatic(record, "phase (TV=auto 0.01)")
+    '; automatic: regularization 0.01'
+    >>> _automatic({"automatic": {"regularization": "0.001"}}, "phase (reg=auto 0.0012)")
+    '; automatic: regularization 0.001'
+    """
     choices = record.get(AUTOMATIC_KEY)
     if not isinstance(choices, dict) or not choices:
         return ""
-    choices = {key: value for key, value in choices.items() if f"auto {value}" not in named}
+    choices = {
+        key: value for key, value in choices.items() if not _said_by(key, str(value), named)
+    }
     if not choices:
         return ""
     return "; automatic: " + ", ".join(f"{key} {value}" for key, value in choices.items())
@@ -125,10 +152,12 @@ def _resolution(record: dict, layers: Sequence[Layer]) -> str:
     # commands (which import export through the store's colours) must stay light.
     from napari_gpuscope.compute.esrrf._resolution import format_length
 
-    units = getattr(source, "units", None)
-    unit = str(units[-1]) if units is not None and len(units) else ""
-    pixel = abs(float(source.scale[-1])) / float(m)
-    length = format_length(float(head["output_px"]), pixel, unit, "output")
+    physical = pixel_of(source)  # None: in pixels (napari's default unit), as the dock says
+    if physical is None:
+        length = format_length(float(head["output_px"]), None, "", "output")
+    else:
+        size, unit = physical
+        length = format_length(float(head["output_px"]), size / float(m), unit, "output")
     bound = "≤ " if head.get("measure") == "FRC" and measured.get("frc_floor_limited") else ""
     return f"; resolution {bound}{length} ({head.get('measure')})"
 

@@ -7,7 +7,6 @@ CSV files (:mod:`.drift_files`) share these.
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -15,6 +14,7 @@ from qtpy.QtCore import QObject
 
 from napari_gpuscope.compute.results import Geometry
 from napari_gpuscope.dock.outputs import add_replacing
+from napari_gpuscope.export.lengths import layer_unit, pixel_of
 from napari_gpuscope.provenance import provenance_of
 
 if TYPE_CHECKING:
@@ -31,33 +31,6 @@ __all__ = [
     "pixel_of",
     "same_layer",
 ]
-
-
-def layer_unit(layer: napari.layers.Layer | None) -> str:
-    """The unit of a layer's last axis as a short symbol (``"µm"``), ``"px"`` without one.
-
-    Examples
-    --------
-    >>> from types import SimpleNamespace
-    >>> layer_unit(SimpleNamespace(units=("second", "micrometer", "micrometer")))
-    'µm'
-    >>> layer_unit(None)
-    'px'
-    """
-    units = getattr(layer, "units", None)
-    if units is None or not len(units):
-        return "px"
-    unit = str(units[-1])
-    return {"micrometer": "µm", "um": "µm", "nanometer": "nm", "pixel": "px"}.get(unit, unit)
-
-
-def pixel_of(layer: napari.layers.Layer | None) -> tuple[float, str] | None:
-    """(pixel size, unit) of a layer with a physical scale; None in pixels."""
-    unit = layer_unit(layer)
-    if layer is None or unit == "px":
-        return None
-    size = abs(float(layer.scale[-1]))
-    return (size, unit) if math.isfinite(size) and size > 0 else None
 
 
 def channel_axis(layer: napari.layers.Layer) -> int:
