@@ -52,7 +52,7 @@ def _steps(stack, lambdas, group_size, get_darkfield, mask=None):
 
 
 @pytest.mark.parametrize("get_darkfield", [False, True], ids=["no-dark", "dark"])
-def test_grouped_passes_equal_the_whole_batch_bit_for_bit(get_darkfield):
+def test_grouped_passes_equal_the_whole_batch_within_float32_rounding(get_darkfield):
     """Seven problems (the reference and six candidates) on 16 tiles of 64 x 64 with an offset:
     groups of 2 (the last of three) and of 3 against all at once, every field of the first
     three passes."""

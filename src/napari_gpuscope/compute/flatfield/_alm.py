@@ -17,7 +17,8 @@ torch twins, ``I_B`` never materialised) and a few small kernels and GEMMs on th
 images: 12 launches (19 with the darkfield) and no host synchronisation; problems that converge
 early are frozen inside the kernels. The reweighting loop here (:func:`reweighting_steps`) hands
 out a tick between iterations (progress, cancel) and the state after each pass, and can run a
-pass's ALM on a few problems at a time (``group_size``: the CPU's autotune), with the same bits.
+pass's ALM on a few problems at a time (``group_size``: the CPU's autotune), with the same
+numbers (bits here; float32 rounding where a CPU sums a smaller batch in another order).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Every candidate smoothness is fitted as one batch of independent problems, on about 50 of the
 images (as BaSiCPy): all at once on a GPU, a few at a time on a CPU (:data:`CPU_GROUP_BYTES`;
-the same bits, faster there). Each candidate's cost (:mod:`._autotune_scores`) is the entropy
+the same numbers within float32 rounding, the same choice, faster there). Each candidate's
+cost (:mod:`._autotune_scores`) is the entropy
 of the corrected intensities' histogram (shading smears it) plus 30 x the fraction of
 significant high-frequency DCT coefficients of its flatfield (ripple). The winner is then fitted
 on all images, so the returned profile is the best one (BaSiCPy left a non-optimal flatfield
