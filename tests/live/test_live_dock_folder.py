@@ -4,16 +4,15 @@ the folder named in the result and its provenance. Run under ``xvfb-run``."""
 
 from __future__ import annotations
 
-import os
 import threading
 
 import numpy as np
 import pytest
-import tifffile
 
 from napari_gpuscope.provenance import PROVENANCE_KEY
 
 from .test_live import offline, shading_profile
+from .test_live_folder import _write
 
 WAIT_MS = 120_000  # a bound on a hung session, never a pacing
 
@@ -23,12 +22,6 @@ def _settings(monkeypatch, tmp_path):
     from napari_gpuscope.dock.settings import CONFIG_DIR_ENV
 
     monkeypatch.setenv(CONFIG_DIR_ENV, str(tmp_path / "config"))  # never the user's settings
-
-
-def _write(path, data) -> None:
-    partial = path.with_suffix(".part")  # finished under another name, then renamed
-    tifffile.imwrite(partial, data, photometric="minisblack")
-    os.replace(partial, path)
 
 
 def test_flatfield_dock_follows_a_folder_and_keeps_the_offline_apply(
