@@ -12,7 +12,8 @@ after it ended (the live result kept as result layers). Run it under Xvfb with r
 Methods: ``esrrf`` (blinking filaments, a cumulative reconstruction) and ``flatfield`` (shaded
 tiles, the true profile applied to each). ``--cpu`` offers the test-only ``cpu`` device (as
 the widget tests do); ``--frames`` and ``--exposure-ms`` shape the acquisition,
-``--running-after S`` when the "running" picture is taken.
+``--running-after S`` when the "running" picture is taken, ``--good-enough`` checks eSRRF's
+"Say when more frames stop helping" (its resolution plot is shown either way).
 """
 
 from __future__ import annotations
@@ -81,6 +82,18 @@ def _acquisition(method: str, frames: int) -> tuple[np.ndarray, dict[str, Any]]:
     raise SystemExit(f"live screenshots are made for esrrf and flatfield, not {method!r}")
 
 
+def _scroll_to_live_part(part: Any) -> None:
+    """Scroll the dock so that its Live part (eSRRF's plots, the counters, the status) shows."""
+    from qtpy.QtWidgets import QScrollArea
+
+    area = part.parentWidget()
+    while area is not None and not isinstance(area, QScrollArea):
+        area = area.parentWidget()
+    if area is not None:
+        area.ensureWidgetVisible(part.status, 0, 0)  # the bottom, then the header if it left
+        area.ensureWidgetVisible(part.header, 0, 0)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("method", choices=["esrrf", "flatfield"])
@@ -91,6 +104,9 @@ def main() -> None:
     parser.add_argument("--running-after", type=float, default=None)
     parser.add_argument("--magnification", type=int, default=2, help="eSRRF's (CPU: small)")
     parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument(
+        "--good-enough", action="store_true", help="eSRRF: 'Say when more frames stop helping'"
+    )
     args = parser.parse_args()
     # eSRRF on the CPU takes seconds a frame (the kernels' host emulation): a short acquisition.
     frames = args.frames or (40 if args.method == "esrrf" else 30)
@@ -108,6 +124,7 @@ def main() -> None:
     viewer, pump = window.viewer, window.pump
 
     def shot(step: str) -> None:
+        _scroll_to_live_part(dock.live_acquisition)
         window.shot(step, settle=0.3)
 
     spec = method(args.method)
@@ -133,6 +150,8 @@ def main() -> None:
     part = dock.live_acquisition
     part.expand()
     part.choose(f"{name}: MDA")
+    if args.good_enough and part.quality is not None:
+        part.quality.good_enough_box.setChecked(True)
     if not part.start():
         raise SystemExit(f"the live session did not start: {part.status.text()!r}")
     import useq

@@ -128,7 +128,10 @@ def live_request(
             notes.append("drift correction is off live (it needs frames not acquired yet)")
         if getattr(params, "measure_resolution", False):
             params = params.replace(measure_resolution=False)
-            notes.append("the resolution is not measured live (it reads every frame again)")
+            notes.append(
+                "the FRC resolution is not measured live (it reads every frame again); "
+                "the decorrelation resolution is tracked below"
+            )
         if getattr(params, "frame_gap", 0):
             params = params.replace(frame_gap=0)
             notes.append("time points are consecutive live (frame gap 0)")
