@@ -60,9 +60,8 @@ def test_esrrf_dock_plots_the_resolution_track_and_says_when_good_enough(viewer,
     assert [p.frames for p in points] == [10, 20, 30, 40, 50, 60]
     plotted = part.quality.plot.values("decorrelation resolution")
     assert plotted == pytest.approx([p.resolution_px for p in points], nan_ok=True)
-    assert part.quality.error_plot.values("RSP error") == pytest.approx(
-        [p.rsp_error for p in points]
-    )
+    assert part.quality.error_plot.values("1 - RSP") == pytest.approx([p.rsp_error for p in points])
+    assert part.quality.plot.title == "Pixel-grid limited (output px): "  # said, at M 2
     assert "It was good enough at 20 frames" in part.status.text()
     kept = next(layer for layer in viewer.layers if layer.name.startswith("eSRRF · "))
     facts = kept.metadata[PROVENANCE_KEY]["result"]["live"]["quality"]

@@ -89,6 +89,7 @@ class LiveQualityView(QWidget):
         self._pixel: float | None = None
         self._unit = ""
         self._m = 1
+        self._unit_words = "output px"
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.good_enough_box)
@@ -106,6 +107,7 @@ class LiveQualityView(QWidget):
         unit = (
             "output px" if self._pixel is None else ("nm" if self._unit in _MICRO else self._unit)
         )
+        self._unit_words = unit
         self.plot.reset(f"Live ({unit}): ", step_label="frames processed")
         self.error_plot.reset("Live: ", step_label="frames processed")
         self._toggled(self.good_enough_box.isChecked())
@@ -126,7 +128,12 @@ class LiveQualityView(QWidget):
                 value *= self._pixel / self._m * (1000 if self._unit in _MICRO else 1)
             # A rolling session's next time point starts a new segment (frames go back).
             self.plot.add(point.frames, {"decorrelation resolution": value})
-            self.error_plot.add(point.frames, {"RSP error": point.rsp_error})
+            # "1 - RSP", not "RSP error": a log axis (MetricsPlot's for errors) over its narrow
+            # range showed no tick labels.
+            self.error_plot.add(point.frames, {"1 - RSP": point.rsp_error})
+        if points:  # the latest finding in the title: a grid-limited value is no resolution
+            limited = "Pixel-grid limited" if points[-1].finding else "Live"
+            self.plot.retitle(f"{limited} ({self._unit_words}): ")
         self._shown = len(points)
         fired = session.good_enough
         if fired is None or fired is self._said:
