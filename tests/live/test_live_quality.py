@@ -109,7 +109,9 @@ def test_bad_options_are_said():
     with pytest.raises(ValueError, match="needs a rule"):
         live.attach(live.FrameFeed(), "esrrf", {}, device=DEVICE, stop_when_good_enough=True)
     with pytest.raises(ValueError, match="measure_every must be > 0"):
-        live.attach(live.FrameFeed(), "esrrf", {}, device=DEVICE, measure_every=0, good_enough=1)
+        live.attach(live.FrameFeed(), "esrrf", {}, device=DEVICE, measure_every=0, good_enough=True)
+    with pytest.raises(TypeError, match="good_enough must be"):
+        live.attach(live.FrameFeed(), "esrrf", {}, device=DEVICE, good_enough=0.05)
     with pytest.raises(ValueError, match="change is a fraction"):
         live.PlateauRule(change=5)
 

@@ -34,7 +34,16 @@ def configure_quality(
         return
     if measure_every is not None:
         live.quality = track = QualityTrack(measure_every, track.magnification)
-    rule = PlateauRule() if good_enough is True else good_enough or None
+    if good_enough is True:
+        rule: PlateauRule | None = PlateauRule()
+    elif good_enough is None or good_enough is False:
+        rule = None
+    elif isinstance(good_enough, PlateauRule):
+        rule = good_enough
+    else:
+        raise TypeError(
+            f"good_enough must be True, False, None or a live.PlateauRule, got {good_enough!r}"
+        )
     if rule is not None and track.every == 0:
         raise ValueError("good_enough reads the quality track: measure_every must be > 0")
     if stop_when_good_enough and rule is None:
