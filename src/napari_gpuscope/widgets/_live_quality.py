@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from napari_gpuscope.compute.results import Geometry
     from napari_gpuscope.live import GoodEnough, LiveSession, QualityPoint
 
-__all__ = ["LiveQualityView", "resolution_words"]
+__all__ = ["LiveQualityView", "TrackPlot", "resolution_words"]
 
 _MICRO = ("µm", "um", "μm")
 
@@ -53,6 +53,21 @@ def resolution_words(point: QualityPoint, pixel: float | None, unit: str, m: int
     return f"{text} ({point.finding})" if point.finding else text
 
 
+class TrackPlot(MetricsPlot):
+    """The plugin's live plot with a dot per measurement and the frames axis from 0: the
+    first measurement alone drew nothing, on an axis of 9.45-10.50 frames."""
+
+    def redraw(self) -> None:
+        super().redraw()
+        frames = [x for xs, _ in self.series.values() for x in xs if math.isfinite(x)]
+        for line in self.axes.get_lines():
+            line.set_marker("o")
+            line.set_markersize(3)
+        if frames:
+            self.axes.set_xlim(0, max(frames) * 1.05)
+        self.canvas.draw_idle()
+
+
 class LiveQualityView(QWidget):
     """The plot and the checkbox; :meth:`follow` a session, :meth:`poll` it.
 
@@ -73,12 +88,12 @@ class LiveQualityView(QWidget):
             "a script can stop it (session.on_good_enough)."
         )
         colors = theme_colors(viewer)
-        self.plot = MetricsPlot(colors)
+        self.plot = TrackPlot(colors)
         self.plot.setToolTip(
             "The running reconstruction's decorrelation resolution, measured every few frames "
             "(on an eSRRF image it mostly measures the output pixel grid: the status says so)"
         )
-        self.error_plot = MetricsPlot(colors)
+        self.error_plot = TrackPlot(colors)
         self.error_plot.setToolTip(
             "The running reconstruction's RSP error (1 - its resolution-scaled Pearson "
             "correlation with the widefield mean of the same frames): what the rule reads"
