@@ -30,6 +30,7 @@ DEVICE = "cpu"
 def _feed(stack: np.ndarray, params, **options) -> live.LiveSession:
     feed = live.FrameFeed()
     session = live.attach(feed, "esrrf", params, device=DEVICE, capacity=len(stack), **options)
+    session.quality.max_share = None  # every measurement due, whatever this CPU's load
     for frame in stack:
         feed.push(frame)
     feed.end()
@@ -75,6 +76,7 @@ def test_good_enough_calls_back_once_and_a_script_stops_the_mda():
     core, camera = make_core(stack, exposure_ms=50.0)  # 3 s of acquisition
     rule = live.PlateauRule(change=0.99, window=1)  # fires at the second measurement
     session = live.attach(core, "esrrf", {"magnification": 2}, device=DEVICE, good_enough=rule)
+    session.quality.max_share = None  # every measurement due, whatever this CPU's load
     fired = []
     session.on_good_enough(fired.append)
     session.on_good_enough(lambda _: core.mda.cancel())
@@ -101,6 +103,20 @@ def test_stop_when_good_enough_stops_the_session_not_the_acquisition():
     session = _feed(stack, {"magnification": 2}, good_enough=rule, stop_when_good_enough=True)
     assert session.good_enough.frames == 20
     assert session.frames_processed == 20 and session.result().stopped_early
+
+
+def test_measurements_beyond_their_share_of_the_worker_time_are_skipped_and_counted():
+    stack = blinking(20, size=32)
+    feed = live.FrameFeed()
+    session = live.attach(feed, "esrrf", {"magnification": 2}, device=DEVICE, measure_every=5)
+    assert session.quality.max_share == live.MAX_SHARE
+    session.quality.max_share = 1e-12  # the first measurement already took more
+    for frame in stack:
+        feed.push(frame)
+    feed.end()
+    assert session.wait(WAIT)
+    assert [p.frames for p in session.track()] == [5]
+    assert session.quality.skipped == 3 and session.quality_facts()["quality"]["skipped"] == 3
 
 
 def test_bad_options_are_said():

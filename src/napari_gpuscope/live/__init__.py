@@ -22,7 +22,14 @@ from ._continuous import ContinuousSource
 from ._cores import register_core, session_cores, unregister_core
 from ._folder import FolderSource
 from ._methods import LIVE_JOBS, LiveMethod, live_method
-from ._quality import DEFAULT_MEASURE_EVERY, GoodEnough, PlateauRule, QualityPoint, QualityTrack
+from ._quality import (
+    DEFAULT_MEASURE_EVERY,
+    MAX_SHARE,
+    GoodEnough,
+    PlateauRule,
+    QualityPoint,
+    QualityTrack,
+)
 from ._session import DEFAULT_CAPACITY, LiveSession, attach
 from ._sources import CoreSource, FrameFeed, LayerSource, Source, as_source
 
@@ -31,6 +38,7 @@ __all__ = [
     "DEFAULT_MEASURE_EVERY",
     "DROP_POLICIES",
     "LIVE_JOBS",
+    "MAX_SHARE",
     "ContinuousSource",
     "CoreSource",
     "FolderSource",

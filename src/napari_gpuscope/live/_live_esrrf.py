@@ -13,7 +13,13 @@ import numpy as np
 
 from ._buffer import FrameBuffer
 from ._live_method import Control, LiveMethod
-from ._quality import DEFAULT_MEASURE_EVERY, QualityPoint, QualityTrack, measure_quality
+from ._quality import (
+    DEFAULT_MEASURE_EVERY,
+    QualityPoint,
+    QualityTrack,
+    load_measurement,
+    measure_quality,
+)
 
 __all__ = ["LiveEsrrf"]
 
@@ -109,6 +115,7 @@ class LiveEsrrf(LiveMethod):
         self.max_frames = max_frames
         self._want_latest = False
         self.frames_analysed = 0
+        self._started = 0.0
         self.quality = QualityTrack(DEFAULT_MEASURE_EVERY, self.params.magnification)
         """The running reconstruction measured every ``quality.every`` frames (0: never)."""
 
@@ -132,6 +139,9 @@ class LiveEsrrf(LiveMethod):
         self._check_output_size(length, buffer)
         stack = _GrowingStack(buffer, length)
         stack.summing = self.quality.every > 0
+        if stack.summing:
+            load_measurement()
+        self._started = time.perf_counter()
         job = self.function(
             stack, params=self.params, frames_per_chunk=1, name=control.name, device=self.device
         )
@@ -185,9 +195,9 @@ class LiveEsrrf(LiveMethod):
         first = timepoint * per
         widefield = stack.widefield(first, done)
         frames = done - first
-        if frames % self.quality.every:
-            return
         started = time.perf_counter()
+        if frames % self.quality.every or not self.quality.due(started - self._started):
+            return
         try:
             image = np.asarray(output.data())[0]
             point = measure_quality(

@@ -37,16 +37,23 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MEASURE_EVERY",
+    "MAX_SHARE",
     "GoodEnough",
     "PlateauRule",
     "QualityPoint",
     "QualityTrack",
+    "load_measurement",
     "measure_quality",
 ]
 
 DEFAULT_MEASURE_EVERY = 10
 """Frames processed between two measurements (see ``docs/live.md`` for the share of the
 processing time it costs)."""
+
+MAX_SHARE = 0.25
+"""The most of a live eSRRF worker's time its measurements take by default: a GPU processes a
+frame in about a millisecond, and one measurement of a large frame takes a second on the host
+(the RSP's fit), so every 10 frames would make the worker fall behind the camera."""
 
 _RSP_INPUT_SIDE = 256
 """The RSP reads at most this many input pixels per side (the frame's centre): its fit blurs
@@ -180,6 +187,12 @@ def _centre(image: np.ndarray, side: int) -> np.ndarray:
     return image[top : top + side, left : left + side]
 
 
+def load_measurement() -> None:
+    """Import what a measurement uses (SciPy's optimizer...) before the worker's time counts:
+    the first measurement would otherwise carry it against :attr:`QualityTrack.max_share`."""
+    from ..compute.esrrf import _decorr, _qnr, _resolution  # noqa: F401
+
+
 def measure_quality(
     image: np.ndarray,
     widefield: np.ndarray,
@@ -285,6 +298,20 @@ class QualityTrack:
         self.stop_when_good_enough = False
         self.callback_errors: list[BaseException] = []
         """What a callback raised (the worker goes on; a script reads them here)."""
+        self.max_share: float | None = MAX_SHARE
+        """The most of the worker's time the measurements may take: a measurement due while
+        they have taken more is skipped (counted in :attr:`skipped`); None: never skipped."""
+        self.skipped = 0
+        """Measurements skipped to hold :attr:`max_share`."""
+
+    def due(self, worker_seconds: float) -> bool:
+        """Whether a measurement due now may run: the measurements so far have taken at most
+        :attr:`max_share` of the worker's ``worker_seconds`` (its time since it started);
+        counts a skipped one."""
+        if self.max_share is None or self.seconds() <= self.max_share * worker_seconds:
+            return True
+        self.skipped += 1
+        return False
 
     def watch(self, rule: PlateauRule | None, *, stop: bool = False) -> None:
         """Apply ``rule`` to the points from now on (None: no rule); ``stop``: the session
@@ -335,6 +362,7 @@ class QualityTrack:
             points, rule, fired = list(self._points), self._rule, self._good_enough
         return {
             "measure_every": self.every,
+            "skipped": self.skipped,
             "track": [
                 {
                     "frames": p.frames,
