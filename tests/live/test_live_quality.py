@@ -119,6 +119,25 @@ def test_measurements_beyond_their_share_of_the_worker_time_are_skipped_and_coun
     assert session.quality.skipped == 3 and session.quality_facts()["quality"]["skipped"] == 3
 
 
+def test_a_resolution_in_the_inputs_unit_only_when_there_is_one():
+    valid = live.QualityPoint(10, 0, 3.0, "", 0.05, 0.1)
+    limited = live.QualityPoint(10, 0, 2.1, "limited by the pixel grid", 0.05, 0.1)
+    assert valid.resolution(0.1, 2) == pytest.approx(0.15)  # 3 output px of 0.05 µm
+    assert valid.resolution(None, 2) is None and limited.resolution(0.1, 2) is None
+    stack = blinking(10, size=32)
+    feed = live.FrameFeed()
+    session = live.attach(feed, "esrrf", {"magnification": 2}, device=DEVICE, measure_every=10)
+    assert session.pixel_size is None  # a feed says no pixel size
+    session.set_scale(0.1, "µm")
+    for frame in stack:
+        feed.push(frame)
+    feed.end()
+    assert session.wait(WAIT)
+    (row,) = session.track_table()
+    assert (row["frames"], row["unit"], row["resolution"]) == (10, "µm", None)
+    assert row["finding"] == "limited by the pixel grid"
+
+
 def test_bad_options_are_said():
     with pytest.raises(ValueError, match="for a live eSRRF"):
         live.attach(live.FrameFeed(), "tv", {"weight": 1.0}, device=DEVICE, good_enough=True)

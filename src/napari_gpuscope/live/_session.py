@@ -71,6 +71,7 @@ class LiveSession(SessionQuality):
         self._connect_lock = threading.Lock()
         if self.quality is not None:
             self.quality.on_good_enough(self._stop_when_good_enough)
+            self._scale_from_source()
         self._worker = threading.Thread(
             target=self._work, name=f"napari-gpuscope-live-{live.job.id}", daemon=True
         )

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +56,24 @@ class SessionQuality:
     """The quality track of a session's method (a live eSRRF's), None for other methods."""
 
     method: LiveMethod
+    source: object
+    pixel_size: float | None = None
+    """The input's pixel size for :meth:`track_table` (a core's ``getPixelSizeUm`` when it
+    has one, else None: :meth:`set_scale`)."""
+    unit: str = ""
+
+    def set_scale(self, pixel_size: float | None, unit: str = "µm") -> None:
+        """The frames' pixel size and its unit, for the resolutions in :meth:`track_table`."""
+        valid = pixel_size is not None and math.isfinite(pixel_size) and pixel_size > 0
+        self.pixel_size, self.unit = (float(pixel_size), unit) if valid else (None, "")
+
+    def _scale_from_source(self) -> None:
+        core = getattr(self.source, "core", None)
+        try:
+            pixel = float(core.getPixelSizeUm()) if core is not None else 0.0
+        except Exception:  # a core without a pixel size configuration
+            pixel = 0.0
+        self.set_scale(pixel if pixel > 0 else None)
 
     def stop(self) -> None:  # the session's
         raise NotImplementedError
@@ -70,6 +89,43 @@ class SessionQuality:
         from any thread."""
         quality = self.quality
         return [] if quality is None else quality.points()
+
+    def track_table(self) -> list[dict[str, Any]]:
+        """The track as rows: ``frames``, ``timepoint``, ``resolution_px``, ``resolution`` (in
+        :attr:`unit`; None without a pixel size or when the finding says there is none),
+        ``unit``, ``finding``, ``rsp_error``. Safe from any thread.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from napari_gpuscope import live
+        >>> feed = live.FrameFeed()
+        >>> session = live.attach(feed, "esrrf", {"magnification": 2}, device="cpu",
+        ...                       measure_every=10)
+        >>> session.set_scale(0.1, "µm")
+        >>> for frame in np.random.default_rng(0).poisson(100, (10, 32, 32)).astype("uint16"):
+        ...     feed.push(frame)
+        >>> feed.end()
+        >>> session.wait(60)
+        True
+        >>> row = session.track_table()[0]  # noise: no resolution, the finding says why
+        >>> row["frames"], row["unit"], row["resolution"], row["finding"] != ""
+        (10, 'µm', None, True)
+        """
+        quality = self.quality
+        m = 1 if quality is None else quality.magnification
+        return [
+            {
+                "frames": p.frames,
+                "timepoint": p.timepoint,
+                "resolution_px": p.resolution_px,
+                "resolution": p.resolution(self.pixel_size, m),
+                "unit": self.unit,
+                "finding": p.finding,
+                "rsp_error": p.rsp_error,
+            }
+            for p in self.track()
+        ]
 
     @property
     def good_enough(self) -> GoodEnough | None:

@@ -117,6 +117,8 @@ class LiveQualityView(QWidget):
         frames' unit (``geometry``'s pixel size) when there is one."""
         self.session, self._shown, self._said = session, 0, None
         self._pixel, self._unit = _scale(geometry)
+        if self._pixel is not None:  # the session's track_table says it in the layer's unit
+            session.set_scale(self._pixel, self._unit)
         quality = session.quality
         self._m = 1 if quality is None else quality.magnification
         unit = (
