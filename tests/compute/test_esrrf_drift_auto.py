@@ -200,3 +200,27 @@ def test_a_stop_during_the_pilot_chooses_from_the_frames_read_and_keeps_two_bloc
     assert len(result.block_frames) == 2 and result.shifts.shape == (2 * chosen, 2)
     error = result.shifts - (truth[: 2 * chosen] - truth[0])
     assert np.sqrt(np.mean(error**2)) < 0.3
+
+
+@pytest.mark.parametrize("length", [8, 12, 16, 24, 32])
+def test_the_bias_construction_matches_its_closed_form_on_a_quadratic_drift(length):
+    """The bias estimate applies a candidate's construction (block means, spline, end slope,
+    frame 0) to a trace standing in for the drift. On a drift ``k t^2`` in equal blocks of
+    ``L`` frames it has a closed form, derived here without the code: a block's mean is
+    ``k (c^2 + (L^2 - 1) / 12)`` (``c`` its centre), a constant offset that the cubic spline
+    and the end parabola (exact for a quadratic) carry; frame 0 is reached by the tangent at
+    the first centre ``c0 = (L - 1) / 2``, so relative to frame 0 the trace is ``k c0^2`` too
+    high between the centres, ``k t (2 c0 - t)`` before the first and ``k (c0^2 - (t -
+    cl)^2)`` after the last centre ``cl``: the frame-0 offset of extrapolating half a block."""
+    from napari_gpuscope.compute.esrrf._drift_auto import _block_means, _trace
+
+    n, k = 96, np.array([2e-4, -1e-4])  # 96 frames: whole blocks of every length here
+    t = np.arange(n, dtype=np.float64)
+    drift = k * t[:, None] ** 2
+    blocks = drift_blocks(n, length)
+    centres = np.array([(a + b - 1) / 2 for a, b in blocks])
+    errors = np.full((len(blocks), 2), 1e-9)  # noiseless: the end rule sees the curvature
+    error = _trace(centres, _block_means(drift, blocks), n, 0.0, errors) - drift
+    c0, cl = centres[0], centres[-1]
+    closed = np.where(t < c0, t * (2 * c0 - t), np.where(t > cl, c0**2 - (t - cl) ** 2, c0**2))
+    np.testing.assert_allclose(error, closed[:, None] * k, rtol=1e-7, atol=1e-12)
