@@ -68,9 +68,10 @@ class _GrowingStack:
                 self._read_until = max(self._read_until, stop)
         return frames
 
-    def widefield(self, first: int, until: int) -> np.ndarray:
-        """The mean of frames ``first:until`` (a time point's frames processed so far);
-        called by the worker at every step, so that at most the read-ahead waits unsummed."""
+    def fold(self, first: int, until: int) -> int:
+        """Add frames ``first:until`` (a time point's frames processed so far) to the sum,
+        each once; return how many it holds. Called by the worker at every step, so that at
+        most the read-ahead waits unsummed."""
         with self._lock:
             if self._sum is None or self._sum_range[0] != first:
                 self._sum = np.zeros(self.shape[1:], np.float64)
@@ -82,6 +83,13 @@ class _GrowingStack:
                     self._sum += frame
                     end = index + 1
             self._sum_range = (first, end)
+            return end - first
+
+    def widefield(self) -> np.ndarray:
+        """The mean of the frames :meth:`fold` summed."""
+        with self._lock:
+            assert self._sum is not None
+            first, end = self._sum_range
             return self._sum / max(end - first, 1)
 
 
@@ -193,12 +201,13 @@ class LiveEsrrf(LiveMethod):
         per = self.params.frames_per_timepoint
         timepoint = (done - 1) // per if per else 0
         first = timepoint * per
-        widefield = stack.widefield(first, done)
+        stack.fold(first, done)
         frames = done - first
         started = time.perf_counter()
         if frames % self.quality.every or not self.quality.due(started - self._started):
             return
         try:
+            widefield = stack.widefield()
             image = np.asarray(output.data())[0]
             point = measure_quality(
                 image,
