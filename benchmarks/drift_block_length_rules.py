@@ -1,0 +1,178 @@
+"""Score block-length rules offline: the automatic drift block length's pilot measurements
+(every candidate length's blocks) and every fixed length's error, kept per stack, so that a
+new rule is scored on all of them in seconds instead of measuring again (issue 27 item 3).
+
+A rule is a function of one kept stack (``measured``, the pilot's block measurements per
+candidate, as :func:`choose_block_length` takes them; ``n``; ``truth``) returning a length;
+its error on that stack is the fixed length's (the automatic estimate measures with that
+fixed length, byte for byte). Two rules are built in: ``current`` (the shipped
+:func:`choose_block_length`) and ``true-bias`` (the rule's fitted noise law ``a / L`` with the
+bias of each candidate's construction applied to the *true* drift: what a perfect bias
+estimate would reach; not a rule, a bound on what improving the bias can give).
+
+Run (CPU, one thread; the stacks and their numbers are the benchmark's,
+benchmarks/drift_block_length.py)::
+
+    # keep seeds 101-106 (pilot and every fixed length; ~10 min on a shared 2-core machine)
+    python benchmarks/drift_block_length_rules.py collect new.pkl --seeds 101 102 103 104 105 106
+    # seeds 1-8 with the fixed lengths' errors of the saved records (pilots only)
+    python benchmarks/drift_block_length_rules.py collect dev.pkl --seeds 1 2 3 4 5 6 7 8 \\
+        --fixed-from benchmarks/drift_block_length_records.json
+    python benchmarks/drift_block_length_rules.py score new.pkl   # both rules' tables
+
+The ``.pkl`` files are local caches (Python pickles): read only your own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import pickle
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "tests" / "compute"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from drift_block_length import rms, summarise, table  # noqa: E402
+from esrrf_drift_sim import blinking_drifting_stack  # noqa: E402
+from test_esrrf_drift_auto import drifts  # noqa: E402
+
+from napari_gpuscope.compute.esrrf import DriftParams, _drift_auto, estimate_drift  # noqa: E402
+from napari_gpuscope.compute.esrrf._drift_blocks import auto_lengths  # noqa: E402
+from napari_gpuscope.compute.jobs import run_job  # noqa: E402
+
+Kept = dict  # one stack: measured, n, truth, fixed, chosen, pilot_seconds
+Rule = Callable[[Kept], int]
+
+
+def pilot_measurements(stack: np.ndarray) -> tuple[dict, int]:
+    """The pilot's block measurements per candidate length and the shipped rule's choice."""
+    kept: dict = {}
+    shipped = _drift_auto.choose_block_length
+
+    def keep(measured: dict, n: int, smoothing: float = 0.0, **options: object):
+        kept["measured"] = measured
+        return shipped(measured, n, smoothing, **options)
+
+    _drift_auto.choose_block_length = keep  # the pilot calls it by its module name
+    try:
+        job = _drift_auto._pilot(
+            stack, DriftParams(time_averaging=None), auto_lengths(len(stack)), None, None,
+            "stack", "cpu",
+        )  # fmt: skip
+        choice = run_job(job)
+    finally:
+        _drift_auto.choose_block_length = shipped
+    return kept["measured"], choice.length
+
+
+def collect(path: Path, frames: list[int], seeds: list[int], fixed_from: Path | None) -> None:
+    """Keep every (frames, drift, seed) stack's pilot measurements and fixed-length errors in
+    ``path`` (resumed: stacks already kept are skipped)."""
+    saved = {}
+    if fixed_from:
+        for r in json.loads(fixed_from.read_text()):
+            fixed = {int(k): float(v) for k, v in r["fixed"].items()}
+            saved[r["frames"], r["drift"], r["seed"]] = fixed
+    store = pickle.loads(path.read_bytes()) if path.exists() else {}
+    for n in frames:
+        for kind, truth in drifts(n).items():
+            for seed in seeds:
+                if (n, kind, seed) in store:
+                    continue
+                stack, _ = blinking_drifting_stack(truth, shape=(48, 48), n_emitters=60, seed=seed)
+                start = time.perf_counter()
+                measured, chosen = pilot_measurements(stack)
+                seconds = time.perf_counter() - start
+                fixed = saved.get((n, kind, seed))
+                if fixed is None:
+                    fixed = {}
+                    for length in auto_lengths(n):
+                        try:
+                            trace = estimate_drift(stack, time_averaging=length, device="cpu")
+                            fixed[length] = rms(trace.shifts, truth)
+                        except ValueError:  # too few blocks with structure
+                            fixed[length] = math.inf
+                store[n, kind, seed] = {
+                    "measured": measured, "n": n, "truth": truth, "fixed": fixed,
+                    "chosen": chosen, "pilot_seconds": seconds,
+                }  # fmt: skip
+                path.write_bytes(pickle.dumps(store))
+                print(n, kind, seed, "chosen", chosen, f"pilot {seconds:.1f} s", flush=True)
+
+
+def current(kept: Kept) -> int:
+    """The shipped rule."""
+    return _drift_auto.choose_block_length(kept["measured"], kept["n"]).length
+
+
+def true_bias(kept: Kept) -> int:
+    """The shipped noise law with the bias of the true drift: a bound, not a rule."""
+    measured, n = kept["measured"], kept["n"]
+    usable = {length: m for length, m in measured.items() if m is not None}
+    if usable:
+        most = max(m[3] for m in usable.values())
+        usable = {length: m for length, m in usable.items() if m[3] >= 0.9 * most}
+    if len(usable) < 3:
+        return current(kept)
+    choice = _drift_auto.choose_block_length(measured, n)
+    lengths = sorted(usable)
+    a = float(np.median([choice.parts[length][0] ** 2 * length for length in lengths]))
+    scores = {}
+    for length in lengths:
+        centres, _, errors, _, blocks = usable[length]
+        means = _drift_auto._block_means(kept["truth"], blocks)
+        trace = _drift_auto._trace(centres, means, n, 0.0, errors)
+        scores[length] = a / length + float(np.mean((trace - kept["truth"]) ** 2))
+    return min(scores, key=scores.__getitem__)
+
+
+RULES: dict[str, Rule] = {"current": current, "true-bias": true_bias}
+
+
+def score(path: Path, rules: list[str]) -> None:
+    """Each rule's table (benchmarks/drift_block_length.py's columns) on the kept stacks."""
+    store = pickle.loads(path.read_bytes())
+    for name in rules:
+        cases: dict[tuple[int, str], list[dict]] = {}
+        for (n, kind, seed), kept in sorted(store.items()):
+            chosen = RULES[name](kept)
+            record = {
+                "seed": seed, "auto": kept["fixed"][chosen], "chosen": chosen,
+                "fixed": kept["fixed"], "seconds": None,
+            }  # fmt: skip
+            cases.setdefault((n, kind), []).append(record)
+        results = {case: summarise(stacks) for case, stacks in cases.items()}
+        misses = sum(r["auto"] > 1.2 * r["best"] for r in results.values())
+        print(f"\n{name}: beyond 1.2x the in-sample best in {misses} of {len(results)} cases")
+        table(results)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    keep = commands.add_parser("collect", help="keep stacks' pilots and fixed-length errors")
+    keep.add_argument("path", type=Path)
+    keep.add_argument("--frames", type=int, nargs="+", default=[100, 200, 500, 1000, 2000])
+    keep.add_argument("--seeds", type=int, nargs="+", required=True)
+    keep.add_argument("--fixed-from", type=Path, help="fixed errors from --save records")
+    scoring = commands.add_parser("score", help="tabulate rules on kept stacks")
+    scoring.add_argument("path", type=Path)
+    scoring.add_argument("--rules", nargs="+", default=list(RULES), choices=list(RULES))
+    args = parser.parse_args()
+    if args.command == "collect":
+        collect(args.path, args.frames, args.seeds, args.fixed_from)
+    else:
+        score(args.path, args.rules)
+
+
+if __name__ == "__main__":
+    main()
