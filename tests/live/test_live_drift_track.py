@@ -87,3 +87,32 @@ def test_the_status_waits_for_two_blocks():
     with pytest.raises(ValueError, match="at least 2 frames"):
         LiveDriftTrack(1, max_drift=None, device="cpu")
     assert isinstance(track.track(), DriftTrack)
+
+
+def test_a_live_esrrf_session_tracks_the_drift_and_keeps_it_in_its_facts():
+    """Through a real session: the worker tracks the frames it processed (each once, in
+    order), the session says so, and the facts a kept result records hold the track. The
+    reconstruction is the offline job's (the live-equals-offline tests), untouched by it."""
+    from napari_gpuscope import live
+    from napari_gpuscope.live._live_esrrf import DEFAULT_DRIFT_BLOCK
+
+    frames = 80
+    t = np.arange(frames, dtype=float)
+    drift = np.stack([0.025 * t, 0.0 * t], axis=1)
+    stack = drifting_blinking_stack(frames, drift, size=48, seed=5)
+    feed = live.FrameFeed()
+    params = {"magnification": 2, "drift_time_averaging": BLOCK}
+    session = live.attach(feed, "esrrf", params, device="cpu", measure_every=0, capacity=frames)
+    for frame in stack:
+        feed.push(frame)
+    feed.end()
+    assert session.wait(120)
+    offline = LiveDriftTrack(BLOCK, max_drift=None, device="cpu")
+    offline.add(stack)
+    track = session.drift_track()
+    np.testing.assert_array_equal(track.shifts, offline.track().shifts)  # same frames, order
+    assert len(track.centres) == frames // BLOCK and track.measured == frames // BLOCK
+    assert abs(track.shifts[-1, 0] - 0.025 * 3 * BLOCK) < 0.2  # 1.5 px down over 3 blocks
+    facts = session.quality_facts()["drift"]
+    assert facts["frames_per_block"] == BLOCK and len(facts["shifts"]) == frames // BLOCK
+    assert DriftParams().time_averaging == DEFAULT_DRIFT_BLOCK  # automatic: the fixed default

@@ -69,4 +69,9 @@ def test_esrrf_dock_plots_the_resolution_track_and_says_when_good_enough(viewer,
     assert facts["good_enough"]["frames"] == 20
     assert facts["good_enough_rule"]["change"] == 0.99
     assert [p["frames"] for p in facts["track"]] == [10, 20, 30, 40, 50, 60]
+    # The drift so far, in blocks of the drift section's 50 frames (a still sample: one block
+    # of 50 is compared with nothing yet, so the line waits for a second block).
+    assert part.quality.drift_label.text() == "drift: waiting for 2 blocks of 50 frames"
+    drift = kept.metadata[PROVENANCE_KEY]["result"]["live"]["drift"]
+    assert drift["frames_per_block"] == 50 and len(drift["shifts"]) == 1
     assert _live_threads() == []

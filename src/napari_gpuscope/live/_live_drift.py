@@ -58,6 +58,22 @@ class DriftTrack:
         """Blocks whose shift was measured (the first, at 0, included once another is)."""
         return int(np.isfinite(self.shifts[:, 0]).sum())
 
+    def summary(self) -> dict[str, object]:
+        """JSON-able facts (provenance): block length, centres, shifts (None: not measured).
+
+        Examples
+        --------
+        >>> DriftTrack(20, np.array([9.5, 29.5]), np.array([[0.0, 0.0], [np.nan, np.nan]])
+        ...            ).summary()["shifts"]
+        [[0.0, 0.0], [None, None]]
+        """
+        return {
+            "frames_per_block": self.block,
+            "block_centres": [float(c) for c in self.centres],
+            "shifts": [[float(v) if np.isfinite(v) else None for v in s] for s in self.shifts],
+            "reference": "first block",
+        }
+
     def describe(self, unit: str = "px", pixel: float = 1.0) -> str:
         """One line for a status: the drift so far and the blocks it rests on.
 

@@ -1,6 +1,7 @@
 """The live eSRRF: the registry's job reading the frames as they arrive, through a stack whose
 reads wait for them, into its online temporal statistics (see :mod:`._methods`); every K frames
-the running reconstruction is measured into the session's quality track (:mod:`._quality`)."""
+the running reconstruction is measured into the session's quality track (:mod:`._quality`),
+and the drift is tracked as blocks of frames complete (:mod:`._live_drift`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ._buffer import FrameBuffer
+from ._live_drift import LiveDriftTrack
 from ._live_method import Control, LiveMethod
 from ._quality import (
     DEFAULT_MEASURE_EVERY,
@@ -21,7 +23,11 @@ from ._quality import (
     measure_quality,
 )
 
-__all__ = ["LiveEsrrf"]
+__all__ = ["DEFAULT_DRIFT_BLOCK", "LiveEsrrf"]
+
+DEFAULT_DRIFT_BLOCK = 50
+"""Frames per block of the live drift track when the parameters choose it automatically (the
+automatic length needs the whole stack): the offline estimate's fixed default."""
 
 
 class _GrowingStack:
@@ -49,6 +55,10 @@ class _GrowingStack:
         self._read_until = 0
         self._sum: np.ndarray | None = None
         self._sum_range = (0, 0)
+        # The frames read, in order, for the drift track (taken by the worker once processed).
+        self.tracking = False
+        self._untracked: dict[int, np.ndarray] = {}
+        self._tracked_until = 0
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -61,12 +71,24 @@ class _GrowingStack:
         start, stop, _ = key.indices(self.shape[0])
         frames = self.buffer.take(start, stop)
         self.buffer.release(start)
-        if self.summing:
-            with self._lock:
-                for index in range(max(start, self._read_until), stop):
+        with self._lock:
+            first = max(start, self._read_until)
+            for index in range(first, stop):
+                if self.summing:
                     self._unsummed[index] = frames[index - start]
-                self._read_until = max(self._read_until, stop)
+                if self.tracking:
+                    self._untracked[index] = frames[index - start]
+            self._read_until = max(self._read_until, stop)
         return frames
+
+    def take_tracked(self, until: int) -> np.ndarray:
+        """The frames read and not yet taken, before ``until`` (the frames processed), in
+        order, as ``(n, Y, X)``: each frame once."""
+        with self._lock:
+            indices = range(self._tracked_until, until)
+            frames = [self._untracked.pop(i) for i in indices if i in self._untracked]
+            self._tracked_until = max(self._tracked_until, until)
+        return np.stack(frames) if frames else np.empty((0, *self.shape[1:]), self.dtype)
 
     def fold(self, first: int, until: int) -> int:
         """Add frames ``first:until`` (a time point's frames processed so far) to the sum,
@@ -126,6 +148,12 @@ class LiveEsrrf(LiveMethod):
         self._started = 0.0
         self.quality = QualityTrack(DEFAULT_MEASURE_EVERY, self.params.magnification)
         """The running reconstruction measured every ``quality.every`` frames (0: never)."""
+        block = self.params.drift_time_averaging or DEFAULT_DRIFT_BLOCK
+        self.drift = LiveDriftTrack(max(2, block), self.params.max_drift, self.device)
+        """The drift so far: blocks of the dock's "frames per drift block" (50 when it is
+        automatic) correlated with the first as they complete."""
+        self.drift_error: str | None = None
+        """Why the drift track stopped (it never stops the reconstruction)."""
 
     def latest(self) -> np.ndarray | None:
         self._want_latest = True  # the worker makes a fresh copy at the next frame
@@ -147,6 +175,7 @@ class LiveEsrrf(LiveMethod):
         self._check_output_size(length, buffer)
         stack = _GrowingStack(buffer, length)
         stack.summing = self.quality.every > 0
+        stack.tracking = True
         if stack.summing:
             load_measurement()
         self._started = time.perf_counter()
@@ -172,6 +201,8 @@ class LiveEsrrf(LiveMethod):
                     self._show(np.asarray(update.outputs[esrrf.OUTPUT].data())[0], done)
                     self._want_latest = False
                 control.processed(done)
+                if stack.tracking:
+                    self._track_drift(stack, done)
                 if stack.summing and esrrf.OUTPUT in update.outputs:
                     self._measure(stack, update.outputs[esrrf.OUTPUT], done)
                 if control.stopping():
@@ -194,6 +225,13 @@ class LiveEsrrf(LiveMethod):
         except ValueError:
             total = result.total_time_points
         return dataclasses.replace(result, stopped_early=stopped_by_user, total_time_points=total)
+
+    def _track_drift(self, stack: _GrowingStack, done: int) -> None:
+        try:
+            self.drift.add(stack.take_tracked(done))
+        except Exception as error:  # the reconstruction goes on without the track
+            stack.tracking = False
+            self.drift_error = f"{type(error).__name__}: {error}"
 
     def _measure(self, stack: _GrowingStack, output: Any, done: int) -> None:
         """Every ``quality.every`` frames of a time point: measure its reconstruction so far

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ._quality import GoodEnough, PlateauRule, QualityPoint, QualityTrack
 
 if TYPE_CHECKING:
+    from ._live_drift import DriftTrack
     from ._live_method import LiveMethod
 
 __all__ = ["SessionQuality", "configure_quality"]
@@ -161,11 +162,27 @@ class SessionQuality:
             raise ValueError(f"{self.method.job.title}: only a live eSRRF has a quality track")
         quality.on_good_enough(callback)
 
+    def drift_track(self) -> DriftTrack | None:
+        """A live eSRRF's drift so far (None for other methods): each completed block of
+        frames' shift from the first block (:class:`~._live_drift.DriftTrack`). Safe from any
+        thread."""
+        tracker = getattr(self.method, "drift", None)
+        return None if tracker is None else tracker.track()
+
     def quality_facts(self) -> dict[str, Any]:
-        """The track, the rule and when it fired, JSON-able (for ``result.live`` in the
-        provenance); empty without a track."""
+        """The track, the rule and when it fired, and the drift track, JSON-able (for
+        ``result.live`` in the provenance); empty without a track."""
         quality = self.quality
-        return {} if quality is None else {"quality": quality.summary()}
+        if quality is None:
+            return {}
+        facts: dict[str, Any] = {"quality": quality.summary()}
+        drift = self.drift_track()
+        if drift is not None:
+            facts["drift"] = drift.summary()
+            error = getattr(self.method, "drift_error", None)
+            if error:
+                facts["drift"]["stopped"] = error
+        return facts
 
     def _stop_when_good_enough(self, fired: GoodEnough) -> None:
         quality = self.quality

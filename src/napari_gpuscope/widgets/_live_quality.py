@@ -18,6 +18,7 @@ from qtpy.QtWidgets import QCheckBox, QVBoxLayout, QWidget
 
 from napari_gpuscope.live import PlateauRule
 from napari_gpuscope.widgets._controls._plot import MetricsPlot, theme_colors
+from napari_gpuscope.widgets._dock_parts import _wrapping_label
 
 if TYPE_CHECKING:
     from napari.components import ViewerModel
@@ -98,6 +99,13 @@ class LiveQualityView(QWidget):
             "The running reconstruction's RSP error (1 - its resolution-scaled Pearson "
             "correlation with the widefield mean of the same frames): what the rule reads"
         )
+        self.drift_label = _wrapping_label("")
+        self.drift_label.setToolTip(
+            "How far the sample has moved so far: each completed block of frames (the "
+            "drift section's frames per block; 50 when automatic) correlated with the first, "
+            "as the drift estimate does offline. Live results are not drift-corrected: the "
+            "estimate over the whole stack needs every frame"
+        )
         self.session: LiveSession | None = None
         self._shown = 0
         self._said: GoodEnough | None = None
@@ -108,6 +116,7 @@ class LiveQualityView(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.good_enough_box)
+        layout.addWidget(self.drift_label)
         layout.addWidget(self.plot)
         layout.addWidget(self.error_plot)
         self.good_enough_box.toggled.connect(self._toggled)
@@ -116,6 +125,7 @@ class LiveQualityView(QWidget):
         """Plot ``session``'s track from now on (the plot is cleared), the resolution in the
         frames' unit (``geometry``'s pixel size) when there is one."""
         self.session, self._shown, self._said = session, 0, None
+        self.drift_label.setText("")
         self._pixel, self._unit = _scale(geometry)
         if self._pixel is not None:  # the session's track_table says it in the layer's unit
             session.set_scale(self._pixel, self._unit)
@@ -152,6 +162,10 @@ class LiveQualityView(QWidget):
             limited = "Pixel-grid limited" if points[-1].finding else "Live"
             self.plot.retitle(f"{limited} ({self._unit_words}): ")
         self._shown = len(points)
+        drift = session.drift_track()
+        if drift is not None:
+            pixel, unit = (self._pixel, self._unit) if self._pixel is not None else (1.0, "px")
+            self.drift_label.setText(drift.describe(unit, pixel))
         fired = session.good_enough
         if fired is None or fired is self._said:
             return None
