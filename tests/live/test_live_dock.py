@@ -150,6 +150,11 @@ def test_esrrf_dock_follows_an_mda_to_its_end_and_keeps_the_offline_result(
     result = dock.viewer.layers[next(n for n in shown if n.startswith("eSRRF · "))]
     assert result.data.tobytes() == expected.image.tobytes()
     assert result.metadata[PROVENANCE_KEY]["result"]["live"]["frames_received"] == 24
+    # The eSRRF image over its widefield mean, as a run puts it (the mean, added after it,
+    # hid it in napari's window).
+    widefield = dock.viewer.layers[next(n for n in shown if n.startswith("widefield mean"))]
+    layers = list(dock.viewer.layers)
+    assert layers.index(result) > layers.index(widefield)
     assert _live_threads() == []
 
 

@@ -40,9 +40,14 @@ def test_flatfield_dock_follows_a_folder_and_keeps_the_offline_apply(
     qtbot.waitUntil(lambda: not dock.is_running(), timeout=10_000)
     dock.apply_panel.set_profile(profile, "from the test")
     part = dock.live_acquisition
-    part.add_folder(str(folder))
-    assert part.source_box.currentText() == "folder: acquisition (TIFF files)"
+    other = tmp_path / "elsewhere" / "acquisition"  # a folder of the same name
+    other.mkdir(parents=True)
+    part.add_folder(str(other))
+    part.add_folder(str(folder))  # chosen by the folder, not by a label both share
+    assert part.source_box.currentText() == f"folder: {tmp_path.name}/acquisition (TIFF files)"
     assert part.start(), part.status.text()
+    assert part.follow.source.folder == folder
+    assert not part.folder_button.isEnabled()  # no other source chosen while one is followed
     _write(folder / "t0.tif", frames[:3])
     _write(folder / "t1.tif", frames[3:])
     qtbot.waitUntil(lambda: part.follow.session.frames_processed == 5, timeout=WAIT_MS)

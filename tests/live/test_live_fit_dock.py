@@ -104,6 +104,10 @@ def test_a_flatfield_dock_with_no_profile_follows_a_scan_with_the_fit(viewer, qt
     part.choose(f"{name}: MDA")  # the new layer joined the list of sources
     assert part.start(), part.status.text()
     assert f"from {MIN_TILES} tiles" in part.status.text()
+    colormaps = []  # the live layer shows the flatfield as the kept one does (not grey)
+    viewer.layers.events.inserted.connect(
+        lambda event: colormaps.append((event.value.name, event.value.colormap.name))
+    )
     acquisition = threading.Thread(target=core.mda.run, args=(time_series(len(tiles)),))
     acquisition.start()
     try:
@@ -115,6 +119,8 @@ def test_a_flatfield_dock_with_no_profile_follows_a_scan_with_the_fit(viewer, qt
     assert "The acquisition ended: kept" in part.status.text(), part.status.text()
     expected = offline("flatfield", "fit", tiles, dock.params())
     assert len(part.kept) == 1 and part.kept[0].name.startswith("flatfield")
+    assert all(cmap == "viridis" for _, cmap in colormaps), colormaps
+    assert any(" live · " in name for name, _ in colormaps)
     assert part.kept[0].data.tobytes() == expected.flatfield.tobytes()
     record = part.kept[0].metadata[PROVENANCE_KEY]
     assert record["result"]["live"]["frames_processed"] == len(tiles)

@@ -133,9 +133,11 @@ def source_choices(
         if ndim in (2, 3) and not getattr(layer, "rgb", False):
             how = "grows" if ndim == 3 else "new images"
             choices.append(SourceChoice(f"layer: {layer.name} ({how})", LAYER, layer, layer.name))
-    for folder in folders:
-        name = os.path.basename(os.path.normpath(folder)) or folder
-        choices.append(SourceChoice(folder_label(folder), FOLDER, folder, name))
+    folders = list(folders)
+    names = [os.path.basename(os.path.normpath(folder)) or folder for folder in folders]
+    for folder, name in zip(folders, names, strict=True):
+        label = folder_label(folder, with_parent=names.count(name) > 1)  # day1/run, day2/run
+        choices.append(SourceChoice(label, FOLDER, folder, name))
     return choices
 
 
@@ -150,15 +152,22 @@ def channel_presets(core: Any) -> list[str]:
     return presets if len(presets) > 1 else []
 
 
-def folder_label(folder: str) -> str:
-    """What the list shows for a folder source.
+def folder_label(folder: str, *, with_parent: bool = False) -> str:
+    """What the list shows for a folder source (``with_parent``: its parent folder too, for
+    two folders of one name).
 
     Examples
     --------
     >>> folder_label("/data/run 3/")
     'folder: run 3 (TIFF files)'
+    >>> folder_label("/data/day2/run", with_parent=True)
+    'folder: day2/run (TIFF files)'
     """
-    return f"folder: {os.path.basename(os.path.normpath(folder)) or folder} (TIFF files)"
+    path = os.path.normpath(folder)
+    name = os.path.basename(path) or folder
+    if with_parent:
+        name = f"{os.path.basename(os.path.dirname(path))}/{name}"
+    return f"folder: {name} (TIFF files)"
 
 
 def live_layer_geometry(

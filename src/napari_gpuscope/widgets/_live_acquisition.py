@@ -25,22 +25,28 @@ from qtpy.QtWidgets import (
     QPushButton,
     QSizePolicy,
     QSpinBox,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
 from napari_gpuscope.dock.live_follow import COUNTERS_TIP, LIVE_METHODS, LiveFollow, live_request
 from napari_gpuscope.dock.live_sources import (
+    FOLDER,
     SourceChoice,
-    folder_label,
     live_layer_geometry,
     source_choices,
 )
 from napari_gpuscope.dock.messages import plain_error_message, sentence
 from napari_gpuscope.provenance import PROVENANCE_KEY
 from napari_gpuscope.widgets._dock_parts import _wrapping_label
-from napari_gpuscope.widgets._live_dock import Ending, FolderButton, LiveDock, SourceBox
+from napari_gpuscope.widgets._live_dock import (
+    Ending,
+    FolderButton,
+    LiveDock,
+    SourceBox,
+    add_kept_layers,
+    section_header,
+)
 from napari_gpuscope.widgets._live_quality import LiveQualityView
 
 if TYPE_CHECKING:
@@ -76,15 +82,9 @@ class LiveAcquisition(QWidget):
 
     def __init__(self, dock: LiveDock) -> None:
         super().__init__()
-        # A header that shows or hides the part (not superqt's QCollapsible: it fixes its
-        # content's height when it opens, and wrapped counters were cut off).
-        self.header = QToolButton()
-        self.header.setText("Live acquisition")
-        self.header.setCheckable(True)
-        self.header.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
-        self.header.setArrowType(Qt.ArrowType.RightArrow)
-        self.header.setStyleSheet("QToolButton { border: none; }")
-        self.header.setToolTip("Process the frames of an acquisition while it runs")
+        self.header = section_header(
+            "Live acquisition", "Process the frames of an acquisition while it runs"
+        )
         self.dock, self.viewer = dock, dock.viewer
         self._live_params: Callable[[], Params] = dock.params
         self._live_profile: Callable[[], object | None] = lambda: None
@@ -107,7 +107,8 @@ class LiveAcquisition(QWidget):
         self.source_box = SourceBox(self.refresh_sources)
         source_row = QHBoxLayout()
         source_row.addWidget(self.source_box, stretch=1)
-        source_row.addWidget(FolderButton(self.add_folder))
+        self.folder_button = FolderButton(self.add_folder)
+        source_row.addWidget(self.folder_button)
         form.addRow("Follow", source_row)
         self.slices = QSpinBox()
         self.slices.setRange(1, 4096)
@@ -196,7 +197,9 @@ class LiveAcquisition(QWidget):
     def add_folder(self, folder: str) -> None:
         """Offer ``folder`` (TIFF files written into it) as a source, and choose it."""
         self._folders = list(dict.fromkeys([*self._folders, folder]))
-        self.choose(folder_label(folder))
+        self.refresh_sources()  # by the folder itself: two folders may share a last name
+        targets = [(c.kind, c.target) for c in self._choices]
+        self.source_box.setCurrentIndex(targets.index((FOLDER, folder)))
 
     def choose(self, label: str) -> None:
         """Choose the source whose label is ``label`` (KeyError when there is none)."""
@@ -305,7 +308,8 @@ class LiveAcquisition(QWidget):
         if layer is None or layer not in self.viewer.layers:
             frame_shape = self.follow.session.frame_shape or image.shape
             geometry = live_layer_geometry(self.choice.geometry(), frame_shape, image.shape)
-            colormap = "magma" if self.dock.method_id == "esrrf" else "gray"
+            fit = self.follow.request.job_id == "fit"  # the flatfield, as the kept one
+            colormap = {"esrrf": "magma"}.get(self.dock.method_id, "viridis" if fit else "gray")
             self.layer = self.viewer.add_image(
                 image,
                 name=f"{self.dock.short_title or self.dock.title} live · {self.choice.name}",
@@ -352,10 +356,8 @@ class LiveAcquisition(QWidget):
         try:
             status = follow.poll()
             result = follow.result()
-            for data, kwargs, kind in follow.result_layers(
-                result, self.choice.name, self.choice.geometry()
-            ):
-                self.kept.append(getattr(self.viewer, f"add_{kind}")(data, **kwargs))
+            tuples = follow.result_layers(result, self.choice.name, self.choice.geometry())
+            self.kept = add_kept_layers(self.viewer, tuples)
             self._counters(status.describe())
             outcome = f"kept {result.describe()}"
         except Exception as exc:  # the job's error, or no frame processed: said, never raised
@@ -395,3 +397,4 @@ class LiveAcquisition(QWidget):
         self.stop_button.setEnabled(running and not stopping)
         self.cancel_button.setEnabled(running and not stopping)
         self.source_box.setEnabled(not running)
+        self.folder_button.setEnabled(not running)

@@ -7,15 +7,43 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from qtpy.QtWidgets import QComboBox, QFileDialog, QPushButton
+from qtpy.QtCore import Qt
+from qtpy.QtWidgets import QComboBox, QFileDialog, QPushButton, QToolButton
 
 if TYPE_CHECKING:
     import napari.layers
     import napari.viewer
 
     from napari_gpuscope.compute.params import Params
+    from napari_gpuscope.compute.results import LayerDataTuple
 
-__all__ = ["Ending", "FolderButton", "LiveDock", "SourceBox"]
+__all__ = ["Ending", "FolderButton", "LiveDock", "SourceBox", "add_kept_layers", "section_header"]
+
+
+def section_header(text: str, tip: str) -> QToolButton:
+    """A header that shows or hides a part below it (not superqt's QCollapsible: it fixes its
+    content's height when it opens, and wrapped counters were cut off)."""
+    header = QToolButton()
+    header.setText(text)
+    header.setCheckable(True)
+    header.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+    header.setArrowType(Qt.ArrowType.RightArrow)
+    header.setStyleSheet("QToolButton { border: none; }")
+    header.setToolTip(tip)
+    return header
+
+
+def add_kept_layers(
+    viewer: napari.viewer.Viewer, tuples: list[LayerDataTuple]
+) -> list[napari.layers.Layer]:
+    """Add a kept live result's layers; its first picture goes over the others (eSRRF's image
+    over its widefield mean, as a run puts it), under its marks (arrows, tracks)."""
+    kept = [getattr(viewer, f"add_{kind}")(data, **kwargs) for data, kwargs, kind in tuples]
+    pictures = [layer for layer, (_, _, kind) in zip(kept, tuples, strict=True) if kind == "image"]
+    if len(pictures) > 1:
+        top = max(viewer.layers.index(layer) for layer in pictures)
+        viewer.layers.move(viewer.layers.index(pictures[0]), top + 1)
+    return kept
 
 
 @dataclass(frozen=True)
