@@ -103,7 +103,7 @@ def live_request(
     Raises ValueError, in words, when the method cannot run live or lacks an input: flat-field
     applies a fitted or loaded ``profile`` (or, given :data:`FIT_AS_TILES_ARRIVE`, fits one
     over the tiles as they arrive: the fit job, from
-    :data:`~napari_gpuscope.live._live_fit.MIN_TILES` tiles on, said in the notes); phase
+    :data:`~napari_gpuscope.live.MIN_TILES` tiles on, said in the notes); phase
     reconstructs z-stacks of ``frames_per_stack`` slices. eSRRF runs without drift correction
     and with consecutive time points (both need frames not acquired yet), and says so in
     :attr:`LiveRequest.notes`.
@@ -159,10 +159,8 @@ def live_request(
 
 
 def _fit_note() -> str:
-    from napari_gpuscope.live._live_fit import MIN_TILES
-
     return (
-        f"the profile is fitted over all the tiles received so far, from {MIN_TILES} tiles "
+        f"the profile is fitted over all the tiles received so far, from {live.MIN_TILES} tiles "
         "on, and again whenever new tiles came; Stop & keep keeps the last complete fit"
     )
 

@@ -12,15 +12,21 @@ over the same frames (``tests/live``). See ``docs/live.md``.
 
 :func:`register_core` offers a script's core to the docks' Live part (:func:`session_cores`
 lists what they offer). A live eSRRF measures its reconstruction every K frames
-(:class:`QualityTrack`) and can say when more frames stop helping (:class:`PlateauRule`,
-``session.on_good_enough``). No Qt and no GUI toolkit: the layer source uses napari's layer model
-and its events only. pymmcore-plus is needed only to attach to a core (the ``[live]`` extra).
+(:class:`QualityTrack`), can say when more frames stop helping (:class:`PlateauRule`,
+``session.on_good_enough``) and tracks the drift as blocks of frames complete
+(:class:`DriftTrack`, ``session.drift_track()``). A live flat-field fit (:class:`LiveFit`)
+refits a BaSiC profile over the tiles received so far, from :data:`MIN_TILES` tiles on. A
+multi-channel MDA is followed one channel at a time (``CoreSource(core, channel=...)``). No Qt
+and no GUI toolkit: the layer source uses napari's layer model and its events only.
+pymmcore-plus is needed only to attach to a core (the ``[live]`` extra).
 """
 
 from ._buffer import DROP_POLICIES, FrameBuffer
 from ._continuous import ContinuousSource
 from ._cores import register_core, session_cores, unregister_core
 from ._folder import FolderSource
+from ._live_drift import DriftTrack, LiveDriftTrack
+from ._live_fit import MIN_TILES, TILE_BYTES_LIMIT, LiveFit
 from ._methods import LIVE_JOBS, LiveMethod, live_method
 from ._quality import (
     DEFAULT_MEASURE_EVERY,
@@ -39,13 +45,18 @@ __all__ = [
     "DROP_POLICIES",
     "LIVE_JOBS",
     "MAX_SHARE",
+    "MIN_TILES",
+    "TILE_BYTES_LIMIT",
     "ContinuousSource",
     "CoreSource",
+    "DriftTrack",
     "FolderSource",
     "FrameBuffer",
     "FrameFeed",
     "GoodEnough",
     "LayerSource",
+    "LiveDriftTrack",
+    "LiveFit",
     "LiveMethod",
     "LiveSession",
     "PlateauRule",

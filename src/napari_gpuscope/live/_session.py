@@ -343,6 +343,8 @@ def attach(
         ``"skip"``: a frame arriving while the buffer is full is not kept (counted).
     max_frames : int, optional
         eSRRF: the most frames the job takes when the source does not say (a core's MDA does).
+        Flat-field fit: the most tiles kept and fitted (at most what
+        :data:`~napari_gpuscope.live.TILE_BYTES_LIMIT` holds); later tiles are refused.
     frames_per_stack : int, optional
         Slices per z-stack, when the unit of work is a z-stack (TV, flat-field; phase needs
         it): the source delivers the slices of one stack after the other (an MDA whose z axis

@@ -25,7 +25,7 @@ from napari_gpuscope.compute.jobs import Job
 from napari_gpuscope.dock.jobs import JobHandlers
 from napari_gpuscope.dock.live_follow import FIT_AS_TILES_ARRIVE
 from napari_gpuscope.dock.messages import plain_error_message
-from napari_gpuscope.live._live_fit import MIN_TILES
+from napari_gpuscope.live import MIN_TILES
 from napari_gpuscope.widgets._base import MethodDock
 from napari_gpuscope.widgets._controls import FieldStyle
 from napari_gpuscope.widgets.flatfield.apply import ApplyPanel
