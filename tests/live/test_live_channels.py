@@ -99,9 +99,8 @@ def test_one_channels_z_stacks_are_stacks_even_when_channels_are_innermost():
     params = tv.TVParams(weight=8.0, spacing=(1.0, 1.0, 1.0))
     source = live.CoreSource(core, channel="FITC")
     session = live.attach(source, "tv", params, device=DEVICE, frames_per_stack=slices)
-    core.mda.run(
-        two_channels(time_points, z_plan={"range": float(slices - 1), "step": 1.0}, axis_order="tzc")
-    )
+    z_plan = {"range": float(slices - 1), "step": 1.0}
+    core.mda.run(two_channels(time_points, z_plan=z_plan, axis_order="tzc"))
     assert session.wait(WAIT)
     assert session.refused is None
     fitc = stack[1::2].reshape(time_points, slices, *stack.shape[1:])
