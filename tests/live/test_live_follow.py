@@ -69,3 +69,35 @@ def test_an_acquisition_that_ends_says_so_and_nothing_else():
     follow.request_stop()  # never waits; the session has ended already
     follow.session.detach()
     assert follow.ended
+
+
+def test_kept_layers_say_the_sources_intensity_unit():
+    """A core's frames are camera counts (ADU) and no input layer says so in the viewer: the
+    kept TV result names σ in ADU and its image says its unit; a layer's stated unit is
+    taken; a script's frames have none, and none is invented."""
+    import napari.layers
+
+    from napari_gpuscope.dock.live_follow import source_intensity_unit
+    from napari_gpuscope.provenance import PROVENANCE_KEY
+
+    from .camera import make_core, time_series
+
+    frames = np.random.default_rng(0).poisson(50, (2, 16, 16)).astype(np.uint16)
+    core, _ = make_core(frames)
+    request = LiveRequest("tv", "denoise", TVParams(), {})  # weight from the noise: σ said
+    follow = LiveFollow(core, request, device="cpu")
+    core.mda.run(time_series(2))
+    assert follow.session.wait(WAIT)
+    ((_, kwargs, _),) = follow.result_layers(follow.stop_and_keep(), "scope")
+    assert kwargs["metadata"]["intensity_unit"] == "ADU"
+    assert "ADU" in str(kwargs["metadata"][PROVENANCE_KEY]["result"])
+    layer = napari.layers.Image(frames, metadata={"intensity_unit": "photons"})
+    assert source_intensity_unit(live.LayerSource(layer)) == "photons"
+    assert source_intensity_unit(live.LayerSource(napari.layers.Image(frames))) is None
+    feed = live.FrameFeed()
+    follow = _follow(feed)
+    feed.push(frames[0])
+    feed.end()
+    assert follow.session.wait(WAIT)
+    ((_, kwargs, _),) = follow.result_layers(follow.stop_and_keep(), "frames")
+    assert "intensity_unit" not in kwargs["metadata"]

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -23,13 +22,19 @@ import numpy as np
 
 from napari_gpuscope import live
 from napari_gpuscope.compute.results import Geometry
+from napari_gpuscope.dock.live_request import (
+    FIT_AS_TILES_ARRIVE,
+    LIVE_METHODS,
+    LiveRequest,
+    live_request,
+)
 from napari_gpuscope.dock.messages import plain_error_message, sentence
+from napari_gpuscope.export.units import INTENSITY_UNIT_KEY, intensity_unit
 from napari_gpuscope.provenance import PROVENANCE_KEY, build_provenance
 
 if TYPE_CHECKING:
     from napari.types import LayerDataTuple
 
-    from napari_gpuscope.compute.params import Params
     from napari_gpuscope.live import LiveSession
 
 __all__ = [
@@ -39,131 +44,11 @@ __all__ = [
     "LiveRequest",
     "LiveStatus",
     "live_request",
+    "source_intensity_unit",
 ]
 
 RATE_WINDOW_S = 2.0
 """Seconds of processing the rate is measured over (a steady number, still recent)."""
-
-# One job per method unless a dock says otherwise: flat-field applies a profile, or fits one
-# when given FIT_AS_TILES_ARRIVE.
-_DEFAULT_JOB = {"flatfield": "apply"}
-_LIVE_JOB = {method: _DEFAULT_JOB.get(method, job) for method, job in live.LIVE_JOBS}
-LIVE_METHODS = frozenset(_LIVE_JOB)
-"""The methods a dock can run live."""
-
-
-class _FitAsTilesArrive:
-    """The flat-field dock's "fit the profile" choice (:data:`FIT_AS_TILES_ARRIVE`)."""
-
-    def __repr__(self) -> str:
-        return "FIT_AS_TILES_ARRIVE"
-
-
-FIT_AS_TILES_ARRIVE = _FitAsTilesArrive()
-"""Given as flat-field's ``profile`` to :func:`live_request`: fit a BaSiC profile over the
-tiles as they arrive (the fit job, refitted over every tile received so far) instead of
-applying one."""
-
-
-@dataclass(frozen=True)
-class LiveRequest:
-    """What a dock asks a live session to run: a registered job with its parameters.
-
-    Attributes
-    ----------
-    method_id, job_id : str
-        The registered method and job (:data:`napari_gpuscope.live.LIVE_JOBS`).
-    params : Params
-        The job's parameters.
-    inputs : Mapping
-        The job's other inputs (flat-field's ``profile``).
-    frames_per_stack : int or None
-        Slices per z-stack when the unit of work is a stack (phase).
-    notes : tuple of str
-        What differs from the dock's offline run, in words (shown when the session starts).
-    """
-
-    method_id: str
-    job_id: str
-    params: Params
-    inputs: Mapping[str, Any]
-    frames_per_stack: int | None = None
-    notes: tuple[str, ...] = ()
-
-
-def live_request(
-    method_id: str,
-    params: Params,
-    *,
-    profile: object | None = None,
-    frames_per_stack: int | None = None,
-) -> LiveRequest:
-    """The live job a dock of ``method_id`` runs with its ``params``.
-
-    Raises ValueError, in words, when the method cannot run live or lacks an input: flat-field
-    applies a fitted or loaded ``profile`` (or, given :data:`FIT_AS_TILES_ARRIVE`, fits one
-    over the tiles as they arrive: the fit job, from
-    :data:`~napari_gpuscope.live.MIN_TILES` tiles on, said in the notes); phase
-    reconstructs z-stacks of ``frames_per_stack`` slices. eSRRF runs without drift correction
-    and with consecutive time points (both need frames not acquired yet), and says so in
-    :attr:`LiveRequest.notes`.
-
-    Examples
-    --------
-    >>> from napari_gpuscope.compute.esrrf import EsrrfParams
-    >>> request = live_request("esrrf", EsrrfParams(drift_correction=True))
-    >>> request.job_id, request.params.drift_correction, request.notes
-    ('run', False, ('drift correction is off live (it needs frames not acquired yet)',))
-    >>> from napari_gpuscope.compute.flatfield import BasicParams
-    >>> live_request("flatfield", BasicParams(), profile=FIT_AS_TILES_ARRIVE).job_id
-    'fit'
-    """
-    if method_id not in _LIVE_JOB:
-        raise ValueError(f"method {method_id!r} does not run live (live: {sorted(_LIVE_JOB)})")
-    notes: list[str] = []
-    inputs: dict[str, Any] = {}
-    if method_id == "esrrf":
-        if getattr(params, "drift_correction", False):
-            params = params.replace(drift_correction=False)
-            notes.append("drift correction is off live (it needs frames not acquired yet)")
-        if getattr(params, "measure_resolution", False):
-            params = params.replace(measure_resolution=False)
-            notes.append(
-                "the FRC resolution is not measured live (it reads every frame again); "
-                "the decorrelation resolution is tracked below"
-            )
-        if getattr(params, "frame_gap", 0):
-            params = params.replace(frame_gap=0)
-            notes.append("time points are consecutive live (frame gap 0)")
-    spacing = getattr(params, "spacing", None)
-    if method_id == "tv" and spacing is not None and len(spacing) > 2:
-        # The dock's spacing follows its input layer; a dock's live TV denoises each (Y, X)
-        # frame (z-stacks live are for scripts: live.attach(..., frames_per_stack=Z)).
-        params = params.replace(spacing=tuple(spacing[-2:]))
-    job_id = _LIVE_JOB[method_id]
-    if method_id == "flatfield":
-        if profile is FIT_AS_TILES_ARRIVE:
-            job_id = "fit"
-            notes.append(_fit_note())
-        elif profile is None:
-            raise ValueError(
-                "a live flat-field applies a profile: fit one or load one first, or choose "
-                "to fit the profile as the tiles arrive"
-            )
-        else:
-            inputs["profile"] = profile
-    if method_id == "phase" and not frames_per_stack:
-        raise ValueError("a live phase reconstructs z-stacks: give the slices per stack")
-    stack = frames_per_stack if method_id == "phase" else None
-    return LiveRequest(method_id, job_id, params, inputs, stack, tuple(notes))
-
-
-def _fit_note() -> str:
-    return (
-        f"the profile is fitted over all the tiles received so far, from {live.MIN_TILES} tiles "
-        "on, and again whenever new tiles came; Stop & keep keeps the last complete fit"
-    )
-
 
 COUNTERS_TIP = (
     "received: frames the source delivered; processed: frames the method has processed; "
@@ -386,10 +271,14 @@ class LiveFollow:
         self, result: Any, input_name: str, geometry: Geometry | None = None
     ) -> list[LayerDataTuple]:
         """The result's layers, with provenance (the job's facts and the session's counters),
-        as a dock's run makes them."""
+        as a dock's run makes them; in the source's intensity unit when it has one
+        (:func:`source_intensity_unit`: TV's noise σ, the colorbars, the caption)."""
         from napari_gpuscope.compute.devices import device_label
 
         session = self.session
+        unit = source_intensity_unit(self.source)
+        if unit and hasattr(result, "with_intensity_unit"):
+            result = result.with_intensity_unit(unit)
         facts = dict(result.summary())
         facts["live"] = {
             "source": session.name,
@@ -410,7 +299,31 @@ class LiveFollow:
             result=facts,
         )
         layers: list[LayerDataTuple] = result.layers(input_name, geometry, {PROVENANCE_KEY: record})
+        for _, kwargs, kind in layers if unit else ():
+            # No input layer in the viewer says the unit of a core's frames: the images in the
+            # input's unit (those that state none, as export reads them) say it themselves.
+            metadata = kwargs.get("metadata")
+            if kind == "image" and isinstance(metadata, dict):
+                metadata.setdefault(INTENSITY_UNIT_KEY, unit)
         return layers
+
+
+def source_intensity_unit(source: object) -> str | None:
+    """The intensity unit of a source's frames: a pymmcore-plus core's are camera counts,
+    ``"ADU"``; a layer's is the one it states (``metadata["intensity_unit"]``); a folder's or
+    a script's frames have none known.
+
+    Examples
+    --------
+    >>> from napari_gpuscope import live
+    >>> source_intensity_unit(live.FrameFeed()) is None
+    True
+    """
+    if isinstance(source, live.CoreSource | live.ContinuousSource):
+        return "ADU"
+    if isinstance(source, live.LayerSource):
+        return intensity_unit(source.layer)
+    return None
 
 
 def _plain(error: BaseException | None) -> str | None:
