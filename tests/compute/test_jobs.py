@@ -11,16 +11,14 @@ from napari_gpuscope.compute.job_control import (
     PreviewThrottle,
     StopToken,
 )
+from napari_gpuscope.compute.job_parts import mapped, scaled, stoppable_part
 from napari_gpuscope.compute.jobs import (
     STOP,
     Output,
     Progress,
     blocking,
     is_stop,
-    mapped,
     run_job,
-    scaled,
-    stoppable_part,
 )
 
 

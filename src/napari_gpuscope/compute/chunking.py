@@ -29,7 +29,8 @@ from dataclasses import dataclass
 import torch
 
 from ._axis_layout import AxisLayout
-from .jobs import Job, Progress, mapped, scaled
+from .job_parts import mapped, scaled
+from .jobs import Job, Progress
 from .memory import DeviceMemoryError, MemoryRetry, plan_chunk, run_in_chunks
 
 __all__ = ["AxisLayout", "HaloChunker", "Region", "SplitSlab"]

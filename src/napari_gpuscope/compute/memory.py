@@ -36,7 +36,8 @@ from ._memory_budget import (
     format_bytes,
     plan_chunk,
 )
-from .jobs import Job, Progress, scaled
+from .job_parts import scaled
+from .jobs import Job, Progress
 
 __all__ = [
     "BUDGET_ENV",

@@ -30,7 +30,8 @@ import numpy as np
 
 from .._types import ArrayLike, Device
 from ..arrays import InvalidInputError
-from ..jobs import Job, Progress, mapped
+from ..job_parts import mapped
+from ..jobs import Job, Progress
 from ..memory import check_budget
 from ._channel_input import (
     CHANNEL_COLORMAPS,

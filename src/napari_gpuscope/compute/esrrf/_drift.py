@@ -61,7 +61,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..jobs import Job, blocking, scaled
+from ..job_parts import scaled
+from ..jobs import Job, blocking
 from ..memory import check_budget
 from ..params import ParameterError
 from ..signatures import takes_params

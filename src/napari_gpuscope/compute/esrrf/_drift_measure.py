@@ -10,7 +10,8 @@ import numpy as np
 import torch
 
 from ..devices import device_context
-from ..jobs import Job, Progress, is_stop, scaled
+from ..job_parts import scaled
+from ..jobs import Job, Progress, is_stop
 from ..memory import plan_chunk, run_in_chunks
 from ..params import ParameterError
 from ._drift_blocks import (

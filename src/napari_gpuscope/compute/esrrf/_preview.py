@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._types import ArrayLike
-from ..jobs import Job, Progress, mapped
+from ..job_parts import mapped
+from ..jobs import Job, Progress
 from ..preview import PlaneView, PreviewResult
 from ._job import OUTPUT, iter_esrrf
 from ._params import EsrrfParams

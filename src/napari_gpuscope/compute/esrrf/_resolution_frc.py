@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from .._types import ArrayLike, Device
-from ..jobs import Job, scaled, stoppable_part
+from ..job_parts import scaled, stoppable_part
+from ..jobs import Job
 from ._input import time_points
 from ._params import EsrrfParams
 from ._qnr import FRC_THRESHOLD, frc_curve

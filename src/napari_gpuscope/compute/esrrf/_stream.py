@@ -14,7 +14,8 @@ import torch
 from .._types import ArrayLike, Device
 from ..arrays import download_into
 from ..devices import device_context
-from ..jobs import Job, Output, Progress, is_stop, scaled
+from ..job_parts import scaled
+from ..jobs import Job, Output, Progress, is_stop
 from ..memory import check_budget, plan_chunk, run_in_chunks
 from ._drift import drift_blocks, iter_estimate_drift
 from ._drift_correct import check_shifts, correction_bytes_per_frame, shift_frames

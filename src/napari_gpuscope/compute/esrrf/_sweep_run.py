@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..jobs import Job, Output, Progress, is_stop, mapped, stoppable_part
+from ..job_parts import mapped, stoppable_part
+from ..jobs import Job, Output, Progress, is_stop
 from ._decorr import decorrelation_resolution
 from ._drift import iter_estimate_drift
 from ._drift_correct import correct_drift

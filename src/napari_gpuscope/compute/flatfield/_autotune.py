@@ -27,7 +27,8 @@ from .._types import ArrayLike
 from ..arrays import InvalidInputError
 from ..devices import device_context
 from ..job_control import PreviewThrottle
-from ..jobs import Job, Progress, blocking, mapped
+from ..job_parts import mapped
+from ..jobs import Job, Progress, blocking
 from ..results import Geometry, LayerDataTuple
 from ..signatures import takes_params
 from ._alm import AlmTick, reweighting_steps

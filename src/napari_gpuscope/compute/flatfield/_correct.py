@@ -10,7 +10,8 @@ import torch
 from .._types import ArrayLike
 from ..arrays import InvalidInputError, download_into
 from ..devices import device_context
-from ..jobs import Job, Progress, blocking, scaled
+from ..job_parts import scaled
+from ..jobs import Job, Progress, blocking
 from ..memory import plan_chunk, run_in_chunks
 from ._alm import MAX_MU_COEF, MU_COEF, RHO, spectral_norm
 from ._fit import working_stack

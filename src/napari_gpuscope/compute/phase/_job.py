@@ -10,7 +10,8 @@ import torch
 
 from ..arrays import InvalidInputError, download_into, to_device, validate_image
 from ..devices import device_context
-from ..jobs import Job, Output, Progress, blocking, mapped
+from ..job_parts import mapped
+from ..jobs import Job, Output, Progress, blocking
 from ..memory import check_budget
 from ..params import ParameterError
 from ..signatures import takes_params

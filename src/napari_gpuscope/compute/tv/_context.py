@@ -13,7 +13,8 @@ import torch
 from ..arrays import to_device, to_host
 from ..camera import CameraModel
 from ..chunking import AxisLayout, Region
-from ..jobs import Job, Output, Progress, mapped
+from ..job_parts import mapped
+from ..jobs import Job, Output, Progress
 from ..noise import anscombe_forward, anscombe_inverse
 from . import _solvers as solvers
 from ._params import TVParams

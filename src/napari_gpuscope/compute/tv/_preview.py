@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._types import ArrayLike
-from ..jobs import Job, Output, Progress, mapped
+from ..job_parts import mapped
+from ..jobs import Job, Output, Progress
 from ..preview import DataIdentity, PlaneView, PreviewResult
 from ._job import OUTPUT, iter_denoise
 from ._params import TVParams

@@ -10,7 +10,8 @@ import torch
 
 from ..arrays import InvalidInputError
 from ..chunking import Region, SplitSlab
-from ..jobs import Job, scaled
+from ..job_parts import scaled
+from ..jobs import Job
 from ._context import SolveContext
 from ._halo import halo
 from ._split_certify import _certify_all
