@@ -203,14 +203,10 @@ def discover(spec: str | os.PathLike[str], *, unique: bool = True) -> list[Posit
         if not files:
             raise InputError(f"INPUT {text!r} matches no TIFF file (*.tif, *.tiff)")
         positions = [Position(safe_name(Path(f).stem), "tiff", f) for f in files]
-    if unique:
-        _check_unique(positions)
-    return positions
+    return _checked(positions) if unique else positions
 
 
-def discover_all(
-    specs: Sequence[str | os.PathLike[str]], *, unique: bool = True
-) -> list[Position]:
+def discover_all(specs: Sequence[str | os.PathLike[str]], *, unique: bool = True) -> list[Position]:
     """The positions of several INPUTs (as :func:`discover`'s), each once.
 
     A shell expands an unquoted glob into its files, so ``data/*.tif`` quoted or not, or the
@@ -230,19 +226,15 @@ def discover_all(
     """
     if not specs:
         raise InputError("no INPUT given: name TIFF files, a glob, an OME-Zarr image or a plate")
-    found = {
-        (p.kind, os.path.abspath(p.source)): p
-        for spec in specs
-        for p in discover(spec, unique=unique)
-    }
+    listed = (p for spec in specs for p in discover(spec, unique=unique))
+    found = {(p.kind, os.path.abspath(p.source)): p for p in listed}
     tiffs = sorted((p for p in found.values() if p.kind == "tiff"), key=lambda p: p.source)
     positions = tiffs + [p for p in found.values() if p.kind != "tiff"]
-    if unique:
-        _check_unique(positions)
-    return positions
+    return _checked(positions) if unique else positions
 
 
-def _check_unique(positions: list[Position]) -> None:
+def _checked(positions: list[Position]) -> list[Position]:
+    """``positions``, refused when two have one name."""
     seen: dict[str, str] = {}
     for position in positions:
         if position.name in seen:
@@ -251,6 +243,7 @@ def _check_unique(positions: list[Position]) -> None:
                 f"{seen[position.name]!r} and {position.source!r}; rename one"
             )
         seen[position.name] = position.source
+    return positions
 
 
 # ---------------------------------------------------------------------------------- TIFF
