@@ -103,6 +103,9 @@ def main() -> None:
     parser.add_argument("--exposure-ms", type=float, default=50.0)
     parser.add_argument("--running-after", type=float, default=None)
     parser.add_argument("--magnification", type=int, default=2, help="eSRRF's (CPU: small)")
+    parser.add_argument(
+        "--drift-block", type=int, default=None, help="eSRRF: frames per drift block (live track)"
+    )
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument(
         "--good-enough", action="store_true", help="eSRRF: 'Say when more frames stop helping'"
@@ -133,6 +136,8 @@ def main() -> None:
         dock.apply_panel.set_profile(extras["profile"], "saved (the sample's true shading)")
     if args.method == "esrrf":
         dock.set_param("magnification", args.magnification)
+        if args.drift_block is not None:
+            dock.set_param("drift_time_averaging", args.drift_block)
     # What a dock's kernel warm-up does for a run: one frame through the live job first, so
     # that the pictures show processing, not the loading of its code.
     from napari_gpuscope.dock.live_follow import live_request
