@@ -155,6 +155,7 @@ def test_esrrf_dock_follows_an_mda_to_its_end_and_keeps_the_offline_result(
     widefield = dock.viewer.layers[next(n for n in shown if n.startswith("widefield mean"))]
     layers = list(dock.viewer.layers)
     assert layers.index(result) > layers.index(widefield)
+    assert dock.viewer.layers.selection.active == result
     assert _live_threads() == []
 
 

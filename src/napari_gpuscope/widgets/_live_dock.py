@@ -43,6 +43,8 @@ def add_kept_layers(
     if len(pictures) > 1:
         top = max(viewer.layers.index(layer) for layer in pictures)
         viewer.layers.move(viewer.layers.index(pictures[0]), top + 1)
+    if pictures:  # its controls shown, as after a run
+        viewer.layers.selection.active = pictures[0]
     return kept
 
 
