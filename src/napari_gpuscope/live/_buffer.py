@@ -80,6 +80,7 @@ class FrameBuffer:
         self._dtype: np.dtype[Any] | None = None
         self.refused: str | None = None
         self._refused_frames = 0
+        self._discarded = 0  # kept, then refused by the worker (a live fit's tiles past its limit)
         self._arrivals: deque[float] = deque(maxlen=ARRIVALS_KEPT)
 
     # -- the source's side ------------------------------------------------------------------
@@ -126,10 +127,13 @@ class FrameBuffer:
             self._condition.notify_all()
             return True
 
-    def refuse(self, reason: str) -> None:
+    def refuse(self, reason: str, discarded: int = 0) -> None:
         """Take no more frames, for ``reason`` (:attr:`refused`); the worker finishes with the
-        frames kept, and frames delivered later are counted in :attr:`refused_frames`."""
+        frames kept, and frames delivered later are counted in :attr:`refused_frames`.
+        ``discarded``: frames already kept that the worker refuses too (counted as refused,
+        not as pending)."""
         with self._condition:
+            self._discarded += discarded
             if self.refused is None:
                 self.refused = reason
             self._closed = True
@@ -194,9 +198,14 @@ class FrameBuffer:
 
     @property
     def refused_frames(self) -> int:
-        """Frames delivered and not kept because the intake was refused (:attr:`refused`):
-        the frame that did not fit, and those after it."""
-        return self._refused_frames
+        """Frames refused (:attr:`refused`): the frame that did not fit and those after it,
+        and kept frames the worker refused (:attr:`discarded`)."""
+        return self._refused_frames + self._discarded
+
+    @property
+    def discarded(self) -> int:
+        """Kept frames the worker refused (never to be processed)."""
+        return self._discarded
 
     def arrival(self, kept_index: int) -> float | None:
         """When kept frame ``kept_index`` arrived (``time.perf_counter``; None: not kept yet,

@@ -32,7 +32,7 @@ at 8, 18.9 % at 9, 16.6 % at 10, 15.5 % at 12, 10 % at 32 and 6 % at 64. Below a
 fit is hardly better than no correction."""
 
 TILE_BYTES_LIMIT = 2 << 30
-"""Host bytes of tiles a live fit keeps (2 GiB: 128 tiles of 2048 x 2048 uint16, 512 of 1024 x
+"""Host bytes of tiles a live fit keeps (2 GiB: 256 tiles of 2048 x 2048 uint16, 1024 of 1024 x
 1024). A tile beyond it (or beyond ``max_frames``) is refused: the fit goes on over the tiles
 kept, and the session says why."""
 
@@ -138,27 +138,27 @@ class LiveFit(LiveMethod):
         self._taken = stop
         if frames.ndim != 3:
             buffer.refuse(
-                f"the live flat-field fit takes (Y, X) tiles, got frames of {frames.shape[1:]}"
+                f"the live flat-field fit takes (Y, X) tiles, got frames of {frames.shape[1:]}",
+                discarded=len(frames),
             )
             return
         limit = self._limit(frames[0])
         room = max(0, limit - len(self._tiles))
         self._tiles.extend(np.array(frame) for frame in frames[:room])
         if len(frames) > room:
-            buffer.refuse(
-                f"the live flat-field fit keeps at most {limit} tiles of "
-                f"{frames[0].shape} {frames[0].dtype} ({self._why_limit(frames[0])}); it "
-                f"fits the first {limit}. Start a new session for more, or fit the saved "
-                "tiles offline"
+            reason = (
+                f"the live flat-field fit keeps at most {limit} tiles of {frames[0].shape} "
+                f"{frames[0].dtype} ({self._why_limit(frames[0])}); it fits the first {limit}. "
+                "Start a new session for more, or fit the saved tiles offline"
             )
+            buffer.refuse(reason, discarded=len(frames) - room)
 
     def _limit(self, tile: np.ndarray) -> int:
-        by_bytes = max(1, TILE_BYTES_LIMIT // max(1, tile.nbytes))
+        by_bytes = _by_bytes(tile)
         return by_bytes if self.max_frames is None else min(by_bytes, self.max_frames)
 
     def _why_limit(self, tile: np.ndarray) -> str:
-        by_bytes = max(1, TILE_BYTES_LIMIT // max(1, tile.nbytes))
-        if self.max_frames is not None and self.max_frames <= by_bytes:
+        if self.max_frames is not None and self.max_frames <= _by_bytes(tile):
             return f"max_frames={self.max_frames}"
         return f"{TILE_BYTES_LIMIT / 2**30:g} GiB of host memory"
 
@@ -191,3 +191,8 @@ class LiveFit(LiveMethod):
         self._show(flatfield, count)
         control.processed(count)
         return True
+
+
+def _by_bytes(tile: np.ndarray) -> int:
+    """Tiles like ``tile`` that :data:`TILE_BYTES_LIMIT` holds."""
+    return max(1, TILE_BYTES_LIMIT // max(1, tile.nbytes))

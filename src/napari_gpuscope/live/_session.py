@@ -114,7 +114,7 @@ class LiveSession(SessionQuality):
     def frames_pending(self) -> int:
         """Frames kept and not processed (yet: while running; ever: after a stop, or the
         slices of a z-stack the acquisition did not finish)."""
-        return self._buffer.kept - self._processed
+        return self._buffer.kept - self._processed - self._buffer.discarded
 
     @property
     def frames_held(self) -> int:
