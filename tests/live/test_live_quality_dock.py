@@ -75,3 +75,22 @@ def test_esrrf_dock_plots_the_resolution_track_and_says_when_good_enough(viewer,
     drift = kept.metadata[PROVENANCE_KEY]["result"]["live"]["drift"]
     assert drift["frames_per_block"] == 50 and len(drift["shifts"]) == 1
     assert _live_threads() == []
+
+
+def test_a_layer_in_micrometres_gives_the_track_in_nm():
+    """napari says a layer's µm as "micrometer": the line said "0.15 micrometer" (found in
+    review), where the dock says nm."""
+    import napari.layers
+    import numpy as np
+
+    from napari_gpuscope.compute.results import Geometry
+    from napari_gpuscope.live import QualityPoint
+    from napari_gpuscope.widgets._live_quality import _scale, resolution_words
+
+    layer = napari.layers.Image(np.zeros((2, 8, 8)), scale=(1, 0.1, 0.1), units=("s", "um", "um"))
+    geometry = Geometry.of_layer(layer)
+    assert str(geometry.units[-1]) == "micrometer"
+    pixel, unit = _scale(geometry)
+    assert (pixel, unit) == (0.1, "µm")
+    point = QualityPoint(10, 0, 3.0, "", 0.05, 0.0)
+    assert resolution_words(point, pixel, unit, 2) == "150 nm"  # 3 output px of 50 nm

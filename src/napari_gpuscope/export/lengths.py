@@ -5,9 +5,21 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["layer_unit", "pixel_of"]
+__all__ = ["layer_unit", "pixel_of", "unit_symbol"]
 
-_SYMBOLS = {"micrometer": "µm", "um": "µm", "nanometer": "nm", "pixel": "px"}
+_SYMBOLS = {"micrometer": "µm", "um": "µm", "μm": "µm", "nanometer": "nm", "pixel": "px"}
+
+
+def unit_symbol(unit: object) -> str:
+    """A length unit as a short symbol: napari's ``"micrometer"`` (and ``"um"``) as ``"µm"``,
+    ``"pixel"`` as ``"px"``; another unit as it is.
+
+    Examples
+    --------
+    >>> unit_symbol("micrometer"), unit_symbol("um"), unit_symbol("mm")
+    ('µm', 'µm', 'mm')
+    """
+    return _SYMBOLS.get(str(unit), str(unit))
 
 
 def layer_unit(layer: object | None) -> str:
@@ -25,8 +37,7 @@ def layer_unit(layer: object | None) -> str:
     units = getattr(layer, "units", None)
     if units is None or not len(units):
         return "px"
-    unit = str(units[-1])
-    return _SYMBOLS.get(unit, unit)
+    return unit_symbol(units[-1])
 
 
 def pixel_of(layer: object | None) -> tuple[float, str] | None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from qtpy.QtWidgets import QCheckBox, QVBoxLayout, QWidget
 
+from napari_gpuscope.export.lengths import unit_symbol
 from napari_gpuscope.live import PlateauRule
 from napari_gpuscope.widgets._controls._plot import MetricsPlot, theme_colors
 from napari_gpuscope.widgets._dock_parts import _wrapping_label
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LiveQualityView", "TrackPlot", "resolution_words"]
 
-_MICRO = ("µm", "um", "μm")
+_MICRO = ("µm",)  # after unit_symbol: napari's "micrometer" and "um" are "µm"
 
 
 def _scale(geometry: Geometry | None) -> tuple[float | None, str]:
@@ -36,7 +37,7 @@ def _scale(geometry: Geometry | None) -> tuple[float | None, str]:
     if geometry is None or geometry.scale is None or len(geometry.scale) < 2:
         return None, ""
     pixel = float(geometry.scale[-1])
-    unit = geometry.units[-1] if geometry.units else ""
+    unit = unit_symbol(geometry.units[-1]) if geometry.units else ""
     return (pixel, unit) if pixel > 0 and unit and unit != "px" else (None, "")
 
 
