@@ -261,3 +261,33 @@ def test_the_live_stop_frame_is_where_the_error_against_the_truth_stops_improvin
     print(name, "live stop", None if fired is None else fired.frames, "truth stop", truth_stop)
     assert truth_stop is not None and fired is not None
     assert abs(fired.frames - truth_stop) <= 0.1 * truth_stop
+
+
+def test_the_rule_is_applied_in_the_worker_and_a_new_rule_forgets_the_old_firing():
+    """Found in review: ticking "Say when..." mid-session ran a script's callbacks (an MDA's
+    cancel) on the GUI thread; unticking after the rule fired left "good enough" recorded
+    under no rule; an error that doubled was said to have "changed < 8 %"."""
+    import threading
+
+    from napari_gpuscope.live import PlateauRule, QualityPoint, QualityTrack
+
+    track = QualityTrack(every=10)
+    called_in = []
+    track.on_good_enough(lambda fired: called_in.append(threading.current_thread().name))
+
+    def add(frames, error):
+        worker = threading.Thread(
+            target=track.add, args=(QualityPoint(frames, 0, 2.0, "", error, 0.0),), name="worker"
+        )
+        worker.start()
+        worker.join()
+
+    for frames, error in [(10, 0.05), (20, 0.06), (30, 0.08), (40, 0.10)]:
+        add(frames, error)
+    track.watch(PlateauRule())  # the points so far satisfy it: nothing runs in this thread
+    assert called_in == [] and track.good_enough is None
+    add(50, 0.12)
+    assert called_in == ["worker"]
+    assert "rose by 100 %" in track.good_enough.describe()  # 0.06 -> 0.12, never "< 8 %"
+    track.watch(None)
+    assert track.good_enough is None and track.summary()["good_enough"] is None

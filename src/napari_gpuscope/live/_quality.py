@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ._plateau import GoodEnough, PlateauRule, _number
+
 if TYPE_CHECKING:
     from ..compute._types import Device
 
@@ -94,91 +96,6 @@ class QualityPoint:
         if pixel_size is None or not math.isfinite(self.resolution_px) or self.finding:
             return None
         return self.resolution_px * pixel_size / magnification
-
-
-@dataclass(frozen=True)
-class PlateauRule:
-    """More frames stop helping: the RSP error improved by less than ``change`` over the last
-    ``window`` measurements (``(e[i - window] - e[i]) / e[i - window] < change``).
-
-    The defaults (8 % over 3 measurements, 30 frames at :data:`DEFAULT_MEASURE_EVERY`) were
-    chosen on simulated blinking filaments against the frame where the error against the
-    truth improved by less than 5 % over the same 30 frames: the RSP error keeps improving
-    longer than the true error (its floor is lower next to its noise), so its threshold is
-    higher. The two frames agreed on 2 of 4 simulated stacks and differed by up to 50 % on
-    the others (``docs/live.md``): a hint, not a guarantee.
-
-    Attributes
-    ----------
-    change : float
-        Fraction (0.05: 5 %).
-    window : int
-        Measurements looked back over (at :data:`DEFAULT_MEASURE_EVERY` frames each).
-
-    Examples
-    --------
-    >>> rule = PlateauRule(change=0.05, window=2)
-    >>> rule.fires([0.2, 0.1, 0.099]), rule.fires([0.2, 0.1, 0.099, 0.098])
-    (False, True)
-    >>> rule.describe()
-    'the RSP error changed < 5 % over the last 2 measurements'
-    """
-
-    change: float = 0.08
-    window: int = 3
-
-    def __post_init__(self) -> None:
-        if not 0 < self.change < 1:
-            raise ValueError(f"PlateauRule.change is a fraction in (0, 1), got {self.change!r}")
-        if isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 1:
-            raise ValueError(f"PlateauRule.window must be an integer >= 1, got {self.window!r}")
-
-    def fires(self, errors: list[float]) -> bool:
-        """Whether the newest of ``errors`` (a track's RSP errors in order) is on the plateau."""
-        if len(errors) <= self.window:
-            return False
-        before, now = errors[-1 - self.window], errors[-1]
-        if not (math.isfinite(before) and math.isfinite(now)) or before <= 0:
-            return False
-        return (before - now) / before < self.change
-
-    def describe(self) -> str:
-        """The rule in words."""
-        return (
-            f"the RSP error changed < {self.change * 100:g} % over the last {self.window} "
-            "measurements"
-        )
-
-
-@dataclass(frozen=True)
-class GoodEnough:
-    """The rule fired: at ``frames`` frames processed, with the measurement that made it."""
-
-    frames: int
-    rule: PlateauRule
-    point: QualityPoint
-
-    def describe(self) -> str:
-        """E.g. ``"good enough at 60 frames (RSP error 0.046 changed < 5 % over the last 4
-        measurements)"``."""
-        return (
-            f"good enough at {self.frames} frames (RSP error {self.point.rsp_error:.3g} changed "
-            f"< {self.rule.change * 100:g} % over the last {self.rule.window} measurements)"
-        )
-
-    def summary(self) -> dict[str, Any]:
-        """JSON-able facts (for the result's provenance)."""
-        return {
-            "frames": self.frames,
-            "rule": self.rule.describe(),
-            "change": self.rule.change,
-            "window": self.rule.window,
-            "rsp_error": _number(self.point.rsp_error),
-        }
-
-
-def _number(value: float) -> float | None:
-    return float(value) if math.isfinite(value) else None
 
 
 def _centre(image: np.ndarray, side: int) -> np.ndarray:
@@ -314,12 +231,14 @@ class QualityTrack:
         return False
 
     def watch(self, rule: PlateauRule | None, *, stop: bool = False) -> None:
-        """Apply ``rule`` to the points from now on (None: no rule); ``stop``: the session
-        stops (Stop & keep) when it fires. The points already measured count."""
+        """Apply ``rule`` from the worker's next measurement on (None: no rule); ``stop``: the
+        session stops (Stop & keep) when it fires. The points already measured count; the
+        rule is evaluated in the worker only, so its callbacks never run in the caller's
+        (a GUI's) thread. Another rule forgets when the previous one fired."""
         with self._lock:
+            if rule != self._rule:
+                self._good_enough = None
             self._rule, self.stop_when_good_enough = rule, bool(stop and rule is not None)
-        if rule is not None:
-            self._check()
 
     @property
     def rule(self) -> PlateauRule | None:
@@ -386,7 +305,9 @@ class QualityTrack:
             current = [p.rsp_error for p in points if p.timepoint == points[-1].timepoint]
             if not rule.fires(current):
                 return
-            fired = self._good_enough = GoodEnough(points[-1].frames, rule, points[-1])
+            before = current[-1 - rule.window]
+            fired = GoodEnough(points[-1].frames, rule, points[-1], before)
+            self._good_enough = fired
             callbacks = list(self._callbacks)
         self._call(callbacks, fired)
 
