@@ -125,3 +125,28 @@ def test_the_dock_lists_each_channel_of_a_cores_channel_group():
     source = mda[2].source()
     assert isinstance(source, live.CoreSource) and source.channel == "FITC"
     assert mda[2].name == f"{name} FITC"  # the result layers say which channel
+
+
+def test_a_channel_without_the_z_plan_is_refused_for_z_stacks():
+    """Found in review: FITC acquired without the z plan (do_stack=False) passed the z-stack
+    check (the sequence's sizes say 3 z positions), and its frames of two time points would
+    have made one 'stack'. DAPI, which has the z plan, is followed."""
+    slices = 3
+    sequence = useq.MDASequence(
+        time_plan={"interval": 0, "loops": 2},
+        z_plan={"range": float(slices - 1), "step": 1.0},
+        channels=[{"config": "DAPI"}, {"config": "FITC", "do_stack": False}],
+        axis_order="tcz",
+    )
+    params = tv.TVParams(weight=8.0, spacing=(1.0, 1.0, 1.0))
+    for channel, refused in (("FITC", True), ("DAPI", False)):
+        core, _ = two_channel_core(blinking(8))
+        source = live.CoreSource(core, channel=channel)
+        session = live.attach(source, "tv", params, device=DEVICE, frames_per_stack=slices)
+        core.mda.run(sequence)
+        assert session.wait(WAIT)
+        if refused:
+            assert "channel 'FITC''s frames are not z-stacks of 3 slices" in session.refused
+            assert session.frames_processed == 0
+        else:
+            assert session.refused is None and session.frames_processed == 2 * slices

@@ -121,9 +121,17 @@ class CoreSource:
         slices, refuse = self._stack
         problem = channel_problem(sequence, self.channel)
         if problem is None and slices > 1:
-            # The chosen channel's frames are stacks in order even when channels are innermost.
-            ignored = ("c",) if self.channel is not None else ()
-            problem = stack_order_problem(sequence, slices, ignored)
+            problem = stack_order_problem(sequence, slices)
+            if problem is None and self.channel is not None:
+                # The channel's own events: a channel without a z plan (do_stack=False) or
+                # acquired every other time point gets no stacks of its own.
+                zs = [dict(event.index).get("z") for event in sequence if self._follows(event)]
+                if zs != list(range(slices)) * (len(zs) // slices) or not zs:
+                    problem = (
+                        f"channel {self.channel!r}'s frames are not z-stacks of {slices} "
+                        f"slices one after the other (its z positions {zs[: 2 * slices]}...): "
+                        "follow a channel acquired with the z plan at every time point"
+                    )
         if problem is not None:
             refuse(problem)
 
@@ -306,14 +314,14 @@ def channel_problem(sequence: Any, channel: str | None) -> str | None:
     )
 
 
-def stack_order_problem(sequence: Any, slices: int, ignored: tuple[str, ...] = ()) -> str | None:
+def stack_order_problem(sequence: Any, slices: int) -> str | None:
     """Why an MDA's frames are not z-stacks of ``slices`` slices one after the other (None
-    when they are): z must be the innermost axis the sequence uses, with ``slices`` positions.
-    The ``ignored`` axes do not count (the channel, when one channel's frames are followed)."""
+    when they are): z must be the innermost axis the sequence uses, with ``slices`` positions
+    (channels inside z are let through: a session follows one channel, whose own frames
+    :class:`CoreSource` checks)."""
     sizes = {str(getattr(k, "value", k)): int(v) for k, v in dict(sequence.sizes).items()}
     order = [str(getattr(a, "value", a)) for a in sequence.axis_order]
-    order = [axis for axis in order if axis not in ignored]
-    used = [axis for axis in order if sizes.get(axis, 0) > 1]
+    used = [axis for axis in order if sizes.get(axis, 0) > 1 and axis != "c"]
     z = sizes.get("z", 0)
     if z == slices and used and used[-1] == "z":
         return None
