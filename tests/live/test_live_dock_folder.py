@@ -47,6 +47,7 @@ def test_flatfield_dock_follows_a_folder_and_keeps_the_offline_apply(
     assert part.source_box.currentText() == f"folder: {tmp_path.name}/acquisition (TIFF files)"
     assert part.start(), part.status.text()
     assert part.follow.source.folder == folder
+    assert part.choice.name == f"{tmp_path.name}/acquisition"  # the results say which one
     assert not part.folder_button.isEnabled()  # no other source chosen while one is followed
     _write(folder / "t0.tif", frames[:3])
     _write(folder / "t1.tif", frames[3:])
@@ -58,7 +59,7 @@ def test_flatfield_dock_follows_a_folder_and_keeps_the_offline_apply(
     )
     (kept,) = part.kept
     assert kept.data.tobytes() == np.asarray(expected.image).tobytes()
-    assert kept.metadata[PROVENANCE_KEY]["input"] == "acquisition"
+    assert kept.metadata[PROVENANCE_KEY]["input"] == f"{tmp_path.name}/acquisition"
     assert "acquisition" in kept.name and tuple(kept.axis_labels) == ("t", "y", "x")
     qtbot.waitUntil(
         lambda: not any(t.name.endswith("live-folder") for t in threading.enumerate()),

@@ -136,8 +136,10 @@ def source_choices(
     folders = list(folders)
     names = [os.path.basename(os.path.normpath(folder)) or folder for folder in folders]
     for folder, name in zip(folders, names, strict=True):
-        label = folder_label(folder, with_parent=names.count(name) > 1)  # day1/run, day2/run
-        choices.append(SourceChoice(label, FOLDER, folder, name))
+        if names.count(name) > 1:  # day1/run and day2/run: told apart, results named so too
+            parent = os.path.basename(os.path.dirname(os.path.normpath(folder)))
+            name = f"{parent}/{name}"
+        choices.append(SourceChoice(_folder_text(name), FOLDER, folder, name))
     return choices
 
 
@@ -152,21 +154,21 @@ def channel_presets(core: Any) -> list[str]:
     return presets if len(presets) > 1 else []
 
 
-def folder_label(folder: str, *, with_parent: bool = False) -> str:
-    """What the list shows for a folder source (``with_parent``: its parent folder too, for
-    two folders of one name).
+def folder_label(folder: str) -> str:
+    """What the list shows for a folder source (alone of its name: :func:`source_choices`
+    adds the parent folder to two of one name).
 
     Examples
     --------
     >>> folder_label("/data/run 3/")
     'folder: run 3 (TIFF files)'
-    >>> folder_label("/data/day2/run", with_parent=True)
-    'folder: day2/run (TIFF files)'
+    >>> [c.label for c in source_choices([], folders=["/d/day1/run", "/d/day2/run"])]
+    ['folder: day1/run (TIFF files)', 'folder: day2/run (TIFF files)']
     """
-    path = os.path.normpath(folder)
-    name = os.path.basename(path) or folder
-    if with_parent:
-        name = f"{os.path.basename(os.path.dirname(path))}/{name}"
+    return _folder_text(os.path.basename(os.path.normpath(folder)) or folder)
+
+
+def _folder_text(name: str) -> str:
     return f"folder: {name} (TIFF files)"
 
 
