@@ -116,3 +116,17 @@ def test_a_live_esrrf_session_tracks_the_drift_and_keeps_it_in_its_facts():
     facts = session.quality_facts()["drift"]
     assert facts["frames_per_block"] == BLOCK and len(facts["shifts"]) == frames // BLOCK
     assert DriftParams().time_averaging == DEFAULT_DRIFT_BLOCK  # automatic: the fixed default
+
+
+def test_the_drift_track_can_be_turned_off():
+    from napari_gpuscope import live
+
+    feed = live.FrameFeed()
+    session = live.attach(feed, "esrrf", {"magnification": 2}, device="cpu", track_drift=False)
+    for frame in np.random.default_rng(0).poisson(100, (4, 16, 16)).astype(np.uint16):
+        feed.push(frame)
+    feed.end()
+    assert session.wait(120)
+    assert session.drift_track() is None and "drift" not in session.quality_facts()
+    with pytest.raises(ValueError, match="track_drift is for a live eSRRF"):
+        live.attach(live.FrameFeed(), "tv", {"weight": 5.0}, device="cpu", track_drift=False)

@@ -149,7 +149,9 @@ class LiveEsrrf(LiveMethod):
         self.quality = QualityTrack(DEFAULT_MEASURE_EVERY, self.params.magnification)
         """The running reconstruction measured every ``quality.every`` frames (0: never)."""
         block = self.params.drift_time_averaging or DEFAULT_DRIFT_BLOCK
-        self.drift = LiveDriftTrack(max(2, block), self.params.max_drift, self.device)
+        self.drift: LiveDriftTrack | None = LiveDriftTrack(
+            max(2, block), self.params.max_drift, self.device
+        )
         """The drift so far: blocks of the dock's "frames per drift block" (50 when it is
         automatic) correlated with the first as they complete."""
         self.drift_error: str | None = None
@@ -175,7 +177,7 @@ class LiveEsrrf(LiveMethod):
         self._check_output_size(length, buffer)
         stack = _GrowingStack(buffer, length)
         stack.summing = self.quality.every > 0
-        stack.tracking = True
+        stack.tracking = self.drift is not None
         if stack.summing:
             load_measurement()
         self._started = time.perf_counter()
@@ -227,6 +229,7 @@ class LiveEsrrf(LiveMethod):
         return dataclasses.replace(result, stopped_early=stopped_by_user, total_time_points=total)
 
     def _track_drift(self, stack: _GrowingStack, done: int) -> None:
+        assert self.drift is not None
         try:
             self.drift.add(stack.take_tracked(done))
         except Exception as error:  # the reconstruction goes on without the track
