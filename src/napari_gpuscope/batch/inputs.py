@@ -164,8 +164,7 @@ def discover(spec: str | os.PathLike[str], *, unique: bool = True) -> list[Posit
         A glob of TIFF files (``"data/*.tif"``), an OME-Zarr image or plate, or a Zarr group of
         OME-Zarr images.
     unique : bool
-        Refuse two positions of one name (default); False lists them (a watch refuses them
-        position by position).
+        Refuse two positions of one name (default); False lists them (a watch refuses each).
 
     Returns
     -------
@@ -203,7 +202,7 @@ def discover(spec: str | os.PathLike[str], *, unique: bool = True) -> list[Posit
         if not files:
             raise InputError(f"INPUT {text!r} matches no TIFF file (*.tif, *.tiff)")
         positions = [Position(safe_name(Path(f).stem), "tiff", f) for f in files]
-    return _checked(positions) if unique else positions
+    return checked_unique(positions) if unique else positions
 
 
 def discover_all(specs: Sequence[str | os.PathLike[str]], *, unique: bool = True) -> list[Position]:
@@ -211,9 +210,8 @@ def discover_all(specs: Sequence[str | os.PathLike[str]], *, unique: bool = True
 
     A shell expands an unquoted glob into its files, so ``data/*.tif`` quoted or not, or the
     files named one by one, give the same positions in the same order: TIFF files are sorted
-    by path as one glob's are, Zarr positions follow in the order given. Two positions of one
-    name (``pos.tif`` and ``pos.tiff``) are refused (:class:`InputError`) unless ``unique`` is
-    False: a watch lists them all and refuses the clash itself, position by position.
+    by path as one glob's are, Zarr positions follow in the order given. ``unique``: as for
+    :func:`discover`.
 
     Examples
     --------
@@ -230,11 +228,11 @@ def discover_all(specs: Sequence[str | os.PathLike[str]], *, unique: bool = True
     found = {(p.kind, os.path.abspath(p.source)): p for p in listed}
     tiffs = sorted((p for p in found.values() if p.kind == "tiff"), key=lambda p: p.source)
     positions = tiffs + [p for p in found.values() if p.kind != "tiff"]
-    return _checked(positions) if unique else positions
+    return checked_unique(positions) if unique else positions
 
 
-def _checked(positions: list[Position]) -> list[Position]:
-    """``positions``, refused when two have one name."""
+def checked_unique(positions: list[Position]) -> list[Position]:
+    """``positions``, refused (:class:`InputError`, ``run``'s words) when two have one name."""
     seen: dict[str, str] = {}
     for position in positions:
         if position.name in seen:

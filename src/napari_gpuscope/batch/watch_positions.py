@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from napari_gpuscope.batch.inputs import InputError, Position, discover_all
+from napari_gpuscope.batch.inputs import InputError, Position, checked_unique, discover_all
 
 __all__ = ["DEFAULT_POLL_S", "DEFAULT_SETTLE_S", "PositionWatcher"]
 
@@ -118,14 +118,7 @@ class PositionWatcher:
         InputError
             Two inputs map to one position name (rename one).
         """
-        seen: dict[str, str] = {}
-        for position in self._current():
-            if position.name in seen:
-                raise InputError(
-                    f"two inputs map to the position name {position.name!r}: "
-                    f"{seen[position.name]!r} and {position.source!r}; rename one"
-                )
-            seen[position.name] = position.source
+        checked_unique(self._current())
 
     def take_refused(self) -> dict[str, str]:
         """Positions refused since the last call (name -> reason): a name another input had
