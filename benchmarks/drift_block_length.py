@@ -64,21 +64,26 @@ def rms(shifts: np.ndarray, truth: np.ndarray) -> float:
     return float(np.sqrt(np.mean((shifts - truth) ** 2)))
 
 
-def run_stack(truth: np.ndarray, seed: int, shape: int, emitters: int) -> dict:
-    """One simulated stack: the automatic choice and every candidate fixed length, each
-    scored against the true drift."""
-    n = len(truth)
-    stack, _ = blinking_drifting_stack(truth, shape=(shape, shape), n_emitters=emitters, seed=seed)
-    start = time.perf_counter()
-    result = estimate_drift(stack, time_averaging=None, device="cpu")
-    seconds = time.perf_counter() - start
+def fixed_length_errors(stack: np.ndarray, truth: np.ndarray) -> dict[int, float]:
+    """The RMS error against ``truth`` of every candidate block length (inf: refused)."""
     fixed = {}
-    for length in auto_lengths(n):
+    for length in auto_lengths(len(truth)):
         try:
             trace = estimate_drift(stack, time_averaging=length, device="cpu")
             fixed[length] = rms(trace.shifts, truth)
         except ValueError:  # too few blocks with structure
             fixed[length] = math.inf
+    return fixed
+
+
+def run_stack(truth: np.ndarray, seed: int, shape: int, emitters: int) -> dict:
+    """One simulated stack: the automatic choice and every candidate fixed length, each
+    scored against the true drift."""
+    stack, _ = blinking_drifting_stack(truth, shape=(shape, shape), n_emitters=emitters, seed=seed)
+    start = time.perf_counter()
+    result = estimate_drift(stack, time_averaging=None, device="cpu")
+    seconds = time.perf_counter() - start
+    fixed = fixed_length_errors(stack, truth)
     return {
         "seed": seed,
         "auto": rms(result.shifts, truth),

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import pickle
 import sys
 import time
@@ -41,11 +40,11 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests" / "compute"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from drift_block_length import rms, summarise, table  # noqa: E402
+from drift_block_length import fixed_length_errors, summarise, table  # noqa: E402
 from esrrf_drift_sim import blinking_drifting_stack  # noqa: E402
 from test_esrrf_drift_auto import drifts  # noqa: E402
 
-from napari_gpuscope.compute.esrrf import DriftParams, _drift_auto, estimate_drift  # noqa: E402
+from napari_gpuscope.compute.esrrf import DriftParams, _drift_auto  # noqa: E402
 from napari_gpuscope.compute.esrrf._drift_blocks import auto_lengths  # noqa: E402
 from napari_gpuscope.compute.jobs import run_job  # noqa: E402
 
@@ -94,13 +93,7 @@ def collect(path: Path, frames: list[int], seeds: list[int], fixed_from: Path | 
                 seconds = time.perf_counter() - start
                 fixed = saved.get((n, kind, seed))
                 if fixed is None:
-                    fixed = {}
-                    for length in auto_lengths(n):
-                        try:
-                            trace = estimate_drift(stack, time_averaging=length, device="cpu")
-                            fixed[length] = rms(trace.shifts, truth)
-                        except ValueError:  # too few blocks with structure
-                            fixed[length] = math.inf
+                    fixed = fixed_length_errors(stack, truth)
                 store[n, kind, seed] = {
                     "measured": measured, "n": n, "truth": truth, "fixed": fixed,
                     "chosen": chosen, "pilot_seconds": seconds,
