@@ -1,17 +1,50 @@
-"""The "acquire until good enough" rule of a live eSRRF's quality track (:mod:`._quality`):
-when the RSP error stops improving (:class:`PlateauRule`), and what it says when it fires
-(:class:`GoodEnough`)."""
+"""The points of a live eSRRF's quality track (:class:`QualityPoint`, measured by
+:mod:`._quality`) and its "acquire until good enough" rule: when the RSP error stops improving
+(:class:`PlateauRule`), and what it says when it fires (:class:`GoodEnough`)."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from ._quality import QualityPoint
+__all__ = ["GoodEnough", "PlateauRule", "QualityPoint"]
 
-__all__ = ["GoodEnough", "PlateauRule"]
+@dataclass(frozen=True)
+class QualityPoint:
+    """One measurement of the running reconstruction.
+
+    Attributes
+    ----------
+    frames : int
+        Frames processed when it was measured (in rolling mode: frames of its time point).
+    timepoint : int
+        The time point measured (0 for a cumulative session).
+    resolution_px : float
+        Decorrelation resolution in output pixels (NaN when there is none: :attr:`finding`).
+    finding : str
+        ``""`` for a valid resolution; ``"limited by the pixel grid"`` or ``"no peak"``.
+    rsp_error : float
+        ``1 - RSP`` against the widefield mean of the same frames (NaN when it could not be
+        fitted).
+    seconds : float
+        What the measurement took (the worker's time, not spent on frames).
+    """
+
+    frames: int
+    timepoint: int
+    resolution_px: float
+    finding: str
+    rsp_error: float
+    seconds: float
+
+    def resolution(self, pixel_size: float | None, magnification: int) -> float | None:
+        """The resolution in the input's length unit (``pixel_size`` per input pixel); None
+        without a pixel size or a valid resolution."""
+        if pixel_size is None or not math.isfinite(self.resolution_px) or self.finding:
+            return None
+        return self.resolution_px * pixel_size / magnification
+
 
 @dataclass(frozen=True)
 class PlateauRule:

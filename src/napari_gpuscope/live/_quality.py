@@ -27,12 +27,12 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._plateau import GoodEnough, PlateauRule, _number
+from ._plateau import GoodEnough, PlateauRule, QualityPoint, _number
 
 if TYPE_CHECKING:
     from ..compute._types import Device
@@ -60,42 +60,6 @@ frame in about a millisecond, and one measurement of a large frame takes a secon
 _RSP_INPUT_SIDE = 256
 """The RSP reads at most this many input pixels per side (the frame's centre): its fit blurs
 the image some twenty times, and 256 pixels hold enough structure."""
-
-
-@dataclass(frozen=True)
-class QualityPoint:
-    """One measurement of the running reconstruction.
-
-    Attributes
-    ----------
-    frames : int
-        Frames processed when it was measured (in rolling mode: frames of its time point).
-    timepoint : int
-        The time point measured (0 for a cumulative session).
-    resolution_px : float
-        Decorrelation resolution in output pixels (NaN when there is none: :attr:`finding`).
-    finding : str
-        ``""`` for a valid resolution; ``"limited by the pixel grid"`` or ``"no peak"``.
-    rsp_error : float
-        ``1 - RSP`` against the widefield mean of the same frames (NaN when it could not be
-        fitted).
-    seconds : float
-        What the measurement took (the worker's time, not spent on frames).
-    """
-
-    frames: int
-    timepoint: int
-    resolution_px: float
-    finding: str
-    rsp_error: float
-    seconds: float
-
-    def resolution(self, pixel_size: float | None, magnification: int) -> float | None:
-        """The resolution in the input's length unit (``pixel_size`` per input pixel); None
-        without a pixel size or a valid resolution."""
-        if pixel_size is None or not math.isfinite(self.resolution_px) or self.finding:
-            return None
-        return self.resolution_px * pixel_size / magnification
 
 
 def _centre(image: np.ndarray, side: int) -> np.ndarray:
