@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from ._sources import EndCallback, FrameCallback
+from ._sources import EndCallback, FrameCallback, join_poller
 
 __all__ = ["DEFAULT_POLL_S", "ContinuousSource"]
 
@@ -103,11 +103,7 @@ class ContinuousSource:
         """Wait up to ``timeout`` seconds for the polling thread to end; True when it has (or
         never started). The session's detach calls it from its caller's thread: never from
         the polling thread itself (on_end), which is returning anyway."""
-        thread = self._thread
-        if thread is None or thread is threading.current_thread():
-            return True
-        thread.join(timeout)
-        return not thread.is_alive()
+        return join_poller(self._thread, timeout)
 
     def expected_frames(self) -> int | None:
         return None  # continuous: until stopped

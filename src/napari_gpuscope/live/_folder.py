@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ._sources import EndCallback, FrameCallback
+from ._sources import EndCallback, FrameCallback, join_poller
 
 __all__ = ["FolderSource"]
 
@@ -104,11 +104,7 @@ class FolderSource:
     def join(self, timeout: float | None = None) -> bool:
         """Wait up to ``timeout`` seconds for the poller thread to end; True when it has (or
         never started). Never from the poller itself (its ``on_end``), which is returning."""
-        thread = self._thread
-        if thread is None or thread is threading.current_thread():
-            return True
-        thread.join(timeout)
-        return not thread.is_alive()
+        return join_poller(self._thread, timeout)
 
     def expected_frames(self) -> int | None:
         return None

@@ -10,6 +10,7 @@ thread (or napari's) only pays for a copy.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -335,6 +336,15 @@ def stack_order_problem(sequence: Any, slices: int) -> str | None:
     if used[-1] != "z":
         return f"{seen}: z must be the MDA's innermost axis (its axis order ending in z)"
     return f"{seen}: the slices per stack (frames_per_stack) must be its {z} z positions"
+
+
+def join_poller(thread: threading.Thread | None, timeout: float | None) -> bool:
+    """Wait up to ``timeout`` seconds for a source's own thread to end; True when it has (or
+    never started). Never waits on itself: the thread's own ``on_end`` is returning anyway."""
+    if thread is None or thread is threading.current_thread():
+        return True
+    thread.join(timeout)
+    return not thread.is_alive()
 
 
 def _disconnect(signal: Any, slot: Callable[..., object]) -> None:
