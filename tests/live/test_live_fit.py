@@ -224,3 +224,19 @@ def test_the_fits_optional_inputs_are_taken_as_offline():
     expected = offline("flatfield", "fit", tiles, PARAMS, dark_frame=dark, fitting_weight=weight)
     assert expected.darkfield_source == "frame"
     assert_same_profile(session.result(), expected)
+
+
+@pytest.mark.parametrize("name", ["dark_frame", "fitting_weight"])
+def test_an_input_not_of_the_tiles_shape_ends_the_session_at_the_first_tile(name):
+    """Said at the first tile, naming the input and both shapes, not ten tiles later by the
+    first fit."""
+    tiles, _ = scan(MIN_TILES, seed=8)
+    feed = live.FrameFeed()
+    wrong = np.ones((tiles.shape[1] + 2, tiles.shape[2]), np.float32)
+    session = live.attach(feed, "flatfield", PARAMS, job="fit", device=DEVICE, **{name: wrong})
+    feed.push(tiles[0])
+    assert session.wait(WAIT)  # ended by itself, with one tile: no fit ran
+    said = rf"live Fit profile failed: .*{name} has shape \(34, 32\); the tiles are \(32, 32\)"
+    with pytest.raises(RuntimeError, match=said):
+        session.result()
+    session.detach()

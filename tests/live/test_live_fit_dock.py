@@ -39,6 +39,21 @@ def test_live_request_chooses_the_fit_or_the_apply_job():
         live_request("flatfield", BasicParams())
 
 
+def test_live_request_takes_the_fits_dark_frame_and_mask_named():
+    from napari_gpuscope.compute.flatfield import BasicParams
+    from napari_gpuscope.dock.live_request import FitAsTilesArrive
+
+    dark, mask = np.full((4, 4), 100.0), np.ones((4, 4), np.uint8)
+    choice = FitAsTilesArrive(dark, mask, names={"dark_frame": "dark", "fitting_weight": "cells"})
+    fit = live_request("flatfield", BasicParams(), profile=choice)
+    assert fit.job_id == "fit" and sorted(fit.inputs) == ["dark_frame", "fitting_weight"]
+    assert fit.inputs["dark_frame"] is not dark and np.array_equal(fit.inputs["dark_frame"], dark)
+    assert "with the dark frame 'dark' and the mask (Fit on) 'cells'" in fit.notes[0]
+    stack = FitAsTilesArrive(dark_frame=np.zeros((3, 4, 4)), names={"dark_frame": "darks"})
+    with pytest.raises(ValueError, match=r"dark frame layer 'darks' has shape \(3, 4, 4\)"):
+        live_request("flatfield", BasicParams(), profile=stack)
+
+
 def test_live_follow_fits_as_tiles_arrive_and_keeps_the_profile_with_provenance():
     tiles, _ = scan(MIN_TILES + 3, seed=5)
     feed = live.FrameFeed()
@@ -95,15 +110,17 @@ def test_a_flatfield_dock_with_no_profile_follows_a_scan_with_the_fit(viewer, qt
     assert not part.start()  # "apply the profile" without one: said, not started
     assert "fit the profile as the tiles arrive" in part.status.text()
     dock.live_job.setCurrentIndex(dock.live_job.findData("fit"))
+    # The dock's dark frame and mask are the live fit's, as Run's fit takes them.
     dark = viewer.add_image(np.full(tiles.shape[1:], 100, np.uint16), name="dark")
+    mask = np.ones(tiles.shape[1:], np.uint8)
+    mask[:, :5] = 0
+    cells = viewer.add_labels(mask, name="cells")
     dock.reset_choices()
-    dock.dark_frame.value = dark
-    assert not part.start()  # a dark-frame layer the live fit does not take: said
-    assert "'Dark frame' layer" in part.status.text()
-    dock.dark_frame.value = None
-    part.choose(f"{name}: MDA")  # the new layer joined the list of sources
+    dock.dark_frame.value, dock.fit_mask.value = dark, cells
+    part.choose(f"{name}: MDA")  # the new layers joined the list of sources
     assert part.start(), part.status.text()
     assert f"from {MIN_TILES} tiles" in part.status.text()
+    assert "the dark frame 'dark' and the mask (Fit on) 'cells'" in part.status.text()
     colormaps = []  # the live layer shows the flatfield as the kept one does (not grey)
     viewer.layers.events.inserted.connect(
         lambda event: colormaps.append((event.value.name, event.value.colormap.name))
@@ -117,11 +134,21 @@ def test_a_flatfield_dock_with_no_profile_follows_a_scan_with_the_fit(viewer, qt
         live.unregister_core(core)
     assert camera.index == len(tiles)
     assert "The acquisition ended: kept" in part.status.text(), part.status.text()
-    expected = offline("flatfield", "fit", tiles, dock.params())
-    assert len(part.kept) == 1 and part.kept[0].name.startswith("flatfield")
-    assert all(cmap == "viridis" for _, cmap in colormaps), colormaps
+    weight = np.broadcast_to(mask, tiles.shape)
+    inputs = {"dark_frame": dark.data, "fitting_weight": weight}
+    expected = offline("flatfield", "fit", tiles, dock.params(), **inputs)
+    assert expected.darkfield_source == "frame"
+    # The flatfield, and the darkfield the dark frame gave (as a Run's fit shows them).
+    assert [layer.name.split(" · ")[0] for layer in part.kept] == ["flatfield", "darkfield"]
+    assert part.kept[1].data.tobytes() == expected.darkfield.tobytes()
+    flat = [cmap for name, cmap in colormaps if not name.startswith("darkfield")]
+    assert flat and all(cmap == "viridis" for cmap in flat), colormaps
     assert any(" live · " in name for name, _ in colormaps)
     assert part.kept[0].data.tobytes() == expected.flatfield.tobytes()
     record = part.kept[0].metadata[PROVENANCE_KEY]
     assert record["result"]["live"]["frames_processed"] == len(tiles)
     assert all(" live · " not in layer.name for layer in viewer.layers)
+    # The kept profile is the Apply panel's, as a Run's fit is: ready to correct the scan.
+    kept = dock.apply_panel.profile
+    assert kept is not None and kept.flatfield.tobytes() == expected.flatfield.tobytes()
+    assert "fitted live on" in dock.apply_panel.profile_label.text()

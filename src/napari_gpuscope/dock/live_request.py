@@ -4,35 +4,79 @@ and what differs from the dock's offline run, in words (:func:`live_request`).""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from napari_gpuscope import live
 
 if TYPE_CHECKING:
     from napari_gpuscope.compute.params import Params
 
-__all__ = ["FIT_AS_TILES_ARRIVE", "LIVE_METHODS", "LiveRequest", "live_request"]
+__all__ = [
+    "FIT_AS_TILES_ARRIVE",
+    "LIVE_METHODS",
+    "FitAsTilesArrive",
+    "LiveRequest",
+    "live_request",
+]
 
 # One job per method unless a dock says otherwise: flat-field applies a profile, or fits one
-# when given FIT_AS_TILES_ARRIVE.
+# when given a FitAsTilesArrive.
 _DEFAULT_JOB = {"flatfield": "apply"}
 _LIVE_JOB = {method: _DEFAULT_JOB.get(method, job) for method, job in live.LIVE_JOBS}
 LIVE_METHODS = frozenset(_LIVE_JOB)
 """The methods a dock can run live."""
 
 
-class _FitAsTilesArrive:
-    """The flat-field dock's "fit the profile" choice (:data:`FIT_AS_TILES_ARRIVE`)."""
+@dataclass(frozen=True)
+class FitAsTilesArrive:
+    """The flat-field dock's "fit the profile as tiles arrive" choice, with the fit's optional
+    inputs: a measured ``(Y, X)`` dark frame and a ``(Y, X)`` mask of the pixels fitted on
+    (the dock's "Dark frame" and "Fit on" layers; ``names`` name them in the notes).
+
+    :data:`FIT_AS_TILES_ARRIVE` is the choice without either.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> choice = FitAsTilesArrive(dark_frame=np.zeros((4, 4)), names={"dark_frame": "dark"})
+    >>> sorted(choice.inputs())
+    ['dark_frame']
+    """
+
+    dark_frame: np.ndarray | None = None
+    fitting_weight: np.ndarray | None = None
+    names: Mapping[str, str] = field(default_factory=dict)
+    """The layers' names per input (missing: unnamed)."""
+
+    def inputs(self) -> dict[str, np.ndarray]:
+        """The fit job's inputs given, each checked to be one ``(Y, X)`` image (every tile of a
+        scan is fitted with it, whatever the scan's length) and copied: a mask painted while
+        the session runs does not change its later fits."""
+        given = {"dark_frame": self.dark_frame, "fitting_weight": self.fitting_weight}
+        inputs = {name: np.array(array) for name, array in given.items() if array is not None}
+        for name, array in inputs.items():
+            if array.ndim != 2:
+                label = _INPUT_LABELS[name]
+                layer = f" {self.names[name]!r}" if name in self.names else ""
+                raise ValueError(
+                    f"the live fit takes a (Y, X) {label}; the {label} layer{layer} has shape "
+                    f"{array.shape}: choose a 2D layer (one image for every tile)"
+                )
+        return inputs
 
     def __repr__(self) -> str:
-        return "FIT_AS_TILES_ARRIVE"
+        return f"FitAsTilesArrive({', '.join(sorted(self.inputs()))})"
 
 
-FIT_AS_TILES_ARRIVE = _FitAsTilesArrive()
+_INPUT_LABELS = {"dark_frame": "dark frame", "fitting_weight": "mask (Fit on)"}
+
+FIT_AS_TILES_ARRIVE = FitAsTilesArrive()
 """Given as flat-field's ``profile`` to :func:`live_request`: fit a BaSiC profile over the
 tiles as they arrive (the fit job, refitted over every tile received so far) instead of
-applying one."""
+applying one. :class:`FitAsTilesArrive` adds a dark frame or a mask."""
 
 
 @dataclass(frozen=True)
@@ -71,12 +115,12 @@ def live_request(
     """The live job a dock of ``method_id`` runs with its ``params``.
 
     Raises ValueError, in words, when the method cannot run live or lacks an input: flat-field
-    applies a fitted or loaded ``profile`` (or, given :data:`FIT_AS_TILES_ARRIVE`, fits one
-    over the tiles as they arrive: the fit job, from
-    :data:`~napari_gpuscope.live.MIN_TILES` tiles on, said in the notes); phase
-    reconstructs z-stacks of ``frames_per_stack`` slices. eSRRF runs without drift correction
-    and with consecutive time points (both need frames not acquired yet), and says so in
-    :attr:`LiveRequest.notes`.
+    applies a fitted or loaded ``profile`` (or, given a :class:`FitAsTilesArrive` such as
+    :data:`FIT_AS_TILES_ARRIVE`, fits one over the tiles as they arrive: the fit job, with its
+    dark frame or mask if given, from :data:`~napari_gpuscope.live.MIN_TILES` tiles on, said
+    in the notes); phase reconstructs z-stacks of ``frames_per_stack`` slices. eSRRF runs
+    without drift correction and with consecutive time points (both need frames not acquired
+    yet), and says so in :attr:`LiveRequest.notes`.
 
     Examples
     --------
@@ -112,9 +156,10 @@ def live_request(
         params = params.replace(spacing=tuple(spacing[-2:]))
     job_id = _LIVE_JOB[method_id]
     if method_id == "flatfield":
-        if profile is FIT_AS_TILES_ARRIVE:
+        if isinstance(profile, FitAsTilesArrive):
             job_id = "fit"
-            notes.append(_fit_note())
+            inputs.update(profile.inputs())
+            notes.append(_fit_note(profile))
         elif profile is None:
             raise ValueError(
                 "a live flat-field applies a profile: fit one or load one first, or choose "
@@ -128,8 +173,15 @@ def live_request(
     return LiveRequest(method_id, job_id, params, inputs, stack, tuple(notes))
 
 
-def _fit_note() -> str:
+def _fit_note(choice: FitAsTilesArrive) -> str:
+    labels = {name: _INPUT_LABELS[name] for name in sorted(choice.inputs())}
+    given = [
+        f"{label} {choice.names[name]!r}" if name in choice.names else label
+        for name, label in labels.items()
+    ]
+    taken = f", with the {' and the '.join(given)}" if given else ""
     return (
-        f"the profile is fitted over all the tiles received so far, from {live.MIN_TILES} tiles "
-        "on, and again whenever new tiles came; Stop & keep keeps the last complete fit"
+        f"the profile is fitted over all the tiles received so far{taken}, from "
+        f"{live.MIN_TILES} tiles on, and again whenever new tiles came; Stop & keep keeps the "
+        "last complete fit"
     )

@@ -142,6 +142,8 @@ class LiveFit(LiveMethod):
                 discarded=len(frames),
             )
             return
+        if not self._tiles:
+            self._check_inputs(frames.shape[1:])
         limit = self._limit(frames[0])
         room = max(0, limit - len(self._tiles))
         self._tiles.extend(np.array(frame) for frame in frames[:room])
@@ -152,6 +154,17 @@ class LiveFit(LiveMethod):
                 "Start a new session for more, or fit the saved tiles offline"
             )
             buffer.refuse(reason, discarded=len(frames) - room)
+
+    def _check_inputs(self, tile: tuple[int, ...]) -> None:
+        """A dark frame or a mask not of the tiles' shape ends the session at the first tile,
+        in words, not at the first fit ten tiles later."""
+        for name in ("dark_frame", "fitting_weight"):
+            given = self.inputs.get(name)
+            if given is not None and tuple(np.shape(given)) != tuple(tile):
+                raise ValueError(
+                    f"the live fit's {name} has shape {tuple(np.shape(given))}; the tiles are "
+                    f"{tuple(tile)}: give a (Y, X) {name} of the tiles' shape"
+                )
 
     def _limit(self, tile: np.ndarray) -> int:
         by_bytes = _by_bytes(tile)

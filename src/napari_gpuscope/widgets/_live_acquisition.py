@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from qtpy.QtCore import Qt, QTimer
+from qtpy.QtCore import Qt, QTimer, Signal
 from qtpy.QtWidgets import (
     QFormLayout,
     QHBoxLayout,
@@ -37,7 +37,6 @@ from napari_gpuscope.dock.live_sources import (
     source_choices,
 )
 from napari_gpuscope.dock.messages import plain_error_message, sentence
-from napari_gpuscope.provenance import PROVENANCE_KEY
 from napari_gpuscope.widgets._dock_parts import _wrapping_label
 from napari_gpuscope.widgets._live_dock import (
     Ending,
@@ -45,6 +44,7 @@ from napari_gpuscope.widgets._live_dock import (
     LiveDock,
     SourceBox,
     add_kept_layers,
+    add_live_layer,
     section_header,
 )
 from napari_gpuscope.widgets._live_quality import LiveQualityView
@@ -79,6 +79,10 @@ class LiveAcquisition(QWidget):
     dock : LiveDock
         The dock (a MethodDock) whose parameters, device and method the session runs.
     """
+
+    result_kept = Signal(object)
+    """The result a session kept, once its layers are added (the flat-field dock's Apply
+    panel takes a kept profile)."""
 
     def __init__(self, dock: LiveDock) -> None:
         super().__init__()
@@ -308,17 +312,9 @@ class LiveAcquisition(QWidget):
         if layer is None or layer not in self.viewer.layers:
             frame_shape = self.follow.session.frame_shape or image.shape
             geometry = live_layer_geometry(self.choice.geometry(), frame_shape, image.shape)
-            fit = self.follow.request.job_id == "fit"  # the flatfield, as the kept one
-            colormap = {"esrrf": "magma"}.get(self.dock.method_id, "viridis" if fit else "gray")
-            self.layer = self.viewer.add_image(
-                image,
-                name=f"{self.dock.short_title or self.dock.title} live · {self.choice.name}",
-                colormap=colormap,
-                # Marked as the method's (as its results are): the dock's input never follows
-                # its own live layer.
-                metadata={PROVENANCE_KEY: {"method": self.dock.method_id, "live": "running"}},
-                **geometry,
-            )
+            name = f"{self.dock.short_title or self.dock.title} live · {self.choice.name}"
+            method, fit = self.dock.method_id, self.follow.request.job_id == "fit"
+            self.layer = add_live_layer(self.viewer, image, name, method, fit, geometry)
         else:
             layer.data = image
         if self._updates < _AUTO_CONTRAST_UPDATES and self.layer is not None:
@@ -359,10 +355,12 @@ class LiveAcquisition(QWidget):
             tuples = follow.result_layers(result, self.choice.name, self.choice.geometry())
             self.kept = add_kept_layers(self.viewer, tuples)
             self._counters(status.describe())
-            outcome = f"kept {result.describe()}"
+            outcome, kept = f"kept {result.describe()}", [result]
         except Exception as exc:  # the job's error, or no frame processed: said, never raised
-            outcome = f"nothing kept ({plain_error_message(exc)})"
+            outcome, kept = f"nothing kept ({plain_error_message(exc)})", []
         self._finish(outcome)
+        for result in kept:
+            self.result_kept.emit(result)
 
     def _finish(self, outcome: str) -> None:
         ending = self._ending

@@ -5,19 +5,30 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from qtpy.QtCore import Qt
 from qtpy.QtWidgets import QComboBox, QFileDialog, QPushButton, QToolButton
 
+from napari_gpuscope.provenance import PROVENANCE_KEY
+
 if TYPE_CHECKING:
     import napari.layers
     import napari.viewer
+    import numpy as np
 
     from napari_gpuscope.compute.params import Params
     from napari_gpuscope.compute.results import LayerDataTuple
 
-__all__ = ["Ending", "FolderButton", "LiveDock", "SourceBox", "add_kept_layers", "section_header"]
+__all__ = [
+    "Ending",
+    "FolderButton",
+    "LiveDock",
+    "SourceBox",
+    "add_kept_layers",
+    "add_live_layer",
+    "section_header",
+]
 
 
 def section_header(text: str, tip: str) -> QToolButton:
@@ -46,6 +57,22 @@ def add_kept_layers(
     if pictures:  # its controls shown, as after a run
         viewer.layers.selection.active = pictures[0]
     return kept
+
+
+def add_live_layer(
+    viewer: napari.viewer.Viewer,
+    image: np.ndarray,
+    name: str,
+    method_id: str,
+    fit: bool,
+    geometry: dict[str, Any],
+) -> napari.layers.Image:
+    """The layer a live session's image updates in place, coloured as its kept result will be
+    (eSRRF magma; a live fit's flatfield viridis) and marked as the method's, as its results
+    are: the dock's input never follows its own live layer."""
+    colormap = {"esrrf": "magma"}.get(method_id, "viridis" if fit else "gray")
+    metadata = {PROVENANCE_KEY: {"method": method_id, "live": "running"}}
+    return viewer.add_image(image, name=name, colormap=colormap, metadata=metadata, **geometry)
 
 
 @dataclass(frozen=True)

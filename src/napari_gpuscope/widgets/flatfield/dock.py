@@ -23,7 +23,7 @@ from qtpy.QtWidgets import QCheckBox, QComboBox, QFormLayout, QLabel, QPushButto
 from napari_gpuscope.compute.flatfield import APPLY_FIELDS, BasicParams, ShadingProfile
 from napari_gpuscope.compute.jobs import Job
 from napari_gpuscope.dock.jobs import JobHandlers
-from napari_gpuscope.dock.live_follow import FIT_AS_TILES_ARRIVE
+from napari_gpuscope.dock.live_request import FitAsTilesArrive
 from napari_gpuscope.dock.messages import plain_error_message
 from napari_gpuscope.live import MIN_TILES
 from napari_gpuscope.widgets._base import MethodDock
@@ -86,7 +86,8 @@ class FlatfieldDock(MethodDock):
         self.live_job.addItem("fit the profile as tiles arrive", "fit")
         self.live_job.setToolTip(
             "Apply: correct every frame with the profile of the Apply panel (fitted or loaded). "
-            f"Fit: fit a BaSiC profile over all the tiles received so far, from {MIN_TILES} "
+            "Fit: fit a BaSiC profile (with the Dark frame and Fit on layers chosen above) "
+            f"over all the tiles received so far, from {MIN_TILES} "
             "tiles on and again whenever new tiles came (the flatfield shown improves as the "
             "scan goes on); Stop & keep keeps the last complete fit"
         )
@@ -95,24 +96,31 @@ class FlatfieldDock(MethodDock):
         if isinstance(form, QFormLayout):
             form.insertRow(1, "Live", self.live_job)
         part.take_inputs_from(self._live_params, self._live_profile)
+        part.result_kept.connect(self._on_live_kept)
+
+    def _on_live_kept(self, result: object) -> None:
+        """A live fit's kept profile goes to the Apply panel, as a Run's fit does: to correct
+        the scan with, save, or apply live to the next acquisition."""
+        choice = self.live_acquisition.choice
+        if isinstance(result, ShadingProfile) and choice is not None:
+            self.profile = result
+            self.apply_panel.set_profile(result, f"fitted live on '{choice.name}'")
 
     def _live_params(self) -> BasicParams:
         if self.live_job.currentData() != "fit":
             return self.apply_panel.params()
-        chosen = sorted(self.recipe_artifacts())
-        if chosen:  # said, not silently fitted without them
-            rows = {"dark_frame": "Dark frame", "fitting_weight": "Fit on"}
-            names = " and ".join(f"'{rows[name]}'" for name in chosen)
-            raise ValueError(
-                f"the live fit does not take the {names} layer yet: choose none (a camera "
-                "offset works), or fit the acquired tiles with Run"
-            )
         return self.params()
 
     def _live_profile(self) -> object:
-        if self.live_job.currentData() == "fit":
-            return FIT_AS_TILES_ARRIVE
-        return self.apply_panel.profile
+        """The Apply panel's profile, or the fit's choice with the dock's dark-frame and mask
+        layers (each one (Y, X) image for every tile: checked when the session starts)."""
+        if self.live_job.currentData() != "fit":
+            return self.apply_panel.profile
+        chosen = self.recipe_artifacts()
+        return FitAsTilesArrive(
+            **{name: array for name, (array, _) in chosen.items()},
+            names={name: layer_name for name, (_, layer_name) in chosen.items()},
+        )
 
     def _show_apply_fields_in_panel(self) -> None:
         """The apply fields are parameters of the dock (settings, recipes, reset) whose
