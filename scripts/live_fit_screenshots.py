@@ -32,6 +32,9 @@ def main() -> None:
     parser.add_argument("--exposure-ms", type=float, default=400.0)
     parser.add_argument("--fits-before-shot", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument(
+        "--dark-frame", action="store_true", help="fit with a dark-frame layer, not an offset"
+    )
     args = parser.parse_args()
 
     import useq
@@ -47,7 +50,12 @@ def main() -> None:
     window = ScreenshotWindow(args.out, cpu=args.cpu)
     viewer, pump = window.viewer, window.pump
     _, dock = viewer.window.add_plugin_dock_widget(PLUGIN, method("flatfield").title)
-    dock.set_param("camera_offset", 100.0)  # the simulated camera's offset
+    if args.dark_frame:  # the simulated camera's offset, measured as a dark frame
+        dark = viewer.add_image(np.full(truth.images.shape[1:], 100, np.uint16), name="dark")
+        dock.reset_choices()
+        dock.dark_frame.value = dark
+    else:
+        dock.set_param("camera_offset", 100.0)  # the simulated camera's offset
     dock.live_job.setCurrentIndex(dock.live_job.findData("fit"))
     part = dock.live_acquisition
     part.expand()
@@ -85,6 +93,7 @@ def main() -> None:
     viewer.reset_view()
     window.shot("2-after", settle=0.3)
     print(f"after: {part.status.text()!r}; counters {part.counters.text()!r}")
+    print(f"Apply panel: {dock.apply_panel.profile_label.text()!r}")
     for layer in part.kept[:1]:
         flat, true = layer.data / layer.data.mean(), truth.flatfield / truth.flatfield.mean()
         error = float(np.sqrt(np.mean((flat - true) ** 2)))
