@@ -121,6 +121,7 @@ def test_a_flatfield_dock_with_no_profile_follows_a_scan_with_the_fit(viewer, qt
     assert part.start(), part.status.text()
     assert f"from {MIN_TILES} tiles" in part.status.text()
     assert "the dark frame 'dark' and the mask (Fit on) 'cells'" in part.status.text()
+    assert not dock.live_job.isEnabled()  # read at Start: fixed while the session runs
     colormaps = []  # the live layer shows the flatfield as the kept one does (not grey)
     viewer.layers.events.inserted.connect(
         lambda event: colormaps.append((event.value.name, event.value.colormap.name))
@@ -152,3 +153,4 @@ def test_a_flatfield_dock_with_no_profile_follows_a_scan_with_the_fit(viewer, qt
     kept = dock.apply_panel.profile
     assert kept is not None and kept.flatfield.tobytes() == expected.flatfield.tobytes()
     assert "fitted live on" in dock.apply_panel.profile_label.text()
+    assert dock.live_job.isEnabled()

@@ -22,7 +22,6 @@ from qtpy.QtCore import Qt, QTimer, Signal
 from qtpy.QtWidgets import (
     QFormLayout,
     QHBoxLayout,
-    QPushButton,
     QSizePolicy,
     QSpinBox,
     QVBoxLayout,
@@ -45,6 +44,7 @@ from napari_gpuscope.widgets._live_dock import (
     SourceBox,
     add_kept_layers,
     add_live_layer,
+    live_buttons,
     section_header,
 )
 from napari_gpuscope.widgets._live_quality import LiveQualityView
@@ -114,29 +114,21 @@ class LiveAcquisition(QWidget):
         self.folder_button = FolderButton(self.add_folder)
         source_row.addWidget(self.folder_button)
         form.addRow("Follow", source_row)
+        self._form = form
         self.slices = QSpinBox()
         self.slices.setRange(1, 4096)
         self.slices.setValue(16)
         self.slices.setToolTip("Slices per z-stack: each stack is reconstructed once complete")
+        # What a session starts with: fixed while one runs.
+        self._fixed_while_running: list[QWidget] = [self.source_box, self.folder_button]
         if dock.method_id == "phase":
-            form.addRow("Slices per stack", self.slices)
-        self.start_button = QPushButton("Start")
-        self.start_button.setToolTip(
-            "Process the source's frames as they arrive, with the dock's parameters now"
-        )
-        self.stop_button = QPushButton("Stop && keep")
-        self.stop_button.setToolTip(
-            "Stop following and keep the result over the frames processed as a result layer; "
-            "the acquisition goes on"
-        )
-        self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.setToolTip(
-            "Stop following and discard the live result; the acquisition goes on"
-        )
-        buttons = QHBoxLayout()
-        for button in (self.start_button, self.stop_button, self.cancel_button):
-            buttons.addWidget(button)
-        form.addRow(buttons)
+            self.add_row("Slices per stack", self.slices)
+        buttons = live_buttons()
+        self.start_button, self.stop_button, self.cancel_button = buttons
+        row = QHBoxLayout()
+        for button in buttons:
+            row.addWidget(button)
+        form.addRow(row)
         # eSRRF's resolution against the frames, and "Say when more frames stop helping".
         self.quality = LiveQualityView(self.viewer) if dock.method_id == "esrrf" else None
         if self.quality is not None:
@@ -177,6 +169,12 @@ class LiveAcquisition(QWidget):
     def expand(self) -> None:
         """Show the part (it starts hidden under its header)."""
         self.header.setChecked(True)
+
+    def add_row(self, label: str, widget: QWidget) -> None:
+        """A row of the dock's own under Follow (flat-field's Live choice), read at Start and
+        so fixed while a session runs."""
+        self._form.insertRow(1, label, widget)
+        self._fixed_while_running.append(widget)
 
     def take_inputs_from(
         self, params: Callable[[], Params], profile: Callable[[], object | None]
@@ -394,5 +392,5 @@ class LiveAcquisition(QWidget):
         self.start_button.setEnabled(self.supported and not running and bool(self._choices))
         self.stop_button.setEnabled(running and not stopping)
         self.cancel_button.setEnabled(running and not stopping)
-        self.source_box.setEnabled(not running)
-        self.folder_button.setEnabled(not running)
+        for widget in self._fixed_while_running:
+            widget.setEnabled(not running)

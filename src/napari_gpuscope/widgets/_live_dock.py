@@ -27,6 +27,7 @@ __all__ = [
     "SourceBox",
     "add_kept_layers",
     "add_live_layer",
+    "live_buttons",
     "section_header",
 ]
 
@@ -73,6 +74,20 @@ def add_live_layer(
     colormap = {"esrrf": "magma"}.get(method_id, "viridis" if fit else "gray")
     metadata = {PROVENANCE_KEY: {"method": method_id, "live": "running"}}
     return viewer.add_image(image, name=name, colormap=colormap, metadata=metadata, **geometry)
+
+
+def live_buttons() -> tuple[QPushButton, QPushButton, QPushButton]:
+    """Start, Stop & keep and Cancel, each saying what it does to the acquisition (nothing)."""
+    tips = {
+        "Start": "Process the source's frames as they arrive, with the dock's parameters now",
+        "Stop && keep": "Stop following and keep the result over the frames processed as a "
+        "result layer; the acquisition goes on",
+        "Cancel": "Stop following and discard the live result; the acquisition goes on",
+    }
+    start, stop, cancel = (QPushButton(text) for text in tips)
+    for button, tip in zip((start, stop, cancel), tips.values(), strict=True):
+        button.setToolTip(tip)
+    return start, stop, cancel
 
 
 @dataclass(frozen=True)

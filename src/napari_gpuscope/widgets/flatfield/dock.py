@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from magicgui.widgets import ComboBox
-from qtpy.QtWidgets import QCheckBox, QComboBox, QFormLayout, QLabel, QPushButton
+from qtpy.QtWidgets import QCheckBox, QComboBox, QLabel, QPushButton
 
 from napari_gpuscope.compute.flatfield import APPLY_FIELDS, BasicParams, ShadingProfile
 from napari_gpuscope.compute.jobs import Job
@@ -92,9 +92,7 @@ class FlatfieldDock(MethodDock):
             "scan goes on); Stop & keep keeps the last complete fit"
         )
         part = self.live_acquisition
-        form = part.body.layout().itemAt(0).layout()  # the part's form: Follow, ..., buttons
-        if isinstance(form, QFormLayout):
-            form.insertRow(1, "Live", self.live_job)
+        part.add_row("Live", self.live_job)
         part.take_inputs_from(self._live_params, self._live_profile)
         part.result_kept.connect(self._on_live_kept)
 
