@@ -38,7 +38,7 @@ def test_esrrf_dock_plots_the_resolution_track_and_says_when_good_enough(viewer,
     assert part.quality is not None
     # A rule that fires at the second measurement (20 frames at one every 10): what the test
     # checks is the dock's wiring, not where a plateau is (test_live_quality.py does that).
-    part.quality.rule = live.PlateauRule(change=0.99, window=1)
+    part.quality.rule = live.PlateauRule.rsp(change=0.99, window=1)
     part.quality.good_enough_box.setChecked(True)
     part.choose(f"{name}: MDA")
     assert part.start(), part.status.text()
@@ -62,6 +62,10 @@ def test_esrrf_dock_plots_the_resolution_track_and_says_when_good_enough(viewer,
     plotted = part.quality.plot.values("decorrelation resolution")
     assert plotted == pytest.approx([p.resolution_px for p in points], nan_ok=True)
     assert part.quality.error_plot.values("1 - RSP") == pytest.approx([p.rsp_error for p in points])
+    # The estimated error (what the default rule reads), each point's with its own floor; none
+    # at the first measurement (one half only).
+    estimated = [live.PlateauRule.estimates(points[: i + 1])[-1] for i in range(1, len(points))]
+    assert part.quality.error_plot.values("estimated error") == pytest.approx(estimated)
     assert part.quality.plot.title == "Pixel-grid limited (output px): "  # said, at M 2
     assert "It was good enough at 20 frames" in part.status.text()
     kept = next(layer for layer in viewer.layers if layer.name.startswith("eSRRF · "))

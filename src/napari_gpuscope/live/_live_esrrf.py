@@ -22,6 +22,7 @@ from ._quality import (
     load_measurement,
     measure_quality,
 )
+from ._split_half import SplitHalves
 
 __all__ = ["DEFAULT_DRIFT_BLOCK", "LiveEsrrf"]
 
@@ -146,8 +147,15 @@ class LiveEsrrf(LiveMethod):
         self._want_latest = False
         self.frames_analysed = 0
         self._started = 0.0
-        self.quality = QualityTrack(DEFAULT_MEASURE_EVERY, self.params.magnification)
+        linear = self.params.temporal == "AVG"
+        self.quality = QualityTrack(
+            DEFAULT_MEASURE_EVERY, self.params.magnification, split_half=linear
+        )
         """The running reconstruction measured every ``quality.every`` frames (0: never)."""
+        # Two disjoint halves of the measured reconstruction's frames, for its noise part: an
+        # AVG's blocks of frames are differences of its running means; VAR's and TAC2's not.
+        self._halves = SplitHalves(border=3 * self.params.magnification) if linear else None
+        self._halves_timepoint = 0
         block = self.params.drift_time_averaging or DEFAULT_DRIFT_BLOCK
         self.drift: LiveDriftTrack | None = LiveDriftTrack(
             max(2, block), self.params.max_drift, self.device
@@ -247,6 +255,10 @@ class LiveEsrrf(LiveMethod):
         started = time.perf_counter()
         if frames % self.quality.every or not self.quality.due(started - self._started):
             return
+        halves = self._halves
+        if halves is not None and timepoint != self._halves_timepoint:
+            halves.reset()  # a rolling session's next time point: its own frames only
+            self._halves_timepoint = timepoint
         try:
             widefield = stack.widefield()
             image = np.asarray(output.data())[0]
@@ -257,6 +269,7 @@ class LiveEsrrf(LiveMethod):
                 frames=frames,
                 timepoint=timepoint,
                 device=self.device,
+                halves=halves,
             )
         except Exception as error:  # the reconstruction goes on without this measurement
             nan = float("nan")

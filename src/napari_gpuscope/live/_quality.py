@@ -13,11 +13,14 @@ processed so far:
   the reconstruction (blurred by the Gaussian that best maps it onto the reference) with the
   widefield mean of the same frames (:func:`~napari_gpuscope.compute.esrrf._qnr.error_map`),
   the reference-free error of QnR. It falls as the reconstruction's noise averages out and
-  levels off at what the reconstruction cannot explain of the data.
+  levels off at what the reconstruction cannot explain of the data;
+- its **noise part** (AVG only): how much of its correlation with anything noiseless its noise
+  costs, from two disjoint halves of its frames (:mod:`._split_half`).
 
-:class:`PlateauRule` reads the track: the RSP error has improved by less than ``change`` (a
-fraction) over the last ``window`` measurements. :class:`QualityTrack` holds the points
-thread-safely (the session's worker appends, a GUI or a script reads) and calls its callbacks
+:class:`PlateauRule` reads the track: the estimated error against the truth (the noise part
+on a floor estimated from the RSP error; or the RSP error itself) has improved by less than
+``change`` (a fraction) over the last ``window`` measurements. :class:`QualityTrack` holds the
+points thread-safely (the session's worker appends, a GUI or a script reads) and calls its callbacks
 once when the rule fires (:class:`GoodEnough`).
 """
 
@@ -32,7 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._plateau import GoodEnough, PlateauRule, QualityPoint, _number
+from ._plateau import ESTIMATED, GoodEnough, PlateauRule, QualityPoint, _number
+from ._split_half import SPLIT_SIGMA_PER_RSP, SplitHalves
 
 if TYPE_CHECKING:
     from ..compute._types import Device
@@ -71,6 +75,8 @@ def _centre(image: np.ndarray, side: int) -> np.ndarray:
 def load_measurement() -> None:
     """Import what a measurement uses (SciPy's optimizer...) before the worker's time counts:
     the first measurement would otherwise carry it against :attr:`QualityTrack.max_share`."""
+    import scipy.ndimage  # noqa: F401  (the split halves' blur)
+
     from ..compute.esrrf import _decorr, _qnr, _resolution  # noqa: F401
 
 
@@ -82,8 +88,10 @@ def measure_quality(
     frames: int,
     timepoint: int = 0,
     device: Device = "cpu",
+    halves: SplitHalves | None = None,
 ) -> QualityPoint:
-    """Measure one reconstruction: its decorrelation resolution and its RSP error.
+    """Measure one reconstruction: its decorrelation resolution, its RSP error and (with
+    ``halves``) its noise part.
 
     Parameters
     ----------
@@ -97,6 +105,10 @@ def measure_quality(
         What the point records.
     device : str or torch.device
         Where the decorrelation's spectra are computed.
+    halves : SplitHalves, optional
+        The session's split halves (an AVG reconstruction's): the block of frames since the
+        previous measurement is added to them (the RSP's crop), and the point gets their noise
+        part, compared at :data:`~._split_half.SPLIT_SIGMA_PER_RSP` of the RSP's fitted blur.
 
     Returns
     -------
@@ -131,9 +143,13 @@ def measure_quality(
     m = magnification
     sr = image[top * m : (top + wide.shape[0]) * m, left * m : (left + wide.shape[1]) * m]
     try:
-        rsp_error = 1.0 - error_map(sr, wide, m).rsp
+        fitted = error_map(sr, wide, m)
+        rsp_error, sigma = 1.0 - fitted.rsp, fitted.sigma
     except ValueError:  # a frame too small for the fit's border
-        rsp_error = math.nan
+        rsp_error = sigma = math.nan
+    noise = math.nan
+    if halves is not None:
+        noise = halves.add(sr, frames, SPLIT_SIGMA_PER_RSP * sigma).noise
     return QualityPoint(
         frames=int(frames),
         timepoint=int(timepoint),
@@ -141,6 +157,7 @@ def measure_quality(
         finding=finding,
         rsp_error=float(rsp_error),
         seconds=time.perf_counter() - started,
+        noise=float(noise),
     )
 
 
@@ -153,24 +170,34 @@ class QualityTrack:
         Frames processed between two measurements (0: none).
     magnification : int
         M (to say output pixels in input pixels).
+    split_half : bool
+        Whether the points have a noise part (an AVG reconstruction's): the default rule
+        reads the estimated error then, the RSP error otherwise (:meth:`default_rule`).
 
     Examples
     --------
     >>> track = QualityTrack(every=10, magnification=2)
     >>> fired = []
     >>> track.on_good_enough(fired.append)
-    >>> track.watch(PlateauRule(change=0.05, window=1))
+    >>> track.watch(PlateauRule.rsp(change=0.05, window=1))
     >>> for frames, error in [(10, 0.2), (20, 0.1), (30, 0.099)]:
     ...     track.add(QualityPoint(frames, 0, 2.1, "limited by the pixel grid", error, 0.01))
     >>> [p.frames for p in track.points()], track.good_enough.frames, len(fired)
     ([10, 20, 30], 30, 1)
     """
 
-    def __init__(self, every: int = DEFAULT_MEASURE_EVERY, magnification: int = 1) -> None:
+    def __init__(
+        self,
+        every: int = DEFAULT_MEASURE_EVERY,
+        magnification: int = 1,
+        *,
+        split_half: bool = False,
+    ) -> None:
         if isinstance(every, bool) or not isinstance(every, int) or every < 0:
             raise ValueError(f"measure_every must be an integer >= 0, got {every!r}")
         self.every = every
         self.magnification = magnification
+        self.split_half = split_half
         self._lock = threading.Lock()
         self._points: list[QualityPoint] = []
         self._rule: PlateauRule | None = None
@@ -194,11 +221,21 @@ class QualityTrack:
         self.skipped += 1
         return False
 
+    def default_rule(self) -> PlateauRule:
+        """``good_enough=True``'s rule: on the estimated error when the points have a noise
+        part (AVG), on the RSP error otherwise (VAR, TAC2)."""
+        return PlateauRule() if self.split_half else PlateauRule.rsp()
+
     def watch(self, rule: PlateauRule | None, *, stop: bool = False) -> None:
         """Apply ``rule`` from the worker's next measurement on (None: no rule); ``stop``: the
         session stops (Stop & keep) when it fires. The points already measured count; the
         rule is evaluated in the worker only, so its callbacks never run in the caller's
         (a GUI's) thread. Another rule forgets when the previous one fired."""
+        if rule is not None and rule.measure == ESTIMATED and not self.split_half:
+            raise ValueError(
+                "good_enough: the estimated error needs the reconstruction's split halves, "
+                "which only a temporal AVG has; give live.PlateauRule.rsp() for VAR and TAC2"
+            )
         with self._lock:
             if rule != self._rule:
                 self._good_enough = None
@@ -253,6 +290,7 @@ class QualityTrack:
                     "resolution_px": _number(p.resolution_px),
                     "finding": p.finding,
                     "rsp_error": _number(p.rsp_error),
+                    "noise": _number(p.noise),
                 }
                 for p in points
             ],
@@ -266,11 +304,11 @@ class QualityTrack:
             if rule is None or self._good_enough is not None or not points:
                 return
             # A rolling session's time points each start again: the rule reads the newest one.
-            current = [p.rsp_error for p in points if p.timepoint == points[-1].timepoint]
+            current = rule.values([p for p in points if p.timepoint == points[-1].timepoint])
             if not rule.fires(current):
                 return
             before = current[-1 - rule.window]
-            fired = GoodEnough(points[-1].frames, rule, points[-1], before)
+            fired = GoodEnough(points[-1].frames, rule, points[-1], before, current[-1])
             self._good_enough = fired
             callbacks = list(self._callbacks)
         self._call(callbacks, fired)

@@ -35,9 +35,11 @@ def configure_quality(
             )
         return
     if measure_every is not None:
-        live.quality = track = QualityTrack(measure_every, track.magnification)
+        live.quality = track = QualityTrack(
+            measure_every, track.magnification, split_half=track.split_half
+        )
     if good_enough is True:
-        rule: PlateauRule | None = PlateauRule()
+        rule: PlateauRule | None = track.default_rule()
     elif good_enough is None or good_enough is False:
         rule = None
     elif isinstance(good_enough, PlateauRule):
@@ -94,7 +96,7 @@ class SessionQuality:
     def track_table(self) -> list[dict[str, Any]]:
         """The track as rows: ``frames``, ``timepoint``, ``resolution_px``, ``resolution`` (in
         :attr:`unit`; None without a pixel size or when the finding says there is none),
-        ``unit``, ``finding``, ``rsp_error``. Safe from any thread.
+        ``unit``, ``finding``, ``rsp_error``, ``noise``. Safe from any thread.
 
         Examples
         --------
@@ -124,6 +126,7 @@ class SessionQuality:
                 "unit": self.unit,
                 "finding": p.finding,
                 "rsp_error": p.rsp_error,
+                "noise": p.noise,
             }
             for p in self.track()
         ]
@@ -135,12 +138,13 @@ class SessionQuality:
         return None if quality is None else quality.good_enough
 
     def say_when_good_enough(self, rule: PlateauRule | None = None, *, stop: bool = False) -> None:
-        """Apply the plateau rule (default :class:`PlateauRule`) to the track from now on;
+        """Apply the plateau rule (default: the track's :meth:`~.QualityTrack.default_rule`)
+        to the track from now on;
         ``stop``: the session stops (Stop & keep) when it fires. The acquisition goes on
         either way: a script stops it in :meth:`on_good_enough`'s callback."""
         if self.quality is None:
             raise ValueError(f"{self.method.job.title}: only a live eSRRF has a quality track")
-        configure_quality(self.method, None, rule or PlateauRule(), stop)
+        configure_quality(self.method, None, rule or True, stop)
 
     def on_good_enough(self, callback: Callable[[GoodEnough], None]) -> None:
         """Call ``callback(good_enough)`` once when the rule fires, in the session's worker

@@ -1,5 +1,5 @@
-"""The eSRRF dock's live quality: the running reconstruction's resolution (and RSP error)
-against the frames processed, and "Say when more frames stop helping".
+"""The eSRRF dock's live quality: the running reconstruction's resolution (and its RSP error
+and estimated error) against the frames processed, and "Say when more frames stop helping".
 
 A part of the Live acquisition part (:mod:`._live_acquisition`), polled by its GUI timer: it
 reads the session's quality track (:meth:`napari_gpuscope.live.LiveSession.track`, measured in
@@ -82,12 +82,15 @@ class LiveQualityView(QWidget):
     def __init__(self, viewer: ViewerModel) -> None:
         super().__init__()
         self.good_enough_box = QCheckBox("Say when more frames stop helping")
-        self.rule = PlateauRule()
+        self.rule: PlateauRule | None = None
+        """The rule applied when ticked (None: the session's default, :meth:`follow`)."""
         self.good_enough_box.setToolTip(
             "Measure the running reconstruction every few frames and say when "
-            f"{self.rule.describe()} (the RSP error: 1 - the resolution-scaled Pearson "
-            "correlation with the widefield mean of the same frames). The acquisition goes on; "
-            "a script can stop it (session.on_good_enough)."
+            f"{PlateauRule().describe()}: the error against the truth estimated from the "
+            "disagreement of two halves of the frames (the noise more frames remove) on a "
+            "floor estimated from the RSP error (1 - the resolution-scaled Pearson correlation "
+            f"with the widefield mean). For VAR and TAC2: when {PlateauRule.rsp().describe()}. "
+            "The acquisition goes on; a script can stop it (session.on_good_enough)."
         )
         colors = theme_colors(viewer)
         self.plot = TrackPlot(colors)
@@ -98,7 +101,9 @@ class LiveQualityView(QWidget):
         self.error_plot = TrackPlot(colors)
         self.error_plot.setToolTip(
             "The running reconstruction's RSP error (1 - its resolution-scaled Pearson "
-            "correlation with the widefield mean of the same frames): what the rule reads"
+            "correlation with the widefield mean of the same frames) and, for AVG, its "
+            "estimated error against the truth (1 - correlation; what the rule reads): both "
+            "fall as the noise averages out and level off when more frames stop helping"
         )
         self.drift_label = _wrapping_label("")
         self.drift_label.setToolTip(
@@ -158,7 +163,12 @@ class LiveQualityView(QWidget):
             self.plot.add(point.frames, {"decorrelation resolution": value})
             # "1 - RSP", not "RSP error": a log axis (MetricsPlot's for errors) over its narrow
             # range showed no tick labels.
-            self.error_plot.add(point.frames, {"1 - RSP": point.rsp_error})
+            errors = {"1 - RSP": point.rsp_error}
+            # Each point's estimate with its own floor: what the rule reads at that point.
+            estimate = self._estimate(points, point)
+            if math.isfinite(estimate):
+                errors["estimated error"] = estimate
+            self.error_plot.add(point.frames, errors)
         if points:  # the latest finding in the title: a grid-limited value is no resolution
             limited = "Pixel-grid limited" if points[-1].finding else "Live"
             self.plot.retitle(f"{limited} ({self._unit_words}): ")
@@ -174,8 +184,13 @@ class LiveQualityView(QWidget):
         words = resolution_words(fired.point, self._pixel, self._unit, self._m)
         return f"{fired.describe()[:1].upper()}{fired.describe()[1:]}; resolution {words}."
 
+    @staticmethod
+    def _estimate(points: list[QualityPoint], point: QualityPoint) -> float:
+        same = [p for p in points if p.timepoint == point.timepoint and p.frames <= point.frames]
+        return PlateauRule.estimates(same)[-1] if same else math.nan
+
     def _toggled(self, checked: bool) -> None:
         session = self.session
         quality = None if session is None else session.quality
         if quality is not None and quality.every > 0:
-            quality.watch(self.rule if checked else None)
+            quality.watch((self.rule or quality.default_rule()) if checked else None)
