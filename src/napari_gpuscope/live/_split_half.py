@@ -23,7 +23,8 @@ blur): at the pixel scale they disagree much more (eSRRF's sharp, sparse spots o
 that happened to blink), a disagreement an error at the image's resolution barely feels. On
 the two simulated stacks of ``tests/live/test_live_quality.py`` (their truth blurred by 1.5
 output px), ``(1 - true error) / sqrt(rho)`` -- the model's constant -- stayed within 1 % and
-4 % over 20-150 frames with the halves blurred alike; unblurred it fell by 8 % and 29 %.
+4 % over 20-150 frames with the halves blurred alike (0.55 x the RSP's blur is 1.4-1.5 output px
+there); unblurred it fell by 8 % and 29 %.
 
 Only the central crop the RSP reads is kept (three float64 arrays of at most ``256 M`` px a
 side: 24 MiB at M 4).
