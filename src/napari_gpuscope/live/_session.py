@@ -352,11 +352,11 @@ def attach(
         is the innermost, useq's default order). A stack is kept or dropped whole.
     measure_every : int, optional
         eSRRF: measure the running reconstruction every this many frames (its decorrelation
-        resolution and RSP error, :meth:`LiveSession.track`); default
+        resolution, RSP error and noise part, :meth:`LiveSession.track`); default
         :data:`~napari_gpuscope.live.DEFAULT_MEASURE_EVERY`, 0 never.
     good_enough : PlateauRule or bool, optional
-        eSRRF: say when more frames stop helping (True: the default :class:`PlateauRule`);
-        :attr:`LiveSession.good_enough`, :meth:`LiveSession.on_good_enough`. Off by default.
+        eSRRF, off by default: say when more frames stop helping (True: :class:`PlateauRule`
+        on the estimated error; VAR, TAC2: :meth:`PlateauRule.rsp`, no split halves there).
     stop_when_good_enough : bool
         eSRRF: the session stops (Stop & keep) when the rule fires; the acquisition goes on
         unless a callback stops it.
