@@ -5,10 +5,13 @@ new rule is scored on all of them in seconds instead of measuring again (issue 2
 A rule is a function of one kept stack (``measured``, the pilot's block measurements per
 candidate, as :func:`choose_block_length` takes them; ``n``; ``truth``) returning a length;
 its error on that stack is the fixed length's (the automatic estimate measures with that
-fixed length, byte for byte). Two rules are built in: ``current`` (the shipped
-:func:`choose_block_length`) and ``true-bias`` (the rule's fitted noise law ``a / L`` with the
-bias of each candidate's construction applied to the *true* drift: what a perfect bias
-estimate would reach; not a rule, a bound on what improving the bias can give).
+fixed length, byte for byte). Three rules are built in: ``current`` (the shipped
+:func:`choose_block_length`: Goldenshluger-Lepski, the candidates' traces compared with each
+other), ``stand-in-bias`` (the rule shipped before it: the bias of each candidate's
+construction applied to a finer trace standing in for the drift, fitted as ``b L^4``) and
+``true-bias`` (the rule's fitted noise law ``a / L`` with the bias of each candidate's
+construction applied to the *true* drift: what a perfect bias estimate would reach; not a
+rule, a bound on what improving the bias can give).
 
 Run (CPU, one thread; the stacks and their numbers are the benchmark's,
 benchmarks/drift_block_length.py)::
@@ -18,7 +21,9 @@ benchmarks/drift_block_length.py)::
     # seeds 1-8 with the fixed lengths' errors of the saved records (pilots only)
     python benchmarks/drift_block_length_rules.py collect dev.pkl --seeds 1 2 3 4 5 6 7 8 \\
         --fixed-from benchmarks/drift_block_length_records.json
-    python benchmarks/drift_block_length_rules.py score new.pkl   # both rules' tables
+    python benchmarks/drift_block_length_rules.py score new.pkl   # every rule's table
+    # seeds 201-206, on which the Goldenshluger-Lepski rule was judged
+    python benchmarks/drift_block_length_rules.py collect fresh.pkl --seeds 201 202 203 204 205 206
 
 The ``.pkl`` files are local caches (Python pickles): read only your own.
 """
@@ -107,20 +112,25 @@ def current(kept: Kept) -> int:
     return _drift_auto.choose_block_length(kept["measured"], kept["n"]).length
 
 
-def true_bias(kept: Kept) -> int:
-    """The shipped noise law with the bias of the true drift: a bound, not a rule."""
-    measured, n = kept["measured"], kept["n"]
+def _usable(measured: dict, n: int) -> dict:
+    """The candidates :func:`choose_block_length` can use (measured, covering 90 %)."""
     usable = {length: m for length, m in measured.items() if m is not None}
     if usable:
         most = max(m[3] for m in usable.values())
         usable = {length: m for length, m in usable.items() if m[3] >= 0.9 * most}
+    return usable
+
+
+def true_bias(kept: Kept) -> int:
+    """The shipped noise law with the bias of the true drift: a bound, not a rule."""
+    measured, n = kept["measured"], kept["n"]
+    usable = _usable(measured, n)
     if len(usable) < 3:
         return current(kept)
     choice = _drift_auto.choose_block_length(measured, n)
-    lengths = sorted(usable)
-    a = float(np.median([choice.parts[length][0] ** 2 * length for length in lengths]))
+    a = float(np.median([noise**2 * length for length, (noise, _) in choice.parts.items()]))
     scores = {}
-    for length in lengths:
+    for length in sorted(usable):
         centres, _, errors, _, blocks = usable[length]
         means = _drift_auto._block_means(kept["truth"], blocks)
         trace = _drift_auto._trace(centres, means, n, 0.0, errors)
@@ -128,7 +138,49 @@ def true_bias(kept: Kept) -> int:
     return min(scores, key=scores.__getitem__)
 
 
-RULES: dict[str, Rule] = {"current": current, "true-bias": true_bias}
+def stand_in_bias(kept: Kept, draws: int = 24) -> int:
+    """The rule shipped before Goldenshluger-Lepski (docs/esrrf.md, "Automatic block
+    length"): Monte Carlo noise fitted as ``a / L``; bias of each candidate's construction
+    applied to the least noisy of the finer half of the usable traces, less that trace's own
+    noise's expected share, fitted as ``b L^4``; the minimum of ``a / L + b L^4``."""
+    measured, n = kept["measured"], kept["n"]
+    usable = _usable(measured, n)
+    if not usable:
+        return max(measured)
+    trace, means = _drift_auto._trace, _drift_auto._block_means
+    rng = np.random.default_rng(0)
+    noise = {
+        length: float(
+            np.mean([np.mean(trace(c, rng.normal(0.0, e), n, 0.0, e) ** 2) for _ in range(draws)])
+        )
+        for length, (c, _, e, _, _) in sorted(usable.items())
+    }
+    finer = sorted(usable)[: max(1, (len(usable) + 1) // 2)]
+    finest = min(finer, key=noise.__getitem__)
+    f_centres, f_values, f_errors, _, _ = usable[finest]
+    reference = trace(f_centres, f_values, n, 0.0, f_errors)
+    draws_ = [trace(f_centres, rng.normal(0.0, f_errors), n, 0.0, f_errors) for _ in range(draws)]
+    bias = {}
+    for length, (centres, _, errors, _, blocks) in sorted(usable.items()):
+
+        def construction(d: np.ndarray) -> np.ndarray:
+            return trace(centres, means(d, blocks), n, 0.0, errors) - d  # noqa: B023
+
+        raw = float(np.mean(construction(reference) ** 2))
+        expected = float(np.mean([np.mean(construction(d) ** 2) for d in draws_]))
+        bias[length] = max(raw - expected, 0.0)
+    lengths = np.array(sorted(usable), np.float64)
+    if len(lengths) < 3:
+        return min(usable, key=lambda length: noise[length] + bias[length])
+    a = float(np.median([noise[int(length)] * length for length in lengths]))
+    b2 = np.array([bias[int(length)] for length in lengths])
+    b = float(np.sum(b2 * lengths**4) / np.sum(lengths**8))
+    return int(lengths[int(np.argmin(a / lengths + b * lengths**4))])
+
+
+RULES: dict[str, Rule] = {
+    "current": current, "stand-in-bias": stand_in_bias, "true-bias": true_bias,
+}  # fmt: skip
 
 
 def score(path: Path, rules: list[str]) -> None:

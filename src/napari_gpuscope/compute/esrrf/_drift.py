@@ -36,11 +36,12 @@ changes by more than its uncertainty (:data:`MEAN_REFINEMENTS` passes at most;
 :attr:`DriftResult.mean_refinement` says how many were made and whether they settled). As
 with every reference, the trace is relative to frame 0.
 
-``time_averaging=None`` (the default) chooses the block length per stack (issue 27 item 3):
-a pilot pass measures every candidate length at once (one block sum per candidate on the
-device), :func:`choose_block_length` estimates each one's trace error, noise (the blocks'
-uncertainty propagated) plus bias (its construction applied to a smoothed finer trace), and
-the estimate is made with the length of least error, named in
+``time_averaging=None`` (or ``"auto"``; opt-in, the default is 50) chooses the block length
+per stack (issue 27 item 3): a pilot pass measures every candidate length at once (one block
+sum per candidate on the device), :func:`choose_block_length` estimates each one's trace
+error, noise (the blocks' uncertainty propagated) plus bias (how far its trace departs from
+the shorter candidates' beyond their noise: Goldenshluger-Lepski, :mod:`._drift_lepski`),
+and the estimate is made with the length of least error, named in
 :attr:`DriftResult.time_averaging_chosen`.
 
 This module is the job (checks, the automatic length, then the estimate); the parts:

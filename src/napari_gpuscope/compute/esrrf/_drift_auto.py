@@ -1,6 +1,7 @@
 """The automatic block length of a drift estimate (``time_averaging=None``, issue 27 item
 3): a pilot pass measures every candidate length at once, and
-:func:`choose_block_length` picks the one of least estimated trace error."""
+:func:`choose_block_length` picks the one of least estimated trace error (noise from the
+blocks' uncertainty, bias from the candidates' traces compared: :mod:`._drift_lepski`)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from ._drift_correct import (
     _frames_on_device,
 )
 from ._drift_correlate import _Correlator
+from ._drift_lepski import consistent_lengths, goldenshluger_lepski
 from ._drift_params import DriftParams
 from ._drift_trace import _block_uncertainty, _interpolate
 from ._reader import FrameReader
@@ -236,23 +238,33 @@ def choose_block_length(
 ) -> BlockLengthChoice:
     """The block length of least estimated mean squared error of the trace, from the block
     measurements of each candidate length (``(centres, values, uncertainty, frames
-    covered)``, None where unusable).
+    covered, blocks)``, None where unusable).
 
     Each candidate's trace error is noise plus bias. **Noise**: the blocks' measured
     uncertainty (:func:`_block_uncertainty`, calibrated on simulated stacks) propagated
     through the trace's construction (spline, ends, and frame 0, whose extrapolated value
-    offsets every frame), by drawing block errors of that size (Monte Carlo, fixed seed).
-    **Bias**: what averaging over blocks of that length and interpolating does to the drift:
-    the trace ``d`` of the least noisy of the finer half of the usable lengths stands for the
-    drift, and the candidate's construction applied to it (block means of ``d``, spline,
-    ends, frame 0) is compared with ``d``; ``d``'s own noise, which the comparison counts as
-    bias (a longer block averages it away), is propagated the same way and its expected
-    contribution subtracted. (A smoothing spline of ``d``, tried first, flattened the curved
-    start of a settling drift, hiding the frame-0 offset long blocks make.) The estimates are
-    then fitted by the laws they follow, ``a / L + b L^4``, whose minimum is the choice.
-    A candidate is usable when it measured at
-    least two blocks, all with a noise estimate (their halves correlate), covering at least
-    90 % of the frames the best-covered candidate covers.
+    offsets every frame), by drawing block errors of that size (Monte Carlo, fixed seed);
+    these single estimates are noisy, so the law they follow, variance ``a / L`` (frames
+    averaged), is fitted through them (``a`` their median of ``noise^2 L``). **Bias**: no
+    model of the drift is needed; the candidates' traces are compared with each other
+    (:func:`._drift_lepski.goldenshluger_lepski`): a candidate whose trace differs from a
+    shorter one's by more than twice their difference's noise has at least that excess as
+    squared bias. Candidates whose trace disagrees with the others' by far more than their
+    noise (a wrong peak: :func:`._drift_lepski.consistent_lengths`) are left out. The length
+    of least ``bias^2 + a / L`` is chosen. A candidate is usable when it measured at least
+    two blocks, all with a noise estimate (their halves correlate), covering at least 90 %
+    of the frames the best-covered candidate covers.
+
+    Examples
+    --------
+    >>> from napari_gpuscope.compute.esrrf._drift_blocks import drift_blocks
+    >>> def still(length, n=96, error=0.05):  # a still stack, measured without error
+    ...     blocks = drift_blocks(n, length)
+    ...     centres = np.array([(a + b - 1) / 2 for a, b in blocks])
+    ...     errors = np.full((len(blocks), 2), error / np.sqrt(length / 4))
+    ...     return centres, np.zeros((len(blocks), 2)), errors, n, blocks
+    >>> choose_block_length({L: still(L) for L in (4, 8, 16, 32)}, 96).length
+    32
     """
     usable = {length: m for length, m in measured.items() if m is not None}
     if usable:
@@ -265,7 +277,8 @@ def choose_block_length(
         return BlockLengthChoice(longest, scores, None, stopped=stopped)
     rng = np.random.default_rng(seed)
     noise: dict[int, float] = {}
-    for length, (centres, _, errors, _, _) in sorted(usable.items()):
+    traces: dict[int, np.ndarray] = {}
+    for length, (centres, values, errors, _, _) in sorted(usable.items()):
         noise[length] = float(
             np.mean(
                 [
@@ -274,48 +287,13 @@ def choose_block_length(
                 ]
             )
         )
-    # The drift's stand-in: the least noisy of the finer half of the usable lengths (the
-    # finest sees the most curvature, but short blocks of sparse blinking can be far
-    # noisier than a slightly longer one).
-    finer = sorted(usable)[: max(1, (len(usable) + 1) // 2)]
-    finest = min(finer, key=lambda length: noise[length])
-    f_centres, f_values, f_errors, _, _ = usable[finest]
-    reference = _trace(f_centres, f_values, n, 0.0, f_errors)
-    draws = [
-        _trace(f_centres, rng.normal(0.0, f_errors), n, 0.0, f_errors) for _ in range(_AUTO_DRAWS)
-    ]
-    scores: dict[int, float] = {}
-    parts: dict[int, tuple[float, float]] = {}
-    for length in sorted(measured):
-        if length not in usable:
-            scores[length] = math.nan
-            continue
-        centres, _, errors, _, blocks = usable[length]
-
-        def construction(
-            trace: np.ndarray, centres: np.ndarray = centres,
-            blocks: list[tuple[int, int]] = blocks, errors: np.ndarray = errors,
-        ) -> np.ndarray:  # fmt: skip
-            return _trace(centres, _block_means(trace, blocks), n, smoothing, errors) - trace
-
-        raw = float(np.mean(construction(reference) ** 2))
-        # What the reference's noise alone gives (its expected value) is no bias.
-        noise_in_reference = float(np.mean([np.mean(construction(d) ** 2) for d in draws]))
-        bias = max(raw - noise_in_reference, 0.0)
-        scores[length] = math.sqrt(bias + noise[length])  # RMS over frames and axes
-        parts[length] = (math.sqrt(noise[length]), math.sqrt(bias))
-    # Each candidate's noise and bias are single estimates (noisy themselves); their
-    # dependence on the length is known: noise variance ~ 1/L (frames averaged), bias ~ L^2
-    # (the drift's curvature over a block). The choice minimises the least-squares fit of
-    # these laws through all candidates' estimates, which no single estimate can swing.
-    lengths = np.array(sorted(parts), np.float64)
-    if len(lengths) >= 3:
-        noise2 = np.array([parts[int(length)][0] ** 2 for length in lengths])
-        bias2 = np.array([parts[int(length)][1] ** 2 for length in lengths])
-        a = float(np.median(noise2 * lengths))
-        b = float(np.sum(bias2 * lengths**4) / np.sum(lengths**8))
-        model = a / lengths + b * lengths**4
-        best = int(lengths[int(np.argmin(model))])
-    else:
-        best = min(usable, key=lambda length: scores[length])
-    return BlockLengthChoice(best, scores, finest, parts=parts, stopped=stopped)
+        traces[length] = _trace(centres, values, n, smoothing, errors)
+    a = float(np.median([noise[length] * length for length in noise]))
+    kept = consistent_lengths(traces, a)
+    parts = goldenshluger_lepski({length: traces[length] for length in kept}, a)
+    scores = {
+        length: math.sqrt(sum(p**2 for p in parts[length])) if length in parts else math.nan
+        for length in sorted(measured)
+    }
+    best = min(parts, key=lambda length: scores[length])  # ties: the shortest
+    return BlockLengthChoice(best, scores, kept[0], parts=parts, stopped=stopped)

@@ -33,10 +33,11 @@ class BlockLengthChoice:
     scores : dict of int to float
         Each candidate length's estimated RMS error of the trace (px, over frames and
         axes); NaN for a length that could not be used (fewer than two measured blocks, a
-        block without a noise estimate, frames left unmeasured).
+        block without a noise estimate, frames left unmeasured) or whose trace disagreed
+        with the others' by far more than their noise (a wrong correlation peak).
     reference : int or None
-        The finest usable length, whose trace stands for the drift in the bias estimate
-        (None: none was usable, or a single candidate).
+        The finest length compared, the first every longer candidate's trace is compared
+        with in the bias estimate (None: none was usable).
     parts : dict of int to (float, float)
         Each usable candidate's ``(noise, bias)`` RMS (px): ``score**2 = noise**2 + bias**2``.
     stopped : bool
