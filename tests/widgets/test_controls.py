@@ -131,10 +131,18 @@ def test_metrics_plot_uses_a_log_axis_for_gaps_and_breaks_at_chunks(qtbot):
     assert values[:2] == [0.1, 0.01] and np.isnan(values[2]) and values[3:] == [0.2, 0.02]
     assert plot.log_scale and plot.axes.get_yscale() == "log"
     assert any(line.get_linestyle() == "--" for line in plot.axes.get_lines())  # the target
+    assert plot.axes.get_legend() is None  # one line: the title names it
     plot.reset()
     plot.add(1, {"tilt": 0.5})
     plot.redraw()
     assert plot.axes.get_yscale() == "linear"
+    plot.add(2, {"tilt": 0.4, "shift": 0.1})  # two lines: a legend says which is which
+    plot.redraw()
+    legend = plot.axes.get_legend()
+    assert [text.get_text() for text in legend.get_texts()] == ["tilt", "shift"]
+    assert [handle.get_color() for handle in legend.legend_handles] == [
+        line.get_color() for line in plot.axes.get_lines()
+    ]
 
 
 def test_settings_round_trip_and_survive_garbage(tmp_path, monkeypatch):

@@ -175,6 +175,10 @@ class MetricsPlot(QWidget):
         if self.series:
             names = ", ".join(_words(name) for name in self.series)
             axes.set_title(f"{self.title}{names}", color=colors["text"], fontsize=8)
+        if len(self.series) > 1:  # which line is which: the title's order is not the colours'
+            axes.legend(
+                fontsize=6, frameon=False, handlelength=1.2, labelcolor=colors["text"], loc="best"
+            )
         self.figure.tight_layout(pad=0.4)
         self.canvas.draw_idle()
 
