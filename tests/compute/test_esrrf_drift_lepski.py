@@ -86,3 +86,21 @@ def test_a_wrong_peak_at_the_finest_length_is_left_out():
 def test_agreeing_candidates_are_all_kept():
     for seed in range(5):
         assert consistent_lengths(nested_traces(seed), SIGMA**2) == list(LENGTHS)
+
+
+def test_a_stack_without_noise_gets_a_length_not_a_division_by_zero():
+    """Found in review: identical frames measure every block without error (``a`` 0), and the
+    outlier cut divided by the difference's noise. The still stack's drift is 0 whatever the
+    length chosen."""
+    from scipy import ndimage
+
+    from napari_gpuscope.compute.esrrf import estimate_drift
+
+    traces = {length: np.zeros((N, 2)) for length in LENGTHS}
+    assert consistent_lengths(traces, a=0.0) == list(LENGTHS)
+    rng = np.random.default_rng(0)
+    image = ndimage.gaussian_filter(rng.random((48, 48)), 2) * 1000 + 100
+    stack = np.repeat(image[None].astype(np.float32), 200, axis=0)
+    result = estimate_drift(stack, time_averaging="auto", device="cpu")
+    assert result.time_averaging_chosen in range(2, 201)
+    assert np.abs(result.shifts).max() == 0

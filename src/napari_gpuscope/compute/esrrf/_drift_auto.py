@@ -258,7 +258,7 @@ def choose_block_length(
     Examples
     --------
     >>> from napari_gpuscope.compute.esrrf._drift_blocks import drift_blocks
-    >>> def still(length, n=96, error=0.05):  # a still stack, measured without error
+    >>> def still(length, n=96, error=0.05):  # a still stack, each block measured within 0.05 px
     ...     blocks = drift_blocks(n, length)
     ...     centres = np.array([(a + b - 1) / 2 for a, b in blocks])
     ...     errors = np.full((len(blocks), 2), error / np.sqrt(length / 4))

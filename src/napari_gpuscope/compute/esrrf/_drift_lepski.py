@@ -14,8 +14,9 @@ the same idea).
 
 ``kappa`` is :data:`KAPPA`: 2 (two standard deviations), chosen on the development stacks of
 benchmarks/drift_block_length_rules.py (seeds 1-8: the fewest cases beyond issue 27's 1.2x
-bar among 1.5-3 in steps of 0.25, tied with 2.5, which had 7 on seeds 101-106 against 2's
-5) and judged on seeds 201-206. Short blocks of sparse blinking sometimes catch a wrong
+bar among 1.5-3 in steps of 0.25, tied with 2.5 and 2.75; of the three, 2 had the fewest on
+seeds 101-106, 5 against 7 and 8, so those seeds helped choose) and judged on seeds 201-206
+only. Short blocks of sparse blinking sometimes catch a wrong
 correlation peak that no noise estimate holds: such a candidate differs from every other by
 far more than their noise and would make every longer one look biased, so a candidate
 whose median standardised distance to the others exceeds :data:`OUTLIER` is left out.
@@ -53,8 +54,8 @@ def consistent_lengths(
 ) -> list[int]:
     """The candidate lengths whose trace agrees with the others': those whose median
     distance to the others, in standard deviations of the difference's noise, is at most
-    ``outlier``. All of them when fewer than 3 (no majority to judge by) or fewer than 2
-    would remain.
+    ``outlier``. All of them when fewer than 3 (no majority to judge by), when there is no
+    noise to judge by (``a`` 0: a stack without noise) or when fewer than 2 would remain.
 
     Examples
     --------
@@ -64,7 +65,7 @@ def consistent_lengths(
     [8, 16, 32]
     """
     lengths = sorted(traces)
-    if len(lengths) < 3:
+    if len(lengths) < 3 or not a > 0:
         return lengths
     kept = []
     for length in lengths:
