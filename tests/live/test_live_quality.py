@@ -304,3 +304,27 @@ def test_the_rule_is_applied_in_the_worker_and_a_new_rule_forgets_the_old_firing
     assert "rose by 100 %" in track.good_enough.describe()  # 0.06 -> 0.12, never "< 8 %"
     track.watch(None)
     assert track.good_enough is None and track.summary()["good_enough"] is None
+
+
+def test_an_rsp_error_whose_floor_would_be_the_whole_error_makes_no_estimate_and_no_firing():
+    """Found in review: from an RSP error of 1/7 on, the floor was clamped to 1, every
+    estimate was 1 (no change) and the rule fired at its first chance while the noise part
+    was still halving."""
+    from napari_gpuscope.live import PlateauRule, QualityPoint, QualityTrack
+    from napari_gpuscope.live._plateau import FLOOR_PER_RSP
+
+    rsp_error = 1.1 / FLOOR_PER_RSP
+    points = [
+        QualityPoint(frames, 0, 2.0, "", rsp_error, 0.0, noise)
+        for frames, noise in [(10, math.nan), (20, 0.5), (30, 0.35), (40, 0.25), (50, 0.18)]
+    ]
+    assert all(math.isnan(value) for value in PlateauRule.estimates(points))
+    track = QualityTrack(every=10, split_half=True)
+    track.watch(PlateauRule())
+    for point in points:
+        track.add(point)
+    assert track.good_enough is None
+    # Below the limit the same noise parts make estimates that fall with them.
+    below = [QualityPoint(p.frames, 0, 2.0, "", 0.9 / FLOOR_PER_RSP, 0.0, p.noise) for p in points]
+    estimates = PlateauRule.estimates(below)[1:]
+    assert estimates == sorted(estimates, reverse=True) and estimates[0] > estimates[-1]

@@ -30,7 +30,9 @@ On simulated blinking filaments the error against the truth levels off at 5-18 (
 times the RSP error's floor; the newest RSP error still holds some noise, hence a smaller
 factor. Chosen with :data:`~._split_half.SPLIT_SIGMA_PER_RSP` on ten development stacks
 (``benchmarks/live_good_enough.py --set dev``); 6.5 or 7.5 agree with the truth on fewer of
-them (the rule is that sensitive to it: the floor sets how small the noise must get)."""
+them (the rule is that sensitive to it: the floor sets how small the noise must get). Their
+RSP errors were 0.03-0.07; from an RSP error of 1 / 7 on the floor would be the whole error,
+and no estimate is made (:meth:`PlateauRule.estimates`)."""
 
 
 @dataclass(frozen=True)
@@ -154,7 +156,11 @@ class PlateauRule:
     def estimates(points: list[QualityPoint]) -> list[float]:
         """The estimated error against the truth of each point's reconstruction, all with the
         newest point's floor (``FLOOR_PER_RSP`` times its RSP error): ``1 - (1 - floor)
-        (1 - noise)``. NaN where a point has no noise part.
+        (1 - noise)``. NaN where a point has no noise part, and all NaN when the floor would
+        reach 1 (an RSP error of 1 / :data:`FLOOR_PER_RSP` or more, far beyond the 0.03-0.07
+        the factor was chosen on): every estimate would be 1 and the rule would fire at once
+        however fast the noise part still falls; it does not fire then
+        (:meth:`PlateauRule.rsp` reads the RSP error itself).
 
         Examples
         --------
@@ -165,7 +171,9 @@ class PlateauRule:
         """
         if not points:
             return []
-        floor = min(FLOOR_PER_RSP * points[-1].rsp_error, 1.0)
+        floor = FLOOR_PER_RSP * points[-1].rsp_error
+        if not floor < 1:
+            return [math.nan] * len(points)
         return [1 - (1 - floor) * (1 - p.noise) for p in points]
 
     def describe(self) -> str:
