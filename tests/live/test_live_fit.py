@@ -240,3 +240,19 @@ def test_an_input_not_of_the_tiles_shape_ends_the_session_at_the_first_tile(name
     with pytest.raises(RuntimeError, match=said):
         session.result()
     session.detach()
+
+
+@pytest.mark.parametrize(
+    ("params", "said"),
+    [
+        (BasicParams(get_darkfield=True), "get_darkfield=True"),
+        (BasicParams(camera_offset=100), "camera_offset=100"),
+    ],
+)
+def test_a_dark_frame_with_another_darkfield_is_refused_at_attach(params, said):
+    """Found in review: the conflict was said by the first fit, ten tiles into the scan."""
+    dark = np.full((32, 32), 100.0, np.float32)
+    with pytest.raises(ValueError, match=f"dark_frame cannot be combined with {said}"):
+        live.attach(
+            live.FrameFeed(), "flatfield", params, job="fit", device=DEVICE, dark_frame=dark
+        )

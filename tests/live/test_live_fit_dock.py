@@ -118,6 +118,10 @@ def test_a_flatfield_dock_with_no_profile_follows_a_scan_with_the_fit(viewer, qt
     dock.reset_choices()
     dock.dark_frame.value, dock.fit_mask.value = dark, cells
     part.choose(f"{name}: MDA")  # the new layers joined the list of sources
+    dock.set_param("camera_offset", 100.0)  # a second darkfield beside the dark frame: said
+    assert not part.start()
+    assert "cannot be combined with camera_offset=100" in part.status.text()
+    dock.set_param("camera_offset", None)
     assert part.start(), part.status.text()
     assert f"from {MIN_TILES} tiles" in part.status.text()
     assert "the dark frame 'dark' and the mask (Fit on) 'cells'" in part.status.text()

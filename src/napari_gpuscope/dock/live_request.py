@@ -30,7 +30,7 @@ LIVE_METHODS = frozenset(_LIVE_JOB)
 """The methods a dock can run live."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # arrays: compared by identity, never element by element
 class FitAsTilesArrive:
     """The flat-field dock's "fit the profile as tiles arrive" choice, with the fit's optional
     inputs: a measured ``(Y, X)`` dark frame and a ``(Y, X)`` mask of the pixels fitted on
@@ -67,8 +67,12 @@ class FitAsTilesArrive:
                 )
         return inputs
 
+    def given(self) -> list[str]:
+        """The names of the inputs given (nothing checked or copied)."""
+        return [name for name in _INPUT_LABELS if getattr(self, name) is not None]
+
     def __repr__(self) -> str:
-        return f"FitAsTilesArrive({', '.join(sorted(self.inputs()))})"
+        return f"FitAsTilesArrive({', '.join(self.given())})"
 
 
 _INPUT_LABELS = {"dark_frame": "dark frame", "fitting_weight": "mask (Fit on)"}
@@ -174,7 +178,7 @@ def live_request(
 
 
 def _fit_note(choice: FitAsTilesArrive) -> str:
-    labels = {name: _INPUT_LABELS[name] for name in sorted(choice.inputs())}
+    labels = {name: _INPUT_LABELS[name] for name in choice.given()}
     given = [
         f"{label} {choice.names[name]!r}" if name in choice.names else label
         for name, label in labels.items()

@@ -90,6 +90,7 @@ class LiveFit(LiveMethod):
 
     def __init__(self, *args: Any, max_frames: int | None = None) -> None:
         super().__init__(*args)
+        self._check_darkfield()
         self.max_frames = max_frames
         self.min_tiles = MIN_TILES
         self._tiles: list[np.ndarray] = []
@@ -154,6 +155,21 @@ class LiveFit(LiveMethod):
                 "Start a new session for more, or fit the saved tiles offline"
             )
             buffer.refuse(reason, discarded=len(frames) - room)
+
+    def _check_darkfield(self) -> None:
+        """A dark frame is the darkfield: with an estimated one or a camera offset it is
+        refused at attach (at Start in a dock), not by the first fit ten tiles later."""
+        if self.inputs.get("dark_frame") is None:
+            return
+        offset = self.params.camera_offset
+        conflicts = ["get_darkfield=True"] if self.params.get_darkfield else []
+        conflicts += [] if offset is None else [f"camera_offset={offset:g}"]
+        if conflicts:
+            raise ValueError(
+                f"the live fit's dark_frame cannot be combined with {' and '.join(conflicts)}: "
+                "the dark frame is the darkfield (give no camera offset and no estimated "
+                "darkfield with it, or no dark frame)"
+            )
 
     def _check_inputs(self, tile: tuple[int, ...]) -> None:
         """A dark frame or a mask not of the tiles' shape ends the session at the first tile,
