@@ -328,3 +328,28 @@ def test_an_rsp_error_whose_floor_would_be_the_whole_error_makes_no_estimate_and
     below = [QualityPoint(p.frames, 0, 2.0, "", 0.9 / FLOOR_PER_RSP, 0.0, p.noise) for p in points]
     estimates = PlateauRule.estimates(below)[1:]
     assert estimates == sorted(estimates, reverse=True) and estimates[0] > estimates[-1]
+
+
+def test_uneven_blocks_after_skipped_measurements_go_to_the_smaller_half():
+    """Skipped measurements make longer blocks: each goes to the half with fewer frames, and
+    the noise part still predicts the full reconstruction's loss of correlation with the
+    noiseless image (an oracle made here: the structure is known)."""
+    from scipy import ndimage
+
+    from napari_gpuscope.live._split_half import SplitHalves
+
+    ratios = []
+    for seed in range(4):
+        rng = np.random.default_rng(seed)
+        structure = ndimage.gaussian_filter(rng.random((128, 128)) ** 8, 2.0)
+        clean = ndimage.gaussian_filter(structure, 1.0)[4:-4, 4:-4].ravel()
+        halves, total, frames = SplitHalves(border=4), np.zeros_like(structure), 0
+        for block in [10, 30, 10, 10, 40, 10]:
+            total += block * structure + rng.normal(0, 0.3, (block, 128, 128)).sum(axis=0)
+            frames += block
+            result = halves.add(total / frames, frames, sigma=1.0)
+        full = ndimage.gaussian_filter(total / frames, 1.0)[4:-4, 4:-4].ravel()
+        ratios.append(result.noise / (1 - np.corrcoef(full, clean)[0, 1]))
+        # 10 | 30 -> 40 | 30 ... : the halves end at 70 and 40 frames, every frame in one.
+        assert sorted(result.frames) == [40, 70]
+    assert 0.8 < np.mean(ratios) < 1.25, ratios
