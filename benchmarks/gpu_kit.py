@@ -102,7 +102,7 @@ LIMITS = {
     ("batch", None): 75,  # pip install, the GPU test [20], the Dask benchmark [> 18]
     ("oom", None): 25,  # [7-12]
 }
-MAX_TOTAL_S = 1100
+MAX_TOTAL_S = 1150
 """The plan's limits may add up to more than the default budget (570 s): the budget stops
 starting steps, and the steps that have run on a GPU before come last, so a short window cuts
 those."""
@@ -113,13 +113,15 @@ FRESH_STEPS = (
         "pytest",
         60,
     ),
+    ("fresh-live-exact", "tests/gpu/test_gpu_live.py", "pytest", 40),
     ("fresh-latency", "benchmarks/interactive_latency.py --device cuda:0", "script", 60),
     ("fresh-live", "benchmarks/live_benchmark.py --device cuda:0", "script", 60),
     ("fresh-phase-auto", "benchmarks/phase_auto_regularization.py --device cuda:0", "script", 30),
 )
 """What has never run on a GPU (issue 29 item 5), first in the plan: the drift, registration
-and decorrelation GPU tests (not in any twin step), the docks' interactive latency, the live
-benchmark and the automatic phase regularization's timing. (name, target, how, limit s)."""
+and decorrelation GPU tests (not in any twin step), live sessions against the offline jobs
+(issue 28 item 4), the docks' interactive latency, the live benchmark and the automatic phase
+regularization's timing. (name, target, how, limit s)."""
 BATCH_ARGS = (
     'batch --out "$KIT_OUT" --wheels "${KIT_WHEELS:-.kit-wheels}" --limit "${KIT_STEP_LIMIT:-55}"'
 )
@@ -287,7 +289,8 @@ def build_plan(only: Sequence[str] = (), skip: Sequence[str] = ()) -> dict:
     for name, target, how, limit in FRESH_STEPS:
         if how == "pytest":
             words = "-m pytest -m gpu -q -ra -p no:cacheprovider -o addopts= --strict-markers"
-            command = f"{_python()} {words} {target}"
+            records = f'GPUSCOPE_KIT_RECORDS="$KIT_OUT/records-{name}.json"'
+            command = f"{records} {_python()} {words} {target}"
         else:
             command = f'set -o pipefail; {_python()} {target} | tee "$KIT_OUT/{name}.md"'
         steps.append(
