@@ -37,9 +37,7 @@ def _compare(op, args, kwargs):
     op(*got, **kwargs)
     assert op.last_paths["cuda:0"].path == "kernel", op.path("cuda:0")
     for have, want in zip(op.outputs_of(got, kwargs), op.outputs_of(expected, kwargs), strict=True):
-        torch.testing.assert_close(
-            have, want, rtol=10 * op.rtol, atol=10 * op.atol, equal_nan=True
-        )
+        torch.testing.assert_close(have, want, rtol=10 * op.rtol, atol=10 * op.atol, equal_nan=True)
 
 
 @pytest.mark.parametrize("dark", [False, True], ids=["no-dark", "dark"])

@@ -60,9 +60,17 @@ def test_phase_reconstruction_kernels_equal_twins_end_to_end(gpu, monkeypatch):
 # synchronisations per solve and per tilt iteration, CPU agreement
 # ------------------------------------------------------------------------------------------
 AIR = OPTICS  # the samples' optics: air, NA 0.4 / 0.55, 0.45 µm light
-SYNC_CEILINGS = {"tikhonov solve": 0, "tv solve": 0, "nadam iteration": 1, "newton iteration": 2}
+SYNC_CEILINGS = {
+    "tikhonov solve": 0,
+    "tv solve": 0,
+    "automatic selection": 1,
+    "nadam iteration": 1,
+    "newton iteration": 2,
+}
 """Synchronising CUDA calls allowed (``torch.cuda.set_sync_debug_mode``): the CPU tests count
-0 host round trips per solve and 1 per tilt iteration (2 after a rejected Newton step)."""
+0 host round trips per solve at set values, 1 per tilt iteration (2 after a rejected Newton
+step), and the automatic regularization reads its statistics back once (its grid and golden
+section run on the host)."""
 
 
 def _stack(shape, seed=0, zenith=0.2):
@@ -181,8 +189,9 @@ def test_memory_plan_matches_the_cuda_peak(gpu, kit_record, regularizer):
 
 
 def test_host_syncs_per_solve_stay_under_the_ceiling(gpu, kit_record):
-    """The live re-solve and the TV-regularised solve wait for the device at most
-    SYNC_CEILINGS times, however many ADMM iterations."""
+    """The live re-solve at a value the user set and the TV-regularised solve at a set strength
+    wait for the device at most SYNC_CEILINGS times, however many ADMM iterations; a solve
+    whose regularization is automatic (the default) adds the selector's one read-back."""
     from napari_gpuscope.compute import phase
     from napari_gpuscope.compute.phase._reconstruct import Reconstructor
 
@@ -191,16 +200,19 @@ def test_host_syncs_per_solve_stay_under_the_ceiling(gpu, kit_record):
     recon = Reconstructor(data, params, phase.OpticsCache())
     with torch.no_grad():
         system = recon.system(data, 0.2, 1.0)
-        recon.solve(system)  # first use of every op and FFT plan
-        counts = {"tikhonov solve": _syncs(lambda: recon.solve(system), gpu)[1]}
+        recon.solve(system)  # first use of every op and FFT plan, and of the selector
+        counts = {
+            "tikhonov solve": _syncs(lambda: recon.solve(system, 1e-3), gpu)[1],
+            "tikhonov solve, automatic": _syncs(lambda: recon.solve(system), gpu)[1],
+        }
         for iterations in (3, 12):
             recon.params = params.replace(regularizer="tv", tv_iterations=iterations)
-            recon.solve(system)
-            counts[f"tv solve, {iterations} iterations"] = _syncs(lambda: recon.solve(system), gpu)[
-                1
-            ]
+            recon.solve(system, 1e-3, 0.05)
+            key = f"tv solve, {iterations} iterations"
+            counts[key] = _syncs(lambda: recon.solve(system, 1e-3, 0.05), gpu)[1]
     kit_record("phase syncs per solve", counts)
     assert counts["tikhonov solve"] <= SYNC_CEILINGS["tikhonov solve"], counts
+    assert counts["tikhonov solve, automatic"] <= SYNC_CEILINGS["automatic selection"], counts
     assert counts["tv solve, 3 iterations"] == counts["tv solve, 12 iterations"], counts
     assert counts["tv solve, 12 iterations"] <= SYNC_CEILINGS["tv solve"], counts
 

@@ -42,6 +42,10 @@ def _blur(image: np.ndarray, sigma: float) -> np.ndarray:
     return np.fft.irfft2(np.fft.rfft2(image) * kernel, s=image.shape)
 
 
+CELL_REACH = 16
+"""Pixels from a cell's centre beyond which it adds nothing (its semi-axes are below 14)."""
+
+
 def cell_phantom(shape: tuple[int, int], seed: int = SEED) -> tuple[np.ndarray, np.ndarray]:
     """Phase (radians) and absorption of overlapping ellipsoidal cells with denser nuclei.
 
@@ -50,16 +54,20 @@ def cell_phantom(shape: tuple[int, int], seed: int = SEED) -> tuple[np.ndarray, 
     """
     rng = np.random.default_rng(seed)
     ny, nx = shape
-    yy, xx = np.mgrid[0:ny, 0:nx].astype(np.float64)
     phase = np.zeros(shape)
     for _ in range(max(6, ny * nx // 1400)):
         cy, cx = rng.uniform(12, ny - 12), rng.uniform(12, nx - 12)
         a, b, theta = rng.uniform(7, 14), rng.uniform(5, 10), rng.uniform(0, np.pi)
-        dy, dx = yy - cy, xx - cx
+        # A cell is zero beyond its longest semi-axis (< 14 px): drawing it in its own box
+        # keeps 2048² phantoms to seconds and adds exactly the zeros it would add elsewhere.
+        rows = slice(max(0, int(cy) - CELL_REACH), min(ny, int(cy) + CELL_REACH + 1))
+        cols = slice(max(0, int(cx) - CELL_REACH), min(nx, int(cx) + CELL_REACH + 1))
+        dy, dx = np.mgrid[rows, cols].astype(np.float64)
+        dy, dx = dy - cy, dx - cx
         for scale_a, scale_b, height in ((1.0, 1.0, (0.25, 0.5)), (0.4, 0.45, (0.15, 0.3))):
             u = (dx * np.cos(theta) + dy * np.sin(theta)) / (scale_a * a)
             v = (-dx * np.sin(theta) + dy * np.cos(theta)) / (scale_b * b)
-            phase += rng.uniform(*height) * np.sqrt(np.clip(1 - u * u - v * v, 0, None))
+            phase[rows, cols] += rng.uniform(*height) * np.sqrt(np.clip(1 - u * u - v * v, 0, None))
     phase = _blur(phase, 1.0)
     absorption = 0.03 * phase + 0.01 * _blur(rng.standard_normal(shape), 3.0)
     return phase.astype(np.float32), absorption.astype(np.float32)
