@@ -257,7 +257,10 @@ FAULT_SCRIPT = textwrap.dedent(
 
 def test_an_illegal_address_fails_the_job_with_a_clear_message(tmp_path, kit_record):
     """Run in a child process: the fault breaks that process's CUDA context for good."""
-    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    # Keep the parent's path after src: the GPU kit puts its pydantic there (H200 run, 2026-11-29:
+    # the child, given src alone, failed importing pydantic before reaching the kernel).
+    inherited = os.environ.get("PYTHONPATH")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(SRC), inherited]))}
     result = subprocess.run(
         [sys.executable, "-c", FAULT_SCRIPT, str(tmp_path / "faulty.cu")],
         capture_output=True,
