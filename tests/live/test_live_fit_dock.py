@@ -138,7 +138,8 @@ def test_a_flatfield_dock_with_no_profile_follows_a_scan_with_the_fit(viewer, qt
         acquisition.join(timeout=WAIT)
         live.unregister_core(core)
     assert camera.index == len(tiles)
-    assert "The acquisition ended: kept" in part.status.text(), part.status.text()
+    # The profile's own words follow a dash (they start with a verb: "converged after ...").
+    assert "The acquisition ended: kept the result — " in part.status.text(), part.status.text()
     weight = np.broadcast_to(mask, tiles.shape)
     inputs = {"dark_frame": dark.data, "fitting_weight": weight}
     expected = offline("flatfield", "fit", tiles, dock.params(), **inputs)

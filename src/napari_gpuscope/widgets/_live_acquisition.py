@@ -353,7 +353,8 @@ class LiveAcquisition(QWidget):
             tuples = follow.result_layers(result, self.choice.name, self.choice.geometry())
             self.kept = add_kept_layers(self.viewer, tuples)
             self._counters(status.describe())
-            outcome, kept = f"kept {result.describe()}", [result]
+            # describe() may start with a verb ("converged after ..."): it follows a dash
+            outcome, kept = f"kept the result — {result.describe()}", [result]
         except Exception as exc:  # the job's error, or no frame processed: said, never raised
             outcome, kept = f"nothing kept ({plain_error_message(exc)})", []
         self._finish(outcome)
