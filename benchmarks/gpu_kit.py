@@ -574,7 +574,23 @@ def _run_logged(command: Sequence[str], env: dict, timeout: float) -> dict:
         output = exc.stdout if isinstance(exc.stdout, str) else (exc.stdout or b"").decode()
         rc = 124
     print(output, flush=True)
-    return {"rc": rc, "seconds": round(time.perf_counter() - start, 1), "tail": output[-3000:]}
+    tail = without_log_lines(output)[-3000:]
+    return {"rc": rc, "seconds": round(time.perf_counter() - start, 1), "tail": tail}
+
+
+LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ - [\w.]+ - [A-Z]+ - ")
+"""A line of Python logging in Dask's format (``2026-11-29 22:22:11,391 - distributed.nanny -
+INFO - ...``): the H200 run's batch report held 3000 characters of them instead of the
+benchmark's table."""
+
+
+def without_log_lines(text: str) -> str:
+    """``text`` without Dask's logging lines (the log keeps them; the report's tail does not).
+
+    >>> without_log_lines("2026-11-29 22:22:11,391 - distributed.nanny - INFO - Closing\\n| 1 |")
+    '| 1 |'
+    """
+    return "\n".join(line for line in text.splitlines() if not LOG_LINE.match(line))
 
 
 def site(wheels: Path, target: Path) -> int:
