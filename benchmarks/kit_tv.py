@@ -242,9 +242,10 @@ def _phases(image: np.ndarray, weight: float, tolerance: float, device: torch.de
             "relative_gap": solved.relative_gap,
         }
         del f, solver, solved
-    start = time.perf_counter()
-    job = run_job(tv.iter_denoise(image, weight, tolerance=tolerance, device=device))
-    result["denoise_total_ms"] = (time.perf_counter() - start) * 1e3
+    for _ in range(2):  # the first job in a process pays one-off set-up (101 ms vs 9 ms, H200)
+        start = time.perf_counter()
+        job = run_job(tv.iter_denoise(image, weight, tolerance=tolerance, device=device))
+        result["denoise_total_ms"] = (time.perf_counter() - start) * 1e3
     result["denoise_iterations"] = job.iterations
     result["kernel_paths"] = job.kernel_paths
     return {k: (round(v, 2) if isinstance(v, float) else v) for k, v in result.items()}
