@@ -102,7 +102,7 @@ LIMITS = {
     ("batch", None): 75,  # pip install, the GPU test [20], the Dask benchmark [> 18]
     ("oom", None): 25,  # [7-12]
 }
-MAX_TOTAL_S = 1150
+MAX_TOTAL_S = 1200
 """The plan's limits may add up to more than the default budget (570 s): the budget stops
 starting steps, and the steps that have run on a GPU before come last, so a short window cuts
 those."""
@@ -117,11 +117,13 @@ FRESH_STEPS = (
     ("fresh-latency", "benchmarks/interactive_latency.py --device cuda:0", "script", 60),
     ("fresh-live", "benchmarks/live_benchmark.py --device cuda:0", "script", 90),
     ("fresh-phase-auto", "benchmarks/phase_auto_regularization.py --device cuda:0", "script", 30),
+    ("fresh-profile", "benchmarks/job_profile.py --device cuda:0", "script", 45),
 )
 """What has never run on a GPU (issue 29 item 5), first in the plan: the drift, registration
 and decorrelation GPU tests (not in any twin step), live sessions against the offline jobs
 (issue 28 item 4), the docks' interactive latency, the live benchmark and the automatic phase
-regularization's timing. (name, target, how, limit s)."""
+regularization's timing; and where the host time of the jobs the H200 found slow goes
+(``job_profile.py``). (name, target, how, limit s)."""
 BATCH_ARGS = (
     'batch --out "$KIT_OUT" --wheels "${KIT_WHEELS:-.kit-wheels}" --limit "${KIT_STEP_LIMIT:-55}"'
 )
