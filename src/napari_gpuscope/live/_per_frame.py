@@ -106,7 +106,23 @@ class LiveTV(_PerFrame):
 
 
 class LiveApply(_PerFrame):
-    """Flat-field: the saved profile applied to each frame."""
+    """Flat-field: the saved profile applied to each frame.
+
+    The profile's device fields are prepared (uploaded, checked) at the first frame and
+    reused by every frame's job while the session runs (the profile is fixed at attach);
+    they are freed when it ends."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        from ..compute.flatfield._fields import ProfileFields
+
+        self.fields = ProfileFields()
+
+    def run(self, buffer: FrameBuffer, control: Control) -> Any:
+        try:
+            return super().run(buffer, control)
+        finally:
+            self.fields.clear()
 
     def process(self, frame: np.ndarray) -> Any:
         job = self.function(
@@ -116,7 +132,8 @@ class LiveApply(_PerFrame):
             measure_shading=False,
             device=self.device,
         )
-        return _run_job(job)
+        with self.fields.reused():
+            return _run_job(job)
 
     def combine(self, results: list[Any]) -> Any:
         image = np.concatenate([np.asarray(r.image) for r in results])

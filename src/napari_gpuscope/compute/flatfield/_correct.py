@@ -14,6 +14,7 @@ from ..job_parts import scaled
 from ..jobs import Job, Progress, blocking
 from ..memory import plan_chunk, run_in_chunks
 from ._alm import MAX_MU_COEF, MU_COEF, RHO, spectral_norm
+from ._fields import prepared_fields
 from ._fit import working_stack
 from ._params import OUTPUT_DTYPES
 from ._profile import ShadingProfile
@@ -23,25 +24,6 @@ __all__ = ["correct", "integer_bounds", "iter_correct", "output_type", "timelaps
 
 BASELINE_PASSES = 5
 BASELINE_TOL = 1e-4
-
-
-def _profile_fields(profile: ShadingProfile, layout, device) -> tuple[torch.Tensor, torch.Tensor]:
-    flat = torch.as_tensor(profile.flatfield, dtype=torch.float32, device=device)
-    dark = torch.as_tensor(profile.darkfield, dtype=torch.float32, device=device)
-    if flat.ndim == 2:
-        flat, dark = flat[None], dark[None]
-    if tuple(flat.shape[-2:]) != layout.frame_shape:
-        raise InvalidInputError(
-            f"the profile is {tuple(flat.shape[-2:])} but the images are {layout.frame_shape}: "
-            "apply a profile fitted on images of the same size"
-        )
-    if flat.shape[0] not in (1, layout.problems):
-        raise InvalidInputError(
-            f"the profile holds {flat.shape[0]} flatfields for {layout.problems} problems"
-        )
-    if not bool((flat > 0).all()) or not bool(torch.isfinite(flat).all()):
-        raise InvalidInputError("the profile's flatfield must be finite and positive everywhere")
-    return flat.expand(layout.problems, -1, -1), dark.expand(layout.problems, -1, -1)
 
 
 def timelapse_baseline(
@@ -244,7 +226,7 @@ def _run(
     images, profile, layout, timelapse, clip, target_dtype, out, chunk_frames, device, single
 ) -> Job[np.ndarray]:
     with torch.no_grad(), device_context(device) as dev:
-        flat, dark = _profile_fields(profile, layout, dev)
+        flat, dark = prepared_fields(profile, layout.frame_shape, layout.problems, dev)
         baseline = None
         if timelapse:
             shape = working_shape(layout.frame_shape, profile.params.working_size)
@@ -265,14 +247,16 @@ def _run(
         bounds = integer_bounds(target_dtype)
 
         def process(p: int, start: int, stop: int) -> Job[None]:
+            # In place: read_block's tensor is fresh (never the input's memory), and each step
+            # is the same operation as a new tensor would get, without a frame-sized allocation.
             block = read_block(images, layout, p, start, stop, dev)
-            block = (block - dark[p]) / flat[p]
+            block.sub_(dark[p]).div_(flat[p])
             if baseline is not None:
-                block = block - baseline[p, start:stop, None, None]
+                block.sub_(baseline[p, start:stop, None, None])
             if clip:
-                block = block.clamp_min(0)
+                block.clamp_min_(0)
             if bounds is not None:  # exact integers inside the type's range: a defined cast
-                block = block.clamp_min(bounds[0]).round().clamp_max(bounds[1])
+                block.clamp_min_(bounds[0]).round_().clamp_max_(bounds[1])
             _store(out, layout, p, start, stop, block, staged=_stages(dev))
             yield Progress(None, f"corrected frames {start}-{stop - 1}")
 
@@ -318,11 +302,12 @@ def _store(
 ) -> None:
     """Write a corrected float32 block into ``out`` (converted to its dtype on the way).
 
-    From a GPU (``staged``): one DMA per piece into a pinned buffer and one host pass from it
-    into ``out`` (:func:`~napari_gpuscope.compute.arrays.download_into`; the next piece's DMA
-    overlaps it); into a non-NumPy ``out`` (zarr) the pieces land in one float32 host array
-    first. On the CPU: one host pass from the tensor's memory into ``out``. (The old path made
-    a pageable float32 copy, a converted copy, then the copy into ``out``.)
+    From a GPU (``staged``) into an integer NumPy ``out``: converted on the device
+    (:func:`device_integers`), then one copy of the output's bytes (half of float32's for
+    uint16) into ``out``. Otherwise from a GPU: one DMA per piece into a pinned buffer and one
+    host pass from it into ``out`` (:func:`~napari_gpuscope.compute.arrays.download_into`; the
+    next piece's DMA overlaps it); into a non-NumPy ``out`` (zarr) the pieces land in one
+    float32 host array first. On the CPU: one host pass from the tensor's memory into ``out``.
     """
     destination = _destination(out, layout, problem, start, stop)
     if destination is None:
@@ -330,10 +315,46 @@ def _store(
         if staged:
             download_into(host, block)
         _write(out, layout, problem, start, stop, host)
+        return
+    converted = device_integers(block, destination.dtype) if staged else None
+    if converted is not None:
+        bits = np.dtype(str(converted.dtype).removeprefix("torch."))
+        torch.from_numpy(destination.view(bits)).copy_(converted)
     elif staged:
         download_into(destination, block)
     else:
         destination[...] = block.numpy()
+
+
+_SIGNED = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def device_integers(block: torch.Tensor, dtype: Any) -> torch.Tensor | None:
+    """``block``'s values as integers of ``dtype``'s width, converted where ``block`` lies;
+    None when ``dtype`` is not an integer type, or is uint64.
+
+    ``block`` holds float32 integers within ``dtype``'s bounds (:func:`integer_bounds`: rounded
+    and clamped), so the conversion is exact. An unsigned type's values are given as the signed
+    type of its width whose bits they are (a uint16's 40000 is an int16's -25536: NumPy's view
+    as uint16 reads 40000 back), made through the next wider signed type, which holds every
+    value; torch's unsigned types beyond uint8 are not converted on every device. A uint64's
+    upper values fit no signed type: None.
+
+    Examples
+    --------
+    >>> import numpy as np, torch
+    >>> bits = device_integers(torch.tensor([0.0, 40000.0, 65535.0]), np.uint16)
+    >>> bits.dtype, bits.numpy().view(np.uint16).tolist()
+    (torch.int16, [0, 40000, 65535])
+    """
+    dtype = np.dtype(dtype)
+    if dtype.kind not in "ui" or dtype == np.uint64:
+        return None
+    if dtype.kind == "i":
+        return block.to(_SIGNED[dtype.itemsize])
+    if dtype == np.uint8:
+        return block.to(torch.uint8)
+    return block.to(_SIGNED[2 * dtype.itemsize]).to(_SIGNED[dtype.itemsize])
 
 
 def _write(out: Any, layout, problem: int, start: int, stop: int, block: np.ndarray) -> None:

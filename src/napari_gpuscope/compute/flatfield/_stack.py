@@ -147,7 +147,13 @@ def read_block(
     """Frames ``start:stop`` of one problem as float32 on ``device``; refuses NaN and infinity."""
     raw = frames(images, layout, problem, start, stop)
     block = to_device(raw, device)
-    if not bool(torch.isfinite(block).all()):
+    # Integers are finite in float32 (the largest, 2**64, is far below its maximum): no pass.
+    integer = (
+        not (raw.dtype.is_floating_point or raw.dtype.is_complex)
+        if isinstance(raw.dtype, torch.dtype)
+        else np.dtype(raw.dtype).kind in "uib"
+    )
+    if not integer and not bool(torch.isfinite(block).all()):
         bad = (~torch.isfinite(block)).flatten(1).any(dim=1).nonzero().flatten()
         where = f"frame {start + int(bad[0])}"
         if layout.batch_axis is not None:
