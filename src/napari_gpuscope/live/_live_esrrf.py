@@ -30,6 +30,12 @@ DEFAULT_DRIFT_BLOCK = 50
 """Frames per block of the live drift track when the parameters choose it automatically (the
 automatic length needs the whole stack): the offline estimate's fixed default."""
 
+HOST_BATCH = 8
+"""Frames whose host work for the drift track and the quality's widefield sum is done together
+(and at every drift block's end and measurement): once per frame, their conversions, uploads
+and device syncs came between two frames' kernels. The sums are the same, added in the same
+order; at most this many frames wait on the host."""
+
 
 class _GrowingStack:
     """A ``(length, Y, X)`` stack whose reads wait for the frames to arrive.
@@ -193,6 +199,8 @@ class LiveEsrrf(LiveMethod):
             stack, params=self.params, frames_per_chunk=1, name=control.name, device=self.device
         )
         threads_before = set(threading.enumerate())
+        hosted = 0  # frames whose host work is done (HOST_BATCH)
+        drift_block = self.drift.block if self.drift is not None else 1
         stopped_by_user = False
         command: Any = None
         try:
@@ -211,10 +219,12 @@ class LiveEsrrf(LiveMethod):
                     self._show(np.asarray(update.outputs[esrrf.OUTPUT].data())[0], done)
                     self._want_latest = False
                 control.processed(done)
-                if stack.tracking:
-                    self._track_drift(stack, done)
+                batch = done - hosted >= HOST_BATCH
+                hosted = done if batch else hosted
+                if stack.tracking and (batch or done % drift_block == 0):
+                    self._track_drift(stack, done)  # a block completes at the same frame
                 if stack.summing and esrrf.OUTPUT in update.outputs:
-                    self._measure(stack, update.outputs[esrrf.OUTPUT], done)
+                    self._measure(stack, update.outputs[esrrf.OUTPUT], done, batch)
                 if control.stopping():
                     command, stopped_by_user = STOP, True
                 elif done < length and not buffer.wait_for(done + 1):
@@ -244,16 +254,21 @@ class LiveEsrrf(LiveMethod):
             stack.tracking = False
             self.drift_error = f"{type(error).__name__}: {error}"
 
-    def _measure(self, stack: _GrowingStack, output: Any, done: int) -> None:
+    def _measure(self, stack: _GrowingStack, output: Any, done: int, batch: bool) -> None:
         """Every ``quality.every`` frames of a time point: measure its reconstruction so far
-        (a copy of the job's running image: the job's state is only read)."""
+        (a copy of the job's running image: the job's state is only read). The frames read are
+        summed then, and with each ``batch`` of :data:`HOST_BATCH` frames."""
         per = self.params.frames_per_timepoint
         timepoint = (done - 1) // per if per else 0
         first = timepoint * per
-        stack.fold(first, done)
         frames = done - first
+        if frames % self.quality.every:
+            if batch:  # the frames waiting on the host stay few
+                stack.fold(first, done)
+            return
+        stack.fold(first, done)
         started = time.perf_counter()
-        if frames % self.quality.every or not self.quality.due(started - self._started):
+        if not self.quality.due(started - self._started):
             return
         halves = self._halves
         if halves is not None and timepoint != self._halves_timepoint:
