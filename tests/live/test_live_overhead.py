@@ -96,3 +96,24 @@ def test_the_widefield_measured_is_the_mean_of_the_frames_so_far(monkeypatch):
         first = 15 * timepoint
         mean = stack[first : first + frames].astype(np.float64).sum(axis=0) / frames
         np.testing.assert_array_equal(widefield, mean)  # integers: exact sums in float64
+
+
+def test_a_single_frame_is_handed_on_without_a_second_copy():
+    """A per-frame method takes its frame as a view of the buffer's own copy (made when the
+    frame arrived): no frame-sized allocation and copy per frame. Ranges stay one new array."""
+    from napari_gpuscope.live._buffer import FrameBuffer
+
+    frames = np.arange(3 * 4 * 5, dtype=np.uint16).reshape(3, 4, 5)
+    buffer = FrameBuffer(4)
+    for frame in frames:
+        buffer.put(frame)
+    first, again = buffer.take(0, 1), buffer.take(0, 1)
+    assert np.shares_memory(first, again) and not np.shares_memory(first, frames)
+    np.testing.assert_array_equal(first, frames[:1])
+    both = buffer.take(1, 3)
+    assert not np.shares_memory(both, buffer.take(1, 2))
+    np.testing.assert_array_equal(both, frames[1:])
+    buffer.release(1)
+    np.testing.assert_array_equal(first, frames[:1])  # still the frame once released
+    with pytest.raises(IndexError, match="released"):
+        buffer.take(0, 1)

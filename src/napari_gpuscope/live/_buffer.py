@@ -155,7 +155,8 @@ class FrameBuffer:
             return self._kept >= count
 
     def take(self, start: int, stop: int) -> np.ndarray:
-        """Frames ``start:stop`` (kept indices) as one array, waiting for them.
+        """Frames ``start:stop`` (kept indices) as one array, waiting for them (one frame: a
+        view of the buffer's own copy, which nothing writes to; the caller only reads it).
 
         A frame the buffer will never hold (closed first) reads as zeros: only a read ahead of
         the session's end asks for one, and its frames are never used.
@@ -163,13 +164,18 @@ class FrameBuffer:
         with self._condition:
             self._condition.wait_for(lambda: self._kept >= stop or self._closed)
             assert self._shape is not None and self._dtype is not None
+            if stop - start == 1 and start < self._kept:  # one frame (a per-frame method's)
+                return self._kept_frame(start)[None]  # the buffer's own copy: never written to
             out = np.zeros((stop - start, *self._shape), self._dtype)
             for index in range(start, min(stop, self._kept)):
-                frame = self._frames.get(index)
-                if frame is None:
-                    raise IndexError(f"frame {index} was released before it was read")
-                out[index - start] = frame
+                out[index - start] = self._kept_frame(index)
             return out
+
+    def _kept_frame(self, index: int) -> np.ndarray:
+        frame = self._frames.get(index)
+        if frame is None:
+            raise IndexError(f"frame {index} was released before it was read")
+        return frame
 
     def release(self, below: int) -> None:
         """Forget the frames of index below ``below``: they are processed."""
