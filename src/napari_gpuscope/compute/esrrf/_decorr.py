@@ -42,6 +42,7 @@ import torch
 from .._types import ArrayLike
 from ..arrays import InvalidInputError, validate_image
 from ..devices import device_context
+from ..fourier import fft2
 from ..params import ParameterError
 from ._decorr_curves import _best, _curves, _high_pass_curves, _highest, _peak, _rings
 from ._decorr_region import (
@@ -203,7 +204,7 @@ def _analyse(
     )
     full_rings = _rings(side, rmin, rmax, n_radii, dev)
 
-    raw = torch.fft.fftshift(torch.fft.fft2(image))
+    raw = torch.fft.fftshift(fft2(image))
     raw[centre, centre] = 0  # the raw curve leaves the mean out (the high-passes keep theirs)
     d0 = _curves(raw[None], full_rings, disc, n_radii)[0]
     kc0, a0 = _peak(d0, 0.0, 1.0)

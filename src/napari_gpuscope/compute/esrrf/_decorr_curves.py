@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..fourier import fft2
 from ._decorr_blur import _gaussian_blur
 
 _BATCH_PIXELS = 1 << 22  # high-pass images transformed together (4 of 1024 x 1024)
@@ -89,7 +90,7 @@ def _high_pass_curves(
     for first in range(0, len(sigmas), per_batch):
         chunk = sigmas[first : first + per_batch]
         high = torch.stack([image - _gaussian_blur(image, float(s)) for s in chunk])
-        spectra = torch.fft.fftshift(torch.fft.fft2(high), dim=(-2, -1))
+        spectra = torch.fft.fftshift(fft2(high), dim=(-2, -1))
         del high
         curves.append(_curves(spectra, rings, disc, n_radii))
     return np.concatenate(curves)

@@ -9,6 +9,7 @@ import math
 import numpy as np
 import torch
 
+from ..fourier import fft2, ifft2
 from ._drift_correct import shift_frames
 from ._resample import tukey_window
 
@@ -35,7 +36,7 @@ class _Correlator:
     def spectrum(self, image: torch.Tensor) -> torch.Tensor:
         """complex128 FFT of the windowed image (its mean removed)."""
         image = image.to(torch.float64)
-        return torch.fft.fft2((image - image.mean()) * self.window)
+        return fft2((image - image.mean()) * self.window)
 
     def peak(
         self,
@@ -58,7 +59,7 @@ class _Correlator:
         as a real peak: ``S * M`` is as large as ``S``'s structure."""
         height, width = self.shape
         cross = moved * reference.conj()
-        surface = torch.fft.ifft2(cross).real
+        surface = ifft2(cross).real
         surface = torch.fft.fftshift(surface)
         cy, cx = height // 2, width // 2
         on_edge = False

@@ -12,6 +12,7 @@ import math
 import numpy as np
 import torch
 
+from ..fourier import fft2, ifft2
 from ._register_sample import _shift_batch
 from ._resample import tukey_window
 
@@ -29,7 +30,7 @@ def _spectra(images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     window = tukey_window(height, dev)[:, None] * tukey_window(width, dev)[None, :]
     x = images.to(torch.float64)
     x = (x - x.mean(dim=(-2, -1), keepdim=True)) * window
-    return torch.fft.fft2(x), (x * x).sum(dim=(-2, -1))
+    return fft2(x), (x * x).sum(dim=(-2, -1))
 
 
 def _measure(
@@ -101,7 +102,7 @@ def _peaks(
     f_moving, e_moving = _spectra(moving)
     f_reference, e_reference = _spectra(reference)
     cross = f_moving * f_reference.conj()
-    surface = torch.fft.fftshift(torch.fft.ifft2(cross).real, dim=(-2, -1))
+    surface = torch.fft.fftshift(ifft2(cross).real, dim=(-2, -1))
     cy, cx = height // 2, width // 2
     whole = surface
     searched = height * width

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from ..fourier import fft2, ifft2
 from ._inverse import NormalEquations
 
 __all__ = ["TV_PROX_ITERATIONS", "TV_RHO", "admm_tv"]
@@ -39,7 +40,7 @@ def admm_tv(
     from .. import tv
 
     a_hat, p_hat = system.solve(reg)
-    z = torch.fft.ifft2(p_hat).real.contiguous()
+    z = ifft2(p_hat).real.contiguous()
     del p_hat
     u = torch.zeros_like(z)
     shifted = NormalEquations(
@@ -48,9 +49,9 @@ def admm_tv(
     dual = z.new_zeros((2, *z.shape)) if warm_start else None
     weight = strength / TV_RHO
     for _ in range(iterations):
-        shifted.b_p = torch.add(system.b_p, torch.fft.fft2(z - u), alpha=TV_RHO)
+        shifted.b_p = torch.add(system.b_p, fft2(z - u), alpha=TV_RHO)
         a_hat, p_hat = shifted.solve(reg)
-        phase = torch.fft.ifft2(p_hat).real
+        phase = ifft2(p_hat).real
         del p_hat
         z = tv.prox(phase + u, weight, iterations=prox_iterations, dual=dual)
         u.add_(phase).sub_(z)

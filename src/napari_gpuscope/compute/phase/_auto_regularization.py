@@ -76,8 +76,14 @@ and can stay flat where the truth falls (picks 10x too small on 3 of 24 simulate
 of correlation lost); the bound trades that for a slight lean to larger values."""
 MAXIMUM = 1e3
 """The largest value the parameter allows (:class:`~._params.PhaseParams`)."""
-_CHUNK = 1 << 18
-"""Most frequencies per float64 pass (~80 MB of temporaries)."""
+_CHUNK = 1 << 20
+"""Most frequencies per float64 pass (~300 MB of temporaries). Each pass is ~165 small torch
+operations: at 2048² passes of 2^18 frequencies made 16 passes, ~2,600 launches, and the
+statistics took 18.8 ms on an H200 (the goal is 20 ms with the selection), about what
+launching that many costs; 8 passes are expected to halve it (not measured on a GPU yet:
+``benchmarks/phase_auto_regularization.py --profile``). Every step but the histogram is
+elementwise; the histogram's sums change in their last bits (2e-14 relative at 1536², the
+same choice)."""
 _PARTS = 8
 """At least this many passes: their temporaries (~40 bytes per pixel) stay below what the
 normal equations' build needs, so the automatic choice does not raise a region's peak."""

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from ..fourier import fft2
 from . import _ops
 
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ def spectrum(zyx: torch.Tensor) -> torch.Tensor:
     lanes = torch.empty((*zyx.shape, 2), dtype=torch.float32, device=zyx.device)
     torch.div(zyx, means, out=lanes[..., 0]).sub_(1)
     lanes[..., 1].zero_()
-    return torch.fft.fft2(torch.view_as_complex(lanes))
+    return fft2(torch.view_as_complex(lanes))
 
 
 def _rows(absorption: torch.Tensor, phase: torch.Tensor, convention: str):

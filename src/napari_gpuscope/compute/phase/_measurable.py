@@ -8,6 +8,7 @@ import math
 import numpy as np
 import torch
 
+from ..fourier import fft2, ifft2
 from ._params import PhaseParams
 
 __all__ = [
@@ -84,10 +85,10 @@ def _pooled_surface(data: torch.Tensor, params: PhaseParams) -> tuple[torch.Tens
         plane = data[..., z, :, :].to(torch.float64)
         level = plane.mean()
         contrast = torch.where(level != 0, plane / torch.where(level != 0, level, 1.0) - 1, plane)
-        spectrum = torch.fft.fft2((contrast - contrast.mean()) * window) * band
+        spectrum = fft2((contrast - contrast.mean()) * window) * band
         if previous is not None:
             power = ((spectrum.abs() ** 2) * (previous.abs() ** 2)).sum() * correction
-            surface = torch.fft.ifft2(spectrum * previous.conj()).real * n
+            surface = ifft2(spectrum * previous.conj()).real * n
             scale = torch.where(power > 0, torch.rsqrt(torch.clamp(power, min=1e-300)), 0.0)
             pooled += surface[rows][:, cols] * scale  # a pair without power adds nothing
         previous = spectrum

@@ -39,6 +39,7 @@ from typing import Any
 import torch
 
 from .._types import Device
+from ..fourier import fft2, ifft2
 from ._grid import (
     DEFAULT_STEEPNESS,
     GRID_PLANES,
@@ -333,13 +334,13 @@ def _build(
         stop = min(n_z, start + group)
         q = defocused_pupil(grid, z[start:stop])
         if spectra is None:
-            q_hat = torch.fft.fft2(q)
+            q_hat = fft2(q)
             made.append(q_hat)
         else:
             q_hat = spectra[index]
-        sq_hat = torch.fft.fft2(q.mul_(source))
+        sq_hat = fft2(q.mul_(source))
         del q
-        h1 = torch.fft.ifft2(sq_hat.conj_physical_().mul_(q_hat))
+        h1 = ifft2(sq_hat.conj_physical_().mul_(q_hat))
         del sq_hat
         h_plus, h_minus = grid.crop(h1)
         del h1

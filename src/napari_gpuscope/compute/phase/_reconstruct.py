@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .._types import Device
+from ..fourier import fft2, ifft2
 from ..jobs import run_job
 from ..memory import DeviceMemoryError, run_in_chunks
 from ..tv._fgp import FUSED_OPS as TV_FUSED_OPS
@@ -277,7 +278,7 @@ class Reconstructor:
 
         def solve(strength: float) -> tuple[torch.Tensor, torch.Tensor]:
             a_hat, phase = admm_tv(system, reg, strength, p.tv_iterations)
-            return a_hat, torch.fft.fft2(phase)
+            return a_hat, fft2(phase)
 
         self.tv_choice = select_tv_strength(system, stats, reg, solve)
         self._tv_memo = (float(reg), p.tv_iterations, tilt, middle, self.tv_choice)
@@ -307,9 +308,9 @@ class Reconstructor:
             if tv_strength is None:
                 tv_strength = self.tv_strength_for([system], reg)
             a_hat, phase = admm_tv(system, reg, tv_strength, p.tv_iterations)
-            return torch.fft.ifft2(a_hat).real, phase
+            return ifft2(a_hat).real, phase
         a_hat, p_hat = system.solve(reg)
-        return torch.fft.ifft2(a_hat).real, torch.fft.ifft2(p_hat).real
+        return ifft2(a_hat).real, ifft2(p_hat).real
 
     def whole(self, zenith: float, azimuth: float, focus: float = 0.0):
         """Absorption and phase of the whole image at one tilt (its regularization and TV

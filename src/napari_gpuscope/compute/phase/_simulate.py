@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from .._types import Device
+from ..fourier import fft2, ifft2
 from ._optics import OpticsCache, key_for, z_positions
 from ._params import PhaseParams
 
@@ -53,5 +54,5 @@ def simulate_stack(
         if params.invert_phase_contrast:
             z = -z
         tf = OpticsCache().transfer_functions(key, z, tilt_zenith, tilt_azimuth)
-        spectrum = tf.absorption * torch.fft.fft2(absorption_t) + tf.phase * torch.fft.fft2(phase_t)
-        return (1.0 + torch.fft.ifft2(spectrum).real).cpu().numpy().astype(np.float32)
+        spectrum = tf.absorption * fft2(absorption_t) + tf.phase * fft2(phase_t)
+        return (1.0 + ifft2(spectrum).real).cpu().numpy().astype(np.float32)

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..fourier import fft2, ifft2
 from ._convergence import Convergence
 from ._determined import signal_share
 from ._grid import _Grid, key_for, z_positions
@@ -101,7 +102,7 @@ class _Problem:
         tiles = torch.stack([data[..., ys, xs] for ys, xs in boxes])  # (B, Z, h, w)
         self.count = tiles.shape[0]
         self.n_z = tiles.shape[1]
-        self.data_hat = torch.fft.fft2(normalize_stack(tiles))
+        self.data_hat = fft2(normalize_stack(tiles))
         self.data_power = (self.data_hat.abs() ** 2).sum(dim=(-3, -2, -1)).clamp(min=1e-30)
         self.key = key_for(params, grid.size, data.device, steepness=OPTIMIZER_STEEPNESS)
         self.grid = _Grid(self.key)
@@ -134,7 +135,7 @@ class _Problem:
             if self._fixed_pupil is None:
                 with torch.no_grad():
                     pupil = defocused_pupil(self.grid, self.z(focus[:1].detach())[0])
-                    self._fixed_pupil = (pupil, torch.fft.fft2(pupil))
+                    self._fixed_pupil = (pupil, fft2(pupil))
             pupil, pupil_hat = self._fixed_pupil
         absorption, phase_tf = wotf(self.grid, source, pupil, pupil_hat)
         system = NormalEquations(
@@ -168,11 +169,11 @@ class _Problem:
         absorption, phase_tf, _, absorption_hat, phase_hat = self._fit(
             zenith, azimuth, focus, focus_free
         )
-        phase = torch.fft.ifft2(phase_hat).real
+        phase = ifft2(phase_hat).real
         if self.params.tilt_loss == "residual":
             loss = self._misfit(absorption, phase_tf, absorption_hat, phase_hat)
         else:
-            spectrum = torch.fft.fft2(phase).abs()
+            spectrum = fft2(phase).abs()
             loss = -(spectrum * self.midband_weights).sum(dim=(-2, -1))
         return loss, phase
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..fourier import fft2, ifft2
 from ._grid import OpticsKey, _Grid
 
 __all__ = [
@@ -74,10 +75,10 @@ def wotf(
     Differentiable (the tilt optimiser's path); :meth:`OpticsCache.transfer_functions` builds
     the same values without autograd, in place and a few slices at a time.
     """
-    sq_hat = torch.fft.fft2(source * pupil)
+    sq_hat = fft2(source * pupil)
     if pupil_hat is None:
-        pupil_hat = torch.fft.fft2(pupil)
-    h1 = torch.fft.ifft2(torch.conj(sq_hat) * pupil_hat)
+        pupil_hat = fft2(pupil)
+    h1 = ifft2(torch.conj(sq_hat) * pupil_hat)
     h_plus, h_minus = grid.crop(h1)
     inv = _inverse_norm(grid, source)
     return (h_plus + h_minus) * inv, (h_plus - h_minus) * (inv * 1j)
