@@ -116,7 +116,12 @@ FRESH_STEPS = (
     ("fresh-live-exact", "tests/gpu/test_gpu_live.py", "pytest", 40),
     ("fresh-latency", "benchmarks/interactive_latency.py --device cuda:0", "script", 60),
     ("fresh-live", "benchmarks/live_benchmark.py --device cuda:0", "script", 90),
-    ("fresh-phase-auto", "benchmarks/phase_auto_regularization.py --device cuda:0", "script", 30),
+    (
+        "fresh-phase-auto",
+        "benchmarks/phase_auto_regularization.py --device cuda:0 --profile",
+        "script",
+        30,
+    ),
     ("fresh-profile", "benchmarks/job_profile.py --device cuda:0", "script", 45),
 )
 """What has never run on a GPU (issue 29 item 5), first in the plan: the drift, registration
