@@ -107,15 +107,9 @@ def test_esrrf_live_equals_the_job(frames_per_timepoint, kit_record):
 
 def test_phase_live_reconstructs_each_stack_as_the_job(kit_record):
     from napari_gpuscope.compute import phase
+    from napari_gpuscope.sample_data.phase import OPTICS
 
-    params = phase.PhaseParams(
-        wavelength=0.45,
-        yx_pixel_size=0.325,
-        z_pixel_size=1.0,
-        na_illumination=0.4,
-        na_detection=0.55,
-        index_of_refraction=1.0,
-    )
+    params = phase.PhaseParams(**OPTICS)
     size, slices = 256, 8
     yy, xx = np.mgrid[:size, :size] - size / 2
     stacks = []
