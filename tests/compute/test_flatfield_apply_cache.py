@@ -24,6 +24,8 @@ from napari_gpuscope.compute.flatfield._correct import device_integers, integer_
 from napari_gpuscope.compute.flatfield._fields import ProfileFields
 
 WAIT = 120  # seconds: a bound on a hung session, never a pacing
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+"""The conversion on the device is checked on a GPU too when there is one."""
 
 
 def shaded(frames: int, size: int = 24, seed: int = 0) -> tuple[np.ndarray, ShadingProfile]:
@@ -128,10 +130,11 @@ def test_float_frames_are_still_checked_for_nan():
         correct(images, profile, device="cpu")
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize(
     "dtype", [np.uint8, np.int8, np.uint16, np.int16, np.uint32, np.int32, np.int64]
 )
-def test_device_integers_have_numpys_bits(dtype):
+def test_device_integers_have_numpys_bits(dtype, device):
     """The values a clamped, rounded float32 block can hold, converted on the device, read back
     as NumPy's conversion of the same float32 values (the bounds included)."""
     low, high = integer_bounds(dtype)
@@ -140,9 +143,9 @@ def test_device_integers_have_numpys_bits(dtype):
         [[low, high, 0, -1, 1, np.nextafter(np.float32(high), 0)], rng.uniform(low, high, 500)]
     )
     values = np.clip(np.round(values.astype(np.float32)), low, high).astype(np.float32)
-    bits = device_integers(torch.from_numpy(values), dtype)
+    bits = device_integers(torch.from_numpy(values).to(device), dtype)
     assert bits is not None and bits.element_size() == np.dtype(dtype).itemsize
-    assert np.array_equal(bits.numpy().view(dtype), values.astype(dtype))
+    assert np.array_equal(bits.cpu().numpy().view(dtype), values.astype(dtype))
 
 
 def test_device_integers_leave_floats_and_uint64_to_the_host():
@@ -166,3 +169,21 @@ def test_a_staged_integer_output_is_converted_before_it_leaves_the_device(monkey
     got = correct(stack, profile, dtype="uint16", **params)
     assert not downloads
     assert got.tobytes() == expected.tobytes()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+@pytest.mark.parametrize("batch_axis", [None, 1])
+def test_on_a_gpu_an_integer_output_has_the_cpus_bytes(batch_axis):
+    stack, profile = shaded(4)
+    if batch_axis is not None:
+        stack = np.stack([stack, stack[::-1]], axis=1)
+    fields = ProfileFields()
+    with fields.reused():  # as a live session runs it, twice (the second reuses the fields)
+        got = [correct(stack, profile, dtype="uint16", batch_axis=batch_axis, device="cuda")]
+        got.append(correct(stack, profile, dtype="uint16", batch_axis=batch_axis, device="cuda"))
+    expected = correct(stack, profile, dtype="uint16", batch_axis=batch_axis, device="cpu")
+    assert len(fields) == 1
+    # Each element within one unit of the CPU's (float32 kernels may round a half the other
+    # way), and the two GPU runs alike.
+    assert got[0].tobytes() == got[1].tobytes()
+    assert np.abs(got[0].astype(np.int64) - expected.astype(np.int64)).max() <= 1
