@@ -4,9 +4,10 @@ The H200 runs of 2026-11-29 left three such gaps (``benchmarks/README.md``): an 
 frames of 512² took ~250 ms while each added frame cost ~0.4 ms; live flat-field apply took 17 ms
 per 2048² frame where the arithmetic is a fraction of a millisecond; live eSRRF took 9.6 ms per
 frame with frames waiting against 1.5 ms for a frame alone. This script profiles each case
-once after a warm-up with :mod:`cProfile` (host time per function; time the host waits for the
-GPU shows in the function that waits, e.g. a ``.cpu()`` or an event's ``synchronize``) and
-prints the top functions by total and by own time, so one GPU run names the culprits::
+once after a warm-up, sampling every thread's Python stack every millisecond
+(:class:`StackSampler`; time the host waits for the GPU shows in the function that waits, e.g.
+a ``.cpu()`` or an event's ``synchronize``), and prints per thread the functions it was inside
+and in, as shares of its samples, so one GPU run names the culprits::
 
     python benchmarks/job_profile.py                        # first GPU, every case
     python benchmarks/job_profile.py --device cpu --quick   # small sizes (checks the script)
@@ -15,10 +16,10 @@ prints the top functions by total and by own time, so one GPU run names the culp
 from __future__ import annotations
 
 import argparse
-import cProfile
-import io
-import pstats
 import sys
+import threading
+import time
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
@@ -99,40 +100,69 @@ def _drain(feed: live.FrameFeed, session: live.LiveSession, stack: np.ndarray) -
     session.result()
 
 
-def profile(name: str, run: Callable[[], None], device: str) -> str:
-    """The case's profile after a warm-up run, as text (the live cases run their worker on
-    another thread: cProfile is enabled there too through ``threading.setprofile``)."""
-    import threading
+class StackSampler:
+    """Every thread's Python stack, sampled every ``interval`` seconds from a thread of its
+    own: where each thread spends its time, worker threads included. (cProfile cannot do
+    this from Python 3.12 on, the GPU machine's: it allows one profiler per process and that
+    one sees only the thread that enabled it.)"""
 
+    def __init__(self, interval: float = 0.001) -> None:
+        self.interval = interval
+        self.own: dict[str, Counter[str]] = defaultdict(Counter)
+        self.inside: dict[str, Counter[str]] = defaultdict(Counter)
+        self.samples: Counter[str] = Counter()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="sampler", daemon=True)
+
+    def __enter__(self) -> StackSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        me = threading.get_ident()
+        while not self._stop.wait(self.interval):
+            names = {t.ident: t.name for t in threading.enumerate()}
+            for ident, frame in sys._current_frames().items():
+                if ident == me:
+                    continue
+                thread = names.get(ident, str(ident))
+                keys = []
+                while frame is not None:
+                    code = frame.f_code
+                    keys.append(f"{Path(code.co_filename).name}:{code.co_name}")
+                    frame = frame.f_back
+                self.samples[thread] += 1
+                self.own[thread][keys[0]] += 1
+                self.inside[thread].update(set(keys))
+
+    def report(self, name: str) -> str:
+        lines = []
+        for thread, count in self.samples.most_common():
+            if count < 5:
+                continue
+            lines.append(f"\n### {name}: thread {thread!r}, {count} samples\n")
+            lines.append("| function | inside % | own % |")
+            lines.append("|---|---|---|")
+            for key, inside in self.inside[thread].most_common(TOP):
+                own = self.own[thread][key]
+                lines.append(f"| {key} | {100 * inside / count:.1f} | {100 * own / count:.1f} |")
+        return "\n".join(lines)
+
+
+def profile(name: str, run: Callable[[], None], device: str) -> str:
+    """The case's stacks, sampled over one run after a warm-up run."""
     run()  # first use: kernels, plans, caches
     _sync(device)
-    profiler = cProfile.Profile()
-    threading.setprofile(lambda *a: None)  # make sure no stale hook is left on new threads
-    profilers = [profiler]
-
-    def start_thread_profile(*_args: object) -> None:
-        sub = cProfile.Profile()
-        profilers.append(sub)
-        threading.setprofile(None)
-        sub.enable()
-
-    threading.setprofile(start_thread_profile)
-    try:
-        profiler.enable()
+    with StackSampler() as sampler:
+        start = time.perf_counter()
         run()
         _sync(device)
-        profiler.disable()
-    finally:
-        threading.setprofile(None)
-    for sub in profilers[1:]:
-        sub.disable()
-    out = io.StringIO()
-    stats = pstats.Stats(*profilers, stream=out)
-    for key in ("cumulative", "tottime"):
-        out.write(f"\n### {name}: top {TOP} by {key}\n\n```\n")
-        stats.sort_stats(key).print_stats(TOP)
-        out.write("```\n")
-    return out.getvalue()
+        seconds = time.perf_counter() - start
+    return f"\n## {name}: {seconds * 1e3:.1f} ms\n" + sampler.report(name)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -118,3 +118,15 @@ def test_compute_calls_the_checked_transforms_only():
         if "torch.fft.fft2(" in line or "torch.fft.ifft2(" in line
     ]
     assert not direct, direct
+
+
+def test_integers_are_transformed_as_torch_does(fresh_verdicts):
+    data = torch.arange(48 * 40).reshape(48, 40) % 7
+    torch.testing.assert_close(fourier.fft2(data), torch.fft.fft2(data))
+
+
+def test_the_bypass_returns_a_contiguous_transform(monkeypatch, fresh_verdicts):
+    true_fft2 = torch.fft.fft2
+    monkeypatch.setattr(torch.fft, "fft2", lambda x: 4 * true_fft2(x))
+    out = fourier.fft2(torch.randn((3, 64, 48), dtype=torch.complex64))
+    assert out.is_contiguous()
