@@ -104,7 +104,7 @@ def _print_profile(make_stats: Callable[[], object], device: torch.device) -> No
     key = "cpu_time_total"
     if device.type == "cuda":
         activities.append(ProfilerActivity.CUDA)
-        key = "cuda_time_total"
+        key = "device_time_total"
     with torch.no_grad(), profile(activities=activities) as prof:
         make_stats()
         if device.type == "cuda":

@@ -79,16 +79,19 @@ def test_tv_live_equals_the_job_on_each_frame(kit_record):
     assert_close("tv_512", result.image, expected, kit_record)
 
 
-def test_flatfield_apply_live_equals_the_apply_job(kit_record):
+@pytest.mark.parametrize("output_dtype", ["float32", "uint16"])
+def test_flatfield_apply_live_equals_the_apply_job(output_dtype, kit_record):
+    """float32, and uint16 (clamped, rounded and converted on the device before the download)."""
     from napari_gpuscope.compute.flatfield import BasicParams, ShadingProfile
 
     stack = blinking(8, 1024)
     yy, xx = np.mgrid[:1024, :1024] / 1024 - 0.5
     profile = ShadingProfile.from_arrays(1.2 - 0.8 * (yy**2 + xx**2), camera_offset=100)
-    params = BasicParams(output_dtype="float32")
+    params = BasicParams(output_dtype=output_dtype, clip_negative=True)
     result = run_live(stack, "flatfield", params, job="apply", profile=profile).result()
     expected = offline("flatfield", "apply", stack, params, profile=profile, measure_shading=False)
-    assert_close("flatfield_apply_1024", result.image, expected.image, kit_record)
+    name = f"flatfield_apply_1024_{output_dtype}"
+    assert_close(name, result.image, expected.image, kit_record)
 
 
 @pytest.mark.parametrize("frames_per_timepoint", [0, 16])

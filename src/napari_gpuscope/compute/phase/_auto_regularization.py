@@ -77,7 +77,8 @@ of correlation lost); the bound trades that for a slight lean to larger values."
 MAXIMUM = 1e3
 """The largest value the parameter allows (:class:`~._params.PhaseParams`)."""
 _CHUNK = 1 << 20
-"""Most frequencies per float64 pass (~300 MB of temporaries). Each pass is ~165 small torch
+"""Most frequencies per float64 pass (up to ~300 MB of temporaries, above ~2900²; 157 MB at
+2048², where ``_PARTS`` binds). Each pass is ~165 small torch
 operations: at 2048² passes of 2^18 frequencies made 16 passes, ~2,600 launches, and the
 statistics took 18.8 ms on an H200 (the goal is 20 ms with the selection), about what
 launching that many costs; 8 passes are expected to halve it (not measured on a GPU yet:
