@@ -117,3 +117,16 @@ def test_a_single_frame_is_handed_on_without_a_second_copy():
     np.testing.assert_array_equal(first, frames[:1])  # still the frame once released
     with pytest.raises(IndexError, match="released"):
         buffer.take(0, 1)
+
+
+def test_a_frame_handed_on_is_read_only_and_c_ordered():
+    """take() hands a per-frame method the buffer's own copy: nothing may write to it, and a
+    Fortran-ordered camera frame arrives C-ordered like every other."""
+    buffer = live.FrameBuffer(4)
+    frame = np.asfortranarray(np.arange(12, dtype=np.uint16).reshape(3, 4))
+    assert buffer.put(frame)
+    taken = buffer.take(0, 1)
+    assert taken[0].flags.c_contiguous and not taken.flags.writeable
+    assert np.array_equal(taken[0], frame)
+    frame[0, 0] = 99  # the caller's buffer reused: the copy is unchanged
+    assert taken[0, 0, 0] == 0

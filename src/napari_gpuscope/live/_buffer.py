@@ -107,7 +107,10 @@ class FrameBuffer:
                 return False
             if self._dropping_unit:
                 return False
-            array = np.array(frame, copy=True)  # the callback's buffer is reused after it returns
+            # The callback's buffer is reused after it returns. Read-only and C-ordered: take()
+            # hands a per-frame method this very array, so nothing may write to it.
+            array = np.array(frame, copy=True, order="C")
+            array.setflags(write=False)
             if self._shape is None:
                 self._shape, self._dtype = array.shape, array.dtype
             elif array.shape != self._shape or array.dtype != self._dtype:
