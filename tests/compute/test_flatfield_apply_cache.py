@@ -171,6 +171,20 @@ def test_a_staged_integer_output_is_converted_before_it_leaves_the_device(monkey
     assert got.tobytes() == expected.tobytes()
 
 
+def test_a_staged_output_of_the_other_byte_order_keeps_its_values(monkeypatch):
+    """The device's integers are native-endian: viewing a big-endian ``out`` as them would
+    swap every value's bytes (found in review)."""
+    stack, profile = shaded(4)
+    expected = correct(stack, profile, dtype="uint16", clip=True, device="cpu")
+    monkeypatch.setattr(_correct, "_stages", lambda device: True)
+    # From a GPU, download_into assigns pinned float32 pieces with NumPy (on the CPU it would
+    # wrap ``out`` in a tensor, which torch refuses for the other byte order).
+    monkeypatch.setattr(_correct, "download_into", lambda o, t: o.__setitem__(..., t.numpy()))
+    out = np.zeros(stack.shape, np.dtype(">u2" if np.little_endian else "<u2"))
+    correct(stack, profile, dtype="uint16", clip=True, device="cpu", out=out)
+    assert np.array_equal(out, expected)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 @pytest.mark.parametrize("batch_axis", [None, 1])
 def test_on_a_gpu_an_integer_output_has_the_cpus_bytes(batch_axis):

@@ -316,7 +316,10 @@ def _store(
             download_into(host, block)
         _write(out, layout, problem, start, stop, host)
         return
-    converted = device_integers(block, destination.dtype) if staged else None
+    # The device's integers are native-endian: an ``out`` of the other byte order takes the
+    # float32 path, which NumPy's assignment converts.
+    native = destination.dtype.isnative
+    converted = device_integers(block, destination.dtype) if staged and native else None
     if converted is not None:
         bits = np.dtype(str(converted.dtype).removeprefix("torch."))
         torch.from_numpy(destination.view(bits)).copy_(converted)
