@@ -90,7 +90,7 @@ class PlateauRule:
     newest RSP error. Both ends of the window use the newest floor: only the noise part
     changes, so the rule asks whether the noise that more frames remove is still 5 % of the
     error. Within 10 % of the truth's frame: on 5 of the 10 development stacks (the RSP error's
-    rule: 2) and 5 of 16 fresh ones (the RSP error's rule: 3), 10 frames off on average on the
+    rule: 2) and 5 of 16 fresh ones (the RSP error's rule: 3), 15 frames off on average on the
     fresh ones (the RSP error's rule: 21; ``docs/live.md``): a hint, not a guarantee.
 
     ``measure="RSP error"`` (:meth:`rsp`: 8 % over 3) reads the RSP error itself: it keeps
