@@ -15,5 +15,12 @@ echo "== npe2 validate"
 echo "== GPU kit: the gpu tests are collected (they run on a GPU machine: scripts/gpu-check.sh)"
 .venv/bin/python -m pytest --collect-only -q -m gpu tests/gpu tests/compute -p no:cacheprovider \
   | tail -n 1
-echo "== pytest"
-exec .venv/bin/python -m pytest "$@"
+echo "== pytest (${GPUSCOPE_TEST_WORKERS:-2} worker processes; GPUSCOPE_TEST_WORKERS=0 runs in one)"
+# Two processes (pytest-xdist), each with torch on one thread (tests/conftest.py): the tests are
+# single-threaded, so on CI's two cores this halves the wall time when the machine is idle, and
+# costs nothing against one process when it is loaded. Each worker starts its own Xvfb.
+workers=${GPUSCOPE_TEST_WORKERS:-2}
+if [[ $workers == 0 ]]; then
+  exec .venv/bin/python -m pytest "$@"
+fi
+exec .venv/bin/python -m pytest -n "$workers" "$@"
