@@ -5,13 +5,13 @@ new rule is scored on all of them in seconds instead of measuring again (issue 2
 A rule is a function of one kept stack (``measured``, the pilot's block measurements per
 candidate, as :func:`choose_block_length` takes them; ``n``; ``truth``) returning a length;
 its error on that stack is the fixed length's (the automatic estimate measures with that
-fixed length, byte for byte). Three rules are built in: ``current`` (the shipped
+fixed length, byte for byte). Five rules are built in: ``current`` (the shipped
 :func:`choose_block_length`: Goldenshluger-Lepski, the candidates' traces compared with each
 other), ``stand-in-bias`` (the rule shipped before it: the bias of each candidate's
 construction applied to a finer trace standing in for the drift, fitted as ``b L^4``) and
 ``true-bias`` (the rule's fitted noise law ``a / L`` with the bias of each candidate's
 construction applied to the *true* drift: what a perfect bias estimate would reach; not a
-rule, a bound on what improving the bias can give).
+rule, a bound on what improving the bias can give), and the two below.
 
 Run (CPU, one thread; the stacks and their numbers are the benchmark's,
 benchmarks/drift_block_length.py)::
@@ -24,6 +24,15 @@ benchmarks/drift_block_length.py)::
     python benchmarks/drift_block_length_rules.py score new.pkl   # every rule's table
     # seeds 201-206, on which the Goldenshluger-Lepski rule was judged
     python benchmarks/drift_block_length_rules.py collect fresh.pkl --seeds 201 202 203 204 205 206
+    # several kept sets together, with each case's paired difference from the current rule
+    python benchmarks/drift_block_length_rules.py score dev.pkl new.pkl --against current
+    # kept stacks as records for ``drift_block_length.py --load`` (the fixed lengths' errors)
+    python benchmarks/drift_block_length_rules.py records new.pkl new.json --rules pooled-bias
+
+``pooled-bias`` and ``pooled-bias-null90`` are the rules tried on 2026-11-30
+(benchmarks/runs/2026-11-30-cpu-drift-block-rule.md): the bias of each candidate fitted over
+every shorter candidate (weighted least squares, bias ``~ L^2``) instead of the largest
+excess over two standard deviations.
 
 The ``.pkl`` files are local caches (Python pickles): read only your own.
 """
@@ -32,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import pickle
 import sys
 import time
@@ -178,16 +188,79 @@ def stand_in_bias(kept: Kept, draws: int = 24) -> int:
     return int(lengths[int(np.argmin(a / lengths + b * lengths**4))])
 
 
+def _pooled(kept: Kept, quantile: float | None, draws: int = 48) -> int:
+    """The shipped noise law and outlier cut with the bias of each candidate ``L`` pooled
+    over every shorter kept candidate ``S`` instead of Goldenshluger-Lepski's largest excess
+    over ``kappa^2`` noise: a smooth drift's bias grows as ``L^2`` (curvature), so
+    ``E|d_L - d_S|^2 = v + (1 - (S/L)^2)^2 bias_L^2`` with ``v = a (1/S - 1/L)``; ``bias_L^2``
+    is the weighted least-squares fit of that (weights ``1/v``), floored at 0. With
+    ``quantile``, it counts only above that quantile of the same fit on ``draws`` Monte Carlo
+    traces without drift (white noise per frame of the blocks' median variance per frame,
+    nested: every candidate averages the same draw)."""
+    measured, n = kept["measured"], kept["n"]
+    choice = _drift_auto.choose_block_length(measured, n)
+    if not choice.parts:
+        return choice.length
+    lengths = sorted(choice.parts)
+    a = float(np.median([choice.parts[L][0] ** 2 * L for L in lengths]))
+    traces = {L: _drift_auto._trace(*measured[L][:2], n, 0.0, measured[L][2]) for L in lengths}
+    sims: dict[int, list[np.ndarray]] = {L: [] for L in lengths}
+    if quantile is not None:
+        per_frame = float(np.median([np.nanmedian(measured[L][2] ** 2 * L) for L in lengths]))
+        rng = np.random.default_rng(1)
+        for _ in range(draws):
+            frames = rng.normal(0.0, math.sqrt(per_frame), (n, 2))
+            for L in lengths:
+                centres, _, errors, _, blocks = measured[L]
+                means = _drift_auto._block_means(frames, blocks)
+                sims[L].append(_drift_auto._trace(centres, means, n, 0.0, errors))
+
+    def fit(tr: dict, L: int, shorter: list[int]) -> float:
+        num = den = 0.0
+        for S in shorter:
+            v = a * (1 / S - 1 / L)
+            x = (1 - (S / L) ** 2) ** 2
+            num += x * (float(np.mean((tr[L] - tr[S]) ** 2)) - v) / v
+            den += x * x / v
+        return num / den
+
+    scores = {}
+    for i, L in enumerate(lengths):
+        bias = max(0.0, fit(traces, L, lengths[:i])) if i else 0.0
+        if bias > 0 and quantile is not None:
+            null = [fit({k: s[j] for k, s in sims.items()}, L, lengths[:i]) for j in range(draws)]
+            bias = bias if bias > float(np.quantile(null, quantile)) else 0.0
+        scores[L] = a / L + bias
+    return min(scores, key=scores.__getitem__)
+
+
+def pooled_bias(kept: Kept) -> int:
+    """:func:`_pooled` without a test (tried for issue 27 item 3, 2026-11-30)."""
+    return _pooled(kept, None)
+
+
+def pooled_bias_null90(kept: Kept) -> int:
+    """:func:`_pooled`, the bias counted above the 90 % quantile of its null draws."""
+    return _pooled(kept, 0.9)
+
+
 RULES: dict[str, Rule] = {
     "current": current, "stand-in-bias": stand_in_bias, "true-bias": true_bias,
+    "pooled-bias": pooled_bias, "pooled-bias-null90": pooled_bias_null90,
 }  # fmt: skip
 
 
-def score(path: Path, rules: list[str]) -> None:
-    """Each rule's table (benchmarks/drift_block_length.py's columns) on the kept stacks."""
-    store = pickle.loads(path.read_bytes())
+def score(paths: list[Path], rules: list[str], against: str | None = None) -> None:
+    """Each rule's table (benchmarks/drift_block_length.py's columns) on the kept stacks of
+    ``paths`` together; with ``against``, each case's paired per-stack difference of the
+    error from that rule's (mean +- standard error, px)."""
+    store = {}
+    for path in paths:
+        store.update(pickle.loads(path.read_bytes()))
+    base = {key: RULES[against](kept) for key, kept in store.items()} if against else {}
     for name in rules:
         cases: dict[tuple[int, str], list[dict]] = {}
+        diffs: dict[tuple[int, str], list[float]] = {}
         for (n, kind, seed), kept in sorted(store.items()):
             chosen = RULES[name](kept)
             record = {
@@ -195,10 +268,34 @@ def score(path: Path, rules: list[str]) -> None:
                 "fixed": kept["fixed"], "seconds": None,
             }  # fmt: skip
             cases.setdefault((n, kind), []).append(record)
+            if against:
+                other = kept["fixed"][base[n, kind, seed]]
+                diffs.setdefault((n, kind), []).append(record["auto"] - other)
         results = {case: summarise(stacks) for case, stacks in cases.items()}
         misses = sum(r["auto"] > 1.2 * r["best"] for r in results.values())
-        print(f"\n{name}: beyond 1.2x the in-sample best in {misses} of {len(results)} cases")
+        mean = np.mean([r["auto"] / r["best"] for r in results.values()])
+        print(f"\n{name}: beyond 1.2x the in-sample best in {misses} of {len(results)} cases "
+              f"(mean ratio {mean:.3f})")  # fmt: skip
         table(results)
+        for (n, kind), d in diffs.items():
+            se = float(np.std(d, ddof=1) / math.sqrt(len(d)))
+            print(f"{n} {kind}: {name} - {against} {np.mean(d):+.4f} +- {se:.4f} px")
+
+
+def records(path: Path, out: Path, extra: list[str]) -> None:
+    """Write ``path``'s stacks as benchmarks/drift_block_length.py records (``--load``):
+    "auto"/"chosen" the current rule's, and ``chosen_<rule>``/``auto_<rule>`` for each of
+    ``extra``; "seconds" None (no automatic estimate was timed), "pilot_seconds" kept."""
+    rows = []
+    for (n, kind, seed), kept in sorted(pickle.loads(path.read_bytes()).items()):
+        row = {"frames": n, "drift": kind, "seed": seed}
+        for name in ["current", *extra]:
+            chosen = RULES[name](kept)
+            suffix = "" if name == "current" else "_" + name.replace("-", "_")
+            row["chosen" + suffix], row["auto" + suffix] = chosen, kept["fixed"][chosen]
+        row.update(fixed=kept["fixed"], seconds=None, pilot_seconds=kept["pilot_seconds"])
+        rows.append(row)
+    out.write_text(json.dumps(rows))
 
 
 def main() -> None:
@@ -210,13 +307,20 @@ def main() -> None:
     keep.add_argument("--seeds", type=int, nargs="+", required=True)
     keep.add_argument("--fixed-from", type=Path, help="fixed errors from --save records")
     scoring = commands.add_parser("score", help="tabulate rules on kept stacks")
-    scoring.add_argument("path", type=Path)
+    scoring.add_argument("paths", type=Path, nargs="+")
     scoring.add_argument("--rules", nargs="+", default=list(RULES), choices=list(RULES))
+    scoring.add_argument("--against", choices=list(RULES), help="paired differences from it")
+    saving = commands.add_parser("records", help="kept stacks as --load records (JSON)")
+    saving.add_argument("path", type=Path)
+    saving.add_argument("out", type=Path)
+    saving.add_argument("--rules", nargs="*", default=[], choices=list(RULES))
     args = parser.parse_args()
     if args.command == "collect":
         collect(args.path, args.frames, args.seeds, args.fixed_from)
+    elif args.command == "records":
+        records(args.path, args.out, args.rules)
     else:
-        score(args.path, args.rules)
+        score(args.paths, args.rules, args.against)
 
 
 if __name__ == "__main__":
