@@ -5,13 +5,15 @@ new rule is scored on all of them in seconds instead of measuring again (issue 2
 A rule is a function of one kept stack (``measured``, the pilot's block measurements per
 candidate, as :func:`choose_block_length` takes them; ``n``; ``truth``) returning a length;
 its error on that stack is the fixed length's (the automatic estimate measures with that
-fixed length, byte for byte). Five rules are built in: ``current`` (the shipped
-:func:`choose_block_length`: Goldenshluger-Lepski, the candidates' traces compared with each
-other), ``stand-in-bias`` (the rule shipped before it: the bias of each candidate's
-construction applied to a finer trace standing in for the drift, fitted as ``b L^4``) and
-``true-bias`` (the rule's fitted noise law ``a / L`` with the bias of each candidate's
-construction applied to the *true* drift: what a perfect bias estimate would reach; not a
-rule, a bound on what improving the bias can give), and the two below.
+fixed length, byte for byte). Built in: ``current`` (the shipped :func:`choose_block_length`:
+since 2026-11-30 the pooled bias of ``_drift_lepski.pooled_bias``), ``goldenshluger-lepski``
+(the rule shipped before it, 2026-11-29 to 30: the largest excess of one comparison of the
+candidates' traces over ``KAPPA^2`` times its noise), ``stand-in-bias`` (the rule shipped
+before that: the bias of each candidate's construction applied to a finer trace standing in
+for the drift, fitted as ``b L^4``), ``true-bias`` (the rule's fitted noise law ``a / L``
+with the bias of each candidate's construction applied to the *true* drift: what a perfect
+bias estimate would reach; not a rule, a bound on what improving the bias can give), and the
+two below.
 
 Run (CPU, one thread; the stacks and their numbers are the benchmark's,
 benchmarks/drift_block_length.py)::
@@ -27,12 +29,15 @@ benchmarks/drift_block_length.py)::
     # several kept sets together, with each case's paired difference from the current rule
     python benchmarks/drift_block_length_rules.py score dev.pkl new.pkl --against current
     # kept stacks as records for ``drift_block_length.py --load`` (the fixed lengths' errors)
-    python benchmarks/drift_block_length_rules.py records new.pkl new.json --rules pooled-bias
+    python benchmarks/drift_block_length_rules.py records new.pkl new.json \\
+        --rules goldenshluger-lepski
 
 ``pooled-bias`` and ``pooled-bias-null90`` are the rules tried on 2026-11-30
 (benchmarks/runs/2026-11-30-cpu-drift-block-rule.md): the bias of each candidate fitted over
 every shorter candidate (weighted least squares, bias ``~ L^2``) instead of the largest
-excess over two standard deviations.
+excess over two standard deviations. ``pooled-bias`` was adopted: it is this script's own
+implementation of the shipped rule, kept as a check (it chooses as ``current`` on every kept
+stack of the five sets).
 
 The ``.pkl`` files are local caches (Python pickles): read only your own.
 """
@@ -118,8 +123,50 @@ def collect(path: Path, frames: list[int], seeds: list[int], fixed_from: Path | 
 
 
 def current(kept: Kept) -> int:
-    """The shipped rule."""
+    """The shipped rule (since 2026-11-30 the pooled bias: :func:`_pooled` without a test)."""
     return _drift_auto.choose_block_length(kept["measured"], kept["n"]).length
+
+
+def block_means(trace: np.ndarray, blocks: list[tuple[int, int]]) -> np.ndarray:
+    """The mean of ``trace`` over each block's frames."""
+    return np.array([trace[first:stop].mean(0) for first, stop in blocks])
+
+
+KAPPA = 2.0
+"""Goldenshluger-Lepski's noise standard deviations not counted as bias (chosen on seeds 1-8)."""
+
+
+def goldenshluger_lepski_parts(
+    traces: dict[int, np.ndarray], a: float, kappa: float = KAPPA
+) -> dict[int, tuple[float, float]]:
+    """Each candidate's ``(noise, bias)`` RMS (px) by Goldenshluger-Lepski (Goldenshluger &
+    Lepski 2011, Ann. Statist. 39:1608): noise ``sqrt(a / L)``, squared bias the largest
+    excess of ``|d_L - d_S|^2`` over ``kappa^2 a (1/S - 1/L)`` among the shorter ``S``,
+    floored at 0 (the rule shipped from 2026-11-29 to 2026-11-30)."""
+    lengths = sorted(traces)
+    parts = {}
+    for i, length in enumerate(lengths):
+        excess = [
+            math.sqrt(float(np.mean((traces[length] - traces[short]) ** 2))) ** 2
+            - kappa**2 * (a * (1.0 / short - 1.0 / length))
+            for short in lengths[:i]
+        ]
+        parts[length] = (math.sqrt(a / length), math.sqrt(max([0.0, *excess])))
+    return parts
+
+
+def goldenshluger_lepski(kept: Kept) -> int:
+    """The rule shipped before the pooled bias: the shipped noise law and outlier cut, the
+    bias :func:`goldenshluger_lepski_parts`, the least ``noise^2 + bias^2``."""
+    measured, n = kept["measured"], kept["n"]
+    choice = _drift_auto.choose_block_length(measured, n)
+    if not choice.parts:
+        return choice.length
+    lengths = sorted(choice.parts)
+    a = float(np.median([choice.parts[L][0] ** 2 * L for L in lengths]))
+    traces = {L: _drift_auto._trace(*measured[L][:2], n, 0.0, measured[L][2]) for L in lengths}
+    parts = goldenshluger_lepski_parts(traces, a)
+    return min(lengths, key=lambda L: math.sqrt(sum(p**2 for p in parts[L])))
 
 
 def _usable(measured: dict, n: int) -> dict:
@@ -142,7 +189,7 @@ def true_bias(kept: Kept) -> int:
     scores = {}
     for length in sorted(usable):
         centres, _, errors, _, blocks = usable[length]
-        means = _drift_auto._block_means(kept["truth"], blocks)
+        means = block_means(kept["truth"], blocks)
         trace = _drift_auto._trace(centres, means, n, 0.0, errors)
         scores[length] = a / length + float(np.mean((trace - kept["truth"]) ** 2))
     return min(scores, key=scores.__getitem__)
@@ -157,7 +204,7 @@ def stand_in_bias(kept: Kept, draws: int = 24) -> int:
     usable = _usable(measured, n)
     if not usable:
         return max(measured)
-    trace, means = _drift_auto._trace, _drift_auto._block_means
+    trace, means = _drift_auto._trace, block_means
     rng = np.random.default_rng(0)
     noise = {
         length: float(
@@ -212,7 +259,7 @@ def _pooled(kept: Kept, quantile: float | None, draws: int = 48) -> int:
             frames = rng.normal(0.0, math.sqrt(per_frame), (n, 2))
             for L in lengths:
                 centres, _, errors, _, blocks = measured[L]
-                means = _drift_auto._block_means(frames, blocks)
+                means = block_means(frames, blocks)
                 sims[L].append(_drift_auto._trace(centres, means, n, 0.0, errors))
 
     def fit(tr: dict, L: int, shorter: list[int]) -> float:
@@ -235,7 +282,8 @@ def _pooled(kept: Kept, quantile: float | None, draws: int = 48) -> int:
 
 
 def pooled_bias(kept: Kept) -> int:
-    """:func:`_pooled` without a test (tried for issue 27 item 3, 2026-11-30)."""
+    """:func:`_pooled` without a test (tried for issue 27 item 3, 2026-11-30; adopted: the
+    shipped rule, implemented here independently as a check of ``current``)."""
     return _pooled(kept, None)
 
 
@@ -245,7 +293,8 @@ def pooled_bias_null90(kept: Kept) -> int:
 
 
 RULES: dict[str, Rule] = {
-    "current": current, "stand-in-bias": stand_in_bias, "true-bias": true_bias,
+    "current": current, "goldenshluger-lepski": goldenshluger_lepski,
+    "stand-in-bias": stand_in_bias, "true-bias": true_bias,
     "pooled-bias": pooled_bias, "pooled-bias-null90": pooled_bias_null90,
 }  # fmt: skip
 
@@ -285,7 +334,8 @@ def score(paths: list[Path], rules: list[str], against: str | None = None) -> No
 def records(path: Path, out: Path, extra: list[str]) -> None:
     """Write ``path``'s stacks as benchmarks/drift_block_length.py records (``--load``):
     "auto"/"chosen" the current rule's, and ``chosen_<rule>``/``auto_<rule>`` for each of
-    ``extra``; "seconds" None (no automatic estimate was timed), "pilot_seconds" kept."""
+    ``extra``; "seconds" None (no automatic estimate was timed), "pilot_seconds" kept. An
+    existing ``out`` is updated: its rows keep every other field (timings, other rules')."""
     rows = []
     for (n, kind, seed), kept in sorted(pickle.loads(path.read_bytes()).items()):
         row = {"frames": n, "drift": kind, "seed": seed}
@@ -295,6 +345,13 @@ def records(path: Path, out: Path, extra: list[str]) -> None:
             row["chosen" + suffix], row["auto" + suffix] = chosen, kept["fixed"][chosen]
         row.update(fixed=kept["fixed"], seconds=None, pilot_seconds=kept["pilot_seconds"])
         rows.append(row)
+    if out.exists():
+        old = json.loads(out.read_text())
+        new = {(r["frames"], r["drift"], r["seed"]): r for r in rows}
+        for r in old:
+            choices = new.pop((r["frames"], r["drift"], r["seed"]), {})
+            r.update({k: v for k, v in choices.items() if k.startswith(("chosen", "auto"))})
+        rows = old + list(new.values())
     out.write_text(json.dumps(rows))
 
 

@@ -29,7 +29,7 @@ from ._drift_correct import (
     _frames_on_device,
 )
 from ._drift_correlate import _Correlator
-from ._drift_lepski import consistent_lengths, goldenshluger_lepski
+from ._drift_lepski import consistent_lengths, pooled_bias
 from ._drift_params import DriftParams
 from ._drift_trace import _block_uncertainty, _interpolate
 from ._reader import FrameReader
@@ -223,11 +223,6 @@ def _trace(
     return trace - trace[0]
 
 
-def _block_means(trace: np.ndarray, blocks: list[tuple[int, int]]) -> np.ndarray:
-    """The mean of ``trace`` over each block's frames."""
-    return np.array([trace[first:stop].mean(0) for first, stop in blocks])
-
-
 def choose_block_length(
     measured: dict[int, _Measurement | None],
     n: int,
@@ -247,10 +242,12 @@ def choose_block_length(
     these single estimates are noisy, so the law they follow, variance ``a / L`` (frames
     averaged), is fitted through them (``a`` their median of ``noise^2 L``). **Bias**: no
     model of the drift is needed; the candidates' traces are compared with each other
-    (:func:`._drift_lepski.goldenshluger_lepski`): a candidate whose trace differs from a
-    shorter one's by more than twice their difference's noise has at least that excess as
-    squared bias. Candidates whose trace disagrees with the others' by far more than their
-    noise (a wrong peak: :func:`._drift_lepski.consistent_lengths`) are left out. The length
+    (:func:`._drift_lepski.pooled_bias`): without bias a trace differs from a shorter
+    candidate's by their nested noise, ``a (1/S - 1/L)``; a smooth drift's bias grows as
+    ``L^2``, so the excess over every shorter candidate is fitted (weighted least squares) as
+    ``(1 - (S/L)^2)^2`` times ``L``'s squared bias, floored at 0. Candidates whose trace
+    disagrees with the others' by far more than their noise (a wrong peak:
+    :func:`._drift_lepski.consistent_lengths`) are left out first. The length
     of least ``bias^2 + a / L`` is chosen. A candidate is usable when it measured at least
     two blocks, all with a noise estimate (their halves correlate), covering at least 90 %
     of the frames the best-covered candidate covers.
@@ -290,7 +287,7 @@ def choose_block_length(
         traces[length] = _trace(centres, values, n, smoothing, errors)
     a = float(np.median([noise[length] * length for length in noise]))
     kept = consistent_lengths(traces, a)
-    parts = goldenshluger_lepski({length: traces[length] for length in kept}, a)
+    parts = pooled_bias({length: traces[length] for length in kept}, a)
     scores = {
         length: math.sqrt(sum(p**2 for p in parts[length])) if length in parts else math.nan
         for length in sorted(measured)
