@@ -28,14 +28,18 @@ machine; ``OMP_NUM_THREADS=1`` when other jobs share it)::
     python benchmarks/drift_block_length.py --seeds 6 --first-seed 101  # new stacks
 
 ``benchmarks/drift_block_length_records.json`` holds seeds 1-8 (1-6 at 1,000 and 2,000
-frames), on which the rule was developed; ``drift_block_length_records_seeds_101_106.json``
-holds seeds 101-106, on which it was judged (issue 27: "judged on new stacks"). Their "auto"
-is the fixed length's error at the length the rule chose (the automatic estimate measures
-with that fixed length, byte for byte); they hold the pilot's time (``pilot_seconds``), not the
-whole automatic estimate's.
+frames) and ``drift_block_length_records_seeds_101_106.json`` seeds 101-106, on which the
+rules were developed; ``..._seeds_201_206.json``, ``..._seeds_301_306.json`` and
+``..._seeds_401_406.json`` the stacks they were judged on (issue 27: "judged on new
+stacks"; docs/esrrf.md says which rule on which). Their "auto" is the fixed length's error at
+the length the shipped rule chose (the automatic estimate measures with that fixed length,
+byte for byte; re-scored from the kept pilots by drift_block_length_rules.py ``records``),
+the earlier rules' beside it (``auto_goldenshluger_lepski``, ``auto_stand_in_bias``); they
+hold the pilot's time (``pilot_seconds``), not the whole automatic estimate's.
 
-The figure (docs/images/esrrf_drift_block_length.png) plots the error against the block
-length for each case at ``--figure-frames`` frames, the automatic choice marked.
+The figure (docs/images/esrrf_drift_block_length.png, drawn whenever the stacks hold
+``--figure-frames`` frames: ``--figure`` elsewhere for other records; the docs' is seeds
+1-8's) plots the error against the block length for each case, the automatic choice marked.
 """
 
 from __future__ import annotations
