@@ -6,7 +6,7 @@ A rule is a function of one kept stack (``measured``, the pilot's block measurem
 candidate, as :func:`choose_block_length` takes them; ``n``; ``truth``) returning a length;
 its error on that stack is the fixed length's (the automatic estimate measures with that
 fixed length, byte for byte). Built in: ``current`` (the shipped :func:`choose_block_length`:
-since 2026-11-30 the pooled bias of ``_drift_lepski.pooled_bias``), ``goldenshluger-lepski``
+since 2026-11-30 the pooled bias of ``_drift_pooled_bias.pooled_bias``), ``goldenshluger-lepski``
 (the rule shipped before it, 2026-11-29 to 30: the largest excess of one comparison of the
 candidates' traces over ``KAPPA^2`` times its noise), ``stand-in-bias`` (the rule shipped
 before that: the bias of each candidate's construction applied to a finer trace standing in

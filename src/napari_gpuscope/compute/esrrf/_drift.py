@@ -41,7 +41,7 @@ per stack (issue 27 item 3): a pilot pass measures every candidate length at onc
 sum per candidate on the device), :func:`choose_block_length` estimates each one's trace
 error, noise (the blocks' uncertainty propagated) plus bias (how far its trace departs from
 the shorter candidates' beyond their noise, fitted over all of them as a bias growing as the
-square of the length: :mod:`._drift_lepski`),
+square of the length: :mod:`._drift_pooled_bias`),
 and the estimate is made with the length of least error, named in
 :attr:`DriftResult.time_averaging_chosen`.
 

@@ -1,7 +1,7 @@
 """The automatic block length of a drift estimate (``time_averaging=None``, issue 27 item
 3): a pilot pass measures every candidate length at once, and
 :func:`choose_block_length` picks the one of least estimated trace error (noise from the
-blocks' uncertainty, bias from the candidates' traces compared: :mod:`._drift_lepski`)."""
+blocks' uncertainty, bias from the candidates' traces compared: :mod:`._drift_pooled_bias`)."""
 
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ from ._drift_correct import (
     _frames_on_device,
 )
 from ._drift_correlate import _Correlator
-from ._drift_lepski import consistent_lengths, pooled_bias
 from ._drift_params import DriftParams
+from ._drift_pooled_bias import consistent_lengths, pooled_bias
 from ._drift_trace import _block_uncertainty, _interpolate
 from ._reader import FrameReader
 
@@ -242,12 +242,12 @@ def choose_block_length(
     these single estimates are noisy, so the law they follow, variance ``a / L`` (frames
     averaged), is fitted through them (``a`` their median of ``noise^2 L``). **Bias**: no
     model of the drift is needed; the candidates' traces are compared with each other
-    (:func:`._drift_lepski.pooled_bias`): without bias a trace differs from a shorter
+    (:func:`._drift_pooled_bias.pooled_bias`): without bias a trace differs from a shorter
     candidate's by their nested noise, ``a (1/S - 1/L)``; a smooth drift's bias grows as
     ``L^2``, so the excess over every shorter candidate is fitted (weighted least squares) as
     ``(1 - (S/L)^2)^2`` times ``L``'s squared bias, floored at 0. Candidates whose trace
     disagrees with the others' by far more than their noise (a wrong peak:
-    :func:`._drift_lepski.consistent_lengths`) are left out first. The length
+    :func:`._drift_pooled_bias.consistent_lengths`) are left out first. The length
     of least ``bias^2 + a / L`` is chosen. A candidate is usable when it measured at least
     two blocks, all with a noise estimate (their halves correlate), covering at least 90 %
     of the frames the best-covered candidate covers.

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from napari_gpuscope.compute.esrrf._drift_lepski import consistent_lengths, pooled_bias
+from napari_gpuscope.compute.esrrf._drift_pooled_bias import consistent_lengths, pooled_bias
 
 N = 1024
 LENGTHS = (4, 8, 16, 32, 64)
