@@ -28,6 +28,13 @@ Markdown table (stdout) and ``--json``.
     python benchmarks/live_good_enough.py --set fresh --json runs/live_good_enough_fresh.json
     python benchmarks/live_good_enough.py --set fresh --measure-every 5
     python benchmarks/live_good_enough.py --set fresh --measure-every 5 --halves-block 10
+    python benchmarks/live_good_enough.py --set dev --measure-every 1 --halves-gap 0 1 2 3
+
+``--halves-gap G ...`` (with ``--measure-every`` dividing each ``G``): the halves of 10-frame
+blocks made again without the first ``G`` frames of each block (a guard gap: a blinking event
+across a border is no longer in both halves; the reconstruction keeps all frames), judged on
+the 10-frame grid; only the reconstructions at multiples of 10 are measured, the rest are kept.
+``--set fresh3``: eight stacks more, drawn (below) for judging the guard gap.
 """
 
 from __future__ import annotations
@@ -88,6 +95,18 @@ SETS: dict[str, dict[str, dict[str, float]]] = {
         "g7": {"density": 3.6, "on": 0.07, "photons": 260, "background": 75, "seed": 207},
         "g8": {"density": 2.4, "on": 0.06, "photons": 130, "background": 105, "seed": 208},
     },
+    # Drawn with np.random.default_rng(20261130): density U(1, 5) to 0.1, on log-U(0.03, 0.2)
+    # to 0.001, photons U(100, 500) to 10, background U(30, 120) to 5; written before any run.
+    "fresh3": {
+        "h1": {"density": 3.6, "on": 0.055, "photons": 290, "background": 30, "seed": 301},
+        "h2": {"density": 2.7, "on": 0.072, "photons": 300, "background": 90, "seed": 302},
+        "h3": {"density": 4.2, "on": 0.169, "photons": 460, "background": 85, "seed": 303},
+        "h4": {"density": 4.0, "on": 0.062, "photons": 370, "background": 95, "seed": 304},
+        "h5": {"density": 2.4, "on": 0.114, "photons": 140, "background": 65, "seed": 305},
+        "h6": {"density": 1.2, "on": 0.152, "photons": 330, "background": 50, "seed": 306},
+        "h7": {"density": 1.3, "on": 0.041, "photons": 260, "background": 95, "seed": 307},
+        "h8": {"density": 4.4, "on": 0.082, "photons": 420, "background": 105, "seed": 308},
+    },
 }
 
 
@@ -126,8 +145,12 @@ def truth_firing(errors: list[float], points: list[live.QualityPoint], lookback:
     return None
 
 
-def track_stack(params: dict[str, float], measure_every: int) -> dict[str, object]:
-    """Feed one simulated stack through a live session; the track and the true errors."""
+def track_stack(params: dict[str, float], measure_every: int, grid: int = 0) -> dict[str, object]:
+    """Feed one simulated stack through a live session; the track and the true errors.
+
+    ``grid`` > 0: only the reconstructions at multiples of ``grid`` frames are measured (the
+    track holds those); at the other measurements the reconstruction is only kept (for
+    :func:`gap_noise_parts`)."""
     stack, emitters = simulate(FRAMES, size=SIZE, **params)
     images: dict[int, np.ndarray] = {}
     halves: list[tuple[np.ndarray, int, float, int]] = []
@@ -135,6 +158,9 @@ def track_stack(params: dict[str, float], measure_every: int) -> dict[str, objec
 
     def keep_image(image, *args, **kwargs):  # the very reconstructions the track measured
         images[kwargs["frames"]] = np.array(image)
+        if grid and kwargs["frames"] % grid:
+            nan = math.nan
+            return live.QualityPoint(kwargs["frames"], kwargs["timepoint"], nan, "kept", nan, 0.0)
         return measure(image, *args, **kwargs)
 
     def keep_halves(self, image, frames, sigma):  # what the split halves were given
@@ -160,9 +186,9 @@ def track_stack(params: dict[str, float], measure_every: int) -> dict[str, objec
             raise RuntimeError("the live session did not finish")
     finally:
         _live_esrrf.measure_quality, _split_half.SplitHalves.add = measure, add
-    points = session.track()
+    points = [p for p in session.track() if not grid or p.frames % grid == 0]
     errors = [true_error(images[p.frames], emitters, M) for p in points]
-    return {"points": points, "errors": errors, "halves": halves}
+    return {"points": points, "errors": errors, "halves": halves, "images": images}
 
 
 def noise_parts(halves: list[tuple[np.ndarray, int, float, int]], block: int) -> list[float]:
@@ -203,6 +229,97 @@ def with_halves_block(tracked: dict[str, object], block: int) -> list[live.Quali
     ]
 
 
+def gap_noise_parts(tracked: dict[str, object], gap: int, block: int = 10) -> list[float]:
+    """The noise parts at the track's points (multiples of ``block`` frames) of split halves of
+    ``block``-frame blocks (block ``j`` to half ``j % 2``) that leave out the first ``gap``
+    frames of every block (a guard gap: blinking across a block's border no longer shared);
+    the full reconstruction still has all ``n`` frames (Spearman-Brown to ``n``)."""
+    from scipy import ndimage
+
+    images, parts = tracked["images"], []
+    for image, frames, sigma, border in tracked["halves"]:  # as the session's halves were given
+        if image.shape != images[frames].shape or frames % block:
+            raise RuntimeError("the halves' crop is not the whole image, or off the grid")
+        sums, counts = [np.zeros_like(image), np.zeros_like(image)], [0, 0]
+        for j in range(frames // block):
+            first, end = j * block + gap, (j + 1) * block
+            before = first * np.asarray(images[first], np.float64) if first else 0.0
+            sums[j % 2] += end * np.asarray(images[end], np.float64) - before
+            counts[j % 2] += end - first
+        if min(counts) == 0 or not (math.isfinite(sigma) and sigma >= 0):
+            parts.append(math.nan)
+            continue
+        inner = (slice(border, image.shape[0] - border), slice(border, image.shape[1] - border))
+        a, b = (ndimage.gaussian_filter(half, sigma)[inner] for half in sums)
+        r = float(np.corrcoef(a.ravel(), b.ravel())[0, 1])
+        parts.append(_split_half.noise_part(r, counts[0], counts[1], frames))
+    return parts
+
+
+def with_halves_gap(tracked: dict[str, object], gap: int) -> list[live.QualityPoint]:
+    """The track's points with their noise parts from halves with a guard gap of ``gap``
+    frames (with 0 they must be the session's, measured every 10 frames)."""
+    points = tracked["points"]
+    if not np.allclose(
+        gap_noise_parts(tracked, 0), [p.noise for p in points], rtol=1e-9, equal_nan=True
+    ):
+        raise RuntimeError("the split halves made again differ from the session's")
+    return [
+        dataclasses.replace(p, noise=n)
+        for p, n in zip(points, gap_noise_parts(tracked, gap), strict=True)
+    ]
+
+
+RULES = {"RSP rule": live.PlateauRule.rsp(), "estimated-error rule": live.PlateauRule()}
+
+
+def judge(points: list[live.QualityPoint], errors: list[float], lookback: int) -> dict:
+    """The truth's frame, each rule's and whether it agrees (within 10 %), and the track."""
+    truth = truth_firing(errors, points, lookback)
+    row: dict[str, object] = {"truth": truth}
+    for label, rule in RULES.items():
+        frames = first_firing(rule, points, lookback)
+        row[label] = frames
+        row[f"{label} agrees"] = (
+            truth is not None and frames is not None and abs(frames - truth) <= 0.1 * truth
+        )
+    row["track"] = [
+        {"frames": p.frames, "true_error": e, "rsp_error": p.rsp_error, "noise": p.noise}
+        for p, e in zip(points, errors, strict=True)
+    ]
+    return row
+
+
+def report(rows: list[dict[str, object]], how: str) -> None:
+    """Print the table of ``rows`` and its summary (``how``: the variant in words)."""
+    print(
+        "| stack | density /px | on | photons | background | seed | truth | RSP rule | "
+        "estimated-error rule |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        p = row["params"]
+        cells = [f"{row[label]}{' ✓' if row[f'{label} agrees'] else ''}" for label in RULES]
+        print(
+            f"| {row['stack']} | {p['density']:g} | {p['on']:g} | {p['photons']:g} | "
+            f"{p['background']:g} | {p['seed']:g} | {row['truth']} | " + " | ".join(cells) + " |"
+        )
+    counts = {label: sum(bool(row[f"{label} agrees"]) for row in rows) for label in RULES}
+    print(
+        f"\n{how}; within 10 % of the truth: "
+        + ", ".join(f"{label} {n}/{len(rows)}" for label, n in counts.items())
+    )
+    for label in RULES:
+        fired = [row for row in rows if row[label] is not None and row["truth"] is not None]
+        off = [abs(row[label] - row["truth"]) for row in fired]
+        missed = [row for row in fired if not row[f"{label} agrees"]]
+        early = sum(row[label] < row["truth"] for row in missed)
+        text = f"{len(fired)}/{len(rows)} fired with a truth"
+        if off:
+            text = f"frames off, mean {np.mean(off):.1f} (max {max(off)}); {text}"
+        print(f"{label}: {text}; misses {early} early, {len(missed) - early} late")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", choices=sorted(SETS), default="fresh")
@@ -215,65 +332,60 @@ def main() -> None:
         default=0,
         help="split halves of this many frames a block (0: the session's, a block a measurement)",
     )
+    parser.add_argument(
+        "--halves-gap",
+        type=int,
+        nargs="+",
+        default=None,
+        help="guard gaps G (frames left out of both halves after each 10-frame block's start), "
+        "judged on the 10-frame grid; needs --measure-every dividing each G",
+    )
     args = parser.parse_args()
-    rules = {"RSP rule": live.PlateauRule.rsp(), "estimated-error rule": live.PlateauRule()}
-    rows: list[dict[str, object]] = []
+    gaps = args.halves_gap
+    if gaps and (args.halves_block or any(g % args.measure_every or not 0 <= g < 10 for g in gaps)):
+        parser.error("--halves-gap needs 0 <= G < 10, G a multiple of --measure-every, no block")
+    variants: dict[object, list[dict[str, object]]] = {g: [] for g in gaps or [None]}
     for name, params in SETS[args.set].items():
         started = time.perf_counter()
-        tracked = track_stack(params, args.measure_every)
-        points, errors = tracked["points"], tracked["errors"]
-        if args.halves_block:
-            points = with_halves_block(tracked, args.halves_block)
-        truth = truth_firing(errors, points, args.lookback)
-        row: dict[str, object] = {"stack": name, "params": params, "truth": truth}
-        row |= {"measure_every": args.measure_every, "lookback": args.lookback}
-        row["halves_block"] = args.halves_block or args.measure_every
-        for label, rule in rules.items():
-            frames = first_firing(rule, points, args.lookback)
-            row[label] = frames
-            row[f"{label} agrees"] = (
-                truth is not None and frames is not None and abs(frames - truth) <= 0.1 * truth
+        tracked = track_stack(params, args.measure_every, grid=10 if gaps else 0)
+        for variant, rows in variants.items():
+            points = tracked["points"]
+            if variant is not None:
+                points = with_halves_gap(tracked, variant)
+            elif args.halves_block:
+                points = with_halves_block(tracked, args.halves_block)
+            row: dict[str, object] = {"stack": name, "params": params}
+            row |= {"measure_every": args.measure_every, "lookback": args.lookback}
+            row["halves_block"] = 10 if gaps else args.halves_block or args.measure_every
+            row["halves_gap"] = variant
+            rows.append(row | judge(points, tracked["errors"], args.lookback))
+        seconds = round(time.perf_counter() - started, 1)
+        print(f"# {name}: {seconds} s", file=sys.stderr)
+    for variant, rows in variants.items():
+        if variant is None:
+            how = (
+                f"a measurement every {args.measure_every} frames, looking back {args.lookback}, "
+                f"split halves of {args.halves_block or args.measure_every}-frame blocks"
             )
-        row["track"] = [
-            {"frames": p.frames, "true_error": e, "rsp_error": p.rsp_error, "noise": p.noise}
-            for p, e in zip(points, errors, strict=True)
-        ]
-        row["seconds"] = round(time.perf_counter() - started, 1)
-        rows.append(row)
-        print(f"# {name}: {row['seconds']} s", file=sys.stderr)
-    print(
-        "| stack | density /px | on | photons | background | seed | truth | RSP rule | "
-        "estimated-error rule |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|")
-    for row in rows:
-        p = row["params"]
-        cells = [f"{row[label]}{' ✓' if row[f'{label} agrees'] else ''}" for label in rules]
-        print(
-            f"| {row['stack']} | {p['density']:g} | {p['on']:g} | {p['photons']:g} | "
-            f"{p['background']:g} | {p['seed']:g} | {row['truth']} | " + " | ".join(cells) + " |"
-        )
-    counts = {label: sum(bool(row[f"{label} agrees"]) for row in rows) for label in rules}
-    print(
-        f"\na measurement every {args.measure_every} frames, looking back {args.lookback}, "
-        f"split halves of {args.halves_block or args.measure_every}-frame blocks; "
-        "within 10 % of the truth: "
-        + ", ".join(f"{label} {n}/{len(rows)}" for label, n in counts.items())
-    )
-    for label in rules:
-        off = [
-            abs(row[label] - row["truth"])
-            for row in rows
-            if row[label] is not None and row["truth"] is not None
-        ]
-        fired = f"{len(off)}/{len(rows)} fired with a truth"
-        if off:
-            print(f"{label}: frames off, mean {np.mean(off):.1f} (max {max(off)}); {fired}")
         else:
-            print(f"{label}: {fired}")
+            print(f"\n## split halves of 10-frame blocks, guard gap {variant}\n")
+            how = (
+                f"judged every 10 frames, looking back {args.lookback}, split halves of "
+                f"10-frame blocks less their first {variant} frames"
+            )
+        report(rows, how)
+        if variant:  # the noise parts against the gapless halves', from 20 frames
+            ratios = [
+                a["noise"] / b["noise"]
+                for row, base in zip(rows, variants.get(0, []), strict=False)
+                for a, b in zip(row["track"], base["track"], strict=True)
+                if a["frames"] >= 20 and b["noise"] > 0 and math.isfinite(a["noise"])
+            ]
+            if ratios:
+                print(f"noise part / gap 0's (from 20 frames): median {np.median(ratios):.3f}")
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(rows, indent=1))
+        args.json.write_text(json.dumps([r for rows in variants.values() for r in rows], indent=1))
 
 
 if __name__ == "__main__":
