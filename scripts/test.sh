@@ -17,8 +17,8 @@ echo "== GPU kit: the gpu tests are collected (they run on a GPU machine: script
   | tail -n 1
 echo "== pytest (${GPUSCOPE_TEST_WORKERS:-2} worker processes; GPUSCOPE_TEST_WORKERS=0 runs in one)"
 # Two processes (pytest-xdist), each with torch on one thread (tests/conftest.py): the tests are
-# single-threaded, so on CI's two cores this halves the wall time when the machine is idle, and
-# costs nothing against one process when it is loaded. Each worker starts its own Xvfb.
+# single-threaded, so two use CI's two cores (see docs/testing.md for what was measured). Each
+# worker starts its own Xvfb and has its own napari and dock settings (tests/conftest.py).
 workers=${GPUSCOPE_TEST_WORKERS:-2}
 if [[ $workers == 0 ]]; then
   exec .venv/bin/python -m pytest "$@"

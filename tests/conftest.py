@@ -9,9 +9,14 @@ import tempfile
 # plugin records a reader preference there (napari_reader.prefer_store). Tests get a throwaway
 # settings file instead, so a test run never changes how the tester's napari opens folders.
 # Read by napari when napari.settings is first imported, hence before anything imports napari.
-os.environ.setdefault(
-    "NAPARI_CONFIG", os.path.join(tempfile.mkdtemp(prefix="gpuscope-napari-"), "settings.yaml")
+# Set in every process, never inherited: pytest-xdist's workers (scripts/test.sh runs two) inherit
+# the controller's environment, and two workers writing one settings file would race.
+os.environ["NAPARI_CONFIG"] = os.path.join(
+    tempfile.mkdtemp(prefix="gpuscope-napari-"), "settings.yaml"
 )
+# The docks' saved settings (napari_gpuscope.dock.settings.CONFIG_DIR_ENV) likewise: a test that
+# saves a dock's parameters never writes the tester's own, and each worker has its own folder.
+os.environ["NAPARI_GPUSCOPE_CONFIG_DIR"] = tempfile.mkdtemp(prefix="gpuscope-config-")
 
 import pytest
 import torch
