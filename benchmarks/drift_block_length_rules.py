@@ -155,16 +155,26 @@ def goldenshluger_lepski_parts(
     return parts
 
 
-def goldenshluger_lepski(kept: Kept) -> int:
-    """The rule shipped before the pooled bias: the shipped noise law and outlier cut, the
-    bias :func:`goldenshluger_lepski_parts`, the least ``noise^2 + bias^2``."""
+def _kept_candidates(kept: Kept) -> tuple[int, list[int], float, dict[int, np.ndarray]]:
+    """The shipped rule's view of a kept stack: its choice, the lengths it kept (after the
+    outlier cut; none when no length could be compared, and the choice stands), the noise
+    law's ``a`` and each kept length's trace."""
     measured, n = kept["measured"], kept["n"]
     choice = _drift_auto.choose_block_length(measured, n)
     if not choice.parts:
-        return choice.length
+        return choice.length, [], math.nan, {}
     lengths = sorted(choice.parts)
     a = float(np.median([choice.parts[L][0] ** 2 * L for L in lengths]))
     traces = {L: _drift_auto._trace(*measured[L][:2], n, 0.0, measured[L][2]) for L in lengths}
+    return choice.length, lengths, a, traces
+
+
+def goldenshluger_lepski(kept: Kept) -> int:
+    """The rule shipped before the pooled bias: the shipped noise law and outlier cut, the
+    bias :func:`goldenshluger_lepski_parts`, the least ``noise^2 + bias^2``."""
+    length, lengths, a, traces = _kept_candidates(kept)
+    if not lengths:
+        return length
     parts = goldenshluger_lepski_parts(traces, a)
     return min(lengths, key=lambda L: math.sqrt(sum(p**2 for p in parts[L])))
 
@@ -245,12 +255,9 @@ def _pooled(kept: Kept, quantile: float | None, draws: int = 48) -> int:
     traces without drift (white noise per frame of the blocks' median variance per frame,
     nested: every candidate averages the same draw)."""
     measured, n = kept["measured"], kept["n"]
-    choice = _drift_auto.choose_block_length(measured, n)
-    if not choice.parts:
-        return choice.length
-    lengths = sorted(choice.parts)
-    a = float(np.median([choice.parts[L][0] ** 2 * L for L in lengths]))
-    traces = {L: _drift_auto._trace(*measured[L][:2], n, 0.0, measured[L][2]) for L in lengths}
+    length, lengths, a, traces = _kept_candidates(kept)
+    if not lengths:
+        return length
     sims: dict[int, list[np.ndarray]] = {L: [] for L in lengths}
     if quantile is not None:
         per_frame = float(np.median([np.nanmedian(measured[L][2] ** 2 * L) for L in lengths]))
