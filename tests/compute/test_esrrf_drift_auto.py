@@ -105,7 +105,7 @@ def test_the_result_says_the_length_it_chose_everywhere():
     summary = result.summary()
     assert summary["time_averaging_chosen"] == chosen and summary["time_averaging_automatic"]
     choice = summary["block_length_choice"]
-    assert choice["time_averaging"] == chosen
+    assert choice["time_averaging"] == chosen and choice["rule"] == "pooled bias"
     assert [row[0] for row in choice["candidates"]] == auto_lengths(120)
     assert f"# frames per block (time_averaging): {chosen} (chosen automatically)" in (
         result.csv_text()

@@ -9,7 +9,11 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["BlockLengthChoice", "json_float", "json_floats"]
+__all__ = ["RULE", "BlockLengthChoice", "json_float", "json_floats"]
+
+RULE = "pooled bias"
+"""The automatic block length's bias estimate (:mod:`._drift_pooled_bias`), named in the
+provenance so that a recorded choice says which rule made it."""
 
 
 def json_float(value: float) -> float | None:
@@ -52,8 +56,9 @@ class BlockLengthChoice:
 
     def summary(self) -> dict[str, Any]:
         """JSON-able: ``{"time_averaging": 25, "candidates": [[4, 0.31, 0.30, 0.02], ...],
-        "reference": 4}``, each candidate ``[length, estimated RMS, noise, bias]`` (px;
-        None where unusable)."""
+        "reference": 4, "rule": "pooled bias"}``, each candidate ``[length, estimated RMS,
+        noise, bias]`` (px; None where unusable); ``rule`` names the bias estimate (the rule
+        changed on 2026-11-30: a provenance without it was made by Goldenshluger-Lepski's)."""
         rows = []
         for length, score in sorted(self.scores.items()):
             noise, bias = self.parts.get(length, (math.nan, math.nan))
@@ -63,4 +68,5 @@ class BlockLengthChoice:
             "candidates": rows,
             "reference": self.reference,
             "stopped": bool(self.stopped),
+            "rule": RULE,
         }
