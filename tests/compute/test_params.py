@@ -249,3 +249,29 @@ def test_an_unsupported_field_type_is_refused():
 
         class Bad(Params):
             x: list[int] = param([1], help="A list")
+
+
+class _Counting(Params):
+    """A model whose later field's default changed: records without it meant 50."""
+
+    frames: int | None = param(
+        None, minimum=1, help="Frames (None: automatic)", added_later=True, older_default=50
+    )
+    gain: float = param(1.0, help="Gain")
+
+
+def test_a_field_whose_default_changed_keeps_what_older_records_meant():
+    assert _Counting().frames is None  # today's default
+    assert _Counting.from_dict({"gain": 2.0}).frames == 50  # a record without the field
+    assert _Counting.from_json('{"gain": 2.0}').frames == 50
+    assert _Counting(frames=50).to_dict() == {"gain": 1.0}  # written as older records were
+    assert _Counting().to_dict() == {"frames": None, "gain": 1.0}  # the new default is written
+    for model in (_Counting(), _Counting(frames=50), _Counting(frames=7)):
+        assert _Counting.from_dict(model.to_dict()) == model
+    assert _Counting.info("frames").absent_value == 50
+    assert _Counting.info("gain").absent_value == 1.0
+
+
+def test_older_default_is_for_a_field_added_later():
+    with pytest.raises(TypeError, match="added_later"):
+        param(None, help="x", older_default=50)

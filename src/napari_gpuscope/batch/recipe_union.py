@@ -52,6 +52,7 @@ def _params_field(params_class: type[Params]) -> tuple[object, FieldInfo]:
     def known_names(value: object) -> object:
         if isinstance(value, Mapping):
             params_class._check_names(value)  # "TVParams has no parameter(s) [...]"
+            return params_class.with_older_defaults(value)  # an older recipe keeps its values
         return value
 
     annotated = Annotated[

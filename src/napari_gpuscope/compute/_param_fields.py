@@ -22,6 +22,18 @@ Value = float | int | bool | str | tuple[float, ...] | None
 """What a parameter holds (the field types :func:`param` supports)."""
 
 
+class _SameAsDefault:
+    """The ``older_default`` of a field whose default never changed."""
+
+    def __repr__(self) -> str:
+        return "SAME_AS_DEFAULT"
+
+
+SAME_AS_DEFAULT: Any = _SameAsDefault()
+"""``older_default`` of :func:`param` when an older record without the field meant today's
+default."""
+
+
 @dataclass(frozen=True)
 class _Checks:
     """What a :func:`param` field checks beyond pydantic's ``Field``: the range (of every item
@@ -33,6 +45,7 @@ class _Checks:
     exclusive_minimum: bool
     choices: tuple[str, ...] | None
     added_later: bool
+    older_default: Value = SAME_AS_DEFAULT
 
     def __get_pydantic_core_schema__(
         self, source: type[object], handler: GetCoreSchemaHandler
@@ -71,6 +84,7 @@ def param(
     advanced: bool = False,
     step: float | None = None,
     added_later: bool = False,
+    older_default: Value = SAME_AS_DEFAULT,
 ) -> Any:  # like pydantic's Field: it is the default of a field of any type
     """A parameter field of a :class:`~.params.Params` model: a pydantic ``Field`` with this
     metadata.
@@ -99,6 +113,12 @@ def param(
         The field came after recipes of its model were first saved: it is written (recipes,
         provenance, settings) only when it differs from its default, so an older recipe reads,
         and hashes, as before.
+    older_default : object, optional
+        For an ``added_later`` field whose default changed since: the value a record without
+        the field meant (its default then). Records leave the field out when it holds this
+        value, and reading one without it gives this value (:meth:`~.params.Params.from_dict`
+        and recipes), so an older recipe keeps its number and its hash, while a new record
+        at today's default writes it.
 
     Returns
     -------
@@ -126,7 +146,11 @@ def param(
         extra["choice_labels"] = labels
     field = Field(default, title=label, description=help, json_schema_extra=extra)
     values = None if labels is None else tuple(labels)
-    field.metadata.append(_Checks(minimum, maximum, exclusive_minimum, values, added_later))
+    if older_default is not SAME_AS_DEFAULT and not added_later:
+        raise TypeError("param(): older_default is for an added_later field")
+    field.metadata.append(
+        _Checks(minimum, maximum, exclusive_minimum, values, added_later, older_default)
+    )
     return field
 
 

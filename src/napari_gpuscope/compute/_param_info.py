@@ -16,7 +16,15 @@ from typing import Any
 
 from pydantic.fields import FieldInfo
 
-from ._param_fields import Value, _as_tuple, _Checks, _is_number, _kind_of, _plain
+from ._param_fields import (
+    SAME_AS_DEFAULT,
+    Value,
+    _as_tuple,
+    _Checks,
+    _is_number,
+    _kind_of,
+    _plain,
+)
 
 # The errors are documented, shown in tracebacks and pickled (batch workers) as names of
 # compute.params, which imports them.
@@ -65,6 +73,13 @@ class ParamInfo:
     advanced: bool = False
     step: float | None = None
     added_later: bool = False
+    older_default: Value = SAME_AS_DEFAULT
+
+    @property
+    def absent_value(self) -> Value:
+        """What a record without this field means: ``older_default`` where the default
+        changed, else the default."""
+        return self.default if self.older_default is SAME_AS_DEFAULT else self.older_default
 
     @classmethod
     def of(cls, name: str, field: FieldInfo) -> ParamInfo:
@@ -76,7 +91,7 @@ class ParamInfo:
             name, *_kind_of(field.annotation), field.default, field.description or "",
             field.title or name, extra.get("unit", ""), checks.minimum, checks.maximum,
             checks.exclusive_minimum, None if labels is None else dict(labels),
-            extra["advanced"], extra.get("step"), checks.added_later,
+            extra["advanced"], extra.get("step"), checks.added_later, checks.older_default,
         )  # fmt: skip
 
     def range_text(self) -> str:

@@ -46,7 +46,7 @@ from pydantic import BaseModel, ConfigDict, GetJsonSchemaHandler, ValidationErro
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
-from ._param_fields import _Checks, param
+from ._param_fields import SAME_AS_DEFAULT, _Checks, param
 from ._param_info import ParameterError, ParamInfo, _UnknownKeyword
 
 __all__ = [
@@ -189,23 +189,37 @@ class Params(BaseModel):
     # -- (de)serialisation ---------------------------------------------------------------------
     def to_dict(self) -> dict[str, object]:
         """Plain JSON-able values (tuples become lists); a field declared ``added_later`` only
-        where it differs from its default."""
+        where it differs from what a record without it means (its default, or its
+        ``older_default`` where the default changed since)."""
         data = self.model_dump(mode="json")
         for info in self.param_info():
-            if info.added_later and getattr(self, info.name) == info.default:
+            if info.added_later and getattr(self, info.name) == info.absent_value:
                 del data[info.name]
         return data
 
     @classmethod
+    def with_older_defaults(cls, data: Mapping[str, object]) -> dict[str, object]:
+        """``data`` (a record: a recipe's, provenance's or settings' parameters) with the
+        fields it lacks whose default changed since it could have been written filled with
+        what their absence meant then (their ``older_default``)."""
+        filled = dict(data)
+        for info in cls.param_info():
+            if info.older_default is not SAME_AS_DEFAULT and info.name not in filled:
+                filled[info.name] = info.older_default
+        return filled
+
+    @classmethod
     def from_dict(cls, data: Mapping[str, object]) -> Self:
-        """Build from a mapping; unknown keys are an error (a typo must not be ignored)."""
+        """Build from a record; unknown keys are an error (a typo must not be ignored), and a
+        missing field whose default changed takes its older default
+        (:meth:`with_older_defaults`)."""
         if not isinstance(data, Mapping):
             raise ParameterError(
                 f"{cls.__name__} expects a mapping of parameter names to values, got "
                 f"{type(data).__name__}"
             )
         cls._check_names(data)
-        return cls(**dict(data))
+        return cls(**cls.with_older_defaults(data))
 
     def to_json(self, *, indent: int | None = 2) -> str:
         """JSON text (floats are written exactly, so the round trip is lossless)."""
