@@ -53,6 +53,27 @@ def test_form_rows_come_from_the_params_model(qtbot):
     )
 
 
+def test_an_automatic_integer_shows_its_word_and_gives_an_int(qtbot):
+    """magicgui's integer box (superqt's) has no special value text: eSRRF's "Frames per drift
+    block" read "0" where it meant automatic, flat-field's batch axis "-1" for none."""
+    from napari_gpuscope.compute.esrrf import EsrrfParams
+
+    form = ParamForm(
+        EsrrfParams,
+        ["drift_time_averaging"],
+        styles={"drift_time_averaging": FieldStyle(minimum=0, auto_text="auto")},
+    )
+    qtbot.addWidget(form)
+    widget = form.widgets["drift_time_averaging"]
+    assert widget.native.text() == "auto" and form.value("drift_time_averaging") is None
+    form.set_values({"drift_time_averaging": 24})
+    value = form.value("drift_time_averaging")
+    assert value == 24 and type(value) is int and widget.native.text() == "24"
+    assert EsrrfParams(drift_time_averaging=value).drift_time_averaging == 24
+    form.set_values({"drift_time_averaging": None})
+    assert widget.native.text() == "auto" and form.value("drift_time_averaging") is None
+
+
 def test_collapsed_advanced_section_is_skipped_by_tab(qtbot):
     form = ParamForm(TVParams, ["strength", "tolerance", "max_iterations"])
     qtbot.addWidget(form)

@@ -82,7 +82,13 @@ def _make_widget(info: ParamInfo, style: FieldStyle) -> ValueWidget:
     low = -_UI_LIMIT if low is None else max(low, -_UI_LIMIT)
     high = _UI_LIMIT if high is None else min(high, _UI_LIMIT)
     default = info.default if info.default is not None else low
-    if info.kind == "int":
+    if info.kind == "int" and style.auto_text:
+        # magicgui's SpinBox (superqt's QLargeIntSpinBox) shows no special value text: its
+        # minimum read "0" where it means "auto". A float box without decimals shows it;
+        # ParamForm.value gives the int back.
+        widget = FloatSpinBox(value=float(default), min=low, max=high, step=1, tooltip=tooltip)
+        widget.native.setDecimals(0)
+    elif info.kind == "int":
         widget = SpinBox(value=int(default), min=int(low), max=int(high), tooltip=tooltip)
     elif style.slider:
         step = info.step or (high - low) / 100
@@ -200,6 +206,7 @@ class ParamForm(QWidget):
         """How a field's value is said where its own control is not the generated one (e.g.
         a checkbox driven by a choice of the dock's): ``{name: value -> words}``."""
         self._units = {info.name: info.unit for info in params_class.param_info() if info.unit}
+        self._ints = {info.name for info in params_class.param_info() if info.kind == "int"}
         for info in params_class.param_info():
             if info.name not in wanted and info.name not in custom:
                 continue
@@ -266,7 +273,7 @@ class ParamForm(QWidget):
         style = self.styles.get(name, FieldStyle())
         if style.auto_text and value <= widget.min:
             return None
-        return value
+        return round(value) if name in self._ints else value
 
     def value_text(self, name: str, value: object) -> str:
         """``value`` of field ``name`` in the words its control shows: a choice's label, "on"
