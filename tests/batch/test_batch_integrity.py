@@ -146,12 +146,14 @@ def test_validate_runs_each_jobs_own_input_checks(tmp_path, capsys):
     rng = np.random.default_rng(0)
     tifffile.imwrite(folder / "three.tif", rng.poisson(50, (3, 32, 32)).astype(np.uint16))
     tifffile.imwrite(folder / "single.tif", rng.poisson(50, (32, 32)).astype(np.uint16))
-    recipe = Recipe.from_defaults("esrrf", job="drift").save(tmp_path / "drift.yaml")
+    # Blocks of 50 frames (the automatic length takes what a stack has: 3 frames pass).
+    recipe = Recipe.from_defaults("esrrf", job="drift", time_averaging=50)
+    recipe = recipe.save(tmp_path / "drift.yaml")
     assert main(["validate", str(recipe), str(folder / "*.tif")]) == 1
     out = capsys.readouterr().out
     for name, stack in (("three", np.zeros((3, 32, 32))), ("single", np.zeros((32, 32)))):
         with pytest.raises(ValueError) as direct_refusal:  # the oracle: the job's own words
-            esrrf.iter_estimate_drift(stack, device="cpu")
+            esrrf.iter_estimate_drift(stack, time_averaging=50, device="cpu")
         words = str(direct_refusal.value).split(";")[0].replace("stack", "").strip()
         assert f"{name}: {folder / f'{name}.tif'}:" in out and words in out
     assert "2 positions, 2 problem(s)" in out

@@ -117,13 +117,14 @@ def test_the_result_says_the_length_it_chose_everywhere():
     assert fixed.summary()["block_length_choice"] is None
 
 
-def test_auto_is_offered_not_the_default_and_the_word_auto_reads_as_none():
-    """Automatic is opt-in while it misses the issue's 1.2x bar on some drifts: the default
-    stays 50 frames, so recipes and scripts keep their meaning."""
-    assert DriftParams().time_averaging == 50
-    assert DriftParams(time_averaging="auto") == DriftParams(time_averaging=None)
-    assert EsrrfParams().drift_params().time_averaging == 50
+def test_auto_is_the_default_and_the_word_auto_reads_as_none():
+    """Automatic since 2026-11-30 (benchmarks/runs/2026-11-30-cpu-drift-auto-default.md); a
+    number is still a number."""
+    assert DriftParams().time_averaging is None
+    assert DriftParams(time_averaging="auto") == DriftParams()
+    assert EsrrfParams().drift_params().time_averaging is None
     assert EsrrfParams(drift_time_averaging="auto").drift_time_averaging is None
+    assert EsrrfParams(drift_time_averaging=50).drift_params().time_averaging == 50
     with pytest.raises(ValueError, match="time_averaging"):
         DriftParams(time_averaging="often")
 
@@ -156,11 +157,19 @@ def test_recipes_keep_their_number_and_their_hash(tmp_path):
     loaded = load_recipe(recipe.save(tmp_path / "esrrf.yaml"))
     assert loaded.hash() == recipe.hash() and loaded.params == old_esrrf
     assert loaded.params_model().drift_time_averaging == 20
-    # New recipes keep the fixed default; an automatic one says so (null).
-    assert Recipe.from_params(DriftParams()).params["time_averaging"] == 50
-    auto = Recipe.from_params(DriftParams(time_averaging=None))
+    # New recipes are automatic and say so (null); a fixed 50 is written as eSRRF's recipes
+    # always wrote it: left out.
+    auto = Recipe.from_params(DriftParams())
     assert auto.params["time_averaging"] is None and auto.params_model().time_averaging is None
-    assert "drift_time_averaging" not in Recipe.from_params(EsrrfParams()).params
+    esrrf_auto = Recipe.from_params(EsrrfParams())
+    assert esrrf_auto.params["drift_time_averaging"] is None
+    assert load_recipe(esrrf_auto.save(tmp_path / "auto.yaml")).params_model() == EsrrfParams()
+    fifty = Recipe.from_params(EsrrfParams(drift_time_averaging=50))
+    assert "drift_time_averaging" not in fifty.params
+    assert fifty.params_model().drift_time_averaging == 50
+    assert EsrrfParams.from_dict(EsrrfParams(drift_time_averaging=50).to_dict()) == (
+        EsrrfParams(drift_time_averaging=50)
+    )
 
 
 # What the code before issue 27 wrote for EsrrfParams(drift_correction=True): drift fields at

@@ -97,8 +97,10 @@ def test_off_by_default_and_nothing_changes(stacks):
     result = run_job(iter_esrrf(small, params=params, device="cpu"))
     assert result.drift is None and "drift" not in result.summary()
     assert [kind for _, _, kind in result.layers("x")] == ["image", "image"]
-    # The drift fields are written only when set: older recipes and provenance read alike.
-    assert not any(key.startswith("drift") or key == "max_drift" for key in params.to_dict())
+    # The drift fields are written only when set, but for the automatic block length, whose
+    # absence means the 50 frames of older recipes.
+    written = [key for key in params.to_dict() if key.startswith("drift") or key == "max_drift"]
+    assert written == ["drift_time_averaging"] and params.to_dict()[written[0]] is None
     changed = params.replace(drift_correction=True, drift_time_averaging=20, max_drift=4.0)
     assert EsrrfParams.from_dict(changed.to_dict()) == changed
     assert changed.drift_params().time_averaging == 20

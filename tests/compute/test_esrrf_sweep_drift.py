@@ -41,7 +41,7 @@ def test_the_sweep_corrects_every_reconstruction_with_one_estimate(drifting, cpu
 
 def test_too_few_frames_for_the_drift_blocks_name_the_parameters(drifting, cpu_device):
     stack, _ = drifting
-    params = SweepParams(**GRID, drift_correction=True, sweep_frames=60)
+    params = SweepParams(**GRID, drift_correction=True, sweep_frames=60, drift_time_averaging=50)
     with pytest.raises(InvalidInputError, match=r"sweep_frames.*drift_time_averaging=50"):
         iter_sweep(stack, params, device=cpu_device)
 

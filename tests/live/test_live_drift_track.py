@@ -115,7 +115,14 @@ def test_a_live_esrrf_session_tracks_the_drift_and_keeps_it_in_its_facts():
     assert abs(track.shifts[-1, 0] - 0.025 * 3 * BLOCK) < 0.2  # 1.5 px down over 3 blocks
     facts = session.quality_facts()["drift"]
     assert facts["frames_per_block"] == BLOCK and len(facts["shifts"]) == frames // BLOCK
-    assert DriftParams().time_averaging == DEFAULT_DRIFT_BLOCK  # automatic: the fixed default
+    assert DriftParams().time_averaging is None  # automatic by default: the live track's 50
+    feed = live.FrameFeed()
+    automatic = live.attach(feed, "esrrf", {"magnification": 2}, device="cpu", measure_every=0)
+    for frame in stack[:4]:
+        feed.push(frame)
+    feed.end()
+    assert automatic.wait(120)
+    assert automatic.quality_facts()["drift"]["frames_per_block"] == DEFAULT_DRIFT_BLOCK
 
 
 def test_the_drift_track_can_be_turned_off():

@@ -36,14 +36,13 @@ changes by more than its uncertainty (:data:`MEAN_REFINEMENTS` passes at most;
 :attr:`DriftResult.mean_refinement` says how many were made and whether they settled). As
 with every reference, the trace is relative to frame 0.
 
-``time_averaging=None`` (or ``"auto"``; opt-in, the default is 50) chooses the block length
-per stack (issue 27 item 3): a pilot pass measures every candidate length at once (one block
-sum per candidate on the device), :func:`choose_block_length` estimates each one's trace
-error, noise (the blocks' uncertainty propagated) plus bias (how far its trace departs from
-the shorter candidates' beyond their noise, fitted over all of them as a bias growing as the
-square of the length: :mod:`._drift_pooled_bias`),
-and the estimate is made with the length of least error, named in
-:attr:`DriftResult.time_averaging_chosen`.
+``time_averaging=None`` (or ``"auto"``; the default since 2026-11-30, 50 before) chooses the
+block length per stack (issue 27 item 3): a pilot pass measures every candidate length at
+once (one block sum per candidate on the device), :func:`choose_block_length` estimates each
+one's trace error, noise (the blocks' uncertainty propagated) plus bias (how far its trace
+departs from the shorter candidates' beyond their noise, fitted over all of them as a bias
+growing as the square of the length: :mod:`._drift_pooled_bias`), and the estimate is made
+with the length of least error, named in :attr:`DriftResult.time_averaging_chosen`.
 
 This module is the job (checks, the automatic length, then the estimate); the parts:
 :mod:`._drift_blocks` (frame ranges, block sums, a block's noise), :mod:`._drift_correlate`

@@ -27,9 +27,9 @@ class DriftParams(Params):
     >>> p = DriftParams(reference="previous", time_averaging=50)
     >>> DriftParams.from_json(p.to_json()) == p
     True
-    >>> DriftParams().time_averaging  # fixed by default; None or "auto": chosen per stack
-    50
-    >>> DriftParams(time_averaging="auto").time_averaging is None  # "auto" reads as None
+    >>> DriftParams().time_averaging is None  # automatic by default: chosen per stack
+    True
+    >>> DriftParams(time_averaging="auto") == DriftParams()  # "auto" reads as None
     True
     >>> DriftParams(time_averaging=0)
     Traceback (most recent call last):
@@ -59,17 +59,17 @@ class DriftParams(Params):
         ),
     )
     time_averaging: int | None = param(
-        50,
+        None,
         label="Frames per block",
         minimum=1,
         maximum=10_000_000,
         help=(
             "Frames averaged into one block before correlating (one blinking frame holds too "
             "few emitters; more frames per block: less noise, slower drift followed); the "
-            "stack needs at least two blocks. None (or \"auto\") = automatic: the length of "
-            "least estimated error, from the blocks' measured noise and the drift's curvature "
-            "(the result says the number; not yet within 1.2x of the best fixed length on "
-            "every drift, docs/esrrf.md)"
+            "stack needs at least two blocks. None (or \"auto\", the default) = automatic: the "
+            "length of least estimated error, from the blocks' measured noise and the drift's "
+            "curvature, measured in one more read of the stack (the result says the number; "
+            "docs/esrrf.md)"
         ),
     )
     max_drift: float | None = param(

@@ -164,9 +164,11 @@ class EsrrfParams(Params):
     drift_reference: str = DriftParams.declaration(
         "reference", label="Drift reference", advanced=True, added_later=True
     )
+    # Automatic since 2026-11-30; a record without the field was made with 50 frames.
     drift_time_averaging: int | None = DriftParams.declaration(
-        "time_averaging", label="Frames per drift block", advanced=True, added_later=True
-    )
+        "time_averaging", label="Frames per drift block", advanced=True, added_later=True,
+        older_default=50,
+    )  # fmt: skip
     max_drift: float | None = DriftParams.declaration("max_drift", advanced=True, added_later=True)
     drift_smoothing: float = DriftParams.declaration(
         "smoothing", label="Drift smoothing", advanced=True, added_later=True

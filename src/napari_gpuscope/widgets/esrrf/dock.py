@@ -109,6 +109,9 @@ class EsrrfDock(MethodDock):
         "sensitivity": FieldStyle(slider=True, minimum=0.0, maximum=5.0),
         # None: any drift up to half the frame (the box's minimum says so).
         "max_drift": FieldStyle(auto_text="any"),
+        # At the box's minimum (0, which the model refuses as a number) the length is None:
+        # chosen per stack, the default.
+        "drift_time_averaging": FieldStyle(minimum=0, auto_text="auto"),
     }
 
     def __init__(self, viewer: napari.viewer.Viewer) -> None:
