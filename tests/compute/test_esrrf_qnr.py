@@ -180,3 +180,50 @@ def test_the_rsp_line_fit_is_numpys_least_squares():
     alpha, beta, rse = _line_fit(flat, target, target - target.mean())
     assert alpha == 0 and beta == pytest.approx(target.mean())
     assert rse == pytest.approx(target.std())
+
+
+@pytest.mark.parametrize("magnification", [2, 4])
+def test_the_device_error_map_is_the_hosts(magnification):
+    """A GPU session's error map (blurs and fits in torch, SciPy-exact blurs), run here on the
+    CPU's torch against the host's NumPy/SciPy one: the same sigma, RSP, RSE, line and map."""
+    from napari_gpuscope.compute.esrrf._qnr import _upsampled
+    from napari_gpuscope.compute.esrrf._qnr_device import error_map_on_device
+
+    rng = np.random.default_rng(magnification)
+    side = 96
+    truth = ndimage.gaussian_filter(rng.random((side * magnification,) * 2), 1.5 * magnification)
+    wide = truth.reshape(side, magnification, side, magnification).mean(axis=(1, 3))
+    wide = wide + rng.normal(0, 0.01 * wide.std(), wide.shape)
+    sr = np.clip(truth + rng.normal(0, 0.2 * truth.std(), truth.shape), 0, None)
+    host = esrrf.error_map(sr, wide, magnification)
+    reference = _upsampled(wide, sr.shape, magnification)
+    cut = 3 * magnification
+    inner = (slice(cut, sr.shape[0] - cut), slice(cut, sr.shape[1] - cut))
+    rsp, rse, sigma, alpha, beta, errors = error_map_on_device(
+        sr, reference, inner, magnification, torch.device("cpu")
+    )
+    assert 0.3 < host.sigma < 4 * magnification / 2.355 - 0.1  # an inner optimum, not a bound
+    np.testing.assert_allclose(sigma, host.sigma, rtol=1e-6)
+    np.testing.assert_allclose(
+        (rsp, rse, alpha, beta), (host.rsp, host.rse, host.alpha, host.beta), rtol=1e-7
+    )
+    np.testing.assert_allclose(errors, host.map, rtol=1e-5, atol=1e-6 * host.map.max())
+    assert esrrf.error_map(sr, wide, magnification, device="cpu").rsp == host.rsp  # host path
+
+
+def test_the_device_halves_correlation_is_the_hosts():
+    """The split halves' blurred correlation on the device (run on the CPU's torch) against
+    SciPy's blur and NumPy's correlation."""
+    from napari_gpuscope.compute.esrrf._qnr_device import blurred_correlation
+
+    rng = np.random.default_rng(7)
+    structure = ndimage.gaussian_filter(rng.random((200, 200)), 4)
+    first, second = (structure + rng.normal(0, 0.05, structure.shape) for _ in range(2))
+    inner = (slice(6, 194), slice(6, 194))
+    for sigma in (0.0, 0.8, 2.5):
+        a, b = (ndimage.gaussian_filter(s, sigma)[inner] for s in (first, second))
+        expected = np.corrcoef(a.ravel(), b.ravel())[0, 1]
+        got = blurred_correlation(first, second, sigma, inner, torch.device("cpu"))
+        assert got == pytest.approx(expected, rel=1e-10)
+    flat = np.ones_like(first)
+    assert np.isnan(blurred_correlation(flat, second, 1.0, inner, torch.device("cpu")))

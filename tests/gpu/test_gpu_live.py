@@ -126,3 +126,39 @@ def test_phase_live_reconstructs_each_stack_as_the_job(kit_record):
     for t, result in enumerate(results):
         expected = offline("phase", None, stacks[t], params)
         assert_close(f"phase_256_stack_{t}", result.phase, expected.phase, kit_record)
+
+
+def test_a_measurement_on_the_gpu_is_the_hosts_and_records_its_cost(kit_record):
+    """The live measurement's error map and split halves on the GPU (2026-11-30: they ran on
+    the host, 0.25 s and 0.3-0.5 s at M 4 for a 512 x 512 frame, a stall of hundreds of frames
+    at a camera's rate) against the same measurement with the host's NumPy/SciPy."""
+    import time
+
+    from scipy import ndimage
+
+    from napari_gpuscope.live._quality import load_measurement, measure_quality
+    from napari_gpuscope.live._split_half import SplitHalves
+
+    load_measurement()
+    rng = np.random.default_rng(0)
+    truth = ndimage.gaussian_filter(rng.random((2048, 2048)), 6).astype(np.float32)
+    wide = truth.reshape(512, 4, 512, 4).mean(axis=(1, 3))
+    noise = 0.3 * float(truth.std())
+    images = {f: truth + rng.normal(0, noise, truth.shape).astype(np.float32) for f in (10, 20, 30)}
+    points, seconds = {}, {}
+    for where in ("cpu", DEVICE):
+        halves = SplitHalves(border=12)
+        for frames, image in images.items():
+            start = time.perf_counter()
+            points[where, frames] = measure_quality(
+                image, wide, 4, frames=frames, device=where, halves=halves
+            )
+            seconds[where, frames] = time.perf_counter() - start
+    for frames in (20, 30):
+        host, gpu = points["cpu", frames], points[DEVICE, frames]
+        assert gpu.rsp_error == pytest.approx(host.rsp_error, rel=1e-6, abs=1e-9)
+        assert gpu.noise == pytest.approx(host.noise, rel=1e-6, abs=1e-9)
+    kit_record(
+        "live measurement M4 512² (s): host, GPU",
+        {f: [round(seconds["cpu", f], 3), round(seconds[DEVICE, f], 3)] for f in (10, 20, 30)},
+    )

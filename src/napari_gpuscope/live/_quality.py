@@ -144,13 +144,13 @@ def measure_quality(
     m = magnification
     sr = image[top * m : (top + wide.shape[0]) * m, left * m : (left + wide.shape[1]) * m]
     try:
-        fitted = error_map(sr, wide, m)
+        fitted = error_map(sr, wide, m, device=device)
         rsp_error, sigma = 1.0 - fitted.rsp, fitted.sigma
     except ValueError:  # a frame too small for the fit's border
         rsp_error = sigma = math.nan
     noise = math.nan
     if halves is not None:
-        noise = halves.add(sr, frames, SPLIT_SIGMA_PER_RSP * sigma).noise
+        noise = halves.add(sr, frames, SPLIT_SIGMA_PER_RSP * sigma, device).noise
     return QualityPoint(
         frames=int(frames),
         timepoint=int(timepoint),

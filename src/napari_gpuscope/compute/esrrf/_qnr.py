@@ -11,7 +11,8 @@
   between the best and the worst, combined with RSP by the harmonic mean.
 
 These work on host arrays with NumPy/SciPy (the images are small next to the stacks they come
-from; the reconstructions themselves run on the device).
+from; the reconstructions themselves run on the device), but for the error map given a GPU
+(:mod:`._qnr_device`: a live session measures it every few frames).
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 from scipy import ndimage, optimize, signal
 
+from .._types import Device
 from ._lattice import catmull_rom_matrix, magnified_positions
 
 __all__ = [
@@ -212,7 +215,12 @@ def _upsampled(widefield: np.ndarray, shape: tuple[int, int], magnification: int
 
 
 def error_map(
-    sr: np.ndarray, widefield: np.ndarray, magnification: int, *, border: int = 3
+    sr: np.ndarray,
+    widefield: np.ndarray,
+    magnification: int,
+    *,
+    border: int = 3,
+    device: Device | None = None,
 ) -> ErrorMap:
     """NanoJ-SQUIRREL's error map of a super-resolved image against its widefield reference.
 
@@ -232,6 +240,9 @@ def error_map(
         M.
     border : int
         Input pixels left out at each edge.
+    device : str or torch.device, optional
+        A GPU: the blurs and fits run there (:mod:`._qnr_device`; a live session's
+        measurements). None or the CPU: NumPy and SciPy on the host.
 
     Returns
     -------
@@ -245,6 +256,13 @@ def error_map(
         raise ValueError(
             f"the images ({widefield.shape}) are too small for a {border}-pixel border"
         )
+    if device is not None and torch.device(device).type != "cpu":
+        from ._qnr_device import error_map_on_device
+
+        rsp, rse, sigma, alpha, beta, errors = error_map_on_device(
+            sr, reference, inner, magnification, torch.device(device)
+        )
+        return ErrorMap(rsp=rsp, rse=rse, sigma=sigma, alpha=alpha, beta=beta, map=errors)
     target = reference[inner]
     centred_target = target - target.mean()
 
