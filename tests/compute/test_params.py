@@ -275,3 +275,19 @@ def test_a_field_whose_default_changed_keeps_what_older_records_meant():
 def test_older_default_is_for_a_field_added_later():
     with pytest.raises(TypeError, match="added_later"):
         param(None, help="x", older_default=50)
+
+
+def test_the_same_as_default_marker_survives_copies_and_pickles():
+    """Fields are compared with the marker by identity: a pickled or copied field must keep
+    meaning "no older default", not hold a lookalike object."""
+    import copy
+    import pickle
+
+    from napari_gpuscope.compute._param_fields import SAME_AS_DEFAULT
+    from napari_gpuscope.compute.esrrf import EsrrfParams
+
+    checks = EsrrfParams.model_fields["max_drift"].metadata[-1]
+    for clone in (pickle.loads(pickle.dumps(checks)), copy.deepcopy(checks), copy.copy(checks)):
+        assert clone.older_default is SAME_AS_DEFAULT
+    field = copy.deepcopy(EsrrfParams.model_fields["drift_time_averaging"])
+    assert field.metadata[-1].older_default == 50

@@ -118,6 +118,7 @@ def test_a_live_esrrf_session_tracks_the_drift_and_keeps_it_in_its_facts():
     assert DriftParams().time_averaging is None  # automatic by default: the live track's 50
     feed = live.FrameFeed()
     automatic = live.attach(feed, "esrrf", {"magnification": 2}, device="cpu", measure_every=0)
+    assert automatic.method.params.drift_time_averaging is None  # a mapping: today's default
     for frame in stack[:4]:
         feed.push(frame)
     feed.end()

@@ -61,7 +61,16 @@ def _params_field(params_class: type[Params]) -> tuple[object, FieldInfo]:
         AfterValidator(lambda model: model.to_dict()),
         PlainSerializer(dict, return_type=dict[str, Any]),
     ]
-    description = f"Parameters of {params_class.__name__} (absent ones take their defaults)."
+    older = [  # a field whose default changed: its absence means the older one
+        f"{info.name} absent is {info.older_default!r}, as in recipes saved before its "
+        "default changed"
+        for info in params_class.param_info()
+        if info.absent_value != info.default
+    ]
+    exceptions = f"; but {'; '.join(older)}" if older else ""
+    description = (
+        f"Parameters of {params_class.__name__} (absent ones take their defaults{exceptions})."
+    )
     return (annotated, Field(default_factory=dict, validate_default=True, description=description))
 
 

@@ -23,10 +23,20 @@ Value = float | int | bool | str | tuple[float, ...] | None
 
 
 class _SameAsDefault:
-    """The ``older_default`` of a field whose default never changed."""
+    """The ``older_default`` of a field whose default never changed. One object, compared by
+    identity: a copy or an unpickled field gets it back, not a lookalike."""
 
     def __repr__(self) -> str:
         return "SAME_AS_DEFAULT"
+
+    def __reduce__(self) -> str:
+        return "SAME_AS_DEFAULT"  # the module global of that name
+
+    def __copy__(self) -> _SameAsDefault:
+        return self
+
+    def __deepcopy__(self, memo: dict) -> _SameAsDefault:
+        return self
 
 
 SAME_AS_DEFAULT: Any = _SameAsDefault()

@@ -107,7 +107,7 @@ class LiveDriftTrack:
     Parameters
     ----------
     block : int
-        Frames per block (eSRRF's ``drift_time_averaging``; 50 by default).
+        Frames per block (eSRRF's ``drift_time_averaging``; 50 when that is automatic).
     max_drift : float or None
         The largest shift searched, in input pixels (None: the whole frame).
     device : str or torch.device
