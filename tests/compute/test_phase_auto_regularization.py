@@ -150,3 +150,26 @@ def test_the_preview_chooses_as_a_run_does():
     assert preview.result.regularization_chosen == pytest.approx(run.regularization_chosen)
     np.testing.assert_allclose(preview.planes["phase"], run.phase, atol=1e-6)
     assert not math.isnan(preview.result.regularization)
+
+
+def test_the_histogram_bins_are_numpys_sums():
+    """The binning step (torch.bincount per statistic, chunk by chunk) against NumPy's
+    unbuffered sums over the same eigen-components: every bin's count, sum s, sum c, sum c s."""
+    from napari_gpuscope.compute.phase import _auto_regularization as auto
+
+    data, _, _, system = small_system()
+    stats = RegularizationStats.of(system, data_energy(data), data.shape[0])
+    fields = [t.reshape(-1) for t in system.fields()]
+    s_max = float(system.g_aa.max().double() + system.g_pp.max().double())
+    low, high = auto.LOG_RANGE
+    n_bins = int((high - low) * auto.BINS_PER_DECADE)
+    expected = np.zeros((4, n_bins))
+    for s, c in auto._components(*fields):
+        s, c = s.numpy(), c.numpy()
+        kept = s > auto.FLOOR * s_max
+        index = np.clip(((np.log10(s[kept]) - low) * auto.BINS_PER_DECADE).astype(int), 0, None)
+        index = np.minimum(index, n_bins - 1)
+        for row, values in enumerate((np.ones(kept.sum()), s[kept], c[kept], c[kept] * s[kept])):
+            np.add.at(expected[row], index, values)
+    np.testing.assert_allclose(stats.bins.numpy(), expected, rtol=1e-12, atol=1e-300)
+    assert stats.bins[0].sum() > 0.9 * 2 * fields[0].numel()  # most components kept

@@ -169,8 +169,11 @@ class RegularizationStats:
                 c = torch.where(kept, c, 0.0)
                 index = torch.log10(torch.clamp(s, min=1e-300)).sub_(low).mul_(BINS_PER_DECADE)
                 index = index.long().clamp_(0, n_bins - 1)
-                values = torch.stack((kept.double(), s, c, c * s))
-                bins.index_add_(1, index, values)
+                # bincount, not index_add_: on a GPU it sums a few hundred bins in each block's
+                # shared memory first, where index_add_'s global atomics on the same few
+                # addresses serialise (the statistics took 18.8 ms at 2048^2 on an H200)
+                for row, weights in enumerate((kept.double(), s, c, c * s)):
+                    bins[row] += torch.bincount(index, weights=weights, minlength=n_bins)
         return cls(bins, energy.double(), int(n_slices * fields[0].numel()), s_max)
 
     @classmethod
