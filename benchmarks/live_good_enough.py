@@ -163,9 +163,9 @@ def track_stack(params: dict[str, float], measure_every: int, grid: int = 0) -> 
             return live.QualityPoint(kwargs["frames"], kwargs["timepoint"], nan, "kept", nan, 0.0)
         return measure(image, *args, **kwargs)
 
-    def keep_halves(self, image, frames, sigma):  # what the split halves were given
+    def keep_halves(self, image, frames, sigma, device=None):  # what the halves were given
         halves.append((np.array(image, np.float64), frames, sigma, self.border))
-        return add(self, image, frames, sigma)
+        return add(self, image, frames, sigma, device)
 
     _live_esrrf.measure_quality, _split_half.SplitHalves.add = keep_image, keep_halves
     try:
