@@ -73,8 +73,8 @@ def error_map_on_device(
         blurred = _blur(image, sigma)
         x = blurred[inner]
         alpha, beta, error = _line(x, centred_target, target_mean)
-        spread_x = float(x.std(unbiased=False))
-        spread_t = float(centred_target.std(unbiased=False))
+        spread_x = float(x.std(correction=0))
+        spread_t = float(centred_target.std(correction=0))
         if spread_x > 0 and spread_t > 0:
             centred = x - x.mean()
             covariance = float((centred * centred_target).mean())
