@@ -125,6 +125,8 @@ class SplitHalves:
         0.3-0.5 s on the host)."""
         from scipy import ndimage
 
+        from ..compute.esrrf._qnr import on_gpu
+
         current = np.asarray(image, np.float64)
         previous = self._previous
         if previous is None or previous.shape != current.shape or frames <= self._previous_frames:
@@ -142,17 +144,17 @@ class SplitHalves:
             return Halves(math.nan, (first, second), math.nan)
         cut = self.border
         inner = (slice(cut, current.shape[0] - cut), slice(cut, current.shape[1] - cut))
-        if device is not None and str(device).split(":")[0] != "cpu":
+        if on_gpu(device):
             import torch
 
             from ..compute.esrrf._qnr_device import blurred_correlation
 
             r = blurred_correlation(*self._sums, sigma, inner, torch.device(device))
-            if not math.isfinite(r):
-                return Halves(math.nan, (first, second), math.nan)
-            return Halves(r, (first, second), noise_part(r, first, second, first + second))
-        a, b = (ndimage.gaussian_filter(s, sigma)[inner] if sigma else s[inner] for s in self._sums)
-        if a.std() == 0 or b.std() == 0:
+        else:
+            a, b = (ndimage.gaussian_filter(s, sigma) if sigma else s for s in self._sums)
+            a, b = a[inner], b[inner]
+            constant = a.std() == 0 or b.std() == 0
+            r = math.nan if constant else float(np.corrcoef(a.ravel(), b.ravel())[0, 1])
+        if not math.isfinite(r):
             return Halves(math.nan, (first, second), math.nan)
-        r = float(np.corrcoef(a.ravel(), b.ravel())[0, 1])
         return Halves(r, (first, second), noise_part(r, first, second, first + second))

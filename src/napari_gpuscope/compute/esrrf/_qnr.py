@@ -17,6 +17,7 @@ from; the reconstructions themselves run on the device), but for the error map g
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -167,6 +168,11 @@ class ErrorMap:
     map: np.ndarray
 
 
+def on_gpu(device: Device | None) -> bool:
+    """Whether ``device`` names a GPU (the error map and the split halves then run there)."""
+    return device is not None and torch.device(device).type != "cpu"
+
+
 def _line_fit(
     x: np.ndarray, target: np.ndarray, centred_target: np.ndarray
 ) -> tuple[float, float, float]:
@@ -185,16 +191,17 @@ def _line_fit(
     >>> print(f"{alpha:.3f} {beta:.3f} {rse:.3f}")
     2.000 1.000 0.100
     """
+    # Array methods only: NumPy arrays here, torch tensors on a GPU (._qnr_device).
     mean_x = float(x.mean())
     centred = x - mean_x
-    variance = float(np.mean(centred**2))
-    covariance = float(np.mean(centred * centred_target))
+    variance = float((centred * centred).mean())
+    covariance = float((centred * centred_target).mean())
     alpha = covariance / variance if variance > 0 else 0.0
     beta = float(target.mean()) - alpha * mean_x
     # The residual summed directly, not as target_power - alpha covariance: that difference
     # cancels where the fit is close (the RSE the search minimises would lose digits).
-    residual = float(np.mean((centred_target - alpha * centred) ** 2))
-    return alpha, beta, float(np.sqrt(residual))
+    residual = float(((centred_target - alpha * centred) ** 2).mean())
+    return alpha, beta, math.sqrt(residual)
 
 
 def _upsampled(widefield: np.ndarray, shape: tuple[int, int], magnification: int) -> np.ndarray:
@@ -256,7 +263,7 @@ def error_map(
         raise ValueError(
             f"the images ({widefield.shape}) are too small for a {border}-pixel border"
         )
-    if device is not None and torch.device(device).type != "cpu":
+    if on_gpu(device):
         from ._qnr_device import error_map_on_device
 
         rsp, rse, sigma, alpha, beta, errors = error_map_on_device(
