@@ -163,7 +163,7 @@ def test_a_bad_grid_is_refused_in_a_short_message(radii, words):
 def test_the_rsp_line_fit_is_numpys_least_squares():
     """The error map's intensity fit in closed form (numpy.linalg.lstsq's SVD took 40 % of a
     live measurement): the same alpha, beta and RMS residual as lstsq on the design [x, 1]."""
-    from napari_gpuscope.compute.esrrf._qnr import _line_fit
+    from napari_gpuscope.compute.esrrf._qnr_device import _line_fit
 
     rng = np.random.default_rng(3)
     for scale, offset, noise in ((1.0, 0.0, 0.01), (3.5, -2.0, 0.5), (1e-3, 1e3, 1e-6)):

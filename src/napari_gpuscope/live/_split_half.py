@@ -125,7 +125,7 @@ class SplitHalves:
         0.3-0.5 s on the host)."""
         from scipy import ndimage
 
-        from ..compute.esrrf._qnr import on_gpu
+        from ..compute.esrrf._qnr_device import on_gpu
 
         current = np.asarray(image, np.float64)
         previous = self._previous

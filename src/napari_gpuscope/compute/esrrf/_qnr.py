@@ -17,7 +17,6 @@ from; the reconstructions themselves run on the device), but for the error map g
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,6 +25,7 @@ from scipy import ndimage, optimize, signal
 
 from .._types import Device
 from ._lattice import catmull_rom_matrix, magnified_positions
+from ._qnr_device import _line_fit, error_map_on_device, on_gpu
 
 __all__ = [
     "FRC_THRESHOLD",
@@ -168,42 +168,6 @@ class ErrorMap:
     map: np.ndarray
 
 
-def on_gpu(device: Device | None) -> bool:
-    """Whether ``device`` names a GPU (the error map and the split halves then run there)."""
-    return device is not None and torch.device(device).type != "cpu"
-
-
-def _line_fit(
-    x: np.ndarray, target: np.ndarray, centred_target: np.ndarray
-) -> tuple[float, float, float]:
-    """``alpha, beta`` of the least-squares ``target ~ alpha x + beta`` and its RMS residual,
-    in closed form from centred moments (``centred_target``: the target less its mean): the
-    same solution as ``numpy.linalg.lstsq`` on the
-    design ``[x, 1]``, without its SVD of a million-row matrix (which took 40 % of a live
-    measurement's RSP). A constant ``x`` leaves the mean: ``alpha`` 0, as the least-squares
-    residual, though lstsq's minimum-norm ``alpha, beta`` would split it.
-
-    Examples
-    --------
-    >>> x = np.array([0.0, 1.0, 2.0, 3.0])
-    >>> t = 2 * x + 1 + np.array([0.1, -0.1, -0.1, 0.1])
-    >>> alpha, beta, rse = _line_fit(x, t, t - t.mean())
-    >>> print(f"{alpha:.3f} {beta:.3f} {rse:.3f}")
-    2.000 1.000 0.100
-    """
-    # Array methods only: NumPy arrays here, torch tensors on a GPU (._qnr_device).
-    mean_x = float(x.mean())
-    centred = x - mean_x
-    variance = float((centred * centred).mean())
-    covariance = float((centred * centred_target).mean())
-    alpha = covariance / variance if variance > 0 else 0.0
-    beta = float(target.mean()) - alpha * mean_x
-    # The residual summed directly, not as target_power - alpha covariance: that difference
-    # cancels where the fit is close (the RSE the search minimises would lose digits).
-    residual = float(((centred_target - alpha * centred) ** 2).mean())
-    return alpha, beta, math.sqrt(residual)
-
-
 def _upsampled(widefield: np.ndarray, shape: tuple[int, int], magnification: int) -> np.ndarray:
     """The widefield image on the super-resolved pixel-centred grid (Catmull-Rom)."""
     rows = catmull_rom_matrix(
@@ -264,8 +228,6 @@ def error_map(
             f"the images ({widefield.shape}) are too small for a {border}-pixel border"
         )
     if on_gpu(device):
-        from ._qnr_device import error_map_on_device
-
         rsp, rse, sigma, alpha, beta, errors = error_map_on_device(
             sr, reference, inner, magnification, torch.device(device)
         )
