@@ -34,7 +34,10 @@ Markdown table (stdout) and ``--json``.
 blocks made again without the first ``G`` frames of each block (a guard gap: a blinking event
 across a border is no longer in both halves; the reconstruction keeps all frames), judged on
 the 10-frame grid; only the reconstructions at multiples of 10 are measured, the rest are kept.
-``--set fresh3``: eight stacks more, drawn (below) for judging the guard gap.
+``--set fresh3``: eight stacks more, drawn (below) for judging the guard gap; ``--set fresh4``:
+sixteen more, drawn alike for judging the floor's candidates. Each point of the ``--json`` track
+also records what else a session has (:func:`recorded`: the RSP's blur, the halves' correlation,
+image statistics).
 """
 
 from __future__ import annotations
@@ -107,6 +110,34 @@ SETS: dict[str, dict[str, dict[str, float]]] = {
         "h7": {"density": 1.3, "on": 0.041, "photons": 260, "background": 95, "seed": 307},
         "h8": {"density": 4.4, "on": 0.082, "photons": 420, "background": 105, "seed": 308},
     },
+    # As fresh3, with np.random.default_rng(20261201): for each stack, in this order,
+    # round(rng.uniform(1, 5), 1), round(exp(rng.uniform(log 0.03, log 0.2)), 3),
+    # round(rng.uniform(100, 500) / 10) * 10, round(rng.uniform(30, 120) / 5) * 5 (with
+    # 20261130 these give fresh3); written before any run, after the candidate floors were
+    # declared (benchmarks/runs/2026-11-30-cpu-live-floor.md).
+    "fresh4": {
+        f"k{i + 1}": dict(zip(("density", "on", "photons", "background", "seed"), row, strict=True))
+        for i, row in enumerate(
+            [
+                (3.7, 0.033, 260, 60, 401),
+                (3.5, 0.04, 240, 75, 402),
+                (1.8, 0.078, 130, 50, 403),
+                (2.2, 0.175, 310, 50, 404),
+                (3.1, 0.083, 370, 70, 405),
+                (3.9, 0.082, 220, 60, 406),
+                (2.7, 0.135, 430, 90, 407),
+                (2.9, 0.05, 200, 110, 408),
+                (4.5, 0.157, 110, 40, 409),
+                (1.7, 0.038, 140, 110, 410),
+                (2.6, 0.1, 470, 35, 411),
+                (2.8, 0.049, 230, 60, 412),
+                (2.7, 0.058, 240, 105, 413),
+                (4.2, 0.032, 160, 100, 414),
+                (2.7, 0.032, 250, 35, 415),
+                (3.1, 0.184, 490, 40, 416),
+            ]
+        )
+    },
 }
 
 
@@ -153,11 +184,14 @@ def track_stack(params: dict[str, float], measure_every: int, grid: int = 0) -> 
     :func:`gap_noise_parts`)."""
     stack, emitters = simulate(FRAMES, size=SIZE, **params)
     images: dict[int, np.ndarray] = {}
+    widefields: dict[int, np.ndarray] = {}
     halves: list[tuple[np.ndarray, int, float, int]] = []
+    compared: dict[int, _split_half.Halves] = {}
     measure, add = _live_esrrf.measure_quality, _split_half.SplitHalves.add
 
     def keep_image(image, *args, **kwargs):  # the very reconstructions the track measured
         images[kwargs["frames"]] = np.array(image)
+        widefields[kwargs["frames"]] = np.array(args[0], np.float64)
         if grid and kwargs["frames"] % grid:
             nan = math.nan
             return live.QualityPoint(kwargs["frames"], kwargs["timepoint"], nan, "kept", nan, 0.0)
@@ -165,7 +199,8 @@ def track_stack(params: dict[str, float], measure_every: int, grid: int = 0) -> 
 
     def keep_halves(self, image, frames, sigma, device=None):  # what the halves were given
         halves.append((np.array(image, np.float64), frames, sigma, self.border))
-        return add(self, image, frames, sigma, device)
+        compared[frames] = add(self, image, frames, sigma, device)
+        return compared[frames]
 
     _live_esrrf.measure_quality, _split_half.SplitHalves.add = keep_image, keep_halves
     try:
@@ -192,7 +227,30 @@ def track_stack(params: dict[str, float], measure_every: int, grid: int = 0) -> 
     # frame on a finer grid than the rules' (fine_truth_firing).
     fine = {n: true_error(image, emitters, M) for n, image in sorted(images.items())}
     fine = fine if grid else {}
-    return {"points": points, "errors": errors, "halves": halves, "images": images, "fine": fine}
+    sigmas = {frames: sigma for _, frames, sigma, _ in halves}
+    extra = [recorded(p, images, widefields, sigmas, compared) for p in points]
+    tracked = {"points": points, "errors": errors, "halves": halves, "images": images}
+    return tracked | {"fine": fine, "extra": extra}
+
+
+def recorded(point, images, widefields, sigmas, compared) -> dict[str, object]:
+    """What else a session has at ``point`` (for exploring the floor, not used by the rules):
+    the RSP's fitted blur (output px), the split halves' correlation and frames, and image
+    statistics of the reconstruction and of the widefield mean."""
+    n, nan = point.frames, math.nan
+    image, wide, halves = images.get(n), widefields.get(n), compared.get(n)
+    sigma = sigmas.get(n, nan) / _split_half.SPLIT_SIGMA_PER_RSP
+    return {
+        "rsp_sigma": sigma,
+        "halves_r": halves.r if halves is not None else nan,
+        "halves_frames": list(halves.frames) if halves is not None else None,
+        "resolution_px": point.resolution_px,
+        "sr_mean": float(image.mean()) if image is not None else nan,
+        "sr_std": float(image.std()) if image is not None else nan,
+        "wide_mean": float(wide.mean()) if wide is not None else nan,
+        "wide_std": float(wide.std()) if wide is not None else nan,
+        "wide_p5": float(np.percentile(wide, 5)) if wide is not None else nan,
+    }
 
 
 def fine_truth_firing(fine: dict[int, float], lookback: int) -> int | None:
@@ -288,8 +346,9 @@ def with_halves_gap(tracked: dict[str, object], gap: int) -> list[live.QualityPo
 RULES = {"RSP rule": live.PlateauRule.rsp(), "estimated-error rule": live.PlateauRule()}
 
 
-def judge(points: list[live.QualityPoint], errors: list[float], lookback: int) -> dict:
-    """The truth's frame, each rule's and whether it agrees (within 10 %), and the track."""
+def judge(points: list[live.QualityPoint], errors: list[float], lookback: int, extra=None) -> dict:
+    """The truth's frame, each rule's and whether it agrees (within 10 %), and the track
+    (each point with ``extra``'s entries, :func:`recorded`)."""
     truth = truth_firing(errors, points, lookback)
     row: dict[str, object] = {"truth": truth}
     for label, rule in RULES.items():
@@ -299,8 +358,8 @@ def judge(points: list[live.QualityPoint], errors: list[float], lookback: int) -
             truth is not None and frames is not None and abs(frames - truth) <= 0.1 * truth
         )
     row["track"] = [
-        {"frames": p.frames, "true_error": e, "rsp_error": p.rsp_error, "noise": p.noise}
-        for p, e in zip(points, errors, strict=True)
+        {"frames": p.frames, "true_error": e, "rsp_error": p.rsp_error, "noise": p.noise} | more
+        for p, e, more in zip(points, errors, extra or [{}] * len(points), strict=True)
     ]
     return row
 
@@ -373,7 +432,7 @@ def main() -> None:
             row |= {"measure_every": args.measure_every, "lookback": args.lookback}
             row["halves_block"] = 10 if gaps else args.halves_block or args.measure_every
             row["halves_gap"] = variant
-            row |= judge(points, tracked["errors"], args.lookback)
+            row |= judge(points, tracked["errors"], args.lookback, tracked["extra"])
             if tracked["fine"]:
                 fine = fine_truth_firing(tracked["fine"], args.lookback)
                 row["truth every frame"] = fine
