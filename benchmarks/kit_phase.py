@@ -15,7 +15,8 @@
 - ``exercise(device)``: every phase kernel once at a small size, through the ops and through
   the jobs (Tikhonov, TV, tiles): what compute-sanitizer memcheck, racecheck and initcheck run.
 - ``profile(device)``: each kernel once at 2048 x 2048 x 21 after its inputs are made: what
-  Nsight Compute profiles (kernels ``phase_normal_equations``, ``phase_tikhonov_solve``).
+  Nsight Compute profiles (kernels ``phase_normal_equations``, ``phase_tikhonov_solve``,
+  ``phase_regularization_components``).
 """
 
 from __future__ import annotations
@@ -86,6 +87,18 @@ def wall_ms(run: Callable[[], Any], device: torch.device, repeats: int = 5) -> f
     return statistics.median(times)
 
 
+def _component_args(outs: list[torch.Tensor]) -> tuple[Any, ...]:
+    """What ``phase_regularization_components`` takes after the normal equations ``outs``:
+    their ``s_max``, outputs ``slots (2, n)`` and ``weights (4, 2, n)``, and the selector's
+    binning at 2048² (its floor, bins and 64 copies)."""
+    from napari_gpuscope.compute.phase._regularization_ops import Binning
+
+    n, device = outs[0].numel(), outs[0].device
+    s_max = (outs[0].max() + outs[1].max()).reshape(1)
+    slots, weights = torch.empty((2, n), device=device), torch.empty((4, 2, n), device=device)
+    return (s_max, slots, weights, Binning(1e-6, -12.0, 32.0, 576, 64))
+
+
 def _stack(
     shape: tuple[int, int, int], seed: int = 0, zenith: float = 0.2, device: Any = "cpu"
 ) -> np.ndarray:
@@ -131,6 +144,7 @@ def bench(device: torch.device) -> dict:
     """Phase measurements (module notes); ~20 s on an H100."""
     from napari_gpuscope.compute import phase
     from napari_gpuscope.compute.phase import _ops as phase_ops
+    from napari_gpuscope.compute.phase import _regularization_ops as reg_ops
     from napari_gpuscope.compute.phase._optics import FFT_WORK_PLANES, build_group
     from napari_gpuscope.compute.phase._reconstruct import Reconstructor
 
@@ -148,8 +162,9 @@ def bench(device: torch.device) -> dict:
             data, a, p = (
                 torch.randn((1, n_z, ny, nx, 2), device=device, generator=gen) for _ in range(3)
             )
-            outs = [torch.empty((1, ny, nx), device=device) for _ in range(2)]
-            outs += [torch.empty((1, ny, nx, 2), device=device) for _ in range(3)]
+            # filled, not empty: the selector's pass reads their largest Gram entries
+            outs = [torch.rand((1, ny, nx), device=device) for _ in range(2)]
+            outs += [torch.rand((1, ny, nx, 2), device=device) for _ in range(3)]
             solved = [torch.empty((1, ny, nx, 2), device=device) for _ in range(2)]
             n = ny * nx
             cases = {
@@ -162,6 +177,11 @@ def bench(device: torch.device) -> dict:
                     phase_ops.tikhonov_solve_op,
                     (*outs, *solved, 1e-3),
                     (2 + 6 + 4) * 4 * n,
+                ),
+                "phase_regularization_components": (
+                    reg_ops.regularization_components_op,
+                    (*outs, *_component_args(outs)),
+                    (2 + 6 + 2 + 8) * 4 * n,
                 ),
             }
             rows = []
@@ -401,19 +421,24 @@ def exercise(device: torch.device) -> None:
 
 # ------------------------------------------------------------------------------ ncu
 def profile(device: torch.device) -> None:
-    """``phase_normal_equations`` and ``phase_tikhonov_solve`` once each at 2048 x 2048 x 21,
+    """``phase_normal_equations``, ``phase_tikhonov_solve`` and
+    ``phase_regularization_components`` once each at 2048 x 2048 x 21,
     their inputs made first (what Nsight Compute profiles)."""
     from napari_gpuscope.compute.phase import _ops as phase_ops
+    from napari_gpuscope.compute.phase import _regularization_ops as reg_ops
 
     n_z, ny, nx = SHAPE
     gen = torch.Generator(device=device).manual_seed(0)
     data, a, p = (torch.randn((1, n_z, ny, nx, 2), device=device, generator=gen) for _ in range(3))
-    outs = [torch.empty((1, ny, nx), device=device) for _ in range(2)]
-    outs += [torch.empty((1, ny, nx, 2), device=device) for _ in range(3)]
+    outs = [torch.rand((1, ny, nx), device=device) for _ in range(2)]
+    outs += [torch.rand((1, ny, nx, 2), device=device) for _ in range(3)]
     solved = [torch.empty((1, ny, nx, 2), device=device) for _ in range(2)]
     normal = phase_ops.normal_equations_op.bind(data, a, p, *outs)
     solve = phase_ops.tikhonov_solve_op.bind(*outs, *solved)
+    components = _component_args(outs)
+    binned = reg_ops.regularization_components_op.bind(*outs, *components[:3])
     torch.cuda.synchronize(device)
     normal(data, a, p, *outs, -1.0)
     solve(*outs, *solved, 1e-3)
+    binned(*outs, *components)
     torch.cuda.synchronize(device)

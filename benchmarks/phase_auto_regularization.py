@@ -8,6 +8,8 @@ GPU (``time.perf_counter`` on the CPU) after a warm-up,
   eigen-components of every 2x2 Gram matrix binned over ``log s``, and the stack's energy);
 - ``select``: the choice from them (one small read back, grid and golden section on the host);
 - ``solve``: one Tikhonov solve at a fixed value, for scale;
+- ``stats, twin`` (on a GPU): the statistics with the fused per-frequency pass turned off
+  (``NAPARI_GPUSCOPE_NO_FUSED``), its torch twin's ~165 operations a pass;
 
 and prints the medians and the chosen value::
 
@@ -25,6 +27,7 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
+from kit_common import kill_switch
 
 from napari_gpuscope.compute import phase
 from napari_gpuscope.compute.phase._auto_regularization import (
@@ -33,6 +36,7 @@ from napari_gpuscope.compute.phase._auto_regularization import (
     select_regularization,
 )
 from napari_gpuscope.compute.phase._reconstruct import Reconstructor
+from napari_gpuscope.compute.phase._regularization_ops import regularization_components_op
 from napari_gpuscope.sample_data.phase import OPTICS, cell_phantom
 
 
@@ -86,6 +90,11 @@ def main() -> None:
             "select": timed(lambda: select_regularization(stats), device, args.repeat),
             "solve": timed(lambda: system.solve(1e-3), device, args.repeat),
         }
+        if device.type == "cuda":  # the same statistics through the fused pass's torch twin
+            with kill_switch(True):
+                results["stats, twin"] = timed(make_stats, device, args.repeat)
+    path = regularization_components_op.path(device)
+    print(f"the statistics' per-frequency pass: {path.describe()}")
     total = results["stats"] + results["select"]
     print(f"{args.size} x {args.size} x {args.slices} on {device}:")
     for name, ms in results.items():

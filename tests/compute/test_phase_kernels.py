@@ -20,6 +20,7 @@ from napari_gpuscope.compute.kernels import (
     nvcc_compile_check,
 )
 from napari_gpuscope.compute.phase import _ops as ops
+from napari_gpuscope.compute.phase import _regularization_ops as reg_ops
 
 pytestmark = pytest.mark.skipif(not host_emulation_available(), reason="g++ not available")
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "phase"
@@ -67,7 +68,11 @@ def test_tikhonov_kernel_matches_twin_and_float64():
 
 
 def test_self_tests_pass_on_the_host_backend():
-    for op in (ops.normal_equations_op, ops.tikhonov_solve_op):
+    for op in (
+        ops.normal_equations_op,
+        ops.tikhonov_solve_op,
+        reg_ops.regularization_components_op,
+    ):
         ok, detail = op.self_test(HostBackend(), torch.device("cpu"))
         assert ok, f"{op.name}: {detail}"
 
@@ -101,3 +106,74 @@ def test_reconstruction_through_host_kernels_equals_waveorder(monkeypatch):
 def test_kernel_source_compiles_with_nvcc():
     ok, log = nvcc_compile_check(ops.SOURCE)
     assert ok, log
+
+
+@pytest.mark.parametrize("order", ["forward", "reverse"])
+def test_regularization_components_kernel_matches_twin_and_eigh(order):
+    """The automatic regularization's per-frequency pass: the kernel against its twin, and both
+    against numpy.linalg.eigh of each 2x2 Gram matrix (float64) for the eigenvalues, the data's
+    power along each eigenvector and the histogram slot."""
+    gen = torch.Generator().manual_seed(7)
+    args, _ = reg_ops._components_example(torch.device("cpu"), gen)
+    inputs, binning = args[:6], args[8]
+    kernel_out = [torch.full_like(args[6], np.nan), torch.full_like(args[7], np.nan)]
+    backend = HostBackend(reverse=order == "reverse", max_blocks=2)
+    reg_ops.regularization_components_op.run_on(backend, *inputs, *kernel_out, binning)
+    twin_out = [torch.empty_like(t) for t in kernel_out]
+    reg_ops._components_views(*inputs, *twin_out, binning)
+    torch.testing.assert_close(kernel_out[0], twin_out[0], rtol=0, atol=0)  # the slots
+    torch.testing.assert_close(kernel_out[1], twin_out[1], rtol=1e-6, atol=1e-7)
+
+    g_aa, g_pp = (t.double().numpy() for t in inputs[:2])
+    g_ap, b_a, b_p = (t.double().numpy() @ np.array([1, 1j]) for t in inputs[2:5])
+    gram = np.stack([np.stack([g_aa, g_ap], -1), np.stack([g_ap.conj(), g_pp], -1)], -2)
+    eigenvalues, vectors = np.linalg.eigh(gram)
+    power = np.abs(np.einsum("nik,ni->nk", vectors.conj(), np.stack([b_a, b_p], -1))) ** 2
+    floor_ratio, low, per_decade = binning.floor_ratio, binning.low, binning.per_decade
+    n_bins, spread = binning.n_bins, binning.spread
+    floor = floor_ratio * float(inputs[5][0])
+    weights = kernel_out[1].double().numpy()
+    copies = (np.arange(g_aa.size) % spread) * n_bins
+    flat = eigenvalues[:, 1] - eigenvalues[:, 0] <= 1e-6 * eigenvalues[:, 1]
+    for k, column in ((0, 1), (1, 0)):  # eigh ascends: s_1 is its second column
+        s = eigenvalues[:, column]
+        kept = s > floor
+        np.testing.assert_array_equal(weights[0, k], kept)
+        np.testing.assert_allclose(weights[1, k][kept], s[kept], rtol=1e-6)
+        distinct = kept & ~flat  # the eigenvectors of G = s I are any basis
+        c = power[distinct, column] / s[distinct]
+        np.testing.assert_allclose(weights[2, k][distinct], c, rtol=1e-5)
+        bins = np.clip(((np.log10(s[kept]) - low) * per_decade).astype(int), 0, n_bins - 1)
+        np.testing.assert_array_equal(kernel_out[0][k].numpy()[kept], copies[kept] + bins)
+        np.testing.assert_array_equal(kernel_out[0][k].numpy()[~kept], copies[~kept])
+        assert not weights[1:, k][:, ~kept].any()  # unresolved directions carry no weight
+    assert not weights[0, 1].all()  # the example has rank-1 matrices
+    # where G = s I only the total power is defined: |b|^2 = s (c_1 + c_2)
+    assert flat.sum() >= 3
+    total = weights[3, 0] + weights[3, 1]
+    np.testing.assert_allclose(total[flat], power[flat].sum(axis=1), rtol=1e-5)
+
+
+def test_regularization_statistics_through_host_kernels_equal_the_twins(monkeypatch):
+    """The selector's histogram and choice on a realistic system: host-compiled kernel path
+    against the torch twin (same float32 storage, so equal to the sums' rounding)."""
+    from phase_auto_cases import small_system
+
+    from napari_gpuscope.compute.phase._auto_regularization import (
+        RegularizationStats,
+        data_energy,
+        select_regularization,
+    )
+
+    data, _, _, system = small_system()
+    op = reg_ops.regularization_components_op
+    twin = RegularizationStats.of(system, data_energy(data), data.shape[0])
+    monkeypatch.setenv(HOST_KERNELS_ENV, "1")
+    op.reset()
+    try:
+        fused = RegularizationStats.of(system, data_energy(data), data.shape[0])
+        assert op.last_paths["cpu"].path == "host", op.last_paths
+    finally:
+        op.reset()
+    torch.testing.assert_close(fused.bins, twin.bins, rtol=1e-12, atol=0)
+    assert select_regularization(fused) == pytest.approx(select_regularization(twin), rel=1e-6)

@@ -20,13 +20,19 @@ from phase_probes import peak_allocated
 
 from napari_gpuscope.compute import phase
 from napari_gpuscope.compute.kernels import HOST_KERNELS_ENV, host_emulation_available
-from napari_gpuscope.compute.phase import _ops, _optics
+from napari_gpuscope.compute.phase import _ops, _optics, _regularization_ops
 from napari_gpuscope.compute.phase._reconstruct import Reconstructor
 from napari_gpuscope.compute.tv import _ops as tv_ops
 from napari_gpuscope.sample_data.phase import OPTICS
 
 AIR = OPTICS  # the samples' optics: air, NA 0.4 / 0.55, 0.45 µm light
-FUSED = (_ops.normal_equations_op, _ops.tikhonov_solve_op, tv_ops.fgp_step, tv_ops.fgp_primal)
+FUSED = (
+    _ops.normal_equations_op,
+    _ops.tikhonov_solve_op,
+    _regularization_ops.regularization_components_op,
+    tv_ops.fgp_step,
+    tv_ops.fgp_primal,
+)
 
 
 def _stack(shape, seed=0):

@@ -47,6 +47,8 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 import torch
 
+from ._regularization_ops import Binning, SpreadHistogram, spread_for
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -77,20 +79,19 @@ of correlation lost); the bound trades that for a slight lean to larger values."
 MAXIMUM = 1e3
 """The largest value the parameter allows (:class:`~._params.PhaseParams`)."""
 _CHUNK = 1 << 20
-"""Most frequencies per float64 pass (up to ~300 MB of temporaries, above ~2900²; 157 MB at
-2048², where ``_PARTS`` binds). Each pass is ~165 small torch
-operations: at 2048² passes of 2^18 frequencies made 16 passes, ~2,600 launches, and the
-statistics took 18.8 ms on an H200 (the goal is 20 ms with the selection), about what
-launching that many costs; 8 passes are expected to halve it (not measured on a GPU yet:
-``benchmarks/phase_auto_regularization.py --profile``). Every step but the histogram is
-elementwise; the histogram's sums change in their last bits (2e-14 relative at 1536², the
-same choice)."""
+"""Most frequencies per pass (up to ~300 MB of the twin's temporaries, above ~2900²). Each
+pass is one fused kernel (:mod:`._regularization_ops`) and one ``index_add_``; its twin
+is ~165 small torch operations, which were launch-bound on a GPU (at 2048², 16 passes of the
+twin took 18.8 ms on an H200 against a goal of 20 ms with the selection). The per-frequency
+values are stored as float32 (computed in float64); on a GPU the histogram's atomic sums change
+in their last bits with the order they land in."""
 _PARTS = 8
-"""At least this many passes: their temporaries (~40 bytes per pixel) stay below what the
-normal equations' build needs, so the automatic choice does not raise a region's peak."""
-BYTES_PER_FREQUENCY = 300
+"""At least this many passes: their temporaries stay below what the normal equations' build
+needs, so the automatic choice does not raise a region's peak."""
+BYTES_PER_FREQUENCY = {"fused": 120, "twin": 300}
 """Temporaries of :meth:`RegularizationStats.of` per frequency of a chunk, measured with the CPU
-allocator (299-302 bytes at 64 x 64 to 1024 x 1024)."""
+allocator at 64 x 64 to 1024 x 1024: the fused pass (emulated on the host) 120 bytes (its
+float32 outputs 40, the sum's int64 slots and float64 weights 80), the twin at most 300."""
 
 
 class GramSystem(Protocol):
@@ -105,11 +106,14 @@ class GramSystem(Protocol):
         ...
 
 
-def stats_bytes(plane: int) -> int:
+def stats_bytes(plane: int, *, fused: bool) -> int:
     """Device bytes :meth:`RegularizationStats.of` allocates for a ``plane``-pixel system
-    (its temporaries and the histogram it keeps)."""
+    (its temporaries and the histogram it keeps), through the fused pass or its twin."""
     n_bins = int((LOG_RANGE[1] - LOG_RANGE[0]) * BINS_PER_DECADE)
-    return BYTES_PER_FREQUENCY * _chunk(plane) + 2 * 4 * 8 * n_bins
+    per_frequency = BYTES_PER_FREQUENCY["fused" if fused else "twin"]
+    chunk = _chunk(plane)
+    histograms = (spread_for(chunk) + 2) * 4 * 8 * n_bins  # copies, their total, the kept one
+    return per_frequency * chunk + histograms
 
 
 def _chunk(plane: int) -> int:
@@ -153,27 +157,18 @@ class RegularizationStats:
     @classmethod
     def of(cls, system: GramSystem, energy: torch.Tensor, n_slices: int) -> RegularizationStats:
         """The statistics of one system ``(h, w)`` whose data have energy ``energy``."""
-        device = system.g_aa.device
         low, high = LOG_RANGE
         n_bins = int((high - low) * BINS_PER_DECADE)
-        bins = torch.zeros((4, n_bins), dtype=torch.float64, device=device)
         fields = [t.reshape(-1) for t in system.fields()]
-        s_max = system.g_aa.max().double() + system.g_pp.max().double()  # >= every eigenvalue
-        floor = FLOOR * s_max
+        largest = (system.g_aa.max(), system.g_pp.max())
+        s_max = largest[0].double() + largest[1].double()  # >= every eigenvalue
+        # the floor from s_max on the device: no read-back per system (or tile)
         step = _chunk(fields[0].numel())
+        binning = Binning(FLOOR, low, BINS_PER_DECADE, n_bins, spread_for(step))
+        histogram = SpreadHistogram(largest[0] + largest[1], binning)
         for start in range(0, fields[0].numel(), step):
-            chunk = [t[start : start + step] for t in fields]
-            for s, c in _components(*chunk):
-                kept = s > floor
-                s = torch.where(kept, s, 0.0)
-                c = torch.where(kept, c, 0.0)
-                index = torch.log10(torch.clamp(s, min=1e-300)).sub_(low).mul_(BINS_PER_DECADE)
-                index = index.long().clamp_(0, n_bins - 1)
-                # bincount, not index_add_: on a GPU it sums a few hundred bins in each block's
-                # shared memory first, where index_add_'s global atomics on the same few
-                # addresses serialise (the statistics took 18.8 ms at 2048^2 on an H200)
-                for row, weights in enumerate((kept.double(), s, c, c * s)):
-                    bins[row] += torch.bincount(index, weights=weights, minlength=n_bins)
+            histogram.add(tuple(t[start : start + step] for t in fields))
+        bins = histogram.total()
         return cls(bins, energy.double(), int(n_slices * fields[0].numel()), s_max)
 
     @classmethod
@@ -287,30 +282,3 @@ def select_regularization(stats: RegularizationStats) -> float:
             fb = score(b)
     best = min((scores[k], logs[k]), (fa, a), (fb, b))[1]
     return float(min(10.0**best, MAXIMUM))
-
-
-def _components(g_aa, g_pp, g_ap, b_a, b_p):
-    """``(s_i, c_i)`` for the two eigen-directions of each 2x2 Gram matrix, float64."""
-    a, p = g_aa.double(), g_pp.double()
-    c = g_ap.to(torch.complex128)
-    ba, bp = b_a.to(torch.complex128), b_p.to(torch.complex128)
-    cc = c.real**2 + c.imag**2
-    half = (a - p) / 2
-    radius = torch.sqrt(half**2 + cc)
-    s1 = (a + p) / 2 + radius
-    # det / s1, not mean - radius: the small eigenvalue keeps its relative precision.
-    s2 = torch.clamp(a * p - cc, min=0.0) / torch.clamp(s1, min=1e-300)
-    # Eigenvector of s1 from the better-conditioned row of (G - s1 I) v = 0.
-    first = a >= p
-    v1 = torch.where(first, (s1 - p).to(c.dtype), c)
-    v2 = torch.where(first, c.conj(), (s1 - a).to(c.dtype))
-    norm = torch.sqrt(v1.real**2 + v1.imag**2 + v2.real**2 + v2.imag**2)
-    flat = norm <= 0  # G = s I: any basis
-    v1 = torch.where(flat, torch.ones_like(v1), v1 / torch.where(flat, 1.0, norm))
-    v2 = torch.where(flat, torch.zeros_like(v2), v2 / torch.where(flat, 1.0, norm))
-    along_1 = v1.conj() * ba + v2.conj() * bp  # v1^H b
-    along_2 = -v2 * ba + v1 * bp  # v2^H b with v2 = (-conj(v12), conj(v11))
-    q1 = along_1.real**2 + along_1.imag**2
-    q2 = along_2.real**2 + along_2.imag**2
-    yield s1, q1 / torch.clamp(s1, min=1e-300)
-    yield s2, q2 / torch.clamp(s2, min=1e-300)

@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 SOURCE = KernelSource("phase_kernels.cu", beside=__file__)
-OPS = ("phase_normal_equations", "phase_tikhonov_solve")
+OPS = ("phase_normal_equations", "phase_tikhonov_solve", "phase_regularization_components")
 
 
 def normal_equations_twin(

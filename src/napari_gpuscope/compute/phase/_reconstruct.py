@@ -33,6 +33,7 @@ from ._optics import (
     z_positions,
 )
 from ._params import PhaseParams
+from ._regularization_ops import regularization_components_op
 from ._tiles import TileGrid, TiltMap, blend_weights
 
 __all__ = ["TV_PROX_ITERATIONS", "TV_RHO", "MemoryPlan", "Reconstructor", "admm_tv"]
@@ -139,7 +140,8 @@ class Reconstructor:
         for name, step in solve.items():
             passes[name] = Pass(fixed=sums + step.fixed, fft=step.fft)
         if self.needs_stats:
-            passes["auto regularization"] = Pass(fixed=sums + stats_bytes(plane))
+            fused = regularization_components_op.prepare(device)
+            passes["auto regularization"] = Pass(fixed=sums + stats_bytes(plane, fused=fused))
         if self.params.regularizer == "tv" and self.params.tv_strength is None:
             # The search: on a crop (its own sums, not its optics' build) or on this region.
             search = min(plane, SEARCH_SIZE**2)

@@ -73,3 +73,72 @@ extern "C" __global__ void phase_tikhonov_solve(
         out_p[2 * i + 1] = (a11 * bpi - gba_im) / det;
     }
 }
+
+// phase_regularization_components: the automatic regularization's per-frequency pass
+// (_regularization_ops.py). For each 2x2 Gram matrix G = [[g_aa, g_ap], [conj(g_ap), g_pp]]
+// its eigenvalues s_1 >= s_2 and the data's power along each eigenvector, c_k = |v_k^H b|^2 / s_k,
+// in float64 (the inputs are float32; the small eigenvalue is det / s_1, which keeps its
+// relative precision where mean - radius would cancel). Component k of frequency i writes
+//   slots[k n + i]              (i % spread) n_bins + its histogram bin, the bin being
+//                               floor((log10 s - low) per_decade) clamped to [0, n_bins)
+//   weights[(r 2 + k) n + i]    r = 0: kept (1 or 0), 1: s, 2: c, 3: c s
+// where kept means s > floor_ratio s_max[0] (a direction the fit does not resolve counts as
+// zero: bin 0, no weight; s_max is read on the device, so the pass needs no read-back). The
+// `spread` copies of the histogram that the slots address keep the atomic adds that sum them
+// (torch's index_add_) off a few hundred hot addresses. One thread per frequency, one read of
+// each input: the twin's ~165 torch operations per pass were launch-bound on a GPU.
+extern "C" __global__ void phase_regularization_components(
+    const float* __restrict__ g_aa, const float* __restrict__ g_pp,
+    const float* __restrict__ g_ap, const float* __restrict__ b_a, const float* __restrict__ b_p,
+    const float* __restrict__ s_max, float* __restrict__ slots, float* __restrict__ weights,
+    const double floor_ratio, const double low, const double per_decade, const long long n_bins,
+    const long long spread, const long long n) {
+    const long long stride = (long long)blockDim.x * gridDim.x;
+    const double floor_s = floor_ratio * (double)s_max[0];
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const double a = g_aa[i], p = g_pp[i];
+        const double cr = g_ap[2 * i], ci = g_ap[2 * i + 1];
+        const double bar = b_a[2 * i], bai = b_a[2 * i + 1];
+        const double bpr = b_p[2 * i], bpi = b_p[2 * i + 1];
+        const double cc = cr * cr + ci * ci;
+        const double half = (a - p) / 2;
+        const double radius = sqrt(half * half + cc);
+        const double s1 = (a + p) / 2 + radius;
+        const double s2 = fmax(a * p - cc, 0.0) / fmax(s1, 1e-300);
+        // The eigenvector of s1 from the better-conditioned row of (G - s1 I) v = 0.
+        double v1r, v1i, v2r, v2i;
+        if (a >= p) {
+            v1r = s1 - p; v1i = 0.0; v2r = cr; v2i = -ci;  // (s1 - p, conj(g_ap))
+        } else {
+            v1r = cr; v1i = ci; v2r = s1 - a; v2i = 0.0;   // (g_ap, s1 - a)
+        }
+        const double norm = sqrt(v1r * v1r + v1i * v1i + v2r * v2r + v2i * v2i);
+        if (norm <= 0.0) {  // G = s I: any basis
+            v1r = 1.0; v1i = 0.0; v2r = 0.0; v2i = 0.0;
+        } else {
+            v1r /= norm; v1i /= norm; v2r /= norm; v2i /= norm;
+        }
+        // v1^H b = conj(v1) b_a + conj(v2) b_p; v2^H b with v2' = (-conj(v12), conj(v11)):
+        // -v12 b_a + v11 b_p.
+        const double u1r = (v1r * bar + v1i * bai) + (v2r * bpr + v2i * bpi);
+        const double u1i = (v1r * bai - v1i * bar) + (v2r * bpi - v2i * bpr);
+        const double u2r = -(v2r * bar - v2i * bai) + (v1r * bpr - v1i * bpi);
+        const double u2i = -(v2r * bai + v2i * bar) + (v1r * bpi + v1i * bpr);
+        const double s_k[2] = {s1, s2};
+        const double q_k[2] = {u1r * u1r + u1i * u1i, u2r * u2r + u2i * u2i};
+        const long long copy = (i % spread) * n_bins;
+        for (int k = 0; k < 2; ++k) {
+            const bool kept = s_k[k] > floor_s;
+            const double s = kept ? s_k[k] : 0.0;
+            const double c = kept ? q_k[k] / fmax(s_k[k], 1e-300) : 0.0;
+            // clamped before the conversion: an infinite s has no integer
+            const double at = (log10(fmax(s, 1e-300)) - low) * per_decade;
+            const long long bin = (long long)fmin(fmax(at, 0.0), (double)(n_bins - 1));
+            slots[k * n + i] = (float)(copy + bin);
+            weights[(0 * 2 + k) * n + i] = kept ? 1.0f : 0.0f;
+            weights[(1 * 2 + k) * n + i] = (float)s;
+            weights[(2 * 2 + k) * n + i] = (float)c;
+            weights[(3 * 2 + k) * n + i] = (float)(c * s);
+        }
+    }
+}
