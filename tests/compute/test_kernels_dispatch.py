@@ -409,3 +409,23 @@ def test_warm_up_prepares_every_registered_op(monkeypatch: pytest.MonkeyPatch) -
     shipped = ("axpby", "fgp_step", "fgp_primal", "tv_gap_partials")
     assert all(ready[name] for name in shipped), ready
     assert tv_ops.fgp_step.last_paths["cpu"].path == "host"
+
+
+def test_clones_and_poisoned_copies_keep_named_tuples() -> None:
+    """The self-test copies an op's arguments: a named tuple (of tensors or scalars) comes back
+    as the same type with its fields in place, tensors cloned or poisoned."""
+    from typing import NamedTuple
+
+    from napari_gpuscope.compute.kernels._structure import clone, poisoned_like
+
+    class Pair(NamedTuple):
+        values: torch.Tensor
+        scale: float
+
+    pair = Pair(torch.ones(3), 2.0)
+    copied = clone([pair, (pair.values,)])
+    assert type(copied[0]) is Pair and copied[0].scale == 2.0
+    assert torch.equal(copied[0].values, pair.values)
+    assert copied[0].values.data_ptr() != pair.values.data_ptr()
+    assert isinstance(copied[1], tuple) and torch.equal(copied[1][0], pair.values)
+    assert torch.isnan(poisoned_like(pair).values).all()

@@ -62,7 +62,9 @@ def _rebuild(value: object, fn: Callable[[torch.Tensor], torch.Tensor]) -> objec
     if isinstance(value, torch.Tensor):
         return fn(value)
     if isinstance(value, list | tuple):
-        return type(value)(_rebuild(item, fn) for item in value)
+        items = [_rebuild(item, fn) for item in value]
+        # a named tuple takes its fields as arguments, not one iterable
+        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
     if isinstance(value, Mapping):
         return {key: _rebuild(item, fn) for key, item in value.items()}
     if _is_record(value):
