@@ -98,3 +98,14 @@ def test_a_layer_in_micrometres_gives_the_track_in_nm():
     assert (pixel, unit) == (0.1, "µm")
     point = QualityPoint(10, 0, 3.0, "", 0.05, 0.0)
     assert resolution_words(point, pixel, unit, 2) == "150 nm"  # 3 output px of 50 nm
+
+
+def test_the_resolution_plot_is_titled_by_the_latest_finding():
+    """Only a grid-limited value is called "Pixel-grid limited"; no peak and a failed
+    measurement are no resolution at all."""
+    from napari_gpuscope.widgets._live_quality import resolution_title
+
+    assert resolution_title("") == "Live"
+    assert resolution_title("limited by the pixel grid") == "Pixel-grid limited"
+    assert resolution_title("no peak") == "No resolution"
+    assert resolution_title("not measured (ValueError: empty)") == "No resolution"

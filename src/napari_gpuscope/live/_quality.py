@@ -59,8 +59,9 @@ processing time it costs)."""
 MAX_SHARE = 0.25
 """The most of a live eSRRF worker's time its measurements take by default: a GPU processes a
 frame in about a millisecond, and one measurement of a large frame takes a good part of a
-second (the RSP's fit on the host: 0.25 s at M 4 for a 512 x 512 frame on a 2-core CPU), so
-every 10 frames would make the worker fall behind the camera."""
+second (1.3 s at M 4 for a 512 x 512 frame on a 2-core CPU, 1.1 s of it the decorrelation;
+on a GPU both parts run on the device, not yet timed there), so every 10 frames would make
+the worker fall behind the camera."""
 
 _RSP_INPUT_SIDE = 256
 """The RSP reads at most this many input pixels per side (the frame's centre): its fit blurs

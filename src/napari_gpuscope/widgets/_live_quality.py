@@ -55,6 +55,15 @@ def resolution_words(point: QualityPoint, pixel: float | None, unit: str, m: int
     return f"{text} ({point.finding})" if point.finding else text
 
 
+
+def resolution_title(finding: str) -> str:
+    """The resolution plot's title for the latest point's ``finding`` (``QualityPoint``):
+    "Live" for a resolution, "Pixel-grid limited" at the grid's limit, "No resolution" when
+    there is no peak or the measurement failed."""
+    if not finding:
+        return "Live"
+    return "Pixel-grid limited" if finding == "limited by the pixel grid" else "No resolution"
+
 class TrackPlot(MetricsPlot):
     """The plugin's live plot with a dot per measurement and the frames axis from 0: the
     first measurement alone drew nothing, on an axis of 9.45-10.50 frames."""
@@ -170,8 +179,7 @@ class LiveQualityView(QWidget):
                 errors["estimated error"] = estimate
             self.error_plot.add(point.frames, errors)
         if points:  # the latest finding in the title: a grid-limited value is no resolution
-            limited = "Pixel-grid limited" if points[-1].finding else "Live"
-            self.plot.retitle(f"{limited} ({self._unit_words}): ")
+            self.plot.retitle(f"{resolution_title(points[-1].finding)} ({self._unit_words}): ")
         self._shown = len(points)
         drift = session.drift_track()
         if drift is not None:

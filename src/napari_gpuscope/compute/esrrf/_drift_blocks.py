@@ -55,7 +55,8 @@ difference measures a block's noise with some emitters in common."""
 
 AUTO_MOST_BLOCKS = 128
 """Most blocks a candidate length may cut the stack into (the pilot correlates every block
-of every candidate: about ``2 * frames / shortest`` correlations)."""
+of every candidate, twice: about ``2 * frames * sum(1 / length)`` correlations, 806 for 1,000
+frames)."""
 
 AUTO_FEWEST_BLOCKS = 3
 """Fewest blocks of a candidate: the end rule and the curvature need three."""

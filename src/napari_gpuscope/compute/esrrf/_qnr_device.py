@@ -7,8 +7,10 @@ on the host (0.25 s for M 4), a stall of hundreds of frames at a camera's rate. 
 are the decorrelation's SciPy-exact ones (:func:`._decorr_blur._blur_rows`, in float64 as
 ``scipy.ndimage.gaussian_filter`` filters a float64 image), the line and the correlation are
 sums on the device, and only the search over sigma (SciPy's bounded minimiser, reading one
-number per step) and the map's copy run on the host. The same search on the same numbers:
-sigma, RSP and RSE agree with the host's to rounding (``tests/compute/test_esrrf_qnr.py``).
+number per step), the map's copy, and, before the dispatch (:func:`._qnr.error_map`), the
+reference's Catmull-Rom upsampling and the reconstruction's float64 copy run on the host.
+The same search on the same numbers: sigma, RSP and RSE agree with the host's to rounding
+(``tests/compute/test_esrrf_qnr.py``).
 """
 
 from __future__ import annotations
