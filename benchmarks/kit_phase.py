@@ -89,14 +89,18 @@ def wall_ms(run: Callable[[], Any], device: torch.device, repeats: int = 5) -> f
 
 def _component_args(outs: list[torch.Tensor]) -> tuple[Any, ...]:
     """What ``phase_regularization_components`` takes after the normal equations ``outs``:
-    their ``s_max``, outputs ``slots (2, n)`` and ``weights (4, 2, n)``, and the selector's
-    binning at 2048² (its floor, bins and 64 copies)."""
-    from napari_gpuscope.compute.phase._regularization_ops import Binning
+    their largest entries, outputs ``slots (2, n)`` and ``weights (4, 2, n)``, and the
+    selector's binning for one pass over all ``n`` frequencies."""
+    from napari_gpuscope.compute.phase import _auto_regularization as auto
+    from napari_gpuscope.compute.phase._regularization_ops import Binning, spread_for
 
     n, device = outs[0].numel(), outs[0].device
-    s_max = (outs[0].max() + outs[1].max()).reshape(1)
+    largest = torch.stack((outs[0].max(), outs[1].max()))
     slots, weights = torch.empty((2, n), device=device), torch.empty((4, 2, n), device=device)
-    return (s_max, slots, weights, Binning(1e-6, -12.0, 32.0, 576, 64))
+    low, high = auto.LOG_RANGE
+    n_bins = int((high - low) * auto.BINS_PER_DECADE)
+    binning = Binning(auto.FLOOR, low, auto.BINS_PER_DECADE, n_bins, spread_for(n))
+    return (largest, slots, weights, binning)
 
 
 def _stack(
@@ -389,11 +393,13 @@ def bench(device: torch.device) -> dict:
 
 # ------------------------------------------------------------------------------ sanitizers
 def exercise(device: torch.device) -> None:
-    """Every phase kernel once at a small size (what compute-sanitizer runs): both ops with a
-    transfer function per problem and shared by the problems, with a tail that is not a
+    """Every phase kernel once at a small size (what compute-sanitizer runs): the normal
+    equations and the solve with a transfer function per problem and shared by the problems,
+    the automatic regularization's pass over their result, each with a tail that is not a
     multiple of the block, then the jobs (Tikhonov, TV, a tile map, the live re-solve)."""
     from napari_gpuscope.compute import phase
     from napari_gpuscope.compute.phase import _ops as phase_ops
+    from napari_gpuscope.compute.phase import _regularization_ops as reg_ops
 
     gen = torch.Generator(device=device).manual_seed(0)
     batch, n_z, ny, nx = 3, 5, 37, 53
@@ -407,6 +413,7 @@ def exercise(device: torch.device) -> None:
         phase_ops.normal_equations_op(data, a, p, *outs, -1.0)
         solved = [torch.empty((batch, ny, nx, 2), device=device) for _ in range(2)]
         phase_ops.tikhonov_solve_op(*outs, *solved, 1e-2)
+        reg_ops.regularization_components_op(*outs, *_component_args(outs))
     stack = _stack((7, 64, 64))
     params = phase.PhaseParams(**OPTICS, tilt_zenith=0.2, tilt_azimuth=1.0)
     phase.reconstruct(stack, params=params, device=device)

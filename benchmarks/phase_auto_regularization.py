@@ -98,7 +98,7 @@ def main() -> None:
     total = results["stats"] + results["select"]
     print(f"{args.size} x {args.size} x {args.slices} on {device}:")
     for name, ms in results.items():
-        print(f"  {name:7s} {ms:9.2f} ms")
+        print(f"  {name:11s} {ms:9.2f} ms")
     print(f"  auto on top of a solve: {total:.2f} ms; chosen {select_regularization(stats):.3g}")
     if args.profile:
         _print_profile(make_stats, device)

@@ -153,7 +153,8 @@ def test_the_preview_chooses_as_a_run_does():
 
 
 def test_the_histogram_bins_are_numpys_sums():
-    """The binning (a per-frequency pass, then torch.bincount, chunk by chunk) against NumPy:
+    """The binning (a per-frequency pass, then index_add_ into the histogram, chunk by chunk)
+    against NumPy:
     each 2x2 Gram matrix's eigen-decomposition by ``numpy.linalg.eigh``, ``c = |v^H b|^2 / s``,
     and unbuffered sums per bin of count, sum s, sum c, sum c s. The pass stores its values as
     float32 (computed in float64), so the sums agree to float32's rounding."""

@@ -131,7 +131,7 @@ def test_regularization_components_kernel_matches_twin_and_eigh(order):
     power = np.abs(np.einsum("nik,ni->nk", vectors.conj(), np.stack([b_a, b_p], -1))) ** 2
     floor_ratio, low, per_decade = binning.floor_ratio, binning.low, binning.per_decade
     n_bins, spread = binning.n_bins, binning.spread
-    floor = floor_ratio * float(inputs[5][0])
+    floor = floor_ratio * (float(inputs[5][0]) + float(inputs[5][1]))
     weights = kernel_out[1].double().numpy()
     copies = (np.arange(g_aa.size) % spread) * n_bins
     flat = eigenvalues[:, 1] - eigenvalues[:, 0] <= 1e-6 * eigenvalues[:, 1]

@@ -286,7 +286,8 @@ def test_regularization_statistics_kernel_equals_the_twin_at_2048(gpu, kit_recor
     with torch.no_grad():
         system = Reconstructor(data, params, phase.OpticsCache()).system(data, 0.2, 1.0)
         fused, fused_choice, fused_ms = timed_stats()
-        assert reg_ops.regularization_components_op.path(gpu).path == "kernel"
+        path = reg_ops.regularization_components_op.path(gpu)
+        assert path.path == "kernel", path.describe()
         _, syncs = _syncs(lambda: RegularizationStats.of(system, data_energy(data), 9), gpu)
         monkeypatch.setenv("NAPARI_GPUSCOPE_NO_FUSED", "1")
         twin, twin_choice, twin_ms = timed_stats()
@@ -295,5 +296,8 @@ def test_regularization_statistics_kernel_equals_the_twin_at_2048(gpu, kit_recor
         {"fused ms": fused_ms, "twin ms": twin_ms, "fused syncs": syncs},
     )
     assert syncs == 0  # the floor and the histogram stay on the device
-    torch.testing.assert_close(fused.bins, twin.bins, rtol=1e-9, atol=0)
+    # counts are exact in float64 whatever order the atomic adds land in; the sums may differ
+    # by a float32 rounding where the kernel's fused multiply-adds move a value by an ulp
+    torch.testing.assert_close(fused.bins[0], twin.bins[0], rtol=0, atol=0)
+    torch.testing.assert_close(fused.bins[1:], twin.bins[1:], rtol=1e-6, atol=0)
     assert fused_choice == pytest.approx(twin_choice, rel=1e-6)

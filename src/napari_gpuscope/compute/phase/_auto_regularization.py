@@ -81,10 +81,10 @@ MAXIMUM = 1e3
 _CHUNK = 1 << 20
 """Most frequencies per pass (up to ~300 MB of the twin's temporaries, above ~2900²). Each
 pass is one fused kernel (:mod:`._regularization_ops`) and one ``index_add_``; its twin
-is ~165 small torch operations, which were launch-bound on a GPU (at 2048², 16 passes of the
-twin took 18.8 ms on an H200 against a goal of 20 ms with the selection). The per-frequency
-values are stored as float32 (computed in float64); on a GPU the histogram's atomic sums change
-in their last bits with the order they land in."""
+is ~165 small torch operations (at 2048², 16 passes of the twin took 18.8 ms on an H200
+against a goal of 20 ms with the selection; expected to be launch-bound, not profiled). The
+per-frequency values are stored as float32 (computed in float64); on a GPU the histogram's
+atomic sums change in their last bits with the order they land in."""
 _PARTS = 8
 """At least this many passes: their temporaries stay below what the normal equations' build
 needs, so the automatic choice does not raise a region's peak."""
@@ -92,6 +92,9 @@ BYTES_PER_FREQUENCY = {"fused": 120, "twin": 300}
 """Temporaries of :meth:`RegularizationStats.of` per frequency of a chunk, measured with the CPU
 allocator at 64 x 64 to 1024 x 1024: the fused pass (emulated on the host) 120 bytes (its
 float32 outputs 40, the sum's int64 slots and float64 weights 80), the twin at most 300."""
+ENERGY_BYTES_PER_PIXEL = 12
+"""Temporaries of :func:`data_energy`, per pixel of one slice (its contrast in float32, then
+that in float64 for the norm; measured with the CPU allocator): freed before the histogram's."""
 
 
 class GramSystem(Protocol):
@@ -107,13 +110,14 @@ class GramSystem(Protocol):
 
 
 def stats_bytes(plane: int, *, fused: bool) -> int:
-    """Device bytes :meth:`RegularizationStats.of` allocates for a ``plane``-pixel system
-    (its temporaries and the histogram it keeps), through the fused pass or its twin."""
+    """Device bytes the statistics of a ``plane``-pixel system allocate at most: the data's
+    energy (:func:`data_energy`), then :meth:`RegularizationStats.of` (its temporaries and the
+    histogram it keeps, through the fused pass or its twin)."""
     n_bins = int((LOG_RANGE[1] - LOG_RANGE[0]) * BINS_PER_DECADE)
     per_frequency = BYTES_PER_FREQUENCY["fused" if fused else "twin"]
     chunk = _chunk(plane)
-    histograms = (spread_for(chunk) + 2) * 4 * 8 * n_bins  # copies, their total, the kept one
-    return per_frequency * chunk + histograms
+    histograms = (spread_for(chunk) + 1) * 4 * 8 * n_bins  # the copies and their total
+    return max(per_frequency * chunk + histograms, ENERGY_BYTES_PER_PIXEL * plane)
 
 
 def _chunk(plane: int) -> int:
@@ -160,12 +164,12 @@ class RegularizationStats:
         low, high = LOG_RANGE
         n_bins = int((high - low) * BINS_PER_DECADE)
         fields = [t.reshape(-1) for t in system.fields()]
-        largest = (system.g_aa.max(), system.g_pp.max())
-        s_max = largest[0].double() + largest[1].double()  # >= every eigenvalue
-        # the floor from s_max on the device: no read-back per system (or tile)
+        largest = torch.stack((system.g_aa.max(), system.g_pp.max()))
+        s_max = largest.double().sum()  # >= every eigenvalue
         step = _chunk(fields[0].numel())
+        # the floor from the largest entries on the device: no read-back per system (or tile)
         binning = Binning(FLOOR, low, BINS_PER_DECADE, n_bins, spread_for(step))
-        histogram = SpreadHistogram(largest[0] + largest[1], binning)
+        histogram = SpreadHistogram(largest, binning)
         for start in range(0, fields[0].numel(), step):
             histogram.add(tuple(t[start : start + step] for t in fields))
         bins = histogram.total()

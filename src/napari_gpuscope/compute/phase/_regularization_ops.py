@@ -4,12 +4,15 @@ For every frequency's 2x2 Gram matrix :data:`regularization_components_op` write
 eigenvalues ``s_k``, the data's power along each eigenvector ``c_k`` (both computed in float64
 from the float32 systems, stored as float32), and the histogram slot of each ``s_k``;
 :class:`SpreadHistogram` sums them with one ``index_add_`` per pass into :data:`SPREAD` copies
-of the selector's histogram (atomic adds on a GPU, off a few hundred hot addresses), added up
-at the end. Nothing is read back to the host (``torch.bincount`` reads its index's range
-twice a call). The twin (:func:`components`, ~165 torch operations per pass) was launch-bound
-on a GPU: at 2048 x 2048 the statistics took 18.8 ms on an H200 against a goal of 20 ms with
-the selection (``benchmarks/phase_auto_regularization.py``). The kernel reads each input once
-(``phase_kernels.cu``, beside this file).
+of the selector's histogram (1 to 64, :func:`spread_for`: atomic adds on a GPU, kept off a few
+hundred hot addresses), added up at the end. Nothing is read back to the host
+(``torch.bincount`` reads its index's range twice a call). The twin (:func:`components`, ~165
+torch operations per pass) took 18.8 ms at 2048 x 2048 on an H200 against a goal of 20 ms with
+the selection, expected to be launch-bound, not profiled
+(``benchmarks/phase_auto_regularization.py --profile`` and ``tests/gpu/test_gpu_phase.py``
+time both paths). The kernel reads each input once (``phase_kernels.cu``, beside this file).
+Its outputs are float32 whatever the systems' dtype: a float64 system (the twin's path only)
+keeps ~5e-8 relative precision in the sums, as float32 systems have.
 """
 
 from __future__ import annotations
@@ -68,7 +71,8 @@ def components(g_aa, g_pp, g_ap, b_a, b_p):
 
 @dataclass(frozen=True)
 class Binning:
-    """The pass's scalars: components at or below ``floor_ratio x s_max`` are not counted; the
+    """The pass's scalars: components at or below ``floor_ratio x (max g_aa + max g_pp)`` are
+    not counted; the
     others go to ``n_bins`` bins of ``1 / per_decade`` decades from ``log10 s = low``, in
     copy ``i % spread`` of the histogram."""
 
@@ -79,12 +83,12 @@ class Binning:
     spread: int
 
 
-def _components_views(g_aa, g_pp, g_ap, b_a, b_p, s_max, slots, weights, binning: Binning):
+def _components_views(g_aa, g_pp, g_ap, b_a, b_p, largest, slots, weights, binning: Binning):
     """Twin of the kernel on float views (complex as ``(N, 2)``): writes ``slots (2, N)`` and
     ``weights (4, 2, N)`` (:data:`WEIGHTS` by component) in place."""
     complex_fields = (torch.view_as_complex(t) for t in (g_ap, b_a, b_p))
     fields = [t.reshape(-1) for t in (g_aa, g_pp, *complex_fields)]
-    floor = binning.floor_ratio * s_max[0].double()
+    floor = binning.floor_ratio * (largest[0].double() + largest[1].double())
     copy = (torch.arange(g_aa.numel(), device=g_aa.device) % binning.spread) * binning.n_bins
     for k, (s, c) in enumerate(components(*fields)):
         kept = s > floor
@@ -97,18 +101,19 @@ def _components_views(g_aa, g_pp, g_ap, b_a, b_p, s_max, slots, weights, binning
 
 
 def _launch_components(
-    backend, g_aa, g_pp, g_ap, b_a, b_p, s_max, slots, weights, binning: Binning
+    backend, g_aa, g_pp, g_ap, b_a, b_p, largest, slots, weights, binning: Binning
 ) -> None:
     n = g_aa.numel()
-    if slots.shape != (2, n) or weights.shape != (4, 2, n) or s_max.numel() != 1:
+    if slots.shape != (2, n) or weights.shape != (4, 2, n) or largest.numel() != 2:
         raise ValueError(
             f"outputs {tuple(slots.shape)} / {tuple(weights.shape)} do not match {n} "
-            f"frequencies (expected (2, N) and (4, 2, N)), or s_max has {s_max.numel()} values"
+            f"frequencies (expected (2, N) and (4, 2, N)), or largest has {largest.numel()} values "
+            "(expected max g_aa and max g_pp)"
         )
     if binning.spread * binning.n_bins > 1 << 24:
         raise ValueError(f"{binning} has more slots than float32 holds exactly (2^24)")
     kernel = backend.function(SOURCE, "phase_regularization_components")
-    arrays = [backend.array(t) for t in (g_aa, g_pp, g_ap, b_a, b_p, s_max, slots, weights)]
+    arrays = [backend.array(t) for t in (g_aa, g_pp, g_ap, b_a, b_p, largest, slots, weights)]
     floats = [np.float64(v) for v in (binning.floor_ratio, binning.low, binning.per_decade)]
     counts = [np.int64(v) for v in (binning.n_bins, binning.spread, n)]
     backend.launch(kernel, n, [*arrays, *floats, *counts])
@@ -124,9 +129,9 @@ def _components_example(device, generator):
     g_ap[:3] = 0.0
     g_ap[3:6] = torch.sqrt(g_aa[3:6] * g_pp[3:6] / 2)[:, None]
     b_a, b_p = (torch.randn((n, 2), generator=generator) for _ in range(2))
-    s_max = (g_aa.max() + g_pp.max()).reshape(1)
+    largest = torch.stack((g_aa.max(), g_pp.max()))
     slots, weights = torch.empty((2, n)), torch.empty((4, 2, n))
-    args = (g_aa, g_pp, g_ap, b_a, b_p, s_max, slots, weights)
+    args = (g_aa, g_pp, g_ap, b_a, b_p, largest, slots, weights)
     return (*(t.to(device) for t in args), Binning(1e-3, -12.0, 32.0, 576, 16)), {}
 
 
@@ -139,9 +144,9 @@ regularization_components_op = FusedOp(
     rtol=1e-5,
     atol=1e-6,
 )
-"""``regularization_components_op(g_aa, g_pp, g_ap, b_a, b_p, s_max, slots, weights,
-binning)`` on float views: ``(N,)`` / ``(N, 2)`` and a
-one-value ``s_max`` in, ``slots (2, N)`` and ``weights (4, 2, N)`` float32 out."""
+"""``regularization_components_op(g_aa, g_pp, g_ap, b_a, b_p, largest, slots, weights,
+binning)`` on float views: ``(N,)`` / ``(N, 2)`` and ``largest`` (max g_aa, max g_pp) in,
+``slots (2, N)`` and ``weights (4, 2, N)`` float32 out."""
 
 
 class SpreadHistogram:
@@ -149,18 +154,18 @@ class SpreadHistogram:
 
     Parameters
     ----------
-    s_max : torch.Tensor
-        One float32 value on the systems' device: ``max g_aa + max g_pp`` (>= every
-        eigenvalue), which the floor is a fraction of.
+    largest : torch.Tensor
+        ``(max g_aa, max g_pp)`` on the systems' device; their sum (in float64, >= every
+        eigenvalue) is what the floor is a fraction of.
     binning : Binning
         The floor, the bins and the copies of the histogram (:func:`spread_for`).
     """
 
-    def __init__(self, s_max: torch.Tensor, binning: Binning) -> None:
-        self.s_max = s_max.reshape(1).float().contiguous()
+    def __init__(self, largest: torch.Tensor, binning: Binning) -> None:
+        self.largest = largest.reshape(2).float().contiguous()
         self.binning = binning
         size = binning.spread * binning.n_bins
-        self.copies = torch.zeros((4, size), dtype=torch.float64, device=s_max.device)
+        self.copies = torch.zeros((4, size), dtype=torch.float64, device=largest.device)
 
     def add(self, fields: tuple[torch.Tensor, ...]) -> None:
         """Add one chunk's components; ``fields`` flat ``(g_aa, g_pp, g_ap, b_a, b_p)``, the
@@ -170,7 +175,7 @@ class SpreadHistogram:
         n = g_aa.numel()
         slots = g_aa.new_empty((2, n), dtype=torch.float32)
         weights = g_aa.new_empty((4, 2, n), dtype=torch.float32)
-        regularization_components_op(g_aa, g_pp, *views, self.s_max, slots, weights, self.binning)
+        regularization_components_op(g_aa, g_pp, *views, self.largest, slots, weights, self.binning)
         self.copies.index_add_(1, slots.reshape(-1).long(), weights.reshape(4, -1).double())
 
     def total(self) -> torch.Tensor:

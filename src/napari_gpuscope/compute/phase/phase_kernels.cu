@@ -82,19 +82,21 @@ extern "C" __global__ void phase_tikhonov_solve(
 //   slots[k n + i]              (i % spread) n_bins + its histogram bin, the bin being
 //                               floor((log10 s - low) per_decade) clamped to [0, n_bins)
 //   weights[(r 2 + k) n + i]    r = 0: kept (1 or 0), 1: s, 2: c, 3: c s
-// where kept means s > floor_ratio s_max[0] (a direction the fit does not resolve counts as
-// zero: bin 0, no weight; s_max is read on the device, so the pass needs no read-back). The
+// where kept means s > floor_ratio (largest[0] + largest[1]), the largest g_aa and g_pp added
+// in float64 (>= every eigenvalue; a direction the fit does not resolve counts as zero: bin 0,
+// no weight; read on the device, so the pass needs no read-back). The
 // `spread` copies of the histogram that the slots address keep the atomic adds that sum them
 // (torch's index_add_) off a few hundred hot addresses. One thread per frequency, one read of
-// each input: the twin's ~165 torch operations per pass were launch-bound on a GPU.
+// each input, where the twin takes ~165 torch operations per pass (expected to be launch-bound
+// on a GPU; not profiled).
 extern "C" __global__ void phase_regularization_components(
     const float* __restrict__ g_aa, const float* __restrict__ g_pp,
     const float* __restrict__ g_ap, const float* __restrict__ b_a, const float* __restrict__ b_p,
-    const float* __restrict__ s_max, float* __restrict__ slots, float* __restrict__ weights,
+    const float* __restrict__ largest, float* __restrict__ slots, float* __restrict__ weights,
     const double floor_ratio, const double low, const double per_decade, const long long n_bins,
     const long long spread, const long long n) {
     const long long stride = (long long)blockDim.x * gridDim.x;
-    const double floor_s = floor_ratio * (double)s_max[0];
+    const double floor_s = floor_ratio * ((double)largest[0] + (double)largest[1]);
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         const double a = g_aa[i], p = g_pp[i];
         const double cr = g_ap[2 * i], ci = g_ap[2 * i + 1];
