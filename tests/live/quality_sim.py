@@ -20,8 +20,33 @@ def _pixel_integrated(centres: np.ndarray, size: int, sigma: float) -> np.ndarra
     return np.diff(cdf, axis=1)
 
 
-def simulate(frames, *, size, density, on, photons, background, seed, sigma=1.3):
-    """Blinking emitters on four smooth filaments: the stack and the emitters (input px)."""
+def simulate(frames, *, size, density, on, photons, background, seed, sigma=1.3, blink_seed=None):
+    """Blinking emitters on four smooth filaments: the stack and the emitters (input px).
+
+    Parameters
+    ----------
+    frames, size : int
+        The stack's frames and its side (px).
+    density, on, photons, background : float
+        Emitters per px of filament, the stationary on-fraction, photons of an emitter that is
+        on, and the background (photons a px).
+    seed : int
+        The sample: the filaments and the emitters' positions (and, without ``blink_seed``,
+        the blinking and the shot noise too, from the same generator, drawn after them).
+    sigma : float
+        The PSF's Gaussian sigma (px).
+    blink_seed : int, optional
+        The blinking and the Poisson noise from ``np.random.default_rng(blink_seed)`` instead:
+        another acquisition of the same sample. None (the default) gives the stack it always
+        gave for ``seed``.
+
+    Returns
+    -------
+    stack : numpy.ndarray
+        ``(frames, size, size)`` uint16.
+    points : numpy.ndarray
+        ``(emitters, 2)``: each emitter's row and column (input px).
+    """
     rng = np.random.default_rng(seed)
     emitters = []
     for _ in range(4):
@@ -36,6 +61,8 @@ def simulate(frames, *, size, density, on, photons, background, seed, sigma=1.3)
         s = rng.uniform(0, arc[-1], rng.poisson(density * arc[-1]))
         emitters.append(np.stack([np.interp(s, arc, path[:, 0]), np.interp(s, arc, path[:, 1])], 1))
     points = np.concatenate(emitters)
+    if blink_seed is not None:  # the same sample, another acquisition of it
+        rng = np.random.default_rng(blink_seed)
     rows = _pixel_integrated(points[:, 0], size, sigma)
     cols = _pixel_integrated(points[:, 1], size, sigma)
     # Two-state blinking with a stationary on-fraction `on` (mean on-time 2 frames).
