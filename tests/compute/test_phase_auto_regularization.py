@@ -152,16 +152,34 @@ def test_the_preview_chooses_as_a_run_does():
     assert not math.isnan(preview.result.regularization)
 
 
-def test_the_histogram_bins_are_numpys_sums():
+@pytest.mark.parametrize(
+    ("shape", "path"),
+    [((48, 40), "twin"), ((512, 512), "twin"), ((512, 512), "host")],
+    ids=["48x40", "512x512", "512x512-host-kernel"],
+)
+def test_the_histogram_bins_are_numpys_sums(shape, path, monkeypatch):
     """The binning (a per-frequency pass, then index_add_ into the histogram, chunk by chunk)
     against NumPy:
     each 2x2 Gram matrix's eigen-decomposition by ``numpy.linalg.eigh``, ``c = |v^H b|^2 / s``,
     and unbuffered sums per bin of count, sum s, sum c, sum c s. The pass stores its values as
-    float32 (computed in float64), so the sums agree to float32's rounding."""
+    float32 (computed in float64), so the sums agree to float32's rounding. At 512 x 512 the
+    frequencies go in 8 passes into 4 copies of the histogram; "host" runs the fused kernel,
+    compiled with g++."""
+    from napari_gpuscope.compute.kernels import HOST_KERNELS_ENV, host_emulation_available
     from napari_gpuscope.compute.phase import _auto_regularization as auto
+    from napari_gpuscope.compute.phase._regularization_ops import regularization_components_op
 
-    data, _, _, system = small_system()
-    stats = RegularizationStats.of(system, data_energy(data), data.shape[0])
+    if path == "host":
+        if not host_emulation_available():
+            pytest.skip("g++ not available")
+        monkeypatch.setenv(HOST_KERNELS_ENV, "1")
+    data, _, _, system = small_system(shape=shape)
+    regularization_components_op.reset()
+    try:
+        stats = RegularizationStats.of(system, data_energy(data), data.shape[0])
+        assert regularization_components_op.last_paths["cpu"].path == path
+    finally:
+        regularization_components_op.reset()
     g_aa, g_pp, g_ap, b_a, b_p = (
         t.reshape(-1).numpy().astype(np.complex128) for t in system.fields()
     )
