@@ -1,6 +1,7 @@
 """The GPU kit's plan (``bash scripts/gpu-check.sh --plan``) against the op registry: every
 registered op is checked against its twin, by memcheck, racecheck and initcheck, and profiled
-by Nsight Compute; the new methods come first; the limits fit the 15-minute window. Also the
+by Nsight Compute; the new methods come first; the limits add up to at most 20 minutes and the
+never-run and twin steps fit the default budget. Also the
 kit's report and wheel installation, on the CPU."""
 
 from __future__ import annotations
