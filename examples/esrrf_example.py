@@ -2,10 +2,11 @@
 
 Loads the plugin's blinking-filaments sample (100 uint16 frames of 64 x 64 pixels of 100 nm:
 emitters blinking along filaments, two of them 150 nm apart, true positions kept), runs eSRRF on
-the first GPU (or ``--device cpu``) with an :class:`~napari_gpuscope.compute.esrrf.EsrrfParams`
-recipe, streams the build-up (a line per chunk), and runs a small radius x sensitivity sweep on
+the first GPU (or ``--device cpu``) with :class:`~napari_gpuscope.compute.esrrf.EsrrfParams`,
+streams the build-up (a line per chunk), and runs a small radius x sensitivity sweep on
 a crop to print the QnR table and the best setting. The result is written as an ImageJ TIFF with
-its pixel size (input pixel / M) and provenance, the recipe as JSON beside it.
+its pixel size (input pixel / M) and provenance, the parameters as JSON beside it
+(``EsrrfParams.from_json`` reloads them; a batch recipe is made with ``napari-gpuscope recipe``).
 
 ``--figures DIR`` also writes the docs figures: widefield mean | eSRRF, the geometry of a single
 emitter (NanoPyx grid vs pixel-centred), and the sweep heatmaps.
@@ -42,10 +43,10 @@ def main() -> None:
         torch.set_num_threads(1)  # small frames: threads cost more than they give
 
     stack, truth = blinking_filaments_stack()
-    recipe = esrrf.EsrrfParams(magnification=4, radius=1.5, geometry="centred")
+    params = esrrf.EsrrfParams(magnification=4, radius=1.5, geometry="centred")
     start = time.perf_counter()
     result = run_job(
-        esrrf.iter_esrrf(stack, params=recipe, device=args.device, frames_per_chunk=10),
+        esrrf.iter_esrrf(stack, params=params, device=args.device, frames_per_chunk=10),
         on_progress=lambda update: print(f"  {update.message}"),
     )
     print(f"{result.describe()} in {time.perf_counter() - start:.1f} s")
@@ -57,7 +58,7 @@ def main() -> None:
 
     record = build_provenance(
         "esrrf",
-        recipe.to_dict(),
+        params.to_dict(),
         device=device_label(args.device or "cuda:0"),
         input_name="blinking filaments",
         elapsed_seconds=time.perf_counter() - start,
@@ -66,19 +67,19 @@ def main() -> None:
     written = save_tiff(
         args.output / "esrrf.tif",
         result.image[0],
-        scale=(PIXEL_SIZE_UM / recipe.magnification,) * 2,
+        scale=(PIXEL_SIZE_UM / params.magnification,) * 2,
         units="um",
         provenance=record,
     )
-    (args.output / "esrrf-recipe.json").write_text(recipe.to_json())
-    print(f"wrote {written} and the recipe beside it")
+    (args.output / "esrrf-params.json").write_text(params.to_json())
+    print(f"wrote {written} and the parameters beside it")
 
     crop = stack[:60, 16:48, 16:48]
     sweep = esrrf.parameter_sweep(
         crop,
         (1.0, 1.5, 2.0, 3.0),
         (1.0, 2.0, 4.0),
-        params=recipe,
+        params=params,
         pixel_size=PIXEL_SIZE_UM,
         device=args.device,
     )

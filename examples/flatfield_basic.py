@@ -5,7 +5,8 @@ and a darkfield bump; the truth is known), then on the first GPU (or ``--device 
 
 1. fits with the automatic smoothness and the darkfield from a measured dark frame (the truth
    here), prints whether it converged and the flatfield error against the truth;
-2. runs the autotune (17 smoothness values fitted as one batch) and prints the new error;
+2. runs the autotune (17 smoothness values, all as one batch on a GPU, two at a time on the
+   CPU) and prints the new error;
 3. corrects the tiles in chunks and prints the shading left (coefficient of variation of the
    mean image) before and after;
 4. saves the profile (TIFF + JSON) and applies the loaded profile to the tiles again.

@@ -2,9 +2,11 @@
 
 Loads the plugin's ``noisy_cells_2d`` sample (a simulated uint16 camera frame: 30 photons at peak,
 gain 2 ADU/photon, offset 100 ADU, read noise 3 ADU) and denoises it on the first GPU (or
-``--device cpu``) with a :class:`~napari_gpuscope.compute.tv.TVParams` recipe: a strength relative
-to the noise level the job estimates from the image (``weight = strength * sigma_hat``), which is
-what makes one recipe fit a whole experiment. The recipe is saved as JSON next to the result, an
+``--device cpu``) with :class:`~napari_gpuscope.compute.tv.TVParams`: a strength relative to the
+noise level the job estimates from the image (``weight = strength * sigma_hat``), which is what
+makes one set of parameters fit a whole experiment. The parameters are saved as JSON next to the
+result (``TVParams.from_json`` reloads them; a batch recipe is made with ``napari-gpuscope
+recipe``), an
 ImageJ float32 TIFF in ADU with pixel size and provenance; the iteration count and the final
 relative duality gap are printed.
 
@@ -122,8 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     args.output.mkdir(parents=True, exist_ok=True)
-    recipe = args.output / f"tv_{args.noise_model}_recipe.json"
-    recipe.write_text(params.to_json())  # tv.TVParams.from_json(recipe.read_text()) reloads it
+    saved = args.output / f"tv_{args.noise_model}_params.json"
+    saved.write_text(params.to_json())  # tv.TVParams.from_json(saved.read_text()) reloads it
     out_path = args.output / f"noisy_cells_2d_tv_{args.noise_model}.tif"
     save_tiff(
         out_path,
@@ -139,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
             result=result.summary(),
         ),
     )
-    print(f"denoised image written to {out_path}, recipe to {recipe}")
+    print(f"denoised image written to {out_path}, parameters to {saved}")
 
     if args.figure is not None:
         from skimage.restoration import denoise_tv_chambolle

@@ -232,6 +232,6 @@ def _memory(text: str) -> str:
         size = 0
     if not isinstance(size, int) or size < 1 << 20 or not any(c.isalpha() for c in text):
         raise argparse.ArgumentTypeError(
-            f"expected a size of at least 1MB with its unit, e.g. 32GB or 500MiB, got {text!r}"
+            f"expected a size of at least 1MiB with its unit, e.g. 32GB or 500MiB, got {text!r}"
         )
     return text.strip()
