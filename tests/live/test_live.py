@@ -132,9 +132,12 @@ def test_esrrf_live_equals_the_offline_job(frames_per_timepoint):
     expected = offline("esrrf", None, stack, params)
     assert result.image.tobytes() == expected.image.tobytes()
     assert result.widefield.tobytes() == expected.widefield.tobytes()
-    # The same facts as the offline job read one frame per chunk, as the live one reads them.
-    same_chunks = offline("esrrf", None, stack, params, frames_per_chunk=1)
-    assert result.summary() == same_chunks.summary()
+    # The same facts but the chunk count: the live job takes the frames in hand, up to its
+    # chunk size (4 on the CPU), so its chunks depend on when the frames came.
+    facts, expected_facts = result.summary(), expected.summary()
+    assert 3 <= facts.pop("chunks") <= 10
+    expected_facts.pop("chunks")
+    assert facts == expected_facts
 
 
 def phase_stacks(time_points: int, slices: int, size: int = 32):

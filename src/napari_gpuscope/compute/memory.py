@@ -167,6 +167,7 @@ def run_in_chunks(
     min_chunk: int = 1,
     budget: int | None = None,
     what: str = "this job",
+    ready: Callable[[int], int] | None = None,
 ) -> Job[int]:
     """Process ``range(n_items)`` in chunks, shrinking the chunk on out-of-memory errors.
 
@@ -189,6 +190,11 @@ def run_in_chunks(
         The budget the chunk was planned with (for the final error).
     what : str
         Name used in messages.
+    ready : callable, optional
+        ``ready(start)``: items from ``start`` that may go into one chunk now (an input that
+        grows while it is processed, e.g. a live session's frames: the chunk ends where the
+        items in hand end, or where the caller must see an update). A chunk holds at least one
+        item, and at most ``chunk``.
 
     Returns
     -------
@@ -205,6 +211,8 @@ def run_in_chunks(
     chunks = 0
     while start < n_items:
         stop = min(n_items, start + chunk)
+        if ready is not None:
+            stop = min(stop, start + max(1, ready(start)))
         total = chunks + math.ceil((n_items - start) / chunk)
         label = f"chunk {chunks + 1} of {total}: " if total > 1 else ""
         try:

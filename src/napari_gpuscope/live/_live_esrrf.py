@@ -62,6 +62,8 @@ class _GrowingStack:
         self._read_until = 0
         self._sum: np.ndarray | None = None
         self._sum_range = (0, 0)
+        # The frame count after ``start`` frames at which the session must see an update.
+        self.next_update: Any = None
         # The frames read, in order, for the drift track (taken by the worker once processed).
         self.tracking = False
         self._untracked: dict[int, np.ndarray] = {}
@@ -69,6 +71,17 @@ class _GrowingStack:
 
     def __len__(self) -> int:
         return self.shape[0]
+
+    def frames_ready(self, start: int) -> int:
+        """Frames from ``start`` the job may take in one chunk without waiting (at least 1):
+        those kept so far, up to the first frame count at which the session must see an update
+        (:attr:`next_update`: a measurement, a drift block's end). The job reads the frames
+        waiting in larger chunks (fewer steps when it falls behind, the same sums: eSRRF's
+        are the same whatever the chunks), and every update the session acts on still comes."""
+        end = max(start + 1, self.buffer.kept)
+        if self.next_update is not None:
+            end = min(end, max(start + 1, self.next_update(start)))
+        return end - start
 
     def __getitem__(self, key: Any) -> np.ndarray:
         if isinstance(key, int):
@@ -192,12 +205,12 @@ class LiveEsrrf(LiveMethod):
         stack = _GrowingStack(buffer, length)
         stack.summing = self.quality.every > 0
         stack.tracking = self.drift is not None
+        stack.next_update = self._next_update
         if stack.summing:
             load_measurement()
         self._started = time.perf_counter()
-        job = self.function(
-            stack, params=self.params, frames_per_chunk=1, name=control.name, device=self.device
-        )
+        # The job's own chunk size (a GPU's larger), cut by what has arrived (frames_ready).
+        job = self.function(stack, params=self.params, name=control.name, device=self.device)
         threads_before = set(threading.enumerate())
         hosted = 0  # frames whose host work is done (HOST_BATCH)
         drift_block = self.drift.block if self.drift is not None else 1
@@ -245,6 +258,21 @@ class LiveEsrrf(LiveMethod):
         except ValueError:
             total = result.total_time_points
         return dataclasses.replace(result, stopped_early=stopped_by_user, total_time_points=total)
+
+    def _next_update(self, start: int) -> int | None:
+        """After ``start`` frames, the next frame count the worker must handle an update at: a
+        measurement (every ``quality.every`` frames of a time point) or a drift block's end;
+        None when neither comes."""
+        stops = []
+        every = self.quality.every
+        if every > 0:
+            per = self.params.frames_per_timepoint
+            first = start // per * per if per else 0
+            stops.append(first + (start - first) // every * every + every)
+        if self.drift is not None:
+            block = self.drift.block
+            stops.append(start // block * block + block)
+        return min(stops) if stops else None
 
     def _track_drift(self, stack: _GrowingStack, done: int) -> None:
         assert self.drift is not None

@@ -14,8 +14,9 @@
 - Phase (``phase``, job ``reconstruct``): each z-stack reconstructed by the registry's job as
   soon as its last frame is kept (``frames_per_stack``); ``result()`` is the latest stack's.
 - eSRRF (``esrrf``, job ``run``): the registry's job reads the frames as they arrive through a
-  stack whose reads wait for them (:class:`~._live_esrrf._GrowingStack`), one frame per chunk,
-  into its online temporal statistics: a cumulative reconstruction (``frames_per_timepoint=0``)
+  stack whose reads wait for them (:class:`~._live_esrrf._GrowingStack`), in chunks of the
+  frames in hand (up to the job's chunk size, cut at each measurement and drift block), into its
+  online temporal statistics: a cumulative reconstruction (``frames_per_timepoint=0``)
   or a new time point every N frames (``frames_per_timepoint=N``); the session's end sends the
   job ``STOP``, which returns the time points over the frames analysed.
 

@@ -132,6 +132,9 @@ def _run(
             # only those frames can be corrected (the stop ends eSRRF after its first chunk).
             covered = int(drift.shifts.shape[0])
             ranges = [(a, min(b, covered)) for a, b in ranges if a < covered]
+    # An input that grows while it is read (a live session's frames) says how many frames a
+    # chunk may take now; nothing is read ahead of it (it would wait for frames to come).
+    frames_ready = getattr(stack, "frames_ready", None)
     with torch.no_grad(), device_context(device) as dev, FrameReader(stack) as reader:
         table = None if drift is None else drift.shifts  # host: shift_frames plans there
         pipeline = FramePipeline(height, width, params, dev, name)
@@ -167,7 +170,8 @@ def _run(
                 label: str = label,
                 finish: Any = finish,
             ) -> Job[None]:
-                host = reader.read(first + start, first + end, prefetch_until=stop)
+                ahead = first + end if frames_ready is not None else stop
+                host = reader.read(first + start, first + end, prefetch_until=ahead)
                 frames = pipeline.upload(host, first + start)
                 if table is not None:
                     frames = shift_frames(frames, table[first + start : first + end])
@@ -221,6 +225,9 @@ def _run(
                         fixed_bytes=pipeline.fixed_bytes(),
                         budget=memory_budget,
                         what="eSRRF of one frame chunk",
+                        ready=None
+                        if frames_ready is None
+                        else (lambda start, first=first: frames_ready(first + start)),
                     ),
                     progress_from + (1 - progress_from) * before / total,
                     progress_from + (1 - progress_from) * (before + n) / total,
