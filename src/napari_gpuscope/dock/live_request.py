@@ -160,6 +160,13 @@ def live_request(
         params = params.replace(spacing=tuple(spacing[-2:]))
     job_id = _LIVE_JOB[method_id]
     if method_id == "flatfield":
+        if getattr(params, "timelapse_baseline", False) and not isinstance(
+            profile, FitAsTilesArrive
+        ):
+            params = params.replace(timelapse_baseline=False)
+            notes.append(
+                "each frame's baseline is not removed live (it is fitted over the whole stack)"
+            )
         if isinstance(profile, FitAsTilesArrive):
             job_id = "fit"
             inputs.update(profile.inputs())

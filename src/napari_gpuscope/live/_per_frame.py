@@ -22,6 +22,10 @@ class _PerFrame(LiveMethod):
     A z-stack whose last frame never comes (the acquisition stopped within it) is not
     processed."""
 
+    most_per_job = 1
+    """Units one job may take when they wait in the buffer (a method whose job treats its
+    frames one by one, so that a job over several equals a job for each, raises it)."""
+
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         self._results: list[Any] = []
@@ -38,15 +42,19 @@ class _PerFrame(LiveMethod):
         while not control.stopping() and buffer.wait_for((index + 1) * unit):
             if control.stopping():
                 break
-            frames = buffer.take(index * unit, (index + 1) * unit)
-            buffer.release((index + 1) * unit)  # in hand: the buffer's places are free
-            data = frames[0] if unit == 1 else frames
+            # The units in hand, up to most_per_job: a worker that fell behind catches up in
+            # fewer jobs.
+            count = max(1, min(self.most_per_job, buffer.kept // unit - index))
+            end = (index + count) * unit
+            frames = buffer.take(index * unit, end)
+            buffer.release(end)  # in hand: the buffer's places are free
+            data = frames[0] if unit == 1 and count == 1 else frames
             result = self.process(data)
             with self._lock:
                 self._results.append(result)
-            self._show(self.latest_of(result, data), (index + 1) * unit)
-            index += 1
-            control.processed(index * unit)
+            self._show(self.latest_of(result, data), end)
+            index += count
+            control.processed(end)
         return self.partial_result()
 
     def latest_of(self, result: Any, data: np.ndarray) -> np.ndarray:
@@ -110,12 +118,24 @@ class LiveApply(_PerFrame):
 
     The profile's device fields are prepared (uploaded, checked) at the first frame and
     reused by every frame's job while the session runs (the profile is fixed at attach);
-    they are freed when it ends."""
+    they are freed when it ends. The frames waiting go through one job, up to
+    :attr:`most_per_job` (the correction treats each frame alone: the same images)."""
+
+    most_per_job = 16
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         from ..compute.flatfield._fields import ProfileFields
 
+        if getattr(self.params, "timelapse_baseline", False):
+            # Found while batching the frames waiting: a job over a few frames fitted other
+            # baselines than one over the stack (up to 3 counts on a test stack).
+            raise ValueError(
+                "BasicParams.timelapse_baseline: each frame's baseline is fitted jointly over "
+                "the frames of the stack (BaSiCPy's timelapse transform), which a live session "
+                "does not have: set timelapse_baseline=False, or apply the profile to the "
+                "acquired stack afterwards"
+            )
         self.fields = ProfileFields()
 
     def run(self, buffer: FrameBuffer, control: Control) -> Any:
@@ -134,6 +154,9 @@ class LiveApply(_PerFrame):
         )
         with self.fields.reused():
             return _run_job(job)
+
+    def latest_of(self, result: Any, data: np.ndarray) -> np.ndarray:
+        return np.asarray(result.image)[-1]  # the newest frame of the job's
 
     def combine(self, results: list[Any]) -> Any:
         image = np.concatenate([np.asarray(r.image) for r in results])
