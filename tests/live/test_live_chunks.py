@@ -124,3 +124,28 @@ def test_a_live_apply_refuses_the_timelapse_baseline_and_the_dock_turns_it_off()
     request = live_request("flatfield", params, profile=profile)
     assert request.params.timelapse_baseline is False
     assert any("baseline is not removed live" in note for note in request.notes)
+
+
+def test_without_measurements_or_drift_track_the_chunks_are_the_frames_in_hand(monkeypatch):
+    """Nothing to cut the chunks at: the job's own size (4 on the CPU), the same image."""
+    stack = blinking(FRAMES, size=32, seed=3)
+    start = LiveEsrrf.run
+
+    def with_every_frame_in_hand(self, buffer, control):
+        buffer.wait_for(FRAMES, timeout=WAIT)
+        return start(self, buffer, control)
+
+    monkeypatch.setattr(LiveEsrrf, "run", with_every_frame_in_hand)
+    feed = live.FrameFeed("bare", expected=FRAMES)
+    params = esrrf.EsrrfParams(magnification=2)
+    session = live.attach(
+        feed, "esrrf", params, device="cpu", capacity=FRAMES, measure_every=0, track_drift=False
+    )
+    for frame in stack:
+        feed.push(frame)
+    feed.end()
+    assert session.wait(WAIT), session.describe()
+    result = session.result()
+    assert session.frames_processed == FRAMES
+    assert result.summary()["chunks"] == FRAMES // 4
+    assert result.image.tobytes() == esrrf.esrrf(stack, device="cpu", magnification=2).tobytes()

@@ -79,8 +79,9 @@ class _GrowingStack:
         waiting in larger chunks (fewer steps when it falls behind, the same sums: eSRRF's
         are the same whatever the chunks), and every update the session acts on still comes."""
         end = max(start + 1, self.buffer.kept)
-        if self.next_update is not None:
-            end = min(end, max(start + 1, self.next_update(start)))
+        update = None if self.next_update is None else self.next_update(start)
+        if update is not None:
+            end = min(end, max(start + 1, update))
         return end - start
 
     def __getitem__(self, key: Any) -> np.ndarray:
