@@ -149,3 +149,16 @@ def test_without_measurements_or_drift_track_the_chunks_are_the_frames_in_hand(m
     assert session.frames_processed == FRAMES
     assert result.summary()["chunks"] == FRAMES // 4
     assert result.image.tobytes() == esrrf.esrrf(stack, device="cpu", magnification=2).tobytes()
+
+
+def test_a_failed_job_says_why_in_the_session_description(monkeypatch):
+    def broken(self, start):
+        raise RuntimeError("no next update")
+
+    monkeypatch.setattr(LiveEsrrf, "_next_update", broken)
+    feed = live.FrameFeed("broken")
+    session = live.attach(feed, "esrrf", esrrf.EsrrfParams(magnification=2), device="cpu")
+    feed.push(blinking(1, size=16)[0])
+    feed.end()
+    assert session.wait(WAIT)
+    assert session.describe().endswith("; failed: RuntimeError: no next update")

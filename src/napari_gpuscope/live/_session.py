@@ -238,14 +238,16 @@ class LiveSession(SessionQuality):
         return self.method.latest_with_count()
 
     def describe(self) -> str:
-        """The counters in words."""
+        """The counters in words (and the job's error when it failed)."""
         state = "ended" if self.done else "running"
         refused = f", {self.frames_refused} refused" if self.frames_refused else ""
+        error = self.error
+        failed = f"; failed: {type(error).__name__}: {error}" if error is not None else ""
         return (
             f"live {self.method.job.title} on {self.name!r} ({state}): "
             f"{self.frames_received} frames received, {self.frames_processed} processed, "
             f"{self.frames_dropped} dropped ({self.drop_policy}), {self.frames_pending} pending"
-            f"{refused}"
+            f"{refused}{failed}"
         )
 
     # -- internals ----------------------------------------------------------------------------
