@@ -13,6 +13,7 @@ import pytest
 
 from napari_gpuscope import live
 from napari_gpuscope.compute import esrrf
+from napari_gpuscope.live import _pacing
 from napari_gpuscope.live._live_esrrf import LiveEsrrf
 from napari_gpuscope.live._per_frame import LiveApply
 
@@ -20,6 +21,13 @@ from .test_live import blinking, offline, shading_profile
 
 FRAMES = 60
 WAIT = 120  # seconds: a bound on a hung session, never a pacing
+
+
+@pytest.fixture(autouse=True)
+def _no_step_limit(monkeypatch):
+    """Steps not bounded by time (the chunk counts below do not depend on this CPU's speed);
+    the bound itself: test_a_step_is_kept_short_for_a_stop_to_act_soon."""
+    monkeypatch.setattr(_pacing, "STEP_SECONDS", None)
 
 
 def _session(stack: np.ndarray, one_at_a_time: bool):
@@ -161,4 +169,30 @@ def test_a_failed_job_says_why_in_the_session_description(monkeypatch):
     feed.push(blinking(1, size=16)[0])
     feed.end()
     assert session.wait(WAIT)
-    assert session.describe().endswith("; failed: RuntimeError: no next update")
+    assert session.describe().endswith("; the job failed: RuntimeError: no next update")
+
+
+def test_a_step_is_kept_short_for_a_stop_to_act_soon(monkeypatch):
+    """With a step allowed no time at all, every frame goes alone (Stop & keep acts between
+    steps), whatever is in hand; the first step of a session takes one frame in any case."""
+    monkeypatch.setattr(_pacing, "STEP_SECONDS", 1e-9)
+    stack = blinking(20, size=32, seed=3)
+    start = LiveEsrrf.run
+
+    def with_every_frame_in_hand(self, buffer, control):
+        buffer.wait_for(20, timeout=WAIT)
+        return start(self, buffer, control)
+
+    monkeypatch.setattr(LiveEsrrf, "run", with_every_frame_in_hand)
+    feed = live.FrameFeed("paced", expected=20)
+    params = esrrf.EsrrfParams(magnification=2)
+    session = live.attach(
+        feed, "esrrf", params, device="cpu", capacity=20, measure_every=0, track_drift=False
+    )
+    for frame in stack:
+        feed.push(frame)
+    feed.end()
+    assert session.wait(WAIT), session.describe()
+    assert session.result().summary()["chunks"] == 20
+    pacer = _pacing.StepPacer()
+    assert pacer.most() == 1  # no rate yet

@@ -98,7 +98,7 @@ def test_flatfield_dock_follows_an_mda_and_stop_and_keep_equals_the_offline_appl
         part.poll()  # what the timer does: the newest image into the live layer
         assert part.layer is not None and part.layer.data.shape == (16, 16)
         session = part.follow.session
-        part.stop_and_keep()  # returns at once; kept once the frame being processed is done
+        part.stop_and_keep()  # returns at once; kept once the frames being processed are done
         qtbot.waitUntil(lambda: not part.running, timeout=WAIT_MS)
         kept = part.kept
     finally:
@@ -345,7 +345,7 @@ def test_stop_and_keep_returns_while_the_worker_is_busy_and_keeps_once_it_is_don
     assert entered.wait(WAIT_MS / 1000)
     part.stop_button.click()  # a Qt slot: returns while frame 2 is still being processed
     assert not release.is_set() and part.running and part.stopping
-    assert part.status.text() == "Stopped: finishing the frame being processed..."
+    assert part.status.text() == "Stopped: finishing the frames being processed..."
     assert not part.stop_button.isEnabled() and not part.cancel_button.isEnabled()
     release.set()
     qtbot.waitUntil(lambda: not part.running, timeout=WAIT_MS)

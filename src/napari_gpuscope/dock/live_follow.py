@@ -241,7 +241,7 @@ class LiveFollow:
         )
 
     def request_stop(self) -> None:
-        """Ask the session to stop after the frame being processed, and disconnect it from
+        """Ask the session to stop after the frames being processed, and disconnect it from
         its source (the acquisition goes on). Never waits for the worker: follow
         :attr:`ended`, then take :meth:`result`."""
         self.session.stop()

@@ -15,6 +15,7 @@ import numpy as np
 from ._buffer import FrameBuffer
 from ._live_drift import LiveDriftTrack
 from ._live_method import Control, LiveMethod
+from ._pacing import StepPacer
 from ._quality import (
     DEFAULT_MEASURE_EVERY,
     QualityPoint,
@@ -34,17 +35,16 @@ HOST_BATCH = 8
 """Frames whose host work for the drift track and the quality's widefield sum is done together
 (and at every drift block's end and measurement): once per frame, their conversions, uploads
 and device syncs came between two frames' kernels. The sums are the same, added in the same
-order; at most this many frames wait on the host."""
+order; at most this many frames, plus a chunk, wait on the host."""
 
 
 class _GrowingStack:
     """A ``(length, Y, X)`` stack whose reads wait for the frames to arrive.
 
-    What the eSRRF job reads: ``stack[a:b]`` returns the buffer's frames ``a:b`` (zeros for
-    frames past the session's end, which only a read ahead asks for and the job never uses,
-    since the session sends ``STOP`` before it resumes past the last frame). Frames before
-    ``a`` are released: the job reads forward only, so the buffer holds the frames not yet read
-    and the last chunk (for an out-of-memory retry, which re-reads it).
+    What the eSRRF job reads: ``stack[a:b]`` returns the buffer's frames ``a:b``, which have
+    arrived (:meth:`frames_ready` bounds the chunks; the job reads nothing ahead of a growing
+    stack). Frames before ``a`` are released: the job reads forward only, so the buffer holds
+    the frames not yet read and the last chunk (for an out-of-memory retry, which re-reads it).
     """
 
     def __init__(self, buffer: FrameBuffer, length: int) -> None:
@@ -54,16 +54,18 @@ class _GrowingStack:
         self.dtype = buffer.dtype
         self.ndim = len(self.shape)
         # The widefield mean the quality track compares with: the frames read are summed
-        # once each (the read-ahead thread reads ahead of the job, a retry reads a chunk
-        # again), up to the frames processed (:meth:`widefield`).
+        # once each (a retry reads a chunk again), up to the frames processed
+        # (:meth:`widefield`).
         self.summing = False
         self._lock = threading.Lock()
         self._unsummed: dict[int, np.ndarray] = {}
         self._read_until = 0
         self._sum: np.ndarray | None = None
         self._sum_range = (0, 0)
-        # The frame count after ``start`` frames at which the session must see an update.
+        # The frame count after ``start`` frames at which the session must see an update, and
+        # the most frames a chunk may take (the worker's pace); None: no bound.
         self.next_update: Any = None
+        self.most: Any = None
         # The frames read, in order, for the drift track (taken by the worker once processed).
         self.tracking = False
         self._untracked: dict[int, np.ndarray] = {}
@@ -74,11 +76,16 @@ class _GrowingStack:
 
     def frames_ready(self, start: int) -> int:
         """Frames from ``start`` the job may take in one chunk without waiting (at least 1):
-        those kept so far, up to the first frame count at which the session must see an update
-        (:attr:`next_update`: a measurement, a drift block's end). The job reads the frames
-        waiting in larger chunks (fewer steps when it falls behind, the same sums: eSRRF's
-        are the same whatever the chunks), and every update the session acts on still comes."""
+        those kept so far, at most :attr:`most` (a chunk of about half a second, so that a stop
+        acts soon: :class:`~._pacing.StepPacer`), up to the first frame count at which the
+        session must see an update (:attr:`next_update`: a measurement, a drift block's end).
+        The job reads the frames waiting in larger chunks (fewer steps when it falls behind,
+        the same sums: eSRRF's are the same whatever the chunks), and every update the session
+        acts on still comes."""
         end = max(start + 1, self.buffer.kept)
+        most = None if self.most is None else self.most()
+        if most is not None:
+            end = min(end, start + max(1, most))
         update = None if self.next_update is None else self.next_update(start)
         if update is not None:
             end = min(end, max(start + 1, update))
@@ -114,7 +121,7 @@ class _GrowingStack:
     def fold(self, first: int, until: int) -> int:
         """Add frames ``first:until`` (a time point's frames processed so far) to the sum,
         each once; return how many it holds. Called by the worker at every step, so that at
-        most the read-ahead waits unsummed."""
+        most a chunk waits unsummed."""
         with self._lock:
             if self._sum is None or self._sum_range[0] != first:
                 self._sum = np.zeros(self.shape[1:], np.float64)
@@ -207,6 +214,8 @@ class LiveEsrrf(LiveMethod):
         stack.summing = self.quality.every > 0
         stack.tracking = self.drift is not None
         stack.next_update = self._next_update
+        pacer = StepPacer()
+        stack.most = pacer.most
         if stack.summing:
             load_measurement()
         self._started = time.perf_counter()
@@ -217,8 +226,10 @@ class LiveEsrrf(LiveMethod):
         drift_block = self.drift.block if self.drift is not None else 1
         stopped_by_user = False
         command: Any = None
+        analysed = 0
         try:
             while True:
+                pacer.start()
                 try:
                     update = job.send(command)
                 except StopIteration as end:
@@ -228,7 +239,8 @@ class LiveEsrrf(LiveMethod):
                 if update.step is None:
                     continue  # the measurement of the result's resolution, after the frames
                 done = int(update.step)
-                self.frames_analysed = done
+                pacer.done(done - analysed)
+                analysed = self.frames_analysed = done
                 if self._want_latest and esrrf.OUTPUT in update.outputs:
                     self._show(np.asarray(update.outputs[esrrf.OUTPUT].data())[0], done)
                     self._want_latest = False
@@ -248,8 +260,8 @@ class LiveEsrrf(LiveMethod):
         finally:
             job.close()
             buffer.close()
-            # The job's read-ahead thread waits for a frame only while the buffer is open; it
-            # ends now, and the session leaves no thread behind.
+            # The job reads nothing ahead of a growing stack (no reader thread starts); were one
+            # waiting for a frame, it would end now (the buffer is closed): none is left.
             for thread in set(threading.enumerate()) - threads_before:
                 if thread.name.startswith("esrrf-reader"):
                     thread.join(timeout=10)
@@ -270,7 +282,7 @@ class LiveEsrrf(LiveMethod):
             per = self.params.frames_per_timepoint
             first = start // per * per if per else 0
             stops.append(first + (start - first) // every * every + every)
-        if self.drift is not None:
+        if self.drift is not None and self.drift_error is None:
             block = self.drift.block
             stops.append(start // block * block + block)
         return min(stops) if stops else None

@@ -12,6 +12,7 @@ import numpy as np
 
 from ._buffer import FrameBuffer
 from ._live_method import Control, LiveMethod, _run_job
+from ._pacing import StepPacer
 
 __all__ = ["LiveApply", "LivePhase", "LiveTV"]
 
@@ -39,17 +40,24 @@ class _PerFrame(LiveMethod):
 
     def run(self, buffer: FrameBuffer, control: Control) -> Any:
         unit, index = self.unit, 0
+        pacer = StepPacer()
         while not control.stopping() and buffer.wait_for((index + 1) * unit):
             if control.stopping():
                 break
-            # The units in hand, up to most_per_job: a worker that fell behind catches up in
-            # fewer jobs.
-            count = max(1, min(self.most_per_job, buffer.kept // unit - index))
+            # The units in hand, up to most_per_job and about half a second of work (a stop
+            # acts between jobs): a worker that fell behind catches up in fewer jobs.
+            count = min(self.most_per_job, buffer.kept // unit - index)
+            most = pacer.most()  # frames
+            if most is not None:
+                count = min(count, most // unit)
+            count = max(1, count)
             end = (index + count) * unit
             frames = buffer.take(index * unit, end)
             buffer.release(end)  # in hand: the buffer's places are free
             data = frames[0] if unit == 1 and count == 1 else frames
+            pacer.start()
             result = self.process(data)
+            pacer.done(count * unit)
             with self._lock:
                 self._results.append(result)
             self._show(self.latest_of(result, data), end)
@@ -156,7 +164,8 @@ class LiveApply(_PerFrame):
             return _run_job(job)
 
     def latest_of(self, result: Any, data: np.ndarray) -> np.ndarray:
-        return np.asarray(result.image)[-1]  # the newest frame of the job's
+        image = np.asarray(result.image)  # the newest frame (or z-stack) of the job's
+        return image[-self.unit :] if self.unit > 1 else image[-1]
 
     def combine(self, results: list[Any]) -> Any:
         image = np.concatenate([np.asarray(r.image) for r in results])

@@ -153,7 +153,7 @@ class LiveSession(SessionQuality):
         self._buffer.close()
 
     def stop(self) -> None:
-        """Stop & keep: end after the frame being processed; the result covers the frames
+        """Stop & keep: end after the frames being processed; the result covers the frames
         processed. Frames kept and not processed stay in :attr:`frames_pending`."""
         self._stop.set()
         self._disconnect()
@@ -241,8 +241,11 @@ class LiveSession(SessionQuality):
         """The counters in words (and the job's error when it failed)."""
         state = "ended" if self.done else "running"
         refused = f", {self.frames_refused} refused" if self.frames_refused else ""
-        error = self.error
-        failed = f"; failed: {type(error).__name__}: {error}" if error is not None else ""
+        failed = "".join(
+            f"; {what} failed: {type(error).__name__}: {error}"
+            for what, error in (("the job", self.error), ("the source", self.source_error))
+            if error is not None
+        )
         return (
             f"live {self.method.job.title} on {self.name!r} ({state}): "
             f"{self.frames_received} frames received, {self.frames_processed} processed, "

@@ -5,7 +5,7 @@ The view over :class:`~napari_gpuscope.dock.live_follow.LiveFollow`: a choice of
 (:func:`~napari_gpuscope.dock.live_sources.source_choices`), Start, Stop & keep and Cancel, the
 counters with the rate and latency, and one image layer updated in place. A timer on the GUI
 thread polls the session (the session's worker never touches a layer). Stop & keep and Cancel
-ask the session to stop and return at once (the GUI never waits for a frame being processed):
+ask the session to stop and return at once (the GUI never waits for frames being processed):
 the timer keeps or discards it once its worker has ended. The acquisition goes on. A session
 that ends by itself (the MDA finished, frames were refused, the source failed) is kept as Stop &
 keep keeps it, with the reason in the status line: the result's layers, with provenance,
@@ -282,7 +282,7 @@ class LiveAcquisition(QWidget):
             self._end(keep=True, why=why, detail=detail)
 
     def stop_and_keep(self) -> None:
-        """Stop following; once the frame being processed is done, keep the result over the
+        """Stop following; once the frames being processed are done, keep the result over the
         frames processed as result layers (with provenance; :attr:`kept`). Returns at once;
         the acquisition goes on."""
         self._end(keep=True, why="Stopped", detail=GOES_ON)
@@ -329,7 +329,7 @@ class LiveAcquisition(QWidget):
         except Exception as exc:  # a source that failed to disconnect: said, never raised
             detail = f"{detail} {sentence(plain_error_message(exc))}".strip()
         self._ending = Ending(keep, why, detail, time.monotonic())
-        self._say(f"{why}: finishing the frame being processed...")
+        self._say(f"{why}: finishing the frames being processed...")
         self._update_buttons()
         self._timer.start()
         self._finish_if_ended()
