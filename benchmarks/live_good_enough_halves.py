@@ -18,11 +18,27 @@ from napari_gpuscope import live
 from napari_gpuscope.live import _split_half
 
 
+def _noise_part(
+    sums: list[np.ndarray], counts: list[int], total: int, sigma: float, border: int
+) -> float:
+    """The noise part of two halves' sums of ``counts`` frames for a reconstruction of
+    ``total`` frames: their correlation blurred by ``sigma`` inside ``border`` (NaN when a half
+    is empty or sigma is not a blur)."""
+    from scipy import ndimage
+
+    if not sums or min(counts) == 0 or not (math.isfinite(sigma) and sigma >= 0):
+        return math.nan
+    shape = sums[0].shape
+    inner = (slice(border, shape[0] - border), slice(border, shape[1] - border))
+    a, b = (ndimage.gaussian_filter(half, sigma)[inner] for half in sums)
+    r = float(np.corrcoef(a.ravel(), b.ravel())[0, 1])
+    return _split_half.noise_part(r, counts[0], counts[1], total)
+
+
 def noise_parts(halves: list[tuple[np.ndarray, int, float, int]], block: int) -> list[float]:
     """The noise parts of the split halves made again from what the session's halves were
     given, each block of frames between two measurements going to half ``start // block % 2``
     (``block`` 0: to the half with fewer frames, as :class:`SplitHalves` does)."""
-    from scipy import ndimage
 
     sums: list[np.ndarray] = []
     counts, previous, before, parts = [0, 0], None, 0, []
@@ -33,13 +49,7 @@ def noise_parts(halves: list[tuple[np.ndarray, int, float, int]], block: int) ->
         sums[side] = sums[side] + added
         counts[side] += frames - before
         previous, before = image, frames
-        if min(counts) == 0 or not (math.isfinite(sigma) and sigma >= 0):
-            parts.append(math.nan)
-            continue
-        inner = (slice(border, image.shape[0] - border), slice(border, image.shape[1] - border))
-        a, b = (ndimage.gaussian_filter(half, sigma)[inner] for half in sums)
-        r = float(np.corrcoef(a.ravel(), b.ravel())[0, 1])
-        parts.append(_split_half.noise_part(r, counts[0], counts[1], sum(counts)))
+        parts.append(_noise_part(sums, counts, sum(counts), sigma, border))
     return parts
 
 
@@ -61,7 +71,6 @@ def gap_noise_parts(tracked: dict[str, object], gap: int, block: int = 10) -> li
     ``block``-frame blocks (block ``j`` to half ``j % 2``) that leave out the first ``gap``
     frames of every block (a guard gap: blinking across a block's border no longer shared);
     the full reconstruction still has all ``n`` frames (Spearman-Brown to ``n``)."""
-    from scipy import ndimage
 
     images, parts = tracked["images"], []
     for image, frames, sigma, border in tracked["halves"]:  # as the session's halves were given
@@ -73,13 +82,7 @@ def gap_noise_parts(tracked: dict[str, object], gap: int, block: int = 10) -> li
             before = first * np.asarray(images[first], np.float64) if first else 0.0
             sums[j % 2] += end * np.asarray(images[end], np.float64) - before
             counts[j % 2] += end - first
-        if min(counts) == 0 or not (math.isfinite(sigma) and sigma >= 0):
-            parts.append(math.nan)
-            continue
-        inner = (slice(border, image.shape[0] - border), slice(border, image.shape[1] - border))
-        a, b = (ndimage.gaussian_filter(half, sigma)[inner] for half in sums)
-        r = float(np.corrcoef(a.ravel(), b.ravel())[0, 1])
-        parts.append(_split_half.noise_part(r, counts[0], counts[1], frames))
+        parts.append(_noise_part(sums, counts, frames, sigma, border))
     return parts
 
 
