@@ -91,16 +91,12 @@ def _component_args(outs: list[torch.Tensor]) -> tuple[Any, ...]:
     """What ``phase_regularization_components`` takes after the normal equations ``outs``:
     their largest entries, outputs ``slots (2, n)`` and ``weights (4, 2, n)``, and the
     selector's binning for one pass over all ``n`` frequencies."""
-    from napari_gpuscope.compute.phase import _auto_regularization as auto
-    from napari_gpuscope.compute.phase._regularization_ops import Binning, spread_for
+    from napari_gpuscope.compute.phase._auto_regularization import binning_for
 
     n, device = outs[0].numel(), outs[0].device
     largest = torch.stack((outs[0].max(), outs[1].max()))
     slots, weights = torch.empty((2, n), device=device), torch.empty((4, 2, n), device=device)
-    low, high = auto.LOG_RANGE
-    n_bins = int((high - low) * auto.BINS_PER_DECADE)
-    binning = Binning(auto.FLOOR, low, auto.BINS_PER_DECADE, n_bins, spread_for(n))
-    return (largest, slots, weights, binning)
+    return (largest, slots, weights, binning_for(n))
 
 
 def _stack(

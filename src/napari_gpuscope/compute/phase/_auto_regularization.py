@@ -109,14 +109,22 @@ class GramSystem(Protocol):
         ...
 
 
+N_BINS = int((LOG_RANGE[1] - LOG_RANGE[0]) * BINS_PER_DECADE)
+"""Bins of the histogram over ``log10 s``."""
+
+
+def binning_for(chunk: int) -> Binning:
+    """The fused pass's floor and bins for passes of ``chunk`` frequencies."""
+    return Binning(FLOOR, LOG_RANGE[0], BINS_PER_DECADE, N_BINS, spread_for(chunk))
+
+
 def stats_bytes(plane: int, *, fused: bool) -> int:
     """Device bytes the statistics of a ``plane``-pixel system allocate at most: the data's
     energy (:func:`data_energy`), then :meth:`RegularizationStats.of` (its temporaries and the
     histogram it keeps, through the fused pass or its twin)."""
-    n_bins = int((LOG_RANGE[1] - LOG_RANGE[0]) * BINS_PER_DECADE)
     per_frequency = BYTES_PER_FREQUENCY["fused" if fused else "twin"]
     chunk = _chunk(plane)
-    histograms = (spread_for(chunk) + 1) * 4 * 8 * n_bins  # the copies and their total
+    histograms = (spread_for(chunk) + 1) * 4 * 8 * N_BINS  # the copies and their total
     return max(per_frequency * chunk + histograms, ENERGY_BYTES_PER_PIXEL * plane)
 
 
@@ -161,15 +169,12 @@ class RegularizationStats:
     @classmethod
     def of(cls, system: GramSystem, energy: torch.Tensor, n_slices: int) -> RegularizationStats:
         """The statistics of one system ``(h, w)`` whose data have energy ``energy``."""
-        low, high = LOG_RANGE
-        n_bins = int((high - low) * BINS_PER_DECADE)
         fields = [t.reshape(-1) for t in system.fields()]
         largest = torch.stack((system.g_aa.max(), system.g_pp.max()))
         s_max = largest.double().sum()  # >= every eigenvalue
         step = _chunk(fields[0].numel())
         # the floor from the largest entries on the device: no read-back per system (or tile)
-        binning = Binning(FLOOR, low, BINS_PER_DECADE, n_bins, spread_for(step))
-        histogram = SpreadHistogram(largest, binning)
+        histogram = SpreadHistogram(largest, binning_for(step))
         for start in range(0, fields[0].numel(), step):
             histogram.add(tuple(t[start : start + step] for t in fields))
         bins = histogram.total()
